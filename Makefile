@@ -1,0 +1,26 @@
+# Everything runs from a local virtual environment that `make` creates on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: install run test bench clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/tpulab --run conv --no-ui
+
+test: install
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) benchmarks/conv_overhead.py
+	$(PY) benchmarks/callback_overhead.py
+
+clean:
+	rm -rf $(VENV) *.egg-info

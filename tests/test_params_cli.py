@@ -1,0 +1,88 @@
+"""Parameter declarations drive flags, validation and help; bad values get one line and exit 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpulab.cli import main
+from tpulab.workloads import WORKLOADS
+from tpulab.workloads.base import Limits, ParamError
+
+CPU = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
+
+
+def bad(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(["--run", "conv", "--no-ui", *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--batch-size", "0"], "--batch-size must be an integer from 1 to 4096 (got '0')"),
+    (["--batch-size", "-8"], "--batch-size must be an integer from 1 to 4096 (got '-8')"),
+    (["--batch-size", "lots"], "--batch-size must be an integer from 1 to 4096 (got 'lots')"),
+    (["--iterations", "2.5"], "--iterations must be an integer from 1 to 100000 (got '2.5')"),
+    (["--padding", "same"], "--padding must be one of SAME, VALID (got 'same')"),
+    (["--shards", "3", "--batch-size", "128"], "--batch-size must be divisible by --shards 3 (got 128)"),
+    (["--shards", "9", "--batch-size", "72"], "--shards must be an integer from 1 to 8 on CPU"),
+    (["--shards", "2", "--mode", "naive"], "--shards must be 1 in naive mode"),
+    (["--mode", "batch-parallel"], "--mode batch-parallel needs a TPU"),
+    (["--device", "gpu"], "--device gpu: no GPU was found on this machine"),
+    (["--preset", "huge"], "--preset must be one of smoke, article, article-sharded (got 'huge')"),
+    (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+])
+def test_bad_values_give_one_line_naming_the_parameter(capsys, monkeypatch, tmp_path, argv, expected):
+    from tpulab.runtime.detect import detect
+    # A machine with no accelerator: an empty /sys, /dev and /proc, and no environment.
+    monkeypatch.setattr("tpulab.cli.fast_report", lambda: detect(root=tmp_path, environ={}, packages={}))
+    assert expected in bad(capsys, *argv)
+
+
+def test_shards_bound_follows_the_device():
+    w = WORKLOADS["conv"]
+    tpu = Limits({"cpu": 8, "gpu": 0, "tpu": 8}, "tpu")
+    assert w.resolve({"shards": "8", "device": "tpu"}, tpu)["shards"] == 8
+    one_gpu = Limits({"cpu": 8, "gpu": 1, "tpu": 0}, "gpu")
+    with pytest.raises(ParamError, match=r"--shards must be an integer from 1 to 1 on GPU \(the number of GPUs\)"):
+        w.resolve({"shards": "2"}, one_gpu)
+    assert w.resolve({"shards": "2", "device": "cpu"}, one_gpu)["shards"] == 2
+
+
+def test_preset_then_user_values_override_defaults():
+    w = WORKLOADS["fashion-mnist"]
+    p = w.resolve({"epochs": "3", "xla": True}, CPU, preset="smoke")
+    assert p["batch_size"] == 128 and p["epochs"] == 3 and p["xla"] is True
+    assert p["learning_rate"] == pytest.approx(1e-3)
+
+
+def test_every_parameter_has_a_flag_with_help_and_range(capsys):
+    for name, w in WORKLOADS.items():
+        with pytest.raises(SystemExit) as exc:
+            main(["--run", name, "--help"])
+        assert exc.value.code == 0
+        out = capsys.readouterr().out
+        for spec in w.params:
+            assert spec.flag in out, (name, spec.flag)
+        assert "an integer from 1 to" in out
+
+
+def test_bool_flags_take_on_and_off(capsys):
+    from tpulab.cli import build_parser
+    args = build_parser("fashion-mnist").parse_args(["--run", "fashion-mnist", "--no-validation", "--xla"])
+    assert args.validation is False and args.xla is True
+    spec = WORKLOADS["fashion-mnist"].spec("xla")
+    assert spec.parse("off") is False and spec.parse("on") is True
+    with pytest.raises(ParamError, match="--xla must be on or off"):
+        spec.parse("maybe")
+
+
+def test_no_ui_without_a_workload_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--no-ui"])
+    assert exc.value.code == 2
+    assert "--no-ui needs --run WORKLOAD" in capsys.readouterr().err

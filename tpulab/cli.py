@@ -1,0 +1,214 @@
+"""Command line: the TUI by default; `--run NAME --no-ui` headless; detect, doctor, results.
+
+The workload's flags come from its parameter declarations. TensorFlow is never imported here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import __version__
+
+EXIT_BAD_USAGE = 2
+
+
+class Parser(argparse.ArgumentParser):
+    """One line for a bad command line, exit code 2, no usage dump."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_BAD_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _workload_named(argv: Sequence[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == "--run" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--run="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def build_parser(workload_name: str | None = None) -> Parser:
+    from .workloads import WORKLOADS
+
+    p = Parser(prog="tpulab", description="How fast is this machine for deep learning, and why. "
+               "With no arguments, opens the lab (a terminal UI).")
+    p.add_argument("--version", action="version", version=f"tpulab {__version__}")
+    p.add_argument("--run", metavar="WORKLOAD", choices=list(WORKLOADS),
+                   help=f"workload to run: {', '.join(WORKLOADS)} (`tpulab --run NAME --help` lists its parameters)")
+    p.add_argument("--no-ui", action="store_true", help="run headless in this terminal, without the lab")
+    p.add_argument("--json", action="store_true", help="print events as JSON lines; the last line is the result")
+    p.add_argument("--preset", help="start from a preset of the workload's parameters")
+    p.add_argument("--db", type=Path, help="results database (default: $TPULAB_HOME/results.db or the user data dir)")
+    p.add_argument("--no-save", action="store_true", help="do not keep this run in the results database")
+    if workload_name in WORKLOADS:
+        w = WORKLOADS[workload_name]
+        g = p.add_argument_group(f"{w.name} parameters", w.summary + " Presets: " + ", ".join(w.presets) + ".")
+        for spec in w.params:
+            extra = f" [{spec.unit}]" if spec.unit else ""
+            help_text = f"{spec.help}{extra}; {spec.allowed()}; default {spec.show(spec.default) or 'none'}"
+            if spec.kind is bool:
+                g.add_argument(spec.flag, dest=spec.name, action=argparse.BooleanOptionalAction, default=None,
+                               help=help_text)
+            else:
+                g.add_argument(spec.flag, dest=spec.name, default=None,
+                               metavar=spec.name.upper() if not spec.choices else "{" + ",".join(spec.choices) + "}",
+                               help=help_text)
+
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    d = sub.add_parser("detect", help="what hardware is here, and what TensorFlow makes of it")
+    d.add_argument("--json", action="store_true", dest="json")
+    d.add_argument("--fast", action="store_true", help="skip TensorFlow (no import, no TPU initialisation)")
+    doc = sub.add_parser("doctor", help="why an accelerator is not used, and the command that fixes it")
+    doc.add_argument("--json", action="store_true", dest="json")
+    doc.add_argument("--fast", action="store_true", help="skip TensorFlow")
+
+    r = sub.add_parser("results", help="list, show, compare, export and import kept runs")
+    r.add_argument("--db", type=Path, dest="db", default=argparse.SUPPRESS)
+    r.add_argument("--json", action="store_true", dest="json", default=argparse.SUPPRESS)
+    rs = r.add_subparsers(dest="action", metavar="ACTION")
+    for name, helptext in (("list", "runs, newest first"), ("show", "one run in full"),
+                           ("compare", "runs side by side, with speedups against the first"),
+                           ("export", "runs to a file"), ("import", "runs from an exported JSON file")):
+        a = rs.add_parser(name, help=helptext)
+        a.add_argument("--db", type=Path, dest="db", default=argparse.SUPPRESS)
+        if name in ("list", "show", "compare"):
+            a.add_argument("--json", action="store_true", dest="json", default=argparse.SUPPRESS)
+        if name == "show":
+            a.add_argument("id")
+        elif name == "compare":
+            a.add_argument("ids", nargs="+", metavar="ID")
+        elif name == "export":
+            a.add_argument("ids", nargs="*", metavar="ID", help="runs to export (default: all)")
+            a.add_argument("--format", choices=("json", "csv"), default="json")
+            a.add_argument("-o", "--output", type=Path, required=True)
+        elif name == "import":
+            a.add_argument("file", type=Path)
+    r.set_defaults(action="list")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_workload_named(argv))
+    args = parser.parse_args(argv)
+    try:
+        if args.command in ("detect", "doctor"):
+            return cmd_detect(args)
+        if args.command == "results":
+            from .results_cli import cmd_results
+            return cmd_results(args)
+        if args.run and args.no_ui:
+            return cmd_run(args, parser)
+        if args.no_ui:
+            parser.error("--no-ui needs --run WORKLOAD")
+        from .app import TpulabApp
+        TpulabApp(workload=args.run, db=args.db).run()
+        return 0
+    except BrokenPipeError:
+        return 0
+
+
+def fast_report():
+    from .runtime.detect import detect
+    return detect()
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    from .console import runtime_table
+    from .runtime.doctor import diagnose
+    from .worker import probe_tensorflow
+
+    report = fast_report()
+    if not args.fast:
+        report.tensorflow = probe_tensorflow()
+    verdicts = diagnose(report)
+    if args.json:
+        out: Any = ({"verdicts": [v.to_dict() for v in verdicts]} if args.command == "doctor"
+                    else {**report.to_dict(), "verdicts": [v.to_dict() for v in verdicts]})
+        print(json.dumps(out, indent=1))
+        return 0
+    from rich.console import Console
+    console = Console()
+    if args.command == "doctor":
+        from .console import LEVEL_STYLE
+        for v in verdicts:
+            console.print(f"[{LEVEL_STYLE[v.level]}]{v.level}[/] {v.device}: {v.message}", highlight=False)
+            if v.fix:
+                console.print(f"  fix: [bold]{v.fix}[/]", highlight=False)
+        if not verdicts:
+            console.print("ok: nothing to fix")
+    else:
+        console.print(runtime_table(report, verdicts))
+    return 0
+
+
+def resolve_params(args: argparse.Namespace, parser: Parser, report) -> dict[str, Any]:
+    from .workloads import get_workload
+    from .workloads.base import Limits, ParamError
+
+    w = get_workload(args.run)
+    limits = Limits(report.max_shards(), report.default_device)
+    try:
+        return w.resolve({s.name: getattr(args, s.name) for s in w.params}, limits, args.preset)
+    except ParamError as e:
+        parser.error(str(e))
+        raise  # unreachable: error() exits
+
+
+def cmd_run(args: argparse.Namespace, parser: Parser) -> int:
+    from rich.console import Console
+
+    from .console import RunPrinter, summary_table
+    from .results import Store, StoreError, default_path
+    from .runner import Run
+    from .workloads import get_workload
+
+    report = fast_report()
+    params = resolve_params(args, parser, report)
+    workload = get_workload(args.run)
+    console = Console(stderr=args.json)
+    run = Run(workload.name, params, report)
+    printer = RunPrinter(workload, run.recorder, console)
+    store = None if args.no_save else Store(args.db or default_path())
+
+    def on_sigint(signum, frame):
+        if run.handle is not None and run.handle.cancel_requested:
+            console.print("[red]killing the run[/]")
+        else:
+            console.print("[yellow]stopping after the current step (Ctrl+C again to kill)[/]")
+        run.cancel()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        for event in run.events():
+            if args.json:
+                print(json.dumps(event), flush=True)
+            else:
+                printer(event)
+    finally:
+        printer.close()
+        signal.signal(signal.SIGINT, previous)
+    record = run.recorder.record()
+    if args.json:
+        print(json.dumps({"event": "result", **record}), flush=True)
+    else:
+        console.print(summary_table(record, workload.unit))
+    if store is not None:
+        try:
+            store.save(record)
+            console.print(f"kept as run {record['id'][:8]} in {store.path}", highlight=False)
+        except StoreError as e:
+            console.print(f"[red]tpulab: {e}[/]", highlight=False)
+    if record["status"] == "failed":
+        console.print(f"[red]tpulab: the run failed: {record['error']}[/]", highlight=False)
+    return run.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Formatting shared by the console printer, the results commands and the TUI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def seconds(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x < 1e-3:
+        return f"{x * 1e6:.0f} us"
+    if x < 1:
+        return f"{x * 1e3:.1f} ms"
+    return f"{x:.3f} s"
+
+
+def duration(x: float | None) -> str:
+    if x is None:
+        return "-"
+    x = int(round(x))
+    if x < 60:
+        return f"{x}s"
+    if x < 3600:
+        return f"{x // 60}m{x % 60:02d}s"
+    return f"{x // 3600}h{x % 3600 // 60:02d}m"
+
+
+def rate(x: float | None, unit: str = "") -> str:
+    if x is None:
+        return "-"
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.1f} {prefix}{unit}"
+    return f"{x:.1f} {unit}".rstrip()
+
+
+def percent(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def spread(stats: dict[str, Any] | None) -> str:
+    """'0.684 s (p10 0.671 s, p90 0.702 s, n=10)'."""
+    if not stats:
+        return "-"
+    return (f"{seconds(stats['median'])} (p10 {seconds(stats['p10'])}, p90 {seconds(stats['p90'])}, "
+            f"n={stats['count']})")
+
+
+def device(record: dict[str, Any]) -> str:
+    d = record.get("device") or {}
+    if not d:
+        return "-"
+    reps = f" x{d['replicas']}" if d.get("replicas", 1) > 1 else ""
+    return f"{d.get('kind', '?').upper()} {d.get('name', '')}{reps}".strip()
+
+
+def bytes_(n: int | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n / 2**30:.1f} GiB"

@@ -1,0 +1,105 @@
+"""`tpulab results`: list, show, compare, export, import."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from . import fmt
+from .results import Store, StoreError, compare, csv_row, default_path, export_csv, export_json, read_export
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    store = Store(args.db or default_path())
+    console = Console()
+    try:
+        return ACTIONS[args.action](args, store, console)
+    except StoreError as e:
+        print(f"tpulab: {e}", file=sys.stderr)
+        return 1
+
+
+def _list(args, store: Store, console: Console) -> int:
+    records = store.records()
+    if args.json:
+        print(json.dumps([csv_row(r) for r in records], indent=1))
+        return 0
+    if not records:
+        console.print(f"no runs kept yet in {store.path}: try `tpulab --run conv --no-ui --preset smoke`")
+        return 0
+    t = Table(title=f"runs in {store.path}, newest first")
+    for col in ("id", "started", "workload", "status", "device", "shards", "batch", "median", "throughput", "peak"):
+        t.add_column(col)
+    for r in records:
+        s = r["summary"]
+        t.add_row(r["id"][:8], r["started_at"].replace("T", " ")[:19], r["workload"], r["status"], fmt.device(r),
+                  str(r["params"].get("shards")), str(r["params"].get("batch_size")),
+                  fmt.seconds((s.get("step_seconds") or {}).get("median")),
+                  fmt.rate(s.get("examples_per_s"), "ex/s"), fmt.percent(s.get("peak_fraction")))
+    console.print(t)
+    return 0
+
+
+def _show(args, store: Store, console: Console) -> int:
+    from .console import summary_table
+    from .workloads import WORKLOADS
+
+    record = store.get(args.id)
+    if args.json:
+        print(json.dumps(record, indent=1))
+        return 0
+    w = WORKLOADS.get(record["workload"])
+    console.print(summary_table(record, w.unit if w else "step"))
+    console.print("parameters: " + ", ".join(f"{k}={v}" for k, v in record["params"].items()), highlight=False)
+    return 0
+
+
+def _compare(args, store: Store, console: Console) -> int:
+    result = compare([store.get(i) for i in args.ids])
+    if args.json:
+        print(json.dumps({"workload": result["workload"], "warnings": result["warnings"],
+                          "rows": [{**csv_row(row["record"]), "speedup": row["speedup"]} for row in result["rows"]]},
+                         indent=1))
+        return 0
+    t = Table(title=f"{result['workload']}: speedup = first run's median time / this run's")
+    for col in ("run", "device", "dtype", "shards", "batch", "median", "p10-p90", "throughput", "GFLOP/s", "peak",
+                "accuracy", "speedup"):
+        t.add_column(col)
+    for row in result["rows"]:
+        r = row["record"]
+        s = r["summary"]
+        st = s.get("step_seconds") or {}
+        val = (s.get("validation") or {}).get("val_sparse_categorical_accuracy")
+        acc = val if val is not None else (s.get("final_metrics") or {}).get("sparse_categorical_accuracy")
+        t.add_row(r["id"][:8], fmt.device(r), str(r.get("dtype")), str(r["params"].get("shards")),
+                  str(r["params"].get("batch_size")), fmt.seconds(st.get("median")),
+                  f"{fmt.seconds(st.get('p10'))}-{fmt.seconds(st.get('p90'))}",
+                  fmt.rate(s.get("examples_per_s"), "ex/s"),
+                  f"{s['gflops_per_s']:.1f}" if s.get("gflops_per_s") else "-", fmt.percent(s.get("peak_fraction")),
+                  f"{acc:.3f}" if acc is not None else "-",
+                  f"{row['speedup']:.2f}x" if row["speedup"] else "-")
+    console.print(t)
+    for w in result["warnings"]:
+        console.print(f"[yellow]warning: {w}[/]", highlight=False)
+    return 0
+
+
+def _export(args, store: Store, console: Console) -> int:
+    records = [store.get(i) for i in args.ids] if args.ids else store.records()
+    (export_json if args.format == "json" else export_csv)(records, args.output)
+    console.print(f"exported {len(records)} run(s) to {args.output}", highlight=False)
+    return 0
+
+
+def _import(args, store: Store, console: Console) -> int:
+    added, skipped = store.import_records(read_export(args.file))
+    console.print(f"imported {added} run(s) from {args.file}" + (f", {skipped} already present" if skipped else ""),
+                  highlight=False)
+    return 0
+
+
+ACTIONS = {"list": _list, "show": _show, "compare": _compare, "export": _export, "import": _import}

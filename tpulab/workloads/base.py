@@ -1,0 +1,172 @@
+"""What a workload is: its parameters, declared once, and the contract its runner keeps.
+
+The CLI flags, the TUI form, validation, help, presets and the stored record are all
+derived from a workload's `ParamSpec`s; nothing else lists them again.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+Params = dict[str, Any]
+Event = dict[str, Any]
+Sink = Callable[[Event], None]
+
+
+class ParamError(ValueError):
+    """A bad value: the message is one line that names the parameter and what is allowed."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One hyperparameter: its type, default, bounds and the words that explain it."""
+
+    name: str
+    kind: type  # int, float, str, bool
+    default: Any
+    help: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] = ()
+    unit: str = ""
+    term: str = ""  # glossary entry that explains it
+    advanced: bool = False
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def allowed(self, maximum: float | None = None) -> str:
+        """The allowed values in words, e.g. 'an integer from 1 to 4096'."""
+        hi = self.max if maximum is None else maximum
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.kind is bool:
+            return "on or off"
+        noun = "an integer" if self.kind is int else "a number"
+        if self.min is not None and hi is not None:
+            return f"{noun} from {_fmt(self.min)} to {_fmt(hi)}"
+        if self.min is not None:
+            return f"{noun} of at least {_fmt(self.min)}"
+        return noun if self.kind is not str else "a path"
+
+    def parse(self, raw: Any, maximum: float | None = None) -> Any:
+        """Turn a typed value or the text a user entered into a checked value."""
+        hi = self.max if maximum is None else maximum
+        text = str(raw).strip()
+        bad = ParamError(self.name, f"{self.flag} must be {self.allowed(maximum)} (got {text!r})")
+        if self.kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            words = {"on": True, "true": True, "yes": True, "1": True,
+                     "off": False, "false": False, "no": False, "0": False}
+            if text.lower() not in words:
+                raise bad
+            return words[text.lower()]
+        if self.choices:
+            if text not in self.choices:
+                raise bad
+            return text
+        if self.kind is str:
+            return text
+        try:
+            value = self.kind(text) if self.kind is float else int(text, 10)
+        except ValueError:
+            raise bad from None
+        if value != value or (self.min is not None and value < self.min) or (hi is not None and value > hi):
+            raise bad
+        return value
+
+    def show(self, value: Any) -> str:
+        if self.kind is bool:
+            return "on" if value else "off"
+        return _fmt(value) if isinstance(value, float) else str(value)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the chosen hardware allows, found without importing TensorFlow."""
+
+    max_shards: Mapping[str, int]  # per device kind: cpu, gpu, tpu
+    default_device: str = "cpu"
+
+    def device_for(self, choice: str) -> str:
+        return self.default_device if choice == "auto" else choice
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A workload's declaration; `runner` names the module whose `run()` does the work."""
+
+    name: str
+    title: str
+    summary: str
+    params: tuple[ParamSpec, ...]
+    runner: str
+    flops_per_step: Callable[[Params], float]
+    check: Callable[[Params, Limits], None]
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    unit: str = "step"  # what one timed step is called
+
+    def spec(self, name: str) -> ParamSpec:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def defaults(self) -> Params:
+        return {p.name: p.default for p in self.params}
+
+    def resolve(self, values: Mapping[str, Any], limits: Limits, preset: str | None = None) -> Params:
+        """Defaults, then the preset, then the user's values; each checked, then the whole."""
+        params = self.defaults()
+        if preset is not None:
+            if preset not in self.presets:
+                raise ParamError("preset", f"--preset must be one of {', '.join(self.presets)} (got {preset!r})")
+            params.update(self.presets[preset])
+        for name, raw in values.items():
+            if raw is not None:
+                params[name] = self.spec(name).parse(raw)
+        self.check(params, limits)
+        return params
+
+    def run(self, params: Params, sink: Sink, cancel: "CancelToken") -> None:
+        importlib.import_module(self.runner).run(params, sink, cancel)
+
+
+class CancelToken:
+    """Set once to ask a run to stop after its current step."""
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
+def check_shards(params: Params, limits: Limits, device_param: str = "device") -> None:
+    """Shards must fit the device and divide the global batch evenly."""
+    device = limits.device_for(params[device_param])
+    maximum = limits.max_shards.get(device, 0)
+    if maximum < 1:
+        raise ParamError(device_param, f"--{device_param} {device}: no {device.upper()} was found on this machine (see `tpulab doctor`)")
+    shards = params["shards"]
+    if shards > maximum:
+        why = {"cpu": "the stated bound for logical CPU devices", "gpu": "the number of GPUs",
+               "tpu": "the number of TPU cores"}[device]
+        raise ParamError("shards", f"--shards must be an integer from 1 to {maximum} on {device.upper()} ({why}) (got {shards})")
+    if params["batch_size"] % shards:
+        raise ParamError("batch_size", f"--batch-size must be divisible by --shards {shards} (got {params['batch_size']})")

@@ -1,0 +1,127 @@
+"""The convolution in TensorFlow: every mode is timed by the same `StepTimer` callback.
+
+`sharded` is a one-layer Keras model whose output is the sum of the convolution, iterated
+with `predict`: the sum depends on every output element, so nothing can be pruned, and the
+timer fetches it before stopping the clock. The images live on the devices (each replica its
+own slice of the batch), so what is timed is the convolution, not a host copy.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from ..callbacks import StepTimer
+from ..runtime.strategy import Placement, place, versions
+from .base import CancelToken, Params, Sink
+from .conv import CONV
+
+
+class ConvSum(keras.layers.Layer):
+    """Holds the images and kernels; returns the sum of their convolution, one row per input row."""
+
+    def __init__(self, images_shape, kernel_shape, stride, padding, dtype_name, seed, **kwargs):
+        super().__init__(**kwargs)
+        self.images_shape, self.kernel_shape = tuple(images_shape), tuple(kernel_shape)
+        self.stride, self.padding, self.data_dtype, self.seed = stride, padding, dtype_name, seed
+
+    def build(self, input_shape):
+        init = keras.initializers.RandomNormal(seed=self.seed)
+        self.images = self.add_weight(shape=self.images_shape, initializer=init, trainable=False,
+                                      dtype=self.data_dtype, name="images")
+        self.kernel = self.add_weight(shape=self.kernel_shape, initializer=init, trainable=False,
+                                      dtype=self.data_dtype, name="kernel")
+
+    def call(self, x):
+        y = tf.nn.conv2d(self.images.value, self.kernel.value, self.stride, self.padding)
+        total = tf.cast(tf.reduce_sum(y), tf.float32)
+        return tf.zeros_like(x[:, :1], dtype=tf.float32) + total
+
+
+def shapes(p: Params) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    per_replica = p["batch_size"] // p["shards"]
+    return ((per_replica, p["image_size"], p["image_size"], p["channels"]),
+            (p["kernel_size"], p["kernel_size"], p["channels"], p["filters"]))
+
+
+def build_model(p: Params, strategy) -> keras.Model:
+    images, kernel = shapes(p)
+    with strategy.scope():
+        inputs = keras.Input((1,))
+        outputs = ConvSum(images, kernel, p["stride"], p["padding"], p["dtype"], p["seed"])(inputs)
+        return keras.Model(inputs, outputs)
+
+
+def total_steps(p: Params) -> int:
+    return 1 + p["warmup"] + p["iterations"]
+
+
+def run(p: Params, sink: Sink, cancel: CancelToken) -> None:
+    placement = place(p["device"], p["shards"] if p["mode"] != "naive" else 1)
+    start_event(p, placement, sink)
+    timer = StepTimer(sink, batch_size=p["batch_size"], warmup=p["warmup"], cancel=cancel)
+    if p["mode"] == "naive":
+        run_naive(p, timer, cancel)
+    elif p["mode"] == "batch-parallel":
+        run_batch_parallel(p, timer, cancel, placement)
+    else:
+        model = build_model(p, placement.strategy)
+        # One dummy row per replica: each replica convolves the images it holds.
+        rows = tf.data.Dataset.from_tensors(tf.zeros((p["shards"], 1))).repeat()
+        model.predict(rows, steps=total_steps(p), callbacks=[timer], verbose=0)
+
+
+def start_event(p: Params, placement: Placement, sink: Sink) -> None:
+    sink({"event": "started", "workload": CONV.name, "device": placement.describe(), "dtype": p["dtype"],
+          "flops_per_step": CONV.flops_per_step(p), "steps_total": total_steps(p),
+          "per_replica_batch": p["batch_size"] // p["shards"], "versions": versions(), "note": placement.note})
+
+
+def run_naive(p: Params, timer: StepTimer, cancel: CancelToken) -> None:
+    """The article's first attempt: numpy arrays in, the whole output copied back, every time."""
+    rng = np.random.default_rng(p["seed"])
+    np_dtype = tf.dtypes.as_dtype(p["dtype"]).as_numpy_dtype
+    images_shape, kernel_shape = shapes(p)
+    images = rng.standard_normal(images_shape, dtype=np.float32).astype(np_dtype)
+    kernel = rng.standard_normal(kernel_shape, dtype=np.float32).astype(np_dtype)
+    for i in range(total_steps(p)):
+        timer.on_predict_batch_begin(i)
+        out = tf.nn.conv2d(images, kernel, p["stride"], p["padding"]).numpy()
+        timer.on_predict_batch_end(i, {"outputs": out.flat[0]})
+        if cancel.is_set():
+            break
+
+
+def batch_parallel_graph(p: Params) -> tuple[tf.Graph, tf.Tensor]:
+    """The article's `batch_parallel` call, fixed: each shard returns the sum of its convolution.
+
+    The article's `conv_op` returned nothing, so the TPU program had no outputs and no work ran.
+    """
+    graph = tf.Graph()
+    images_shape, kernel_shape = shapes(p)
+    dtype = tf.dtypes.as_dtype(p["dtype"])
+    with graph.as_default():
+        def shard():
+            images = tf.random.stateless_normal(images_shape, seed=[p["seed"], 0], dtype=dtype)
+            kernel = tf.random.stateless_normal(kernel_shape, seed=[p["seed"], 1], dtype=dtype)
+            return [tf.cast(tf.reduce_sum(tf.nn.conv2d(images, kernel, p["stride"], p["padding"])), tf.float32)]
+
+        outputs = tf.compat.v1.tpu.batch_parallel(shard, [], num_shards=p["shards"])
+        total = tf.add_n(outputs)
+    return graph, total
+
+
+def run_batch_parallel(p: Params, timer: StepTimer, cancel: CancelToken, placement: Placement) -> None:
+    graph, total = batch_parallel_graph(p)
+    resolver = placement.strategy.cluster_resolver
+    with graph.as_default(), tf.compat.v1.Session(resolver.master(), graph=graph) as session:
+        session.run(tf.compat.v1.tpu.initialize_system())
+        try:
+            for i in range(total_steps(p)):
+                timer.on_predict_batch_begin(i)
+                timer.on_predict_batch_end(i, {"outputs": session.run(total)})
+                if cancel.is_set():
+                    break
+        finally:
+            session.run(tf.compat.v1.tpu.shutdown_system())
