@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from . import fmt
 from .record import RunRecorder
@@ -156,7 +157,7 @@ def runtime_table(report: RuntimeReport, verdicts: list[Verdict]) -> Table:
     else:
         pk = report.packages
         t.add_row("TensorFlow", f"{pk.get('tensorflow') or 'not installed'} (Keras {pk.get('keras') or '-'}); "
-                                "not imported (--fast)")
+                                "TensorFlow's own view not probed")
     t.add_row("Python", report.python + ("  (Colab)" if report.colab else ""))
     t.add_row("default device", report.default_device.upper())
     for v in verdicts:
@@ -164,3 +165,26 @@ def runtime_table(report: RuntimeReport, verdicts: list[Verdict]) -> Table:
         t.add_row(f"[{style}]{v.level}: {v.device}[/]", f"[{style}]{v.message}[/]" +
                   (f"\n  fix: [bold]{v.fix}[/]" if v.fix else ""))
     return t
+
+
+def comparison_table(result: dict[str, Any]) -> Group:
+    """Runs side by side with speedups against the first, then the warnings."""
+    t = Table(title=f"{result['workload']}: speedup = first run's median time / this run's")
+    for col in ("run", "device", "dtype", "shards", "batch", "median", "p10-p90", "throughput", "GFLOP/s", "peak",
+                "accuracy", "speedup"):
+        t.add_column(col)
+    for row in result["rows"]:
+        r = row["record"]
+        s = r["summary"]
+        st = s.get("step_seconds") or {}
+        val = (s.get("validation") or {}).get("val_sparse_categorical_accuracy")
+        acc = val if val is not None else (s.get("final_metrics") or {}).get("sparse_categorical_accuracy")
+        t.add_row(r["id"][:8], fmt.device(r), str(r.get("dtype")), str(r["params"].get("shards")),
+                  str(r["params"].get("batch_size")), fmt.seconds(st.get("median")),
+                  f"{fmt.seconds(st.get('p10'))}-{fmt.seconds(st.get('p90'))}",
+                  fmt.rate(s.get("examples_per_s"), "ex/s"),
+                  f"{s['gflops_per_s']:.1f}" if s.get("gflops_per_s") else "-", fmt.percent(s.get("peak_fraction")),
+                  f"{acc:.3f}" if acc is not None else "-",
+                  f"{row['speedup']:.2f}x" if row["speedup"] else "-")
+    warnings = [Text(f"warning: {w}", style="yellow") for w in result["warnings"]]
+    return Group(t, *warnings)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import fmt
+from .console import comparison_table
 from .results import Store, StoreError, compare, csv_row, default_path, export_csv, export_json, read_export
 
 
@@ -65,26 +66,7 @@ def _compare(args, store: Store, console: Console) -> int:
                           "rows": [{**csv_row(row["record"]), "speedup": row["speedup"]} for row in result["rows"]]},
                          indent=1))
         return 0
-    t = Table(title=f"{result['workload']}: speedup = first run's median time / this run's")
-    for col in ("run", "device", "dtype", "shards", "batch", "median", "p10-p90", "throughput", "GFLOP/s", "peak",
-                "accuracy", "speedup"):
-        t.add_column(col)
-    for row in result["rows"]:
-        r = row["record"]
-        s = r["summary"]
-        st = s.get("step_seconds") or {}
-        val = (s.get("validation") or {}).get("val_sparse_categorical_accuracy")
-        acc = val if val is not None else (s.get("final_metrics") or {}).get("sparse_categorical_accuracy")
-        t.add_row(r["id"][:8], fmt.device(r), str(r.get("dtype")), str(r["params"].get("shards")),
-                  str(r["params"].get("batch_size")), fmt.seconds(st.get("median")),
-                  f"{fmt.seconds(st.get('p10'))}-{fmt.seconds(st.get('p90'))}",
-                  fmt.rate(s.get("examples_per_s"), "ex/s"),
-                  f"{s['gflops_per_s']:.1f}" if s.get("gflops_per_s") else "-", fmt.percent(s.get("peak_fraction")),
-                  f"{acc:.3f}" if acc is not None else "-",
-                  f"{row['speedup']:.2f}x" if row["speedup"] else "-")
-    console.print(t)
-    for w in result["warnings"]:
-        console.print(f"[yellow]warning: {w}[/]", highlight=False)
+    console.print(comparison_table(result))
     return 0
 
 

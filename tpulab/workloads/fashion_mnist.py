@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..data import DataError, find
 from .base import Limits, ParamError, Params, ParamSpec, Workload, check_shards
 
 # (kind, output height/width, output channels, kernel size, input channels) of each layer with weights
@@ -55,6 +56,11 @@ def check(p: Params, limits: Limits) -> None:
     if p["steps_per_execution"] > p["steps_per_epoch"]:
         raise ParamError("steps_per_execution", f"--steps-per-execution must be an integer from 1 to "
                          f"--steps-per-epoch {p['steps_per_epoch']} (got {p['steps_per_execution']})")
+    if p["dataset"] == "fashion-mnist" and not p["download"]:
+        try:
+            find(p["data_dir"] or None)
+        except DataError as e:
+            raise ParamError("data_dir", str(e)) from None
 
 
 FASHION_MNIST = Workload(

@@ -1,0 +1,114 @@
+"""The conv workload end to end: the real CLI, a real worker, real TensorFlow, tiny shapes."""
+
+from __future__ import annotations
+
+import math
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tpulab.runner import Run
+from tpulab.runtime.detect import detect
+from tpulab.timing import conv_flops
+
+from .conftest import ROOT, json_events, run_cli
+
+TINY = ["--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterations", "4", "--warmup", "1"]
+
+
+@pytest.mark.parametrize("mode, shards", [("sharded", 1), ("sharded", 4), ("naive", 1)])
+def test_conv_runs_and_reports_honest_figures(mode, shards):
+    out = run_cli("--run", "conv", "--no-ui", "--json", *TINY, "--mode", mode, "--shards", str(shards))
+    assert out.returncode == 0, out.stderr
+    events = json_events(out.stdout)
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "started" and kinds[1] == "compiled" and kinds[-2:] == ["finished", "result"]
+    steps = [e for e in events if e["event"] == "step"]
+    assert [s["warmup"] for s in steps] == [True, False, False, False, False]
+    assert all(s["seconds"] > 0 and math.isfinite(s["value"]) for s in steps)
+    result = events[-1]
+    assert result["status"] == "finished" and result["device"]["replicas"] == shards
+    assert result["per_replica_batch"] == 8 // shards
+    s = result["summary"]
+    assert s["step_seconds"]["count"] == 4
+    assert s["flops_per_step"] == conv_flops(8, 32, 32, 3, 16, 5, 2, "SAME")
+    assert s["gflops_per_s"] == pytest.approx(s["flops_per_step"] / s["step_seconds"]["median"] / 1e9)
+    assert 0 < s["peak_fraction"] < 1
+    assert "beats-peak" not in [f["code"] for f in s["flags"]]
+    assert result["versions"]["tensorflow"].startswith("2.")
+
+
+def test_sharded_replicas_each_convolve_their_slice():
+    """The checksum of a 2-shard run equals the sum over both replicas' slices (same seed, same slice)."""
+    one = json_events(run_cli("--run", "conv", "--no-ui", "--json", *TINY, "--batch-size", "4").stdout)
+    two = json_events(run_cli("--run", "conv", "--no-ui", "--json", *TINY, "--batch-size", "8",
+                              "--shards", "2").stdout)
+    v1 = next(e["value"] for e in one if e["event"] == "step")
+    v2 = next(e["value"] for e in two if e["event"] == "step")
+    assert v2 == pytest.approx(2 * v1, rel=1e-4)
+
+
+def test_human_output_has_a_line_per_iteration_and_a_summary():
+    out = run_cli("--run", "conv", "--no-ui", *TINY, "--no-save")
+    assert out.returncode == 0, out.stderr
+    assert "first call (trace + compile" in out.stdout
+    assert out.stdout.count("iteration ") >= 5
+    for label in ("steady iteration time", "p10", "p90", "n=4", "fraction of peak", "GFLOP/s"):
+        assert label in out.stdout
+
+
+def test_batch_parallel_graph_consumes_every_shards_output():
+    tf = pytest.importorskip("tensorflow")
+    from tpulab.workloads import WORKLOADS
+    from tpulab.workloads.conv_tf import batch_parallel_graph
+
+    params = {**WORKLOADS["conv"].defaults(), "batch_size": 8, "image_size": 16, "filters": 4, "shards": 8}
+    graph, total = batch_parallel_graph(params)
+    ops = {op.type for op in graph.get_operations()}
+    assert {"TPUReplicateMetadata", "TPUReplicatedOutput", "Conv2D"} <= ops
+    # The fetched value depends on every shard's output (the article's had none to depend on).
+    seen, todo = set(), [total.op]
+    while todo:
+        op = todo.pop()
+        if op.name not in seen:
+            seen.add(op.name)
+            todo += [t.op for t in op.inputs] + list(op.control_inputs)
+    replicated = [op for op in graph.get_operations() if op.type == "TPUReplicatedOutput"]
+    assert len(replicated) == 1 and replicated[0].name in seen
+    assert len(replicated[0].outputs) == 8 and total.dtype == tf.float32
+
+
+def test_worker_failure_is_reported_with_its_reason():
+    run = Run("conv", {"batch_size": 8, "image_size": 16, "channels": 3, "filters": 4, "kernel_size": 3,
+                       "stride": 1, "padding": "SAME", "dtype": "float32", "iterations": 2, "warmup": 0,
+                       "shards": 1, "mode": "sharded", "device": "tpu", "seed": 0}, detect())
+    events = list(run.events())
+    assert events[-1]["event"] == "failed"
+    rec = run.recorder.record()
+    assert rec["status"] == "failed" and "TPU" in rec["error"] and run.exit_code == 1
+
+
+def test_ctrl_c_stops_after_the_current_step_and_keeps_the_measurements(tpulab_home):
+    proc = subprocess.Popen([sys.executable, "-m", "tpulab", "--run", "conv", "--no-ui", "--json",
+                             "--batch-size", "8", "--image-size", "64", "--filters", "16", "--iterations", "100000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    seen = 0
+    for line in proc.stdout:
+        if '"event": "step"' in line:
+            seen += 1
+            if seen == 3:
+                proc.send_signal(signal.SIGINT)
+                break
+    rest, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    events = json_events(rest)
+    assert events[-2]["event"] == "cancelled"
+    result = events[-1]
+    assert result["status"] == "cancelled" and len(result["steps"]) >= 3
+    assert result["summary"]["step_seconds"]["count"] >= 1
+    assert "stopping after the current step" in err
+    listing = run_cli("results", "list", "--json")
+    assert '"status": "cancelled"' in listing.stdout

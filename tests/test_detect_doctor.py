@@ -1,0 +1,202 @@
+"""Detection and the doctor on fake /proc, /sys, /dev trees and environments: every branch for real."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tpulab.runtime.detect import detect
+from tpulab.runtime.doctor import diagnose
+from tpulab.runtime.peaks import cpu_peak, device_peak, gpu_peak, tpu_peak
+
+CPUINFO = "".join(
+    f"processor\t: {i}\nmodel name\t: AMD EPYC 7B12\ncpu MHz\t\t: 2250.000\n"
+    "flags\t\t: fpu sse4_2 avx avx2 fma\n\n" for i in range(4))
+TF = {"tensorflow": "2.21.0", "keras": "3.15.1"}
+
+
+def tree(root: Path, files: dict[str, str] = {}, dirs: tuple[str, ...] = ()) -> Path:
+    base = {"proc/cpuinfo": CPUINFO, "proc/meminfo": "MemTotal:       16384000 kB\n"}
+    for rel, text in {**base, **files}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    for rel in dirs:
+        (root / rel).mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def pci(address: str, vendor: str, device: str, cls: str) -> dict[str, str]:
+    d = f"sys/bus/pci/devices/{address}"
+    return {f"{d}/vendor": vendor + "\n", f"{d}/device": device + "\n", f"{d}/class": cls + "\n"}
+
+
+def verdict(report, device):
+    return [v for v in diagnose(report) if v.device == device]
+
+
+def test_no_accelerator(tmp_path):
+    r = detect(tree(tmp_path, pci("0000:00:01.0", "0x8086", "0x7000", "0x060100")), {}, TF)
+    assert r.cpu.model == "AMD EPYC 7B12" and r.cpu.logical_cores == 4
+    assert r.cpu.features == ["sse4_2", "avx", "avx2", "fma"] and r.cpu.memory_bytes == 16384000 * 1024
+    assert r.tpu is None and r.gpus == [] and not r.colab
+    assert r.default_device == "cpu" and r.max_shards() == {"cpu": 8, "gpu": 0, "tpu": 0}
+    [v] = diagnose(r)
+    assert v.device == "cpu" and "runs will use the CPU" in v.message and v.fix is None
+
+
+def test_no_accelerator_on_colab_points_at_the_runtime_menu(tmp_path):
+    r = detect(tree(tmp_path), {"COLAB_RELEASE_TAG": "release-colab_20261101"}, TF)
+    assert r.colab
+    assert "Change runtime type" in diagnose(r)[0].fix
+
+
+def gpu_tree(root: Path) -> Path:
+    return tree(root, {
+        **pci("0000:00:04.0", "0x10de", "0x1eb8", "0x030200"),
+        "proc/driver/nvidia/gpus/0000:00:04.0/information": "Model: \t\t Tesla T4\nIRQ: 34\n",
+        "proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19\n",
+    })
+
+
+def test_gpu_found_through_the_driver(tmp_path):
+    r = detect(gpu_tree(tmp_path), {}, TF)
+    [g] = r.gpus
+    assert g.name == "Tesla T4" and g.driver == "535.104.05" and "proc/driver/nvidia" in g.found_by
+    assert r.default_device == "gpu" and r.max_shards()["gpu"] == 1
+
+
+def test_doctor_gpu_without_cuda_libraries(tmp_path):
+    r = detect(gpu_tree(tmp_path), {}, TF)
+    [v] = verdict(r, "gpu")
+    assert v.level == "warn" and v.fix == "pip install 'tensorflow[and-cuda]'"
+
+
+def test_doctor_gpu_with_a_cpu_only_tensorflow(tmp_path):
+    r = detect(gpu_tree(tmp_path), {}, TF)
+    r.tensorflow = {"gpus": [], "built_with_cuda": False, "tpu_cores": 0}
+    [v] = verdict(r, "gpu")
+    assert v.level == "error" and "CPU-only" in v.message and "tensorflow[and-cuda]" in v.fix
+    assert r.default_device == "cpu"  # TensorFlow's view wins over the hardware's
+
+
+def test_doctor_gpu_with_cuda_build_but_missing_libraries(tmp_path):
+    r = detect(gpu_tree(tmp_path), {}, TF)
+    r.tensorflow = {"gpus": [], "built_with_cuda": True, "tpu_cores": 0}
+    [v] = verdict(r, "gpu")
+    assert v.level == "error" and "CUDA libraries are missing" in v.message
+
+
+def test_doctor_gpu_in_use(tmp_path):
+    r = detect(gpu_tree(tmp_path), {}, TF)
+    r.tensorflow = {"gpus": [{"name": "Tesla T4", "compute_capability": "7.5"}], "built_with_cuda": True}
+    [v] = verdict(r, "gpu")
+    assert v.level == "ok"
+
+
+def test_gpu_on_the_bus_without_a_driver(tmp_path):
+    r = detect(tree(tmp_path, pci("0000:00:04.0", "0x10de", "0x20b0", "0x030200")), {}, TF)
+    assert r.gpus == [] and r.gpu_hardware == 1
+    [v] = verdict(r, "gpu")
+    assert "no NVIDIA driver" in v.message and "nvidia-driver" in v.fix
+
+
+def v5e_tree(root: Path) -> Path:
+    return tree(root, pci("0000:00:05.0", "0x1ae0", "0x0063", "0x120000"), dirs=("dev/vfio/0",))
+
+
+def test_tpu_vm_v5e(tmp_path):
+    r = detect(v5e_tree(tmp_path), {"TPU_ACCELERATOR_TYPE": "v5litepod-1"}, {**TF, "libtpu": "0.0.21"})
+    t = r.tpu
+    assert t.generation == "v5e" and t.chips == 1 and t.cores == 1
+    assert any("0x1ae0" in f for f in t.found_by) and any("/dev/vfio" in f for f in t.found_by)
+    assert r.default_device == "tpu" and r.max_shards()["tpu"] == 1
+
+
+def test_doctor_tpu_without_tpu_runtime(tmp_path):
+    r = detect(v5e_tree(tmp_path), {}, TF)
+    [v] = verdict(r, "tpu")
+    assert v.level == "error" and "no TPU runtime (libtpu)" in v.message
+    assert v.fix.startswith("pip install tensorflow-tpu==2.21.0 -f https://")
+    assert r.default_device == "cpu"
+
+
+def test_doctor_tpu_without_tensorflow(tmp_path):
+    r = detect(v5e_tree(tmp_path), {}, {})
+    [v] = verdict(r, "tpu")
+    assert "TensorFlow is not installed" in v.message and v.fix.startswith("pip install tensorflow-tpu -f")
+
+
+def test_doctor_tpu_version_mismatch(tmp_path):
+    r = detect(v5e_tree(tmp_path), {}, {**TF, "tensorflow-tpu": "2.20.0"})
+    [v] = verdict(r, "tpu")
+    assert "differ" in v.message and v.fix.startswith("pip install tensorflow-tpu==2.21.0")
+
+
+def test_doctor_tpu_no_opkernel(tmp_path):
+    r = detect(v5e_tree(tmp_path), {}, {**TF, "libtpu": "0.0.21"})
+    r.tensorflow = {"gpus": [], "tpu_cores": 0, "tpu_error": "NotFoundError: No OpKernel registered for "
+                    "ConfigureDistributedTPU with these attrs"}
+    [v] = verdict(r, "tpu")
+    assert "no TPU kernels" in v.message and v.fix.startswith("pip uninstall -y tensorflow && pip install tensorflow-tpu")
+
+
+def test_doctor_tpu_in_use(tmp_path):
+    r = detect(v5e_tree(tmp_path), {}, {**TF, "libtpu": "0.0.21"})
+    r.tensorflow = {"gpus": [], "tpu_cores": 1}
+    [v] = verdict(r, "tpu")
+    assert v.level == "ok" and r.default_device == "tpu"
+
+
+def test_tpu_v4_through_dev_accel(tmp_path):
+    files = {}
+    for i in range(4):
+        files.update(pci(f"0000:00:0{i + 4}.0", "0x1ae0", "0x005e", "0x120000"))
+    r = detect(tree(tmp_path, files, dirs=tuple(f"dev/accel{i}" for i in range(4))), {}, TF)
+    assert r.tpu.generation == "v4" and r.tpu.chips == 4 and r.tpu.cores == 4
+    assert any("/dev/accel" in f for f in r.tpu.found_by)
+
+
+def test_legacy_colab_tpu_node(tmp_path):
+    env = {"COLAB_TPU_ADDR": "10.0.0.2:8470", "COLAB_RELEASE_TAG": "x"}
+    r = detect(tree(tmp_path), env, {**TF, "libtpu": "0.0.21"})
+    assert r.colab and r.tpu.address == "grpc://10.0.0.2:8470"
+    assert r.tpu.generation == "v2" and r.tpu.cores == 8
+    v = verdict(r, "tpu")[0]
+    assert v.level == "warn" and "legacy TPU Node" in v.message and "retired" in v.message
+
+
+def test_vfio_alone_is_not_a_tpu(tmp_path):
+    assert detect(tree(tmp_path, dirs=("dev/vfio/0",)), {}, TF).tpu is None
+
+
+def test_peaks():
+    r = detect(Path("/"), {}, TF)
+    p = cpu_peak(r.cpu, "float32")
+    assert p.flops > 0 and "estimate" in p.source
+    assert gpu_peak("NVIDIA A100-SXM4-40GB", "float32").flops == 156e12  # TF32 is TF's default
+    assert gpu_peak("Tesla T4", "float16").flops == 65e12
+    assert gpu_peak("Tesla K80", "float32").flops == pytest.approx(4.37e12)
+    assert gpu_peak("Mystery GPU", "float32") is None
+    assert tpu_peak("v2").flops == 22.5e12  # 45 per chip, 2 cores per chip
+    assert tpu_peak("v5e").flops == 197e12
+    assert device_peak("tpu", "v2", "float32", 8, None).flops == 180e12  # the article's v2-8
+    assert device_peak("gpu", "Tesla T4", "float32", 2, None).flops == pytest.approx(16.2e12)
+
+
+def test_cpu_peak_uses_the_max_clock_when_known(tmp_path):
+    root = tree(tmp_path, {"sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq": "3300000\n"})
+    cpu = detect(root, {}, TF).cpu
+    assert cpu.max_mhz == 3300.0
+    assert cpu_peak(cpu, "float32").flops == pytest.approx(4 * 3.3e9 * 32)
+
+
+def test_core_never_imports_tensorflow_or_textual():
+    code = ("import sys; import tpulab.cli, tpulab.runtime.detect, tpulab.runtime.doctor, tpulab.runtime.peaks, "
+            "tpulab.workloads, tpulab.record, tpulab.results, tpulab.results_cli, tpulab.runner, tpulab.worker, "
+            "tpulab.console, tpulab.data, tpulab.timing; from tpulab.runtime.detect import detect; detect(); "
+            "bad = [m for m in ('tensorflow', 'keras', 'textual') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

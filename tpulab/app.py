@@ -1,0 +1,156 @@
+"""The lab: runtime, workloads, run and results tabs over tpulab's core.
+
+The app never imports TensorFlow: the runtime tab paints from the fast probes at once,
+TensorFlow's view arrives from a worker process, and every run streams from its own worker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Header, TabbedContent, TabPane
+
+from .results import Store, StoreError, default_path
+from .runtime.detect import RuntimeReport, detect
+from .screens.results import ResultsPane
+from .screens.run import RunPane
+from .screens.runtime import RuntimePane
+from .screens.workloads import WorkloadsPane
+from .workloads import WORKLOADS
+
+TABS = ("runtime", "workloads", "run", "results")
+
+
+class TpulabApp(App):
+    TITLE = "tpulab"
+    SUB_TITLE = "how fast is this machine for deep learning, and why"
+    CSS_PATH = "tpulab.tcss"
+    BINDINGS = [
+        Binding("1", "show_tab('runtime')", "Runtime", id="tab.runtime"),
+        Binding("2", "show_tab('workloads')", "Workloads", id="tab.workloads"),
+        Binding("3", "show_tab('run')", "Run", id="tab.run"),
+        Binding("4", "show_tab('results')", "Results", id="tab.results"),
+        Binding("ctrl+r", "start_run", "Start run", id="run.start"),
+        Binding("x", "cancel_run", "Cancel run", id="run.cancel"),
+        Binding("ctrl+t", "change_theme", "Theme", id="app.theme", show=False),
+        Binding("q", "quit", "Quit", id="app.quit"),
+    ]
+
+    def __init__(self, workload: str | None = None, db: Path | None = None, probe: bool = True,
+                 report: RuntimeReport | None = None) -> None:
+        super().__init__()
+        self.report = report or detect()
+        self.initial_workload = workload
+        self.probe = probe
+        self.store = Store(db or default_path())
+        self.records: list[dict[str, Any]] = []  # newest first: this session's and the store's
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with TabbedContent(initial="workloads" if self.initial_workload else "runtime", id="tabs"):
+            with TabPane("Runtime", id="runtime"):
+                yield RuntimePane(id="runtime-pane")
+            with TabPane("Workloads", id="workloads"):
+                yield WorkloadsPane(self.report, id="workloads-pane")
+            with TabPane("Run", id="run"):
+                yield RunPane(id="run-pane")
+            with TabPane("Results", id="results"):
+                yield ResultsPane(id="results-pane")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        self.query_one(RuntimePane).show(self.report, probing=self.probe)
+        if self.initial_workload:
+            await self.query_one(WorkloadsPane).select(self.initial_workload)
+        self.load_results()
+        if self.probe:
+            self.probe_tensorflow()
+
+    # --- background work --------------------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="probe")
+    def probe_tensorflow(self) -> None:
+        from .worker import probe_tensorflow
+
+        tf = probe_tensorflow()
+        self.call_from_thread(self._probed, tf)
+
+    async def _probed(self, tf: dict[str, Any]) -> None:
+        self.report.tensorflow = tf
+        self.query_one(RuntimePane).show(self.report, probing=False)
+        if "error" not in tf:
+            await self.query_one(WorkloadsPane).refresh_limits(self.report)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="store")
+    def load_results(self) -> None:
+        try:
+            records = self.store.records()
+        except StoreError as e:
+            self.call_from_thread(self.notify, str(e), title="results store", severity="error", timeout=15)
+            return
+        self.call_from_thread(self._show_records, records)
+
+    def _show_records(self, records: list[dict[str, Any]]) -> None:
+        known = {r["id"] for r in self.records}
+        self.records = sorted(self.records + [r for r in records if r["id"] not in known],
+                              key=lambda r: r["started_at"], reverse=True)
+        self.query_one(ResultsPane).show(self.records)
+        self.query_one(WorkloadsPane).history = self.records
+
+    @work(thread=True, exit_on_error=False, group="store")
+    def save_record(self, record: dict[str, Any]) -> None:
+        try:
+            self.store.save(record)
+        except StoreError as e:
+            self.call_from_thread(self.notify, str(e), title="run not kept", severity="error", timeout=15)
+
+    # --- actions -----------------------------------------------------------------------------
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one("#tabs", TabbedContent).active = tab
+
+    def action_start_run(self) -> None:
+        self.query_one(WorkloadsPane).request_run()
+
+    def action_cancel_run(self) -> None:
+        self.query_one(RunPane).cancel()
+
+    @on(WorkloadsPane.RunRequested)
+    def _run_requested(self, event: WorkloadsPane.RunRequested) -> None:
+        pane = self.query_one(RunPane)
+        if pane.running:
+            self.notify("A run is in progress: cancel it first (x).", severity="warning")
+            return
+        self.action_show_tab("run")
+        pane.start(event.workload, event.params, self.report)
+
+    @on(RunPane.Finished)
+    def _run_finished(self, event: RunPane.Finished) -> None:
+        record = event.record
+        self._show_records([record])
+        self.save_record(record)
+        severity = {"finished": "information", "cancelled": "warning"}.get(record["status"], "error")
+        self.notify(f"run {record['id'][:8]} {record['status']}", severity=severity)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for w in WORKLOADS.values():
+            yield SystemCommand(f"Choose {w.title}", f"open the {w.name} form",
+                                lambda name=w.name: self._choose(name))
+        yield SystemCommand("Start run", "run the workload with the form's values", self.action_start_run)
+        yield SystemCommand("Cancel run", "stop after the current step; again to kill", self.action_cancel_run)
+        yield SystemCommand("Detect again", "probe TensorFlow's view of the hardware again", self._redetect)
+        yield SystemCommand("Compare marked runs", "on the results tab",
+                            lambda: self.query_one(ResultsPane).action_compare())
+
+    def _choose(self, name: str) -> None:
+        self.action_show_tab("workloads")
+        self.run_worker(self.query_one(WorkloadsPane).select(name))
+
+    def _redetect(self) -> None:
+        self.report = detect()
+        self.query_one(RuntimePane).show(self.report, probing=True)
+        self.probe_tensorflow()

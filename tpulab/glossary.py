@@ -1,0 +1,45 @@
+"""The terms the article explains, and the ones tpulab adds, for help in place."""
+
+GLOSSARY: dict[str, str] = {
+    "batch": "The examples processed together in one step (one gradient update when training). The global "
+             "batch is split evenly across shards: each replica gets global / shards examples.",
+    "epoch": "One pass of steps-per-epoch training steps; validation runs after each.",
+    "learning rate": "How far each update moves the weights. Too large and the loss jumps about; too small "
+                     "and learning crawls.",
+    "optimizer": "The rule that turns gradients into weight updates. The article uses Adam.",
+    "loss": "One number saying how wrong the model is on a batch; training lowers it. Here sparse categorical "
+            "cross-entropy: integer labels against 10 output probabilities (which is why one label column "
+            "and 10 outputs is no error).",
+    "convolution": "A layer that slides small kernels (filters) over an image, each producing one output "
+                   "channel; its cost is 2 x outputs x kernel height x kernel width x input channels FLOPs.",
+    "pooling": "Downsampling: max pooling keeps the largest value of each 2x2 block, shrinking the image and "
+               "the work of later layers.",
+    "activation": "A non-linear function applied to a layer's outputs, such as ELU or softmax.",
+    "ELU": "Exponential linear unit: x for x > 0, exp(x) - 1 otherwise; like ReLU, with mean activations "
+           "closer to zero.",
+    "dropout": "During training, a random share of activations (0.25, 0.5) is zeroed, against overfitting.",
+    "normalisation": "Batch normalisation rescales each channel to zero mean and unit variance over the batch.",
+    "weights": "The numbers a model learns. The article's CNN has 1,619,470 of them.",
+    "hyperparameter": "A setting chosen before training (batch size, learning rate, epochs), not learned.",
+    "tensor": "An n-dimensional array: a batch of images is a 4-D tensor (batch, height, width, channels).",
+    "stride": "The step between kernel positions: stride 2 halves the output's height and width.",
+    "padding": "SAME pads the border so the output has ceil(size / stride) positions; VALID uses only "
+               "positions where the kernel fits.",
+    "precision": "The number format. float32 is exact enough for anything here; bfloat16 and float16 halve "
+                 "memory traffic and run on tensor cores/MXUs; mixed precision keeps float32 weights.",
+    "shard": "One replica of the computation on its own device (a TPU core, a GPU, or a logical CPU device), "
+             "each working on its slice of the batch.",
+    "mode": "sharded: a compiled step per replica, its output reduced on the device and fetched, so only "
+            "completed work is timed. naive: the article's first attempt. batch-parallel: the article's "
+            "TPU call, fixed so each shard's output is consumed.",
+    "warm-up": "Iterations after the first call that are run but left out of the statistics, so caches, "
+               "allocators and clocks settle.",
+    "XLA": "TensorFlow's compiler: fuses operations into fewer, faster kernels; the first step pays for the "
+           "compile.",
+    "input pipeline": "How batches reach the model. tf.data prepares the next batch while the device works; "
+                      "the article's Python generator makes each batch in Python, in the way.",
+    "validation": "Measuring accuracy on data the model did not train on (the 10,000 test images).",
+    "steps per execution": "Training steps run per call from Python into the device. Above 1 it hides "
+                           "dispatch latency (large on TPUs); timings are still reported per step.",
+    "peak": "The most FLOP/s the device can do. A result above it means work was skipped or mis-counted.",
+}

@@ -1,0 +1,87 @@
+"""The results pane: every kept run in a table; mark two or more of one workload to compare."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, DataTable, Static
+
+from .. import fmt
+from ..console import comparison_table
+from ..results import StoreError, compare
+from ..widgets.charts import BarPlot
+
+
+class ResultsPane(Vertical):
+    BINDINGS = [
+        Binding("space", "toggle_mark", "Mark run", id="results.mark"),
+        Binding("m", "compare", "Compare marked", id="results.compare"),
+    ]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.records: list[dict[str, Any]] = []
+        self.marked: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("space marks a run, m compares the marked runs (the first marked is the baseline)",
+                     id="results-help")
+        yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="compare-row"):
+            yield Static(id="comparison")
+            yield BarPlot(id="compare-chart")
+        yield Button("Compare marked", id="compare-button", disabled=True)
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("", "id", "started", "workload", "status", "device", "shards", "batch", "median",
+                          "throughput", "peak")
+        self.query_one("#compare-chart").display = False
+
+    def show(self, records: list[dict[str, Any]]) -> None:
+        """All runs, newest first."""
+        self.records = records
+        table = self.query_one(DataTable)
+        table.clear()
+        for r in records:
+            s = r.get("summary") or {}
+            table.add_row("*" if r["id"] in self.marked else "", r["id"][:8], r["started_at"][11:19], r["workload"],
+                          r["status"], fmt.device(r), str(r["params"].get("shards")),
+                          str(r["params"].get("batch_size")), fmt.seconds((s.get("step_seconds") or {}).get("median")),
+                          fmt.rate(s.get("examples_per_s"), "ex/s"), fmt.percent(s.get("peak_fraction")), key=r["id"])
+        self._update_button()
+
+    def action_toggle_mark(self) -> None:
+        table = self.query_one(DataTable)
+        if not self.records:
+            return
+        run_id = self.records[table.cursor_row]["id"]
+        if run_id in self.marked:
+            self.marked.remove(run_id)
+        else:
+            self.marked.append(run_id)
+        table.update_cell(run_id, table.ordered_columns[0].key, "*" if run_id in self.marked else "")
+        self._update_button()
+
+    def _update_button(self) -> None:
+        self.query_one("#compare-button", Button).disabled = len(self.marked) < 2
+
+    @on(Button.Pressed, "#compare-button")
+    def action_compare(self) -> None:
+        by_id = {r["id"]: r for r in self.records}
+        chosen = [by_id[i] for i in self.marked if i in by_id]
+        try:
+            result = compare(chosen)
+        except StoreError as e:
+            self.notify(str(e), severity="error")
+            return
+        self.query_one("#comparison", Static).update(comparison_table(result))
+        chart = self.query_one("#compare-chart", BarPlot)
+        chart.display = True
+        chart.show_bars("speedup vs the first run (x)", [f"{r['id'][:8]}\n{fmt.device(r['record'])}"[:24]
+                                                         for r in result["rows"]],
+                        [r["speedup"] or 0 for r in result["rows"]])

@@ -1,0 +1,62 @@
+"""Live charts: plotext plots fed point by point, redrawn only when asked (at a bounded rate)."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from textual_plotext import PlotextPlot
+
+MAX_POINTS = 2000
+
+
+class SeriesPlot(PlotextPlot):
+    """Named line series in bounded deques, plus labelled horizontal reference lines (a device's peak)."""
+
+    def __init__(self, title: str = "", xlabel: str = "", ylabel: str = "", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.title, self.xlabel, self.ylabel = title, xlabel, ylabel
+        self.series: dict[str, deque[tuple[float, float]]] = {}
+        self.lines: dict[str, float] = {}
+
+    def configure(self, title: str, xlabel: str, ylabel: str) -> None:
+        self.title, self.xlabel, self.ylabel = title, xlabel, ylabel
+        self.series.clear()
+        self.lines.clear()
+        self.replot()
+
+    def add(self, name: str, x: float, y: float) -> None:
+        self.series.setdefault(name, deque(maxlen=MAX_POINTS)).append((x, y))
+
+    def points(self, name: str) -> list[tuple[float, float]]:
+        return list(self.series.get(name, ()))
+
+    def replot(self) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        title = self.title
+        if self.lines:
+            title += "  " + ", ".join(f"{k} {v:,.1f}" for k, v in self.lines.items())
+        plt.title(title)
+        plt.xlabel(self.xlabel)
+        plt.ylabel(self.ylabel)
+        for name, pts in self.series.items():
+            if pts:
+                xs, ys = zip(*pts)
+                plt.plot(xs, ys, label=name, marker="braille")
+        for value in self.lines.values():
+            plt.horizontal_line(value, color="red")
+        self.refresh()
+
+
+class BarPlot(PlotextPlot):
+    """One bar per label, for comparing runs."""
+
+    def show_bars(self, title: str, labels: list[str], values: list[float]) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title(title)
+        if labels:
+            plt.bar(labels, values)
+        self.refresh()

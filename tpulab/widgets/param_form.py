@@ -1,0 +1,130 @@
+"""A workload's parameter form, generated from its declarations, validated as the user types."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Input, Label, Select, Static, Switch
+
+from ..glossary import GLOSSARY
+from ..workloads.base import Limits, ParamError, Params, ParamSpec, Workload
+
+NO_PRESET = "(defaults)"
+
+
+class ParamForm(VerticalScroll):
+    """Emits `Changed` with the checked parameters, or None and the errors by parameter."""
+
+    class Changed(Message):
+        def __init__(self, form: "ParamForm", params: Params | None, errors: dict[str, str]) -> None:
+            super().__init__()
+            self.form = form
+            self.params = params
+            self.errors = errors
+
+    class Explain(Message):
+        """A field took focus: show what it means."""
+
+        def __init__(self, spec: ParamSpec) -> None:
+            super().__init__()
+            self.spec = spec
+
+    def __init__(self, workload: Workload, limits: Limits, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.workload = workload
+        self.limits = limits
+        self.params: Params | None = None
+        self.errors: dict[str, str] = {}
+
+    def compose(self) -> ComposeResult:
+        presets = [(NO_PRESET, NO_PRESET)] + [(name, name) for name in self.workload.presets]
+        with Horizontal(classes="field"):
+            yield Label("preset", classes="name")
+            yield Select(presets, value=NO_PRESET, allow_blank=False, id="preset", compact=True)
+        for spec in sorted(self.workload.params, key=lambda s: s.advanced):
+            with Vertical(classes="param", id=f"field-{spec.name}"):
+                with Horizontal(classes="field"):
+                    yield Label(spec.name.replace("_", " ") + (f" [{spec.unit}]" if spec.unit else ""),
+                                classes="name")
+                    yield self._control(spec)
+                yield Static(f"{spec.help}; {spec.allowed()}", classes="help")
+                yield Static("", classes="error", id=f"error-{spec.name}")
+
+    def _control(self, spec: ParamSpec):
+        wid = f"param-{spec.name}"
+        if spec.kind is bool:
+            return Switch(value=spec.default, id=wid)
+        if spec.choices:
+            return Select([(c, c) for c in spec.choices], value=spec.default, allow_blank=False, id=wid,
+                          compact=True)
+        return Input(value=spec.show(spec.default), id=wid, placeholder=spec.allowed(), compact=True)
+
+    def on_mount(self) -> None:
+        self.revalidate()
+
+    # --- values -----------------------------------------------------------------------------
+    def raw_values(self) -> dict[str, Any]:
+        return {spec.name: self.query_one(f"#param-{spec.name}").value for spec in self.workload.params}
+
+    def set_values(self, values: dict[str, Any]) -> None:
+        for name, value in values.items():
+            spec = self.workload.spec(name)
+            widget = self.query_one(f"#param-{name}")
+            widget.value = value if spec.kind is bool or spec.choices else spec.show(value)
+        self.revalidate()
+
+    def revalidate(self) -> None:
+        errors: dict[str, str] = {}
+        params: Params = {}
+        for name, raw in self.raw_values().items():
+            try:
+                params[name] = self.workload.spec(name).parse(raw)
+            except ParamError as e:
+                errors[name] = str(e)
+        if not errors:
+            try:
+                self.workload.check(params, self.limits)
+            except ParamError as e:
+                errors[e.param if e.param in params else "batch_size"] = str(e)
+        for spec in self.workload.params:
+            message = errors.get(spec.name, "")
+            error = self.query_one(f"#error-{spec.name}", Static)
+            error.update(message)
+            error.display = bool(message)
+            self.query_one(f"#field-{spec.name}").set_class(bool(message), "invalid")
+        self.params = None if errors else params
+        self.errors = errors
+        self.post_message(self.Changed(self, self.params, errors))
+
+    # --- events -----------------------------------------------------------------------------
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.revalidate()
+
+    def on_switch_changed(self, event: Switch.Changed) -> None:
+        event.stop()
+        self.revalidate()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        if event.select.id == "preset":
+            values = {**self.workload.defaults(), **self.workload.presets.get(str(event.value), {})}
+            self.set_values(values)
+        else:
+            self.revalidate()
+
+    def on_descendant_focus(self, event) -> None:
+        wid = getattr(event.widget, "id", None) or ""
+        if wid.startswith("param-"):
+            self.post_message(self.Explain(self.workload.spec(wid.removeprefix("param-"))))
+
+
+def explain(spec: ParamSpec) -> str:
+    """The help panel's text for a field: its line of help and the glossary entry it points to."""
+    text = f"[b]{spec.name.replace('_', ' ')}[/b]: {spec.help}. Allowed: {spec.allowed()}; default {spec.show(spec.default)}."
+    if spec.term and spec.term in GLOSSARY:
+        text += f"\n\n[b]{spec.term}[/b]: {GLOSSARY[spec.term]}"
+    return text
