@@ -1,8 +1,8 @@
 """The run pane: live charts, progress and ETA, an event log, cancel, and the summary at the end.
 
 The run streams in a thread worker that batches events into messages (at most ~10 a second),
-and the charts redraw on a timer only when new points arrived, so the UI keeps its pace
-however fast the steps are.
+and the charts redraw on a timer, one chart per tick and only when new points arrived, so
+the UI keeps its pace however fast the steps are.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..widgets.charts import SeriesPlot
 from ..workloads.base import Event, Params, Workload
 
 POST_EVERY_S = 0.1
-REDRAW_EVERY_S = 0.25
+REDRAW_EVERY_S = 0.15  # one chart per tick: a plotext redraw takes ~20 ms, three at once would stall the UI
 
 
 class RunPane(Vertical):
@@ -46,8 +46,8 @@ class RunPane(Vertical):
         super().__init__(**kwargs)
         self.run: Run | None = None
         self.workload: Workload | None = None
-        self.dirty = False
         self.step_x = 0
+        self.next_chart = 0
 
     def compose(self) -> ComposeResult:
         yield Static("No run yet: pick a workload, then Run.", id="run-header")
@@ -143,6 +143,7 @@ class RunPane(Vertical):
                 log.write(f"[yellow]note: {e['note']}[/]")
             if peak_flops and self.workload.unit != "step":
                 rate_plot.lines["peak"] = peak_flops / 1e9
+                rate_plot.dirty = True
         elif kind == "compiled":
             log.write(f"first call (trace + compile): {fmt.seconds(e['seconds'])}, reported apart")
         elif kind == "step":
@@ -158,7 +159,6 @@ class RunPane(Vertical):
                         metrics.add(label, e["step"], e["metrics"][key])
             elif flops:
                 rate_plot.add(name, e["step"], flops / e["seconds"] / 1e9)
-            self.dirty = True
         elif kind == "epoch":
             m = e.get("metrics", {})
             metrics = self.query_one("#chart-metrics", SeriesPlot)
@@ -167,7 +167,6 @@ class RunPane(Vertical):
                     metrics.add(label, self.step_x, m[key])
             log.write(f"epoch {e['epoch']}: {fmt.duration(e['seconds'])}, " +
                       ", ".join(f"{k} {v:.4f}" for k, v in m.items()))
-            self.dirty = True
         elif kind == "failed":
             log.write(f"[red]failed: {e.get('error')}[/]")
         elif kind == "cancelled":
@@ -175,18 +174,20 @@ class RunPane(Vertical):
         elif kind == "log":
             log.write(e.get("text", ""))
 
-    def _redraw(self) -> None:
-        if self.dirty:
-            self.dirty = False
-            for plot in self.query(SeriesPlot):
-                if plot.display:
-                    plot.replot()
+    def _redraw(self, everything: bool = False) -> None:
+        plots = [p for p in self.query(SeriesPlot) if p.display]
+        for i in range(len(plots)):
+            plot = plots[(self.next_chart + i) % len(plots)]
+            if plot.dirty:
+                plot.replot()
+                self.next_chart = (self.next_chart + i + 1) % len(plots)
+                if not everything:
+                    return
 
     @on(Finished)
     def _finished(self, message: Finished) -> None:
         record = message.record
-        self.dirty = True
-        self._redraw()
+        self._redraw(everything=True)
         self.query_one("#run-summary", Static).update(summary_table(record, self.workload.unit))
         log = self.query_one("#run-log", RichLog)
         for flag in record["summary"]["flags"]:

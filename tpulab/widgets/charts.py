@@ -6,7 +6,8 @@ from collections import deque
 
 from textual_plotext import PlotextPlot
 
-MAX_POINTS = 2000
+MAX_POINTS = 5000
+PLOT_POINTS = 300  # a series is thinned to this many points when drawn: plotext's cost grows with points
 
 
 class SeriesPlot(PlotextPlot):
@@ -17,6 +18,7 @@ class SeriesPlot(PlotextPlot):
         self.title, self.xlabel, self.ylabel = title, xlabel, ylabel
         self.series: dict[str, deque[tuple[float, float]]] = {}
         self.lines: dict[str, float] = {}
+        self.dirty = False
 
     def configure(self, title: str, xlabel: str, ylabel: str) -> None:
         self.title, self.xlabel, self.ylabel = title, xlabel, ylabel
@@ -26,6 +28,7 @@ class SeriesPlot(PlotextPlot):
 
     def add(self, name: str, x: float, y: float) -> None:
         self.series.setdefault(name, deque(maxlen=MAX_POINTS)).append((x, y))
+        self.dirty = True
 
     def points(self, name: str) -> list[tuple[float, float]]:
         return list(self.series.get(name, ()))
@@ -42,10 +45,12 @@ class SeriesPlot(PlotextPlot):
         plt.ylabel(self.ylabel)
         for name, pts in self.series.items():
             if pts:
-                xs, ys = zip(*pts)
+                step = -(-len(pts) // PLOT_POINTS)
+                xs, ys = zip(*list(pts)[::step])
                 plt.plot(xs, ys, label=name, marker="braille")
         for value in self.lines.values():
             plt.horizontal_line(value, color="red")
+        self.dirty = False
         self.refresh()
 
 

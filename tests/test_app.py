@@ -1,0 +1,192 @@
+"""The real app under Textual's pilot: real workers, real TensorFlow runs on tiny shapes."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+
+import pytest
+from rich.console import Console
+from textual.widgets import Button, DataTable, Input, OptionList, Select, Static
+
+from tpulab.app import TpulabApp
+from tpulab.results import Store
+from tpulab.runtime.detect import detect
+from tpulab.screens.run import RunPane
+from tpulab.widgets.charts import SeriesPlot
+from tpulab.widgets.param_form import ParamForm
+
+SIZE = (120, 40)
+
+
+def text(widget: Static) -> str:
+    """What a Static shows, as plain text."""
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
+async def type_into(pilot, app, name: str, value: str) -> None:
+    field = app.query_one(f"#param-{name}", Input)
+    field.focus()
+    field.clear()
+    await pilot.press(*value)
+
+
+async def choose(pilot, app, name: str, value: str) -> None:
+    app.query_one(f"#param-{name}", Select).value = value
+    await pilot.pause()
+
+
+async def wait_for(pilot, condition, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await pilot.pause(0.1)
+
+
+async def run_tiny_conv(pilot, app, shards: str = "1") -> dict:
+    await pilot.press("2")
+    for name, value in (("batch_size", "8"), ("image_size", "32"), ("filters", "16"), ("iterations", "4"),
+                        ("warmup", "1"), ("shards", shards)):
+        await type_into(pilot, app, name, value)
+    await pilot.pause()
+    assert app.query_one(ParamForm).params is not None
+    finished = len(app.records)
+    await pilot.press("ctrl+r")
+    await wait_for(pilot, lambda: len(app.records) > finished)
+    return app.records[0]
+
+
+async def test_starts_on_the_runtime_tab_showing_the_cpu():
+    app = TpulabApp(probe=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        report = app.query_one("#runtime-report", Static)
+        assert report.region.height > 0 and app.query_one("#tabs").active == "runtime"
+        shown = text(report)
+        assert "CPU" in shown and app.report.cpu.model in shown
+        assert "runs will use the CPU" in shown
+
+
+async def test_conv_run_streams_points_and_a_result():
+    app = TpulabApp(probe=False)
+    async with app.run_test(size=SIZE) as pilot:
+        record = await run_tiny_conv(pilot, app)
+        assert record["status"] == "finished" and record["params"]["batch_size"] == 8
+        await pilot.pause(0.5)
+        pane = app.query_one(RunPane)
+        times = app.query_one("#chart-time", SeriesPlot).points("iteration")
+        rates = app.query_one("#chart-rate", SeriesPlot).points("iteration")
+        assert len(times) == 4 and len(rates) == 4 and all(y > 0 for _, y in rates)
+        assert app.query_one("#chart-rate", SeriesPlot).lines["peak"] > 0
+        assert "steady iteration time" in text(pane.query_one("#run-summary", Static))
+        assert app.query_one("#tabs").active == "run"
+        table = app.query_one("#results-table", DataTable)
+        assert table.row_count == 1
+        assert Store(app.store.path).get(record["id"])["status"] == "finished"  # kept in the real store
+
+
+async def test_invalid_value_shows_inline_error_and_blocks_run():
+    app = TpulabApp(probe=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await type_into(pilot, app, "batch_size", "0")
+        await pilot.pause()
+        error = app.query_one("#error-batch_size", Static)
+        assert "--batch-size must be an integer from 1 to 4096 (got '0')" in text(error)
+        assert app.query_one("#run-button", Button).disabled
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert app.query_one(RunPane).run is None
+        await type_into(pilot, app, "batch_size", "12")
+        await type_into(pilot, app, "shards", "5")
+        await pilot.pause()
+        assert "divisible by --shards 5" in text(app.query_one("#error-batch_size", Static))
+        await type_into(pilot, app, "shards", "4")
+        await pilot.pause()
+        assert not app.query_one("#run-button", Button).disabled
+        assert "12 = 3 per replica x 4 shard(s)" in text(app.query_one("#plan", Static))
+
+
+async def test_training_streams_and_cancels_keeping_partial_results():
+    app = TpulabApp(probe=False, workload="fashion-mnist")
+    lags: list[float] = []
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.query_one(ParamForm).workload.name == "fashion-mnist"
+        await choose(pilot, app, "dataset", "synthetic")
+        for name, value in (("batch_size", "16"), ("epochs", "3"), ("steps_per_epoch", "1000")):
+            await type_into(pilot, app, name, value)
+        await pilot.press("ctrl+r")
+        plot = app.query_one("#chart-time", SeriesPlot)
+        await wait_for(pilot, lambda: len(plot.points("step")) >= 1)
+        # While steps stream, the event loop keeps its pace: a 10 ms timer's lateness is the lag.
+        last = [time.perf_counter()]
+
+        def tick() -> None:
+            now = time.perf_counter()
+            lags.append(now - last[0] - 0.01)
+            last[0] = now
+
+        timer = app.set_interval(0.01, tick)
+        await asyncio.sleep(3)
+        timer.stop()
+        await wait_for(pilot, lambda: len(plot.points("step")) >= 5)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: app.records and app.records[0]["status"] != "running")
+        record = app.records[0]
+        assert record["status"] == "cancelled" and record["synthetic"]
+        assert len(record["steps"]) >= 5 and record["summary"]["step_seconds"]["count"] >= 5
+        assert len(app.query_one("#chart-metrics", SeriesPlot).points("loss")) >= 5
+        assert "SYNTHETIC DATA" in text(app.query_one("#run-header", Static))
+    lags.sort()
+    p99 = lags[int(0.99 * (len(lags) - 1))]
+    print(f"event-loop lag while streaming: p50 {lags[len(lags) // 2] * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, "
+          f"n={len(lags)}")
+    assert p99 < 0.05
+
+
+async def test_two_runs_compare_side_by_side():
+    app = TpulabApp(probe=False)
+    async with app.run_test(size=SIZE) as pilot:
+        first = await run_tiny_conv(pilot, app, shards="1")
+        second = await run_tiny_conv(pilot, app, shards="2")
+        await pilot.press("4")
+        table = app.query_one("#results-table", DataTable)
+        table.focus()
+        await pilot.press("space", "down", "space")
+        await pilot.pause()
+        assert not app.query_one("#compare-button", Button).disabled
+        await pilot.press("m")
+        await pilot.pause()
+        shown = text(app.query_one("#comparison", Static))
+        assert second["id"][:8] in shown and first["id"][:8] in shown and "1.00x" in shown
+        assert app.query_one("#compare-chart").display
+
+
+def fixed_report(tmp_path):
+    from tests.test_detect_doctor import tree, v5e_tree
+    return detect(v5e_tree(tmp_path), {"TPU_ACCELERATOR_TYPE": "v5litepod-1"}, {"tensorflow": "2.21.0"})
+
+
+def test_snapshot_runtime(snap_compare, tmp_path):
+    assert snap_compare(TpulabApp(probe=False, report=fixed_report(tmp_path)), terminal_size=SIZE)
+
+
+def test_snapshot_workloads(snap_compare, tmp_path):
+    assert snap_compare(TpulabApp(probe=False, report=fixed_report(tmp_path)), press=["2"], terminal_size=SIZE)
+
+
+def test_snapshot_workloads_invalid(snap_compare, tmp_path):
+    async def bad_batch(pilot):
+        await pilot.press("2")
+        await type_into(pilot, pilot.app, "batch_size", "0")
+
+    assert snap_compare(TpulabApp(probe=False, report=fixed_report(tmp_path)), run_before=bad_batch,
+                        terminal_size=SIZE)
+
+
+def test_snapshot_results_empty(snap_compare, tmp_path):
+    assert snap_compare(TpulabApp(probe=False, report=fixed_report(tmp_path)), press=["4"], terminal_size=SIZE)
