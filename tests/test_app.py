@@ -167,7 +167,7 @@ async def test_two_runs_compare_side_by_side():
 
 
 def fixed_report(tmp_path):
-    from tests.test_detect_doctor import tree, v5e_tree
+    from tests.test_detect_doctor import v5e_tree
     return detect(v5e_tree(tmp_path), {"TPU_ACCELERATOR_TYPE": "v5litepod-1"}, {"tensorflow": "2.21.0"})
 
 
@@ -183,6 +183,8 @@ def test_snapshot_workloads_invalid(snap_compare, tmp_path):
     async def bad_batch(pilot):
         await pilot.press("2")
         await type_into(pilot, pilot.app, "batch_size", "0")
+        pilot.app.set_focus(None)  # no blinking cursor in the picture
+        await pilot.pause()
 
     assert snap_compare(TpulabApp(probe=False, report=fixed_report(tmp_path)), run_before=bad_batch,
                         terminal_size=SIZE)
