@@ -22,9 +22,9 @@ def tpulab_home(tmp_path, monkeypatch):
 
 
 def run_cli(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The real command in a child process, as a user would run it."""
+    """The real command in a child process, as a user would run it, in a wide terminal."""
     return subprocess.run([sys.executable, "-m", "tpulab", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
+                          timeout=timeout, cwd=ROOT, env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
 def json_events(stdout: str) -> list[dict]:

@@ -172,7 +172,7 @@ def comparison_table(result: dict[str, Any]) -> Group:
     t = Table(title=f"{result['workload']}: speedup = first run's median time / this run's")
     for col in ("run", "device", "dtype", "shards", "batch", "median", "p10-p90", "throughput", "GFLOP/s", "peak",
                 "accuracy", "speedup"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col == "run")
     for row in result["rows"]:
         r = row["record"]
         s = r["summary"]

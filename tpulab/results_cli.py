@@ -34,7 +34,7 @@ def _list(args, store: Store, console: Console) -> int:
         return 0
     t = Table(title=f"runs in {store.path}, newest first")
     for col in ("id", "started", "workload", "status", "device", "shards", "batch", "median", "throughput", "peak"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col == "id")
     for r in records:
         s = r["summary"]
         t.add_row(r["id"][:8], r["started_at"].replace("T", " ")[:19], r["workload"], r["status"], fmt.device(r),

@@ -1,0 +1,168 @@
+"""The results store: real SQLite, real files, real concurrent processes, the real CLI."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from tpulab.record import RunRecorder
+from tpulab.results import Store, StoreError, compare, read_export, export_json, export_csv
+from tpulab.runtime.detect import detect
+
+from .conftest import ROOT, json_events, run_cli
+
+
+def make_record(shards: int = 1, median: float = 1.0, batch: int = 8, status: str = "finished") -> dict:
+    """A record built the way every run builds it: events fed to the recorder."""
+    rec = RunRecorder("conv", {"batch_size": batch, "shards": shards, "mode": "sharded", "device": "cpu"}, detect())
+    rec.feed({"event": "started", "device": {"kind": "cpu", "name": "test CPU", "replicas": shards},
+              "dtype": "float32", "flops_per_step": 1e9, "steps_total": 5, "per_replica_batch": batch // shards})
+    rec.feed({"event": "compiled", "seconds": 2.0, "steps": 1})
+    for i, s in enumerate((median * 0.9, median, median * 1.1, median), 2):
+        rec.feed({"event": "step", "step": i, "steps": 1, "seconds": s, "warmup": False})
+    rec.feed({"event": status})
+    return rec.record()
+
+
+def test_round_trip_through_export_and_import(tmp_path):
+    store = Store(tmp_path / "a.db")
+    records = [make_record(1, 2.0), make_record(2, 1.0), make_record(4, 0.6, status="cancelled")]
+    for r in records:
+        store.save(r)
+    out = tmp_path / "runs.json"
+    export_json(store.records(), out)
+    empty = Store(tmp_path / "b.db")
+    assert empty.import_records(read_export(out)) == (3, 0)
+    by_id = {r["id"]: r for r in empty.records()}
+    assert by_id == {r["id"]: r for r in records}
+    assert empty.import_records(read_export(out)) == (0, 3)  # no duplicates
+    assert len(empty.records()) == 3
+
+
+def test_records_keep_every_step_and_the_runtime(tmp_path):
+    store = Store(tmp_path / "a.db")
+    r = make_record()
+    store.save(r)
+    got = store.get(r["id"][:6])
+    assert len(got["steps"]) == 4 and got["runtime"]["cpu"]["logical_cores"] >= 1
+    assert got["summary"]["step_seconds"]["count"] == 4 and got["schema"] == 1
+
+
+def test_schema_is_versioned(tmp_path):
+    path = tmp_path / "a.db"
+    Store(path).save(make_record())
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("1",)
+        con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    with pytest.raises(StoreError, match="schema 99, newer than this tpulab's 1"):
+        Store(path).records()
+
+
+SAVER = """
+import sys
+from tests.test_results import make_record
+from tpulab.results import Store
+store = Store(sys.argv[1])
+for _ in range(50):
+    store.save(make_record())
+"""
+
+
+def test_two_processes_saving_at_once_lose_nothing(tmp_path):
+    path = tmp_path / "shared.db"
+    procs = [subprocess.Popen([sys.executable, "-c", SAVER, str(path)], cwd=ROOT) for _ in range(2)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    assert len(Store(path).records()) == 100
+
+
+def test_corrupt_database_is_named_and_left_untouched(tmp_path):
+    path = tmp_path / "results.db"
+    garbage = b"this is not a database, but somebody's file" * 100
+    path.write_bytes(garbage)
+    with pytest.raises(StoreError) as e:
+        Store(path).records()
+    assert str(path) in str(e.value) and "mv " in str(e.value) and "--db" in str(e.value)
+    with pytest.raises(StoreError):
+        Store(path).save(make_record())
+    assert path.read_bytes() == garbage
+    out = run_cli("results", "--db", str(path))
+    assert out.returncode == 1 and "Traceback" not in out.stderr and str(path) in out.stderr
+
+
+@pytest.mark.parametrize("content, why", [
+    ("not json at all", "is not a tpulab JSON export"),
+    ('{"hello": 1}', "no 'records' list"),
+    ('[{"id": "abc"}]', "record 1 (id abc): missing 'workload'"),
+])
+def test_malformed_imports_import_nothing(tmp_path, content, why):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    store = Store(tmp_path / "a.db")
+    with pytest.raises(StoreError, match="nothing was imported") as e:
+        store.import_records(read_export(path))
+    assert why in str(e.value)
+    assert store.records() == []
+
+
+def test_one_bad_record_among_good_ones_imports_nothing(tmp_path):
+    good = make_record()
+    bad = copy.deepcopy(make_record())
+    bad["steps"][1]["seconds"] = "fast"
+    path = tmp_path / "mixed.json"
+    export_json([good, bad], path)
+    store = Store(tmp_path / "a.db")
+    out = run_cli("results", "--db", str(tmp_path / "a.db"), "import", str(path))
+    assert out.returncode == 1
+    assert f"record 2 (id {bad['id']}): step 2 has no number 'seconds'; nothing was imported" in out.stderr
+    assert store.records() == []
+
+
+def test_compare_ratios_and_warnings():
+    a, b = make_record(1, 2.0), make_record(4, 0.5, batch=16)
+    result = compare([a, b])
+    assert [row["speedup"] for row in result["rows"]] == [1.0, 4.0]
+    assert result["warnings"] == ["batch_size differs: 8 vs 16"]  # shards differ by design: no warning
+    with pytest.raises(StoreError, match="one workload"):
+        compare([a, {**b, "workload": "fashion-mnist"}])
+    with pytest.raises(StoreError, match="at least two"):
+        compare([a])
+
+
+def test_csv_export(tmp_path):
+    path = tmp_path / "runs.csv"
+    export_csv([make_record(2, 1.0)], path)
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("id,workload,status") and len(lines) == 2
+    assert ",2,8,4," in lines[1]  # shards, batch, per-replica batch
+
+
+def test_cli_two_real_runs_compared(tmp_path):
+    db = str(tmp_path / "r.db")
+    tiny = ["--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterations", "3", "--warmup", "1"]
+    ids = []
+    for shards in ("1", "2"):
+        out = run_cli("--run", "conv", "--no-ui", "--json", "--db", db, "--shards", shards, *tiny)
+        assert out.returncode == 0, out.stderr
+        ids.append(json_events(out.stdout)[-1]["id"])
+    listing = run_cli("results", "--db", db)
+    assert listing.returncode == 0 and ids[0][:8] in listing.stdout and ids[1][:8] in listing.stdout
+    assert listing.stdout.index(ids[1][:8]) < listing.stdout.index(ids[0][:8])  # newest first
+    shown = run_cli("results", "--db", db, "compare", ids[0][:8], ids[1][:8])
+    assert shown.returncode == 0 and "speedup" in shown.stdout and "1.00x" in shown.stdout
+    assert "CPU" in shown.stdout and "warning" not in shown.stdout
+    as_json = json.loads(run_cli("results", "--db", db, "compare", "--json", ids[0], ids[1]).stdout)
+    assert as_json["rows"][0]["speedup"] == 1.0 and as_json["rows"][1]["shards"] == 2
+    exported = tmp_path / "out.json"
+    assert run_cli("results", "--db", db, "export", "-o", str(exported)).returncode == 0
+    other = str(tmp_path / "other.db")
+    imported = run_cli("results", "--db", other, "import", str(exported))
+    assert imported.returncode == 0 and "imported 2 run(s)" in imported.stdout
+    again = run_cli("results", "--db", other, "import", str(exported))
+    assert "imported 0 run(s)" in again.stdout and "2 already present" in again.stdout
+    missing = run_cli("results", "--db", db, "show", "ffffffff")
+    assert missing.returncode == 1 and "no run 'ffffffff'" in missing.stderr
