@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -200,3 +201,18 @@ def test_core_never_imports_tensorflow_or_textual():
             "bad = [m for m in ('tensorflow', 'keras', 'textual') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_detect_and_doctor_commands():
+    from .conftest import run_cli
+
+    fast = run_cli("detect", "--fast", "--json")
+    assert fast.returncode == 0
+    report = json.loads(fast.stdout)
+    assert report["tensorflow"] is None and report["default_device"] == "cpu"
+    assert report["cpu"]["logical_cores"] >= 1 and report["verdicts"][0]["device"] == "cpu"
+    deep = run_cli("detect", "--json")
+    tf_view = json.loads(deep.stdout)["tensorflow"]
+    assert tf_view["tensorflow"].startswith("2.") and tf_view["gpus"] == [] and tf_view["tpu_cores"] == 0
+    human = run_cli("doctor", "--fast")
+    assert human.returncode == 0 and "runs will use the CPU" in human.stdout

@@ -63,7 +63,7 @@ def tiny_fit(spe: int, steps: int, epochs: int = 1, cancel=None, validation: boo
     ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8)
     timer = StepTimer(events.append, batch_size=8, cancel=cancel)
     model.fit(ds, epochs=epochs, steps_per_epoch=steps, callbacks=[timer], verbose=0,
-              validation_data=(x, y) if validation else None)
+              validation_data=(x, y) if validation else None, shuffle=False)
     return events, timer
 
 
@@ -104,7 +104,7 @@ def test_callback_cancel_stops_after_the_current_step():
     timer.cancel = StopAfter(events)
     x = np.zeros((8, 4), np.float32)
     model.fit(tf.data.Dataset.from_tensors((x, np.zeros((8, 3), np.float32))).repeat(), epochs=3,
-              steps_per_epoch=50, callbacks=[timer], verbose=0)
+              steps_per_epoch=50, callbacks=[timer], verbose=0, shuffle=False)
     assert [e["event"] for e in events] == ["compiled", "step", "step", "epoch"]
 
 

@@ -12,6 +12,7 @@ from typing import Any, Iterable
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.lazy import Lazy
 from textual.screen import Screen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 
@@ -29,7 +30,7 @@ TABS = ("runtime", "workloads", "run", "results")
 class TpulabApp(App):
     TITLE = "tpulab"
     SUB_TITLE = "how fast is this machine for deep learning, and why"
-    CSS_PATH = "tpulab.tcss"
+    CSS_PATH = Path(__file__).with_name("tpulab.tcss")  # absolute, so subclasses elsewhere find it
     BINDINGS = [
         Binding("1", "show_tab('runtime')", "Runtime", id="tab.runtime"),
         Binding("2", "show_tab('workloads')", "Workloads", id="tab.workloads"),
@@ -47,26 +48,24 @@ class TpulabApp(App):
         self.report = report or detect()
         self.initial_workload = workload
         self.probe = probe
+        self.probing = probe
         self.store = Store(db or default_path())
         self.records: list[dict[str, Any]] = []  # newest first: this session's and the store's
 
     def compose(self) -> ComposeResult:
+        initial = "workloads" if self.initial_workload else "runtime"
+        panes = {"runtime": RuntimePane(id="runtime-pane"),
+                 "workloads": WorkloadsPane(self.report, self.initial_workload, id="workloads-pane"),
+                 "run": RunPane(id="run-pane"), "results": ResultsPane(id="results-pane")}
         yield Header()
-        with TabbedContent(initial="workloads" if self.initial_workload else "runtime", id="tabs"):
-            with TabPane("Runtime", id="runtime"):
-                yield RuntimePane(id="runtime-pane")
-            with TabPane("Workloads", id="workloads"):
-                yield WorkloadsPane(self.report, id="workloads-pane")
-            with TabPane("Run", id="run"):
-                yield RunPane(id="run-pane")
-            with TabPane("Results", id="results"):
-                yield ResultsPane(id="results-pane")
+        with TabbedContent(initial=initial, id="tabs"):
+            for tab, pane in panes.items():
+                with TabPane(tab.capitalize(), id=tab):
+                    # Hidden tabs mount after the first paint; each pane reads the app's state on mount.
+                    yield pane if tab == initial else Lazy(pane)
         yield Footer()
 
-    async def on_mount(self) -> None:
-        self.query_one(RuntimePane).show(self.report, probing=self.probe)
-        if self.initial_workload:
-            await self.query_one(WorkloadsPane).select(self.initial_workload)
+    def on_mount(self) -> None:
         self.load_results()
         if self.probe:
             self.probe_tensorflow()
@@ -79,11 +78,14 @@ class TpulabApp(App):
         tf = probe_tensorflow()
         self.call_from_thread(self._probed, tf)
 
-    async def _probed(self, tf: dict[str, Any]) -> None:
+    def _probed(self, tf: dict[str, Any]) -> None:
         self.report.tensorflow = tf
-        self.query_one(RuntimePane).show(self.report, probing=False)
+        self.probing = False
+        for runtime in self.query(RuntimePane):
+            runtime.show(self.report, probing=False)
         if "error" not in tf:
-            await self.query_one(WorkloadsPane).refresh_limits(self.report)
+            for workloads in self.query(WorkloadsPane):
+                workloads.refresh_limits(self.report)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="store")
     def load_results(self) -> None:
@@ -98,8 +100,8 @@ class TpulabApp(App):
         known = {r["id"] for r in self.records}
         self.records = sorted(self.records + [r for r in records if r["id"] not in known],
                               key=lambda r: r["started_at"], reverse=True)
-        self.query_one(ResultsPane).show(self.records)
-        self.query_one(WorkloadsPane).history = self.records
+        for pane in self.query(ResultsPane):
+            pane.show(self.records)
 
     @work(thread=True, exit_on_error=False, group="store")
     def save_record(self, record: dict[str, Any]) -> None:
@@ -152,5 +154,7 @@ class TpulabApp(App):
 
     def _redetect(self) -> None:
         self.report = detect()
-        self.query_one(RuntimePane).show(self.report, probing=True)
+        self.probing = True
+        for pane in self.query(RuntimePane):
+            pane.show(self.report, probing=True)
         self.probe_tensorflow()

@@ -13,9 +13,10 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
-import numpy as np
+if TYPE_CHECKING:  # numpy loads when data is read, not when the CLI starts
+    import numpy as np
 
 FILES = {
     "x_train": "train-images-idx3-ubyte.gz",
@@ -24,7 +25,7 @@ FILES = {
     "y_test": "t10k-labels-idx1-ubyte.gz",
 }
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
-IDX_TYPES = {0x08: np.uint8}
+IDX_TYPES = {0x08: "uint8"}
 SHAPES = {"x_train": (60000, 28, 28), "y_train": (60000,), "x_test": (10000, 28, 28), "y_test": (10000,)}
 
 
@@ -77,6 +78,8 @@ def find(data_dir: str | None = None, environ: Mapping[str, str] | None = None,
 
 def read_idx(path: Path) -> np.ndarray:
     """Read one gzip'd IDX file: magic (0, 0, type, ndim), big-endian uint32 dims, then the data."""
+    import numpy as np
+
     try:
         with gzip.open(path, "rb") as f:
             raw = f.read()
@@ -108,6 +111,8 @@ def load_dir(directory: Path, origin: str) -> Dataset:
 
 def synthetic(seed: int = 0, train: int = 60000, test: int = 10000) -> Dataset:
     """Random images and labels with the real shapes: for timing only, accuracy is meaningless."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     return Dataset(rng.integers(0, 256, (train, 28, 28), dtype=np.uint8), rng.integers(0, 10, train, dtype=np.uint8),
                    rng.integers(0, 256, (test, 28, 28), dtype=np.uint8), rng.integers(0, 10, test, dtype=np.uint8),

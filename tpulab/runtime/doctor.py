@@ -30,7 +30,7 @@ def diagnose(report: RuntimeReport) -> list[Verdict]:
     out: list[Verdict] = []
     out += _tpu(report)
     out += _gpu(report)
-    if not any(v.device in ("gpu", "tpu") and v.level == "ok" for v in out) and not report.tpu and not report.gpu_hardware:
+    if not report.tpu and not report.gpu_hardware:
         fix = "Colab: Runtime > Change runtime type > a GPU or TPU" if report.colab else None
         out.append(Verdict("info", "cpu", "No GPU or TPU found: runs will use the CPU, as the article's first "
                            "'TPU' timing unknowingly did.", fix))

@@ -13,7 +13,6 @@ from textual.widgets import Button, DataTable, Static
 from .. import fmt
 from ..console import comparison_table
 from ..results import StoreError, compare
-from ..widgets.charts import BarPlot
 
 
 class ResultsPane(Vertical):
@@ -28,6 +27,8 @@ class ResultsPane(Vertical):
         self.marked: list[str] = []
 
     def compose(self) -> ComposeResult:
+        from ..widgets.charts import BarPlot  # plotext loads after the first paint (this pane is lazy)
+
         yield Static("space marks a run, m compares the marked runs (the first marked is the baseline)",
                      id="results-help")
         yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True)
@@ -41,6 +42,7 @@ class ResultsPane(Vertical):
         table.add_columns("", "id", "started", "workload", "status", "device", "shards", "batch", "median",
                           "throughput", "peak")
         self.query_one("#compare-chart").display = False
+        self.show(self.app.records)
 
     def show(self, records: list[dict[str, Any]]) -> None:
         """All runs, newest first."""
@@ -80,7 +82,7 @@ class ResultsPane(Vertical):
             self.notify(str(e), severity="error")
             return
         self.query_one("#comparison", Static).update(comparison_table(result))
-        chart = self.query_one("#compare-chart", BarPlot)
+        chart = self.query_one("#compare-chart")
         chart.display = True
         chart.show_bars("speedup vs the first run (x)", [f"{r['id'][:8]}\n{fmt.device(r['record'])}"[:24]
                                                          for r in result["rows"]],

@@ -12,7 +12,7 @@ from typing import Any
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import ProgressBar, RichLog, Static
 from textual.worker import Worker, WorkerState
@@ -21,7 +21,6 @@ from .. import fmt
 from ..console import summary_table
 from ..runner import Run
 from ..runtime.detect import RuntimeReport
-from ..widgets.charts import SeriesPlot
 from ..workloads.base import Event, Params, Workload
 
 POST_EVERY_S = 0.1
@@ -50,15 +49,18 @@ class RunPane(Vertical):
         self.next_chart = 0
 
     def compose(self) -> ComposeResult:
+        from ..widgets.charts import SeriesPlot  # plotext loads after the first paint (this pane is lazy)
+
         yield Static("No run yet: pick a workload, then Run.", id="run-header")
         yield ProgressBar(id="run-progress", show_eta=False)
         with Horizontal(id="charts-top"):
-            yield SeriesPlot(id="chart-time")
-            yield SeriesPlot(id="chart-rate")
-        yield SeriesPlot(id="chart-metrics")
+            yield SeriesPlot(id="chart-time", classes="chart")
+            yield SeriesPlot(id="chart-rate", classes="chart")
+        yield SeriesPlot(id="chart-metrics", classes="chart")
         with Horizontal(id="run-bottom"):
             yield RichLog(id="run-log", wrap=True, markup=True)
-            yield Static(id="run-summary")
+            with VerticalScroll(id="run-summary-box"):
+                yield Static(id="run-summary")
 
     def on_mount(self) -> None:
         self.set_interval(REDRAW_EVERY_S, self._redraw)
@@ -77,10 +79,10 @@ class RunPane(Vertical):
         self.step_x = 0
         training = workload.unit == "step"
         unit = workload.unit
-        self.query_one("#chart-time", SeriesPlot).configure(f"time per {unit}", unit, "ms")
-        self.query_one("#chart-rate", SeriesPlot).configure(
+        self.query_one("#chart-time").configure(f"time per {unit}", unit, "ms")
+        self.query_one("#chart-rate").configure(
             "examples/s" if training else "GFLOP/s", unit, "examples/s" if training else "GFLOP/s")
-        self.query_one("#chart-metrics", SeriesPlot).configure("loss and accuracy", "step", "")
+        self.query_one("#chart-metrics").configure("loss and accuracy", "step", "")
         self.query_one("#chart-metrics").display = training
         self.query_one("#run-summary", Static).update("")
         log = self.query_one("#run-log", RichLog)
@@ -136,8 +138,8 @@ class RunPane(Vertical):
 
     def _apply(self, e: Event, log: RichLog, peak_flops: float | None) -> None:
         kind = e.get("event")
-        time_plot = self.query_one("#chart-time", SeriesPlot)
-        rate_plot = self.query_one("#chart-rate", SeriesPlot)
+        time_plot = self.query_one("#chart-time")
+        rate_plot = self.query_one("#chart-rate")
         if kind == "started":
             if e.get("note"):
                 log.write(f"[yellow]note: {e['note']}[/]")
@@ -153,7 +155,7 @@ class RunPane(Vertical):
             flops = self.run.recorder.info.get("flops_per_step") if self.run else None
             if self.workload.unit == "step":
                 rate_plot.add("examples/s", e["step"], e.get("examples_per_s", 0))
-                metrics = self.query_one("#chart-metrics", SeriesPlot)
+                metrics = self.query_one("#chart-metrics")
                 for key, label in (("loss", "loss"), ("sparse_categorical_accuracy", "accuracy")):
                     if key in (e.get("metrics") or {}):
                         metrics.add(label, e["step"], e["metrics"][key])
@@ -161,7 +163,7 @@ class RunPane(Vertical):
                 rate_plot.add(name, e["step"], flops / e["seconds"] / 1e9)
         elif kind == "epoch":
             m = e.get("metrics", {})
-            metrics = self.query_one("#chart-metrics", SeriesPlot)
+            metrics = self.query_one("#chart-metrics")
             for key, label in (("val_loss", "val loss"), ("val_sparse_categorical_accuracy", "val accuracy")):
                 if key in m:
                     metrics.add(label, self.step_x, m[key])
@@ -175,7 +177,7 @@ class RunPane(Vertical):
             log.write(e.get("text", ""))
 
     def _redraw(self, everything: bool = False) -> None:
-        plots = [p for p in self.query(SeriesPlot) if p.display]
+        plots = [p for p in self.query(".chart") if p.display]
         for i in range(len(plots)):
             plot = plots[(self.next_chart + i) % len(plots)]
             if plot.dirty:

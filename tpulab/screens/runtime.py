@@ -16,6 +16,9 @@ class RuntimePane(VerticalScroll):
         yield Static(id="runtime-report")
         yield Static("TensorFlow: probing in the background...", id="runtime-status")
 
+    def on_mount(self) -> None:
+        self.show(self.app.report, probing=self.app.probing)
+
     def show(self, report: RuntimeReport, probing: bool) -> None:
         self.query_one("#runtime-report", Static).update(runtime_table(report, diagnose(report)))
         tf = report.tensorflow

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
@@ -29,11 +28,10 @@ class WorkloadsPane(Horizontal):
             self.workload = workload
             self.params = params
 
-    def __init__(self, report: RuntimeReport, **kwargs) -> None:
+    def __init__(self, report: RuntimeReport, workload: str | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.report = report
-        self.workload = next(iter(WORKLOADS.values()))
-        self.history: list[dict[str, Any]] = []
+        self.workload = WORKLOADS[workload] if workload else next(iter(WORKLOADS.values()))
 
     def compose(self) -> ComposeResult:
         with Vertical(id="workload-side"):
@@ -62,19 +60,24 @@ class WorkloadsPane(Horizontal):
         self.query_one("#workload-list", OptionList).highlighted = list(WORKLOADS).index(name)
         self.query_one("#explain", Static).update(self.workload.summary)
 
-    async def refresh_limits(self, report: RuntimeReport) -> None:
+    def on_mount(self) -> None:
+        self.query_one("#workload-list", OptionList).highlighted = list(WORKLOADS).index(self.workload.name)
+
+    def refresh_limits(self, report: RuntimeReport) -> None:
         """TensorFlow's view arrived: shard bounds may change; keep what the user typed."""
         self.report = report
         form = self.form
         form.limits = self.limits()
         form.revalidate()
 
-    @on(OptionList.OptionHighlighted, "#workload-list")
-    async def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+    @on(OptionList.OptionSelected, "#workload-list")
+    async def _selected(self, event: OptionList.OptionSelected) -> None:
         await self.select(event.option.id)
 
     @on(ParamForm.Changed)
     def _changed(self, event: ParamForm.Changed) -> None:
+        if event.form.workload is not self.workload:
+            return  # a form being replaced
         self.query_one("#run-button", Button).disabled = event.params is None
         self.query_one("#plan", Static).update(self.plan(event.params) if event.params else
                                                f"[red]{len(event.errors)} value(s) to fix before running[/]")
@@ -103,7 +106,7 @@ class WorkloadsPane(Horizontal):
                 f"estimate {estimate}")
 
     def _rate(self, w: Workload, device: str, p: Params) -> tuple[float | None, str]:
-        for r in self.history:
+        for r in self.app.records:  # the newest kept run of this workload on this device
             s = r.get("summary") or {}
             if (r["workload"] == w.name and r["status"] == "finished" and s.get("gflops_per_s")
                     and (r.get("device") or {}).get("kind") == device):

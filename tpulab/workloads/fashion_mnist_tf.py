@@ -82,4 +82,4 @@ def run(p: Params, sink: Sink, cancel: CancelToken) -> None:
     timer = StepTimer(sink, batch_size=p["batch_size"], cancel=cancel)
     model.fit(training_input(data, p), epochs=p["epochs"], steps_per_epoch=p["steps_per_epoch"],
               validation_data=validation_input(data, p) if p["validation"] else None,
-              callbacks=[timer], verbose=0)
+              callbacks=[timer], verbose=0, shuffle=False)
