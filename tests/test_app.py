@@ -192,3 +192,35 @@ def test_snapshot_workloads_invalid(snap_compare, tmp_path):
 
 def test_snapshot_results_empty(snap_compare, tmp_path):
     assert snap_compare(TpulabApp(probe=False, report=fixed_report(tmp_path)), press=["4"], terminal_size=SIZE)
+
+
+async def test_presets_and_command_line_values_fill_the_form():
+    app = TpulabApp(probe=False, workload="fashion-mnist", params={"epochs": 3, "dataset": "synthetic"})
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        form = app.query_one(ParamForm)
+        assert form.params["epochs"] == 3 and form.params["dataset"] == "synthetic"
+        app.query_one("#preset", Select).value = "smoke"
+        await pilot.pause()
+        assert form.params["batch_size"] == 128 and form.params["steps_per_epoch"] == 8
+        assert form.params["epochs"] == 2 and form.params["dataset"] == "fashion-mnist"  # a preset starts afresh
+        app.query_one("#param-learning_rate", Input).focus()
+        await pilot.pause()
+        assert "Adam's step size" in text(app.query_one("#explain", Static))
+        assert "how far each update moves the weights" in text(app.query_one("#explain", Static)).lower()
+
+
+async def test_command_palette_offers_the_main_actions():
+    app = TpulabApp(probe=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for title in ("Start run", "Cancel run", "Choose Raw convolution", "Choose Fashion-MNIST CNN",
+                      "Compare marked runs", "Detect again"):
+            assert title in titles
+        await pilot.press("ctrl+p")
+        await pilot.press(*"choose fash")
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert app.query_one("#tabs").active == "workloads"
+        assert app.query_one(ParamForm).workload.name == "fashion-mnist"

@@ -42,11 +42,12 @@ class TpulabApp(App):
         Binding("q", "quit", "Quit", id="app.quit"),
     ]
 
-    def __init__(self, workload: str | None = None, db: Path | None = None, probe: bool = True,
-                 report: RuntimeReport | None = None) -> None:
+    def __init__(self, workload: str | None = None, params: dict[str, Any] | None = None, db: Path | None = None,
+                 probe: bool = True, report: RuntimeReport | None = None) -> None:
         super().__init__()
         self.report = report or detect()
         self.initial_workload = workload
+        self.initial_params = params  # from the command line: the form opens with them
         self.probe = probe
         self.probing = probe
         self.store = Store(db or default_path())
@@ -55,7 +56,8 @@ class TpulabApp(App):
     def compose(self) -> ComposeResult:
         initial = "workloads" if self.initial_workload else "runtime"
         panes = {"runtime": RuntimePane(id="runtime-pane"),
-                 "workloads": WorkloadsPane(self.report, self.initial_workload, id="workloads-pane"),
+                 "workloads": WorkloadsPane(self.report, self.initial_workload, self.initial_params,
+                                            id="workloads-pane"),
                  "run": RunPane(id="run-pane"), "results": ResultsPane(id="results-pane")}
         yield Header()
         with TabbedContent(initial=initial, id="tabs"):

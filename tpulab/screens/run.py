@@ -53,10 +53,10 @@ class RunPane(Vertical):
 
         yield Static("No run yet: pick a workload, then Run.", id="run-header")
         yield ProgressBar(id="run-progress", show_eta=False)
-        with Horizontal(id="charts-top"):
+        with Horizontal(id="charts"):
             yield SeriesPlot(id="chart-time", classes="chart")
             yield SeriesPlot(id="chart-rate", classes="chart")
-        yield SeriesPlot(id="chart-metrics", classes="chart")
+            yield SeriesPlot(id="chart-metrics", classes="chart")
         with Horizontal(id="run-bottom"):
             yield RichLog(id="run-log", wrap=True, markup=True)
             with VerticalScroll(id="run-summary-box"):
@@ -79,15 +79,15 @@ class RunPane(Vertical):
         self.step_x = 0
         training = workload.unit == "step"
         unit = workload.unit
-        self.query_one("#chart-time").configure(f"time per {unit}", unit, "ms")
-        self.query_one("#chart-rate").configure(
-            "examples/s" if training else "GFLOP/s", unit, "examples/s" if training else "GFLOP/s")
-        self.query_one("#chart-metrics").configure("loss and accuracy", "step", "")
+        self.query_one("#chart-time").configure(f"ms per {unit}")
+        self.query_one("#chart-rate").configure("examples/s" if training else "GFLOP/s")
+        self.query_one("#chart-metrics").configure("loss, accuracy")
         self.query_one("#chart-metrics").display = training
         self.query_one("#run-summary", Static).update("")
         log = self.query_one("#run-log", RichLog)
         log.clear()
-        log.write(f"starting {workload.name}: " + ", ".join(f"{k}={v}" for k, v in params.items()))
+        changed = ", ".join(f"{k}={v}" for k, v in params.items() if v != workload.spec(k).default)
+        log.write(f"starting {workload.name}: {changed or 'defaults'}")
         self.query_one("#run-progress", ProgressBar).update(total=None, progress=0)
         self.query_one("#run-header", Static).update(f"{workload.title}: starting a worker (TensorFlow imports)...")
         self._stream(self.run)

@@ -28,10 +28,12 @@ class WorkloadsPane(Horizontal):
             self.workload = workload
             self.params = params
 
-    def __init__(self, report: RuntimeReport, workload: str | None = None, **kwargs) -> None:
+    def __init__(self, report: RuntimeReport, workload: str | None = None, params: Params | None = None,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self.report = report
         self.workload = WORKLOADS[workload] if workload else next(iter(WORKLOADS.values()))
+        self.initial_params = params
 
     def compose(self) -> ComposeResult:
         with Vertical(id="workload-side"):
@@ -39,7 +41,7 @@ class WorkloadsPane(Horizontal):
                              id="workload-list")
             yield Static(self.workload.summary, id="explain")
         with Vertical(id="workload-main"):
-            yield ParamForm(self.workload, self.limits(), id="param-form")
+            yield ParamForm(self.workload, self.limits(), self.initial_params, id="param-form")
             yield Static(id="plan")
             yield Button("Run (ctrl+r)", id="run-button", variant="success", disabled=True, compact=True)
 

@@ -13,15 +13,16 @@ PLOT_POINTS = 300  # a series is thinned to this many points when drawn: plotext
 class SeriesPlot(PlotextPlot):
     """Named line series in bounded deques, plus labelled horizontal reference lines (a device's peak)."""
 
-    def __init__(self, title: str = "", xlabel: str = "", ylabel: str = "", **kwargs) -> None:
+    def __init__(self, title: str = "", **kwargs) -> None:
         super().__init__(**kwargs)
-        self.title, self.xlabel, self.ylabel = title, xlabel, ylabel
+        self.title = title
         self.series: dict[str, deque[tuple[float, float]]] = {}
         self.lines: dict[str, float] = {}
         self.dirty = False
 
-    def configure(self, title: str, xlabel: str, ylabel: str) -> None:
-        self.title, self.xlabel, self.ylabel = title, xlabel, ylabel
+    def configure(self, title: str) -> None:
+        """Start afresh; the title names the quantity and its unit (axes get no labels: rows are scarce)."""
+        self.title = title
         self.series.clear()
         self.lines.clear()
         self.replot()
@@ -41,13 +42,12 @@ class SeriesPlot(PlotextPlot):
         if self.lines:
             title += "  " + ", ".join(f"{k} {v:,.1f}" for k, v in self.lines.items())
         plt.title(title)
-        plt.xlabel(self.xlabel)
-        plt.ylabel(self.ylabel)
+        legend = len(self.series) > 1
         for name, pts in self.series.items():
             if pts:
                 step = -(-len(pts) // PLOT_POINTS)
                 xs, ys = zip(*list(pts)[::step])
-                plt.plot(xs, ys, label=name, marker="braille")
+                plt.plot(xs, ys, label=name if legend else None, marker="braille")
         for value in self.lines.values():
             plt.horizontal_line(value, color="red")
         self.dirty = False

@@ -32,10 +32,12 @@ class ParamForm(VerticalScroll):
             super().__init__()
             self.spec = spec
 
-    def __init__(self, workload: Workload, limits: Limits, **kwargs) -> None:
+    def __init__(self, workload: Workload, limits: Limits, values: Params | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.workload = workload
         self.limits = limits
+        self.initial = {**workload.defaults(), **(values or {})}
+        self.preset = NO_PRESET
         self.params: Params | None = None
         self.errors: dict[str, str] = {}
 
@@ -49,18 +51,17 @@ class ParamForm(VerticalScroll):
                 with Horizontal(classes="field"):
                     yield Label(spec.name.replace("_", " ") + (f" [{spec.unit}]" if spec.unit else ""),
                                 classes="name")
-                    yield self._control(spec)
+                    yield self._control(spec, self.initial[spec.name])
                 yield Static(f"{spec.help}; {spec.allowed()}", classes="help")
                 yield Static("", classes="error", id=f"error-{spec.name}")
 
-    def _control(self, spec: ParamSpec):
+    def _control(self, spec: ParamSpec, value: Any):
         wid = f"param-{spec.name}"
         if spec.kind is bool:
-            return Switch(value=spec.default, id=wid)
+            return Switch(value=value, id=wid)
         if spec.choices:
-            return Select([(c, c) for c in spec.choices], value=spec.default, allow_blank=False, id=wid,
-                          compact=True)
-        return Input(value=spec.show(spec.default), id=wid, placeholder=spec.allowed(), compact=True)
+            return Select([(c, c) for c in spec.choices], value=value, allow_blank=False, id=wid, compact=True)
+        return Input(value=spec.show(value), id=wid, placeholder=spec.allowed(), compact=True)
 
     def on_mount(self) -> None:
         self.revalidate()
@@ -111,8 +112,9 @@ class ParamForm(VerticalScroll):
     def on_select_changed(self, event: Select.Changed) -> None:
         event.stop()
         if event.select.id == "preset":
-            values = {**self.workload.defaults(), **self.workload.presets.get(str(event.value), {})}
-            self.set_values(values)
+            if event.value != self.preset:  # Select also reports its first value on mount
+                self.preset = str(event.value)
+                self.set_values({**self.workload.defaults(), **self.workload.presets.get(self.preset, {})})
         else:
             self.revalidate()
 
