@@ -202,7 +202,7 @@ async def test_presets_and_command_line_values_fill_the_form():
         assert form.params["epochs"] == 3 and form.params["dataset"] == "synthetic"
         app.query_one("#preset", Select).value = "smoke"
         await pilot.pause()
-        assert form.params["batch_size"] == 128 and form.params["steps_per_epoch"] == 8
+        assert form.params["batch_size"] == 64 and form.params["steps_per_epoch"] == 8
         assert form.params["epochs"] == 2 and form.params["dataset"] == "fashion-mnist"  # a preset starts afresh
         app.query_one("#param-learning_rate", Input).focus()
         await pilot.pause()

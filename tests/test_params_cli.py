@@ -56,7 +56,7 @@ def test_shards_bound_follows_the_device():
 def test_preset_then_user_values_override_defaults():
     w = WORKLOADS["fashion-mnist"]
     p = w.resolve({"epochs": "3", "xla": True}, CPU, preset="smoke")
-    assert p["batch_size"] == 128 and p["epochs"] == 3 and p["xla"] is True
+    assert p["batch_size"] == 64 and p["epochs"] == 3 and p["xla"] is True
     assert p["learning_rate"] == pytest.approx(1e-3)
 
 

@@ -34,10 +34,10 @@ def _list(args, store: Store, console: Console) -> int:
         return 0
     t = Table(title=f"runs in {store.path}, newest first")
     for col in ("id", "started", "workload", "status", "device", "shards", "batch", "median", "throughput", "peak"):
-        t.add_column(col, no_wrap=col == "id")
+        t.add_column(col, no_wrap=col != "device")
     for r in records:
         s = r["summary"]
-        t.add_row(r["id"][:8], r["started_at"].replace("T", " ")[:19], r["workload"], r["status"], fmt.device(r),
+        t.add_row(r["id"][:8], r["started_at"][5:16].replace("T", " "), r["workload"], r["status"], fmt.device(r),
                   str(r["params"].get("shards")), str(r["params"].get("batch_size")),
                   fmt.seconds((s.get("step_seconds") or {}).get("median")),
                   fmt.rate(s.get("examples_per_s"), "ex/s"), fmt.percent(s.get("peak_fraction")))

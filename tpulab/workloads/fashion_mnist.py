@@ -73,7 +73,7 @@ FASHION_MNIST = Workload(
     flops_per_step=flops,
     check=check,
     presets={
-        "smoke": {"batch_size": 128, "epochs": 2, "steps_per_epoch": 8, "validation_examples": 512},
+        "smoke": {"batch_size": 64, "epochs": 2, "steps_per_epoch": 8, "validation_examples": 512},
         "article": {},
     },
 )
