@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -32,15 +33,17 @@ def _list(args, store: Store, console: Console) -> int:
     if not records:
         console.print(f"no runs kept yet in {store.path}: try `tpulab --run conv --no-ui --preset smoke`")
         return 0
-    t = Table(title=f"runs in {store.path}, newest first")
-    for col in ("id", "started", "workload", "status", "device", "shards", "batch", "median", "throughput", "peak"):
-        t.add_column(col, no_wrap=col != "device")
+    t = Table(title=f"runs in {store.path}, newest first", box=box.SIMPLE_HEAD, pad_edge=False,
+              collapse_padding=True)
+    for col in ("id", "started", "workload", "status", "device", "batch", "median", "peak"):
+        t.add_column(col, no_wrap=True)
     for r in records:
         s = r["summary"]
-        t.add_row(r["id"][:8], r["started_at"][5:16].replace("T", " "), r["workload"], r["status"], fmt.device(r),
-                  str(r["params"].get("shards")), str(r["params"].get("batch_size")),
-                  fmt.seconds((s.get("step_seconds") or {}).get("median")),
-                  fmt.rate(s.get("examples_per_s"), "ex/s"), fmt.percent(s.get("peak_fraction")))
+        d = r.get("device") or {}
+        short = f"{d.get('kind', '-').upper()}" + (f" x{d['replicas']}" if d.get("replicas", 1) > 1 else "")
+        t.add_row(r["id"][:8], r["started_at"][5:16].replace("T", " "), r["workload"], r["status"], short,
+                  str(r["params"].get("batch_size")),
+                  fmt.seconds((s.get("step_seconds") or {}).get("median")), fmt.percent(s.get("peak_fraction")))
     console.print(t)
     return 0
 
