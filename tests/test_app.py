@@ -6,9 +6,8 @@ import asyncio
 import io
 import time
 
-import pytest
 from rich.console import Console
-from textual.widgets import Button, DataTable, Input, OptionList, Select, Static
+from textual.widgets import Button, DataTable, Input, Select, Static
 
 from tpulab.app import TpulabApp
 from tpulab.results import Store

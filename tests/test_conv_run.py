@@ -6,7 +6,6 @@ import math
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 

@@ -19,9 +19,9 @@ CPUINFO = "".join(
 TF = {"tensorflow": "2.21.0", "keras": "3.15.1"}
 
 
-def tree(root: Path, files: dict[str, str] = {}, dirs: tuple[str, ...] = ()) -> Path:
+def tree(root: Path, files: dict[str, str] | None = None, dirs: tuple[str, ...] = ()) -> Path:
     base = {"proc/cpuinfo": CPUINFO, "proc/meminfo": "MemTotal:       16384000 kB\n"}
-    for rel, text in {**base, **files}.items():
+    for rel, text in {**base, **(files or {})}.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     for rel in dirs:

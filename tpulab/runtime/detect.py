@@ -11,7 +11,7 @@ import os
 import platform
 import re
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping
@@ -71,7 +71,6 @@ class RuntimeReport:
     packages: dict[str, str | None]
     gpu_hardware: int = 0  # NVIDIA devices seen on the PCI bus, with or without a driver
     tensorflow: dict[str, Any] | None = None  # filled by the deep probe (in a worker)
-    notes: list[str] = field(default_factory=list)
 
     @property
     def default_device(self) -> str:

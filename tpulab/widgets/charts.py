@@ -1,9 +1,19 @@
-"""Live charts: plotext plots fed point by point, redrawn only when asked (at a bounded rate)."""
+"""Live charts: plotext plots fed point by point, built off the event loop.
+
+A plotext build takes ~20 ms of pure Python for a modest chart; done in `render()` it stalls
+the UI for that long at every redraw. `SeriesPlot` snapshots its points on the event loop, builds
+the plot in a thread (the GIL is handed back every few ms, so the UI keeps its pace) and renders
+the finished text.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 
+from rich.text import Text
+from textual import work
+from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
 MAX_POINTS = 5000
@@ -19,6 +29,8 @@ class SeriesPlot(PlotextPlot):
         self.series: dict[str, deque[tuple[float, float]]] = {}
         self.lines: dict[str, float] = {}
         self.dirty = False
+        self._built: Text | None = None
+        self._lock = threading.Lock()  # one build at a time touches the plotext figure
 
     def configure(self, title: str) -> None:
         """Start afresh; the title names the quantity and its unit (axes get no labels: rows are scarce)."""
@@ -35,27 +47,51 @@ class SeriesPlot(PlotextPlot):
         return list(self.series.get(name, ()))
 
     def replot(self) -> None:
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
+        """Snapshot the data here, on the event loop; build the picture in a thread."""
         title = self.title
         if self.lines:
             title += "  " + ", ".join(f"{k} {v:,.1f}" for k, v in self.lines.items())
-        plt.title(title)
-        legend = len(self.series) > 1
+        series = {}
         for name, pts in self.series.items():
             if pts:
                 step = -(-len(pts) // PLOT_POINTS)
-                xs, ys = zip(*list(pts)[::step])
-                plt.plot(xs, ys, label=name if legend else None, marker="braille")
-        for value in self.lines.values():
-            plt.horizontal_line(value, color="red")
+                series[name] = list(pts)[::step]
         self.dirty = False
+        self._build(title, series, list(self.lines.values()), self.size.width, self.size.height,
+                    self._get_plotext_theme_name(self.app.theme))
+
+    @work(thread=True, group="chart", exit_on_error=False)
+    def _build(self, title: str, series: dict[str, list[tuple[float, float]]], lines: list[float],
+               width: int, height: int, theme: str) -> None:
+        with self._lock:
+            plt = self.plt
+            plt.clear_data()
+            plt.clear_figure()
+            plt.title(title)
+            for name, pts in series.items():
+                xs, ys = zip(*pts)
+                plt.plot(xs, ys, label=name if len(series) > 1 else None, marker="braille")
+            for value in lines:
+                plt.horizontal_line(value, color="red")
+            plt.plotsize(width, height)
+            plt._set_size(width, height)  # as PlotextPlot.render does: plotsize alone does not stick
+            plt.theme(theme)
+            built = Text.from_ansi(plt.build())
+        self.app.call_from_thread(self._show, built)
+
+    def _show(self, built: Text) -> None:
+        self._built = built
         self.refresh()
+
+    def render(self) -> RenderResult:
+        return self._built if self._built is not None else Text(self.title)
+
+    def on_resize(self) -> None:
+        self.replot()
 
 
 class BarPlot(PlotextPlot):
-    """One bar per label, for comparing runs."""
+    """One bar per label, for comparing runs (drawn once per comparison, so in `render` as usual)."""
 
     def show_bars(self, title: str, labels: list[str], values: list[float]) -> None:
         plt = self.plt
