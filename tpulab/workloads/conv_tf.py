@@ -53,6 +53,13 @@ def build_model(p: Params, strategy) -> keras.Model:
         return keras.Model(inputs, outputs)
 
 
+DATA_BY_MODE = {
+    "sharded": "random images and kernels (seed {seed}) held on each replica's device",
+    "naive": "random numpy images and kernels (seed {seed}) sent from the host at every call",
+    "batch-parallel": "random images and kernels (seed {seed}) made on each TPU core",
+}
+
+
 def total_steps(p: Params) -> int:
     return 1 + p["warmup"] + p["iterations"]
 
@@ -75,7 +82,8 @@ def run(p: Params, sink: Sink, cancel: CancelToken) -> None:
 def start_event(p: Params, placement: Placement, sink: Sink) -> None:
     sink({"event": "started", "workload": CONV.name, "device": placement.describe(), "dtype": p["dtype"],
           "flops_per_step": CONV.flops_per_step(p), "steps_total": total_steps(p),
-          "per_replica_batch": p["batch_size"] // p["shards"], "versions": versions(), "note": placement.note})
+          "per_replica_batch": p["batch_size"] // p["shards"], "versions": versions(), "note": placement.note,
+          "dataset": DATA_BY_MODE[p["mode"]].format(seed=p["seed"])})
 
 
 def run_naive(p: Params, timer: StepTimer, cancel: CancelToken) -> None:
