@@ -215,7 +215,7 @@ async def test_command_palette_offers_the_main_actions():
         await pilot.pause()
         titles = [c.title for c in app.get_system_commands(app.screen)]
         for title in ("Start run", "Cancel run", "Choose Raw convolution", "Choose Fashion-MNIST CNN",
-                      "Compare marked runs", "Detect again"):
+                      "Compare marked runs", "Detect again", "Glossary"):
             assert title in titles
         await pilot.press("ctrl+p")
         await pilot.press(*"choose fash")
@@ -223,3 +223,16 @@ async def test_command_palette_offers_the_main_actions():
         await pilot.pause(0.3)
         assert app.query_one("#tabs").active == "workloads"
         assert app.query_one(ParamForm).workload.name == "fashion-mnist"
+
+
+async def test_glossary_lists_the_articles_terms():
+    app = TpulabApp(probe=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("g")
+        await pilot.pause()
+        shown = " ".join(text(w) for w in app.screen.query(".term"))
+        for term in ("pooling", "activation", "dropout", "learning rate", "loss", "batch", "optimizer", "ELU"):
+            assert f"{term}:" in shown
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not app.screen.query(".term")

@@ -18,7 +18,7 @@ from .conftest import ROOT, json_events, run_cli
 TINY = ["--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterations", "4", "--warmup", "1"]
 
 
-@pytest.mark.parametrize("mode, shards", [("sharded", 1), ("sharded", 4), ("naive", 1)])
+@pytest.mark.parametrize("mode, shards", [("sharded", 1), ("sharded", 4), ("naive", 1), ("naive", 4)])
 def test_conv_runs_and_reports_honest_figures(mode, shards):
     out = run_cli("--run", "conv", "--no-ui", "--json", *TINY, "--mode", mode, "--shards", str(shards))
     assert out.returncode == 0, out.stderr

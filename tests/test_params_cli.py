@@ -30,7 +30,7 @@ def bad(capsys, *argv: str) -> str:
     (["--padding", "same"], "--padding must be one of SAME, VALID (got 'same')"),
     (["--shards", "3", "--batch-size", "128"], "--batch-size must be divisible by --shards 3 (got 128)"),
     (["--shards", "9", "--batch-size", "72"], "--shards must be an integer from 1 to 8 on CPU"),
-    (["--shards", "2", "--mode", "naive"], "--shards must be 1 in naive mode"),
+    (["--shards", "2", "--mode", "naive", "--batch-size", "7"], "--batch-size must be divisible by --shards 2"),
     (["--mode", "batch-parallel"], "--mode batch-parallel needs a TPU"),
     (["--device", "gpu"], "--device gpu: no GPU was found on this machine"),
     (["--preset", "huge"], "--preset must be one of smoke, article, article-sharded (got 'huge')"),

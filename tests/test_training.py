@@ -130,7 +130,9 @@ def test_two_shards_on_synthetic_data_are_labelled():
                   "--shards", "2", "--epochs", "1", "--steps-per-epoch", "4", "--no-validation",
                   "--pipeline", "generator")
     assert out.returncode == 0, out.stderr
-    result = json_events(out.stdout)[-1]
+    events = json_events(out.stdout)
+    result = events[-1]
+    assert all(e["synthetic"] for e in events if e["event"] in ("started", "compiled", "step", "epoch"))
     assert result["device"]["replicas"] == 2 and result["device"]["strategy"] == "MirroredStrategy"
     assert result["per_replica_batch"] == 16 and result["synthetic"] and result["dataset"] == "synthetic"
     assert "synthetic-data" in [f["code"] for f in result["summary"]["flags"]]
@@ -138,6 +140,8 @@ def test_two_shards_on_synthetic_data_are_labelled():
                     "--epochs", "1", "--steps-per-epoch", "5", "--no-validation", "--no-save")
     assert human.returncode == 0, human.stderr
     assert "SYNTHETIC DATA" in human.stdout and "synthetic-data" in human.stdout
+    step_lines = [line for line in human.stdout.splitlines() if line.startswith("step ")]
+    assert step_lines and all("[synthetic data]" in line for line in step_lines)
     assert "estimate: about" in human.stdout
 
 

@@ -19,6 +19,7 @@ from textual.widgets import Footer, Header, TabbedContent, TabPane
 
 from .results import Store, StoreError, default_path
 from .runtime.detect import RuntimeReport, detect
+from .screens.glossary import GlossaryScreen
 from .screens.results import ResultsPane
 from .screens.run import RunPane
 from .screens.runtime import RuntimePane
@@ -39,6 +40,7 @@ class TpulabApp(App):
         Binding("4", "show_tab('results')", "Results", id="tab.results"),
         Binding("ctrl+r", "start_run", "Start run", id="run.start"),
         Binding("x", "cancel_run", "Cancel run", id="run.cancel"),
+        Binding("g", "glossary", "Glossary", id="app.glossary"),
         Binding("ctrl+t", "change_theme", "Theme", id="app.theme", show=False),
         Binding("q", "quit", "Quit", id="app.quit"),
     ]
@@ -120,6 +122,9 @@ class TpulabApp(App):
     def action_show_tab(self, tab: str) -> None:
         self.query_one("#tabs", TabbedContent).active = tab
 
+    def action_glossary(self) -> None:
+        self.push_screen(GlossaryScreen())
+
     def action_start_run(self) -> None:
         self.query_one(WorkloadsPane).request_run()
 
@@ -151,6 +156,8 @@ class TpulabApp(App):
         yield SystemCommand("Start run", "run the workload with the form's values", self.action_start_run)
         yield SystemCommand("Cancel run", "stop after the current step; again to kill", self.action_cancel_run)
         yield SystemCommand("Detect again", "probe TensorFlow's view of the hardware again", self._redetect)
+        yield SystemCommand("Glossary", "the terms the article explains: batch, pooling, ELU, ...",
+                            self.action_glossary)
         yield SystemCommand("Compare marked runs", "on the results tab",
                             lambda: self.query_one(ResultsPane).action_compare())
 

@@ -16,6 +16,7 @@ from .runtime.detect import RuntimeReport
 from .workloads.base import Event, Workload
 
 ESTIMATE_AFTER = 3  # steady steps before the total-time estimate is printed
+SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
 LEVEL_STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "error": "red"}
 
 
@@ -45,7 +46,8 @@ class RunPrinter:
             val = m.get("val_sparse_categorical_accuracy")
             self.console.print(f"epoch {event['epoch']}: {fmt.duration(event['seconds'])}, loss {m.get('loss', 0):.4f}, "
                                f"accuracy {m.get('sparse_categorical_accuracy', 0):.4f}"
-                               + (f", validation accuracy {val:.4f}" if val is not None else ""))
+                               + (f", validation accuracy {val:.4f}" if val is not None else "")
+                               + (SYNTHETIC_TAG if event.get("synthetic") else ""))
         if self.progress is not None and self.task is not None:
             self.progress.update(self.task, completed=rec.steps_done())
 
@@ -78,9 +80,11 @@ class RunPrinter:
         acc = metrics.get("sparse_categorical_accuracy")
         line = (f"{self.workload.unit} {e['step']}/{total}  {fmt.seconds(e['seconds'])}  "
                 f"{fmt.rate(e.get('examples_per_s'), 'ex/s')}  {gflops or 0:.1f} GFLOP/s{loss}"
-                + (f"  accuracy {acc:.3f}" if acc is not None else "") + warm)
+                + (f"  accuracy {acc:.3f}" if acc is not None else "") + warm
+                + (SYNTHETIC_TAG if e.get("synthetic") else ""))
         if self.progress is not None:
-            self.progress.update(self.task, status=f"{fmt.seconds(e['seconds'])}/step{loss}")
+            self.progress.update(self.task, status=f"{fmt.seconds(e['seconds'])}/step{loss}"
+                                 + (SYNTHETIC_TAG if e.get("synthetic") else ""))
         else:
             self.console.print(line, highlight=False)
         steady = len(rec.steady_seconds())

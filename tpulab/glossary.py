@@ -30,7 +30,8 @@ GLOSSARY: dict[str, str] = {
     "shard": "One replica of the computation on its own device (a TPU core, a GPU, or a logical CPU device), "
              "each working on its slice of the batch.",
     "mode": "sharded: a compiled step per replica, its output reduced on the device and fetched, so only "
-            "completed work is timed. naive: the article's first attempt. batch-parallel: the article's "
+            "completed work is timed. naive: the article's first attempt, eager ops fed from the host and their "
+            "whole output copied back (with shards, one device after another). batch-parallel: the article's "
             "TPU call, fixed so each shard's output is consumed.",
     "warm-up": "Iterations after the first call that are run but left out of the statistics, so caches, "
                "allocators and clocks settle.",

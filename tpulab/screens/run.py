@@ -168,7 +168,8 @@ class RunPane(Vertical):
                 if key in m:
                     metrics.add(label, self.step_x, m[key])
             log.write(f"epoch {e['epoch']}: {fmt.duration(e['seconds'])}, " +
-                      ", ".join(f"{k} {v:.4f}" for k, v in m.items()))
+                      ", ".join(f"{k} {v:.4f}" for k, v in m.items()) +
+                      (" [yellow](synthetic data)[/]" if e.get("synthetic") else ""))
         elif kind == "failed":
             log.write(f"[red]failed: {e.get('error')}[/]")
         elif kind == "cancelled":

@@ -24,8 +24,8 @@ PARAMS = (
               term="warm-up"),
     ParamSpec("shards", int, 1, "replicas the batch is split over (1 = no sharding)", 1, 64, term="shard"),
     ParamSpec("mode", str, "sharded", "sharded: a compiled step per replica via strategy.run, output reduced "
-              "on device; naive: the article's first attempt, host arrays in, whole output out, "
-              "on the default device; batch-parallel: the article's TPU call (TPU only)",
+              "on device; naive: the article's first attempt, host arrays in, whole output out, one eager "
+              "op per shard's device in turn; batch-parallel: the article's TPU call (TPU only)",
               choices=MODES, term="mode"),
     ParamSpec("device", str, "auto", "where to run: auto picks TPU, then GPU, then CPU",
               choices=("auto", "cpu", "gpu", "tpu")),
@@ -40,9 +40,6 @@ def flops(p: Params) -> float:
 
 def check(p: Params, limits: Limits) -> None:
     check_shards(p, limits)
-    if p["mode"] == "naive" and p["shards"] != 1:
-        raise ParamError("shards", f"--shards must be 1 in naive mode, which runs on one device "
-                         f"(got {p['shards']}); use --mode sharded to split the batch")
     if p["mode"] == "batch-parallel" and limits.device_for(p["device"]) != "tpu":
         raise ParamError("mode", "--mode batch-parallel needs a TPU (tf.compat.v1.tpu.batch_parallel); "
                          "use --mode sharded, which runs the same split on any device")
