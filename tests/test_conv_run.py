@@ -90,7 +90,7 @@ def test_worker_failure_is_reported_with_its_reason():
     assert rec["status"] == "failed" and "TPU" in rec["error"] and run.exit_code == 1
 
 
-def test_ctrl_c_stops_after_the_current_step_and_keeps_the_measurements(tpulab_home):
+def test_ctrl_c_stops_after_the_current_step_and_keeps_the_measurements():
     proc = subprocess.Popen([sys.executable, "-m", "tpulab", "--run", "conv", "--no-ui", "--json",
                              "--batch-size", "8", "--image-size", "64", "--filters", "16", "--iterations", "100000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)

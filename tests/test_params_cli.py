@@ -71,7 +71,7 @@ def test_every_parameter_has_a_flag_with_help_and_range(capsys):
         assert "an integer from 1 to" in out
 
 
-def test_bool_flags_take_on_and_off(capsys):
+def test_bool_flags_take_on_and_off():
     from tpulab.cli import build_parser
     args = build_parser("fashion-mnist").parse_args(["--run", "fashion-mnist", "--no-validation", "--xla"])
     assert args.validation is False and args.xla is True

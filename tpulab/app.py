@@ -26,8 +26,6 @@ from .screens.runtime import RuntimePane
 from .screens.workloads import WorkloadsPane
 from .workloads import WORKLOADS
 
-TABS = ("runtime", "workloads", "run", "results")
-
 
 class TpulabApp(App):
     TITLE = "tpulab"

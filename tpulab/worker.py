@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -88,14 +89,23 @@ class RunHandle:
 
 
 def probe_tensorflow(timeout_s: float = 120.0) -> dict[str, Any]:
-    """TensorFlow's view of the machine, from a worker; {'error': ...} when it could not be had."""
+    """TensorFlow's view of the machine, from a worker; {'error': ...} when it could not be had.
+
+    A TPU held by another process can make initialisation block: the probe is killed after
+    `timeout_s` rather than hang the caller.
+    """
     handle = RunHandle(["--probe"])
+    watchdog = threading.Timer(timeout_s, handle.kill)
+    watchdog.start()
     try:
         for event in handle.events():
             if event.get("event") == "probe":
                 return event["tensorflow"]
     finally:
+        watchdog.cancel()
         handle.kill()
+    if handle.returncode == -signal.SIGKILL:  # only the watchdog kills a probe that is still talking
+        return {"error": f"TensorFlow did not answer within {timeout_s:.0f} s (is another process holding the TPU?)"}
     return {"error": handle.stderr_tail(5) or "the TensorFlow probe produced nothing"}
 
 
