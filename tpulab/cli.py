@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from . import __version__
 
 EXIT_BAD_USAGE = 2
+METAVARS = {int: "N", float: "X", str: "PATH"}
 
 
 class Parser(argparse.ArgumentParser):
@@ -57,7 +58,7 @@ def build_parser(workload_name: str | None = None) -> Parser:
                                help=help_text)
             else:
                 g.add_argument(spec.flag, dest=spec.name, default=None,
-                               metavar=spec.name.upper() if not spec.choices else "{" + ",".join(spec.choices) + "}",
+                               metavar="{" + ",".join(spec.choices) + "}" if spec.choices else METAVARS[spec.kind],
                                help=help_text)
 
     sub = p.add_subparsers(dest="command", metavar="COMMAND")

@@ -23,8 +23,8 @@ PARAMS = (
     ParamSpec("warmup", int, 2, "iterations run after the first call and left out of the statistics", 0, 1000,
               term="warm-up"),
     ParamSpec("shards", int, 1, "replicas the batch is split over (1 = no sharding)", 1, 64, term="shard"),
-    ParamSpec("mode", str, "sharded", "sharded: a compiled step per replica via strategy.run, output reduced "
-              "on device; naive: the article's first attempt, host arrays in, whole output out, one eager "
+    ParamSpec("mode", str, "sharded", "sharded: a compiled step per replica under a tf.distribute strategy "
+              "(strategy.run), output reduced on device; naive: the article's first attempt, host arrays in, whole output out, one eager "
               "op per shard's device in turn; batch-parallel: the article's TPU call (TPU only)",
               choices=MODES, term="mode"),
     ParamSpec("device", str, "auto", "where to run: auto picks TPU, then GPU, then CPU",
