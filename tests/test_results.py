@@ -166,3 +166,11 @@ def test_cli_two_real_runs_compared(tmp_path):
     assert "imported 0 run(s)" in again.stdout and "2 already present" in again.stdout
     missing = run_cli("results", "--db", db, "show", "ffffffff")
     assert missing.returncode == 1 and "no run 'ffffffff'" in missing.stderr
+
+
+def test_export_to_an_unwritable_path_names_it(tmp_path):
+    db = str(tmp_path / "r.db")
+    Store(tmp_path / "r.db").save(make_record())
+    out = run_cli("results", "--db", db, "export", "-o", str(tmp_path / "missing" / "x.json"))
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert f"cannot write {tmp_path / 'missing' / 'x.json'}" in out.stderr and "-o FILE" in out.stderr

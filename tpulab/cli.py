@@ -108,9 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args, parser)
         if args.no_ui:
             parser.error("--no-ui needs --run WORKLOAD")
-        params = resolve_params(args, parser, fast_report()) if args.run else None
+        report = fast_report()
+        params = resolve_params(args, parser, report) if args.run else None
         from .app import TpulabApp
-        TpulabApp(workload=args.run, params=params, db=args.db).run()
+        TpulabApp(workload=args.run, params=params, db=args.db, report=report).run()
         return 0
     except BrokenPipeError:
         return 0

@@ -26,7 +26,6 @@ FILES = {
 }
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
 IDX_TYPES = {0x08: "uint8"}
-SHAPES = {"x_train": (60000, 28, 28), "y_train": (60000,), "x_test": (10000, 28, 28), "y_test": (10000,)}
 
 
 class DataError(RuntimeError):

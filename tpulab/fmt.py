@@ -55,6 +55,19 @@ def device(record: dict[str, Any]) -> str:
     return f"{d.get('kind', '?').upper()} {d.get('name', '')}{reps}".strip()
 
 
+LIST_COLUMNS = ("id", "started", "workload", "status", "device", "batch", "median", "peak")
+
+
+def list_row(record: dict[str, Any]) -> tuple[str, ...]:
+    """A run in one line of a listing (the CLI's and the lab's): LIST_COLUMNS, short enough for 80 columns."""
+    d = record.get("device") or {}
+    s = record.get("summary") or {}
+    short = d.get("kind", "-").upper() + (f" x{d['replicas']}" if d.get("replicas", 1) > 1 else "")
+    return (record["id"][:8], record["started_at"][5:16].replace("T", " "), record["workload"], record["status"],
+            short, str(record["params"].get("batch_size")), seconds((s.get("step_seconds") or {}).get("median")),
+            percent(s.get("peak_fraction")))
+
+
 def bytes_(n: int | None) -> str:
     if n is None:
         return "-"

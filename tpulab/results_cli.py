@@ -35,15 +35,10 @@ def _list(args, store: Store, console: Console) -> int:
         return 0
     t = Table(title=f"runs in {store.path}, newest first", box=box.SIMPLE_HEAD, pad_edge=False,
               collapse_padding=True)
-    for col in ("id", "started", "workload", "status", "device", "batch", "median", "peak"):
+    for col in fmt.LIST_COLUMNS:
         t.add_column(col, no_wrap=True)
     for r in records:
-        s = r["summary"]
-        d = r.get("device") or {}
-        short = f"{d.get('kind', '-').upper()}" + (f" x{d['replicas']}" if d.get("replicas", 1) > 1 else "")
-        t.add_row(r["id"][:8], r["started_at"][5:16].replace("T", " "), r["workload"], r["status"], short,
-                  str(r["params"].get("batch_size")),
-                  fmt.seconds((s.get("step_seconds") or {}).get("median")), fmt.percent(s.get("peak_fraction")))
+        t.add_row(*fmt.list_row(r))
     console.print(t)
     return 0
 
@@ -75,7 +70,10 @@ def _compare(args, store: Store, console: Console) -> int:
 
 def _export(args, store: Store, console: Console) -> int:
     records = [store.get(i) for i in args.ids] if args.ids else store.records()
-    (export_json if args.format == "json" else export_csv)(records, args.output)
+    try:
+        (export_json if args.format == "json" else export_csv)(records, args.output)
+    except OSError as e:
+        raise StoreError(f"cannot write {args.output}: {e.strerror}; choose another -o FILE") from None
     console.print(f"exported {len(records)} run(s) to {args.output}", highlight=False)
     return 0
 

@@ -39,8 +39,7 @@ class ResultsPane(Vertical):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("", "id", "started", "workload", "status", "device", "shards", "batch", "median",
-                          "throughput", "peak")
+        table.add_columns("", *fmt.LIST_COLUMNS)
         self.query_one("#compare-chart").display = False
         self.show(self.app.records)
 
@@ -50,11 +49,7 @@ class ResultsPane(Vertical):
         table = self.query_one(DataTable)
         table.clear()
         for r in records:
-            s = r.get("summary") or {}
-            table.add_row("*" if r["id"] in self.marked else "", r["id"][:8], r["started_at"][11:19], r["workload"],
-                          r["status"], fmt.device(r), str(r["params"].get("shards")),
-                          str(r["params"].get("batch_size")), fmt.seconds((s.get("step_seconds") or {}).get("median")),
-                          fmt.rate(s.get("examples_per_s"), "ex/s"), fmt.percent(s.get("peak_fraction")), key=r["id"])
+            table.add_row("*" if r["id"] in self.marked else "", *fmt.list_row(r), key=r["id"])
         self._update_button()
 
     def action_toggle_mark(self) -> None:

@@ -99,7 +99,7 @@ class WorkloadsPane(Horizontal):
     def plan(self, p: Params) -> str:
         w = self.workload
         device = self.limits().device_for(p["device"])
-        steps = (1 + p["warmup"] + p["iterations"]) if w.name == "conv" else p["epochs"] * p["steps_per_epoch"]
+        steps = w.total_steps(p)
         flops = w.flops_per_step(p)
         rate, basis = self._rate(w, device, p)
         estimate = f"~{fmt.duration(STARTUP_S + steps * flops / rate)} ({basis})" if rate else "unknown"
@@ -113,11 +113,9 @@ class WorkloadsPane(Horizontal):
             if (r["workload"] == w.name and r["status"] == "finished" and s.get("gflops_per_s")
                     and (r.get("device") or {}).get("kind") == device):
                 return s["gflops_per_s"] * 1e9, f"at the {s['gflops_per_s']:.1f} GFLOP/s of run {r['id'][:8]}"
-        dtype = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}.get(p.get("precision", ""),
-                                                                               p.get("dtype", "float32"))
         name = {"gpu": (self.report.gpus[0].name if self.report.gpus else ""),
                 "tpu": (self.report.tpu.generation if self.report.tpu else "")}.get(device, "")
-        peak = device_peak(device, name or "", dtype, p["shards"], self.report.cpu)
+        peak = device_peak(device, name or "", w.compute_dtype(p), p["shards"], self.report.cpu)
         if peak is None:
             return None, ""
         return peak.flops * ASSUMED_PEAK_FRACTION, f"assuming {ASSUMED_PEAK_FRACTION:.0%} of peak"

@@ -115,6 +115,8 @@ class Workload:
     runner: str
     flops_per_step: Callable[[Params], float]
     check: Callable[[Params, Limits], None]
+    total_steps: Callable[[Params], int]  # every step the run executes, the first call included
+    compute_dtype: Callable[[Params], str]  # the number format the math runs in, for peaks
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     unit: str = "step"  # what one timed step is called
 

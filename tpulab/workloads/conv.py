@@ -48,6 +48,10 @@ def check(p: Params, limits: Limits) -> None:
                          f"with VALID padding (got {p['kernel_size']})")
 
 
+def total_steps(p: Params) -> int:
+    return 1 + p["warmup"] + p["iterations"]
+
+
 CONV = Workload(
     name="conv",
     title="Raw convolution",
@@ -57,6 +61,8 @@ CONV = Workload(
     runner="tpulab.workloads.conv_tf",
     flops_per_step=flops,
     check=check,
+    total_steps=total_steps,
+    compute_dtype=lambda p: p["dtype"],
     presets={
         "smoke": {"batch_size": 8, "image_size": 32, "filters": 16, "iterations": 5, "warmup": 1},
         "article": {},

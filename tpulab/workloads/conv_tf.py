@@ -60,10 +60,6 @@ DATA_BY_MODE = {
 }
 
 
-def total_steps(p: Params) -> int:
-    return 1 + p["warmup"] + p["iterations"]
-
-
 def run(p: Params, sink: Sink, cancel: CancelToken) -> None:
     placement = place(p["device"], p["shards"])
     start_event(p, placement, sink)
@@ -76,12 +72,12 @@ def run(p: Params, sink: Sink, cancel: CancelToken) -> None:
         model = build_model(p, placement.strategy)
         # One dummy row per replica: each replica convolves the images it holds.
         rows = tf.data.Dataset.from_tensors(tf.zeros((p["shards"], 1))).repeat()
-        model.predict(rows, steps=total_steps(p), callbacks=[timer], verbose=0)
+        model.predict(rows, steps=CONV.total_steps(p), callbacks=[timer], verbose=0)
 
 
 def start_event(p: Params, placement: Placement, sink: Sink) -> None:
-    sink({"event": "started", "workload": CONV.name, "device": placement.describe(), "dtype": p["dtype"],
-          "flops_per_step": CONV.flops_per_step(p), "steps_total": total_steps(p),
+    sink({"event": "started", "workload": CONV.name, "device": placement.describe(), "dtype": CONV.compute_dtype(p),
+          "flops_per_step": CONV.flops_per_step(p), "steps_total": CONV.total_steps(p),
           "per_replica_batch": p["batch_size"] // p["shards"], "versions": versions(), "note": placement.note,
           "dataset": DATA_BY_MODE[p["mode"]].format(seed=p["seed"])})
 
@@ -97,7 +93,7 @@ def run_naive(p: Params, timer: StepTimer, cancel: CancelToken, devices: tuple[s
     images_shape, kernel_shape = shapes(p)
     slices = [rng.standard_normal(images_shape, dtype=np.float32).astype(np_dtype) for _ in devices]
     kernel = rng.standard_normal(kernel_shape, dtype=np.float32).astype(np_dtype)
-    for i in range(total_steps(p)):
+    for i in range(CONV.total_steps(p)):
         timer.on_predict_batch_begin(i)
         first = []
         for device, images in zip(devices, slices):
@@ -133,7 +129,7 @@ def run_batch_parallel(p: Params, timer: StepTimer, cancel: CancelToken, placeme
     with graph.as_default(), tf.compat.v1.Session(resolver.master(), graph=graph) as session:
         session.run(tf.compat.v1.tpu.initialize_system())
         try:
-            for i in range(total_steps(p)):
+            for i in range(CONV.total_steps(p)):
                 timer.on_predict_batch_begin(i)
                 timer.on_predict_batch_end(i, {"outputs": session.run(total)})
                 if cancel.is_set():

@@ -63,6 +63,9 @@ def check(p: Params, limits: Limits) -> None:
             raise ParamError("data_dir", str(e)) from None
 
 
+COMPUTE_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
+
+
 FASHION_MNIST = Workload(
     name="fashion-mnist",
     title="Fashion-MNIST CNN",
@@ -72,6 +75,8 @@ FASHION_MNIST = Workload(
     runner="tpulab.workloads.fashion_mnist_tf",
     flops_per_step=flops,
     check=check,
+    total_steps=lambda p: p["epochs"] * p["steps_per_epoch"],
+    compute_dtype=lambda p: COMPUTE_DTYPES[p["precision"]],
     presets={
         "smoke": {"batch_size": 64, "epochs": 2, "steps_per_epoch": 8, "validation_examples": 512},
         "article": {},

@@ -73,8 +73,8 @@ def run(p: Params, sink: Sink, cancel: CancelToken) -> None:
     if data.synthetic:  # every event says so, so no figure travels without the warning
         sink = labelled(sink)
     sink({"event": "started", "workload": FASHION_MNIST.name, "device": placement.describe(),
-          "dtype": {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}[p["precision"]],
-          "flops_per_step": FASHION_MNIST.flops_per_step(p), "steps_total": p["epochs"] * p["steps_per_epoch"],
+          "dtype": FASHION_MNIST.compute_dtype(p), "flops_per_step": FASHION_MNIST.flops_per_step(p),
+          "steps_total": FASHION_MNIST.total_steps(p),
           "per_replica_batch": p["batch_size"] // p["shards"], "dataset": data.source,
           "synthetic": data.synthetic, "versions": versions(), "note": placement.note})
     if placement.kind == "tpu":
