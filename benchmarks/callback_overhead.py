@@ -33,12 +33,13 @@ def main() -> None:
     from tpulab.callbacks import StepTimer
     from tpulab.data import load
     from tpulab.workloads import WORKLOADS
-    from tpulab.workloads.fashion_mnist_tf import build_model, compile_model, training_input
+    from tpulab.workloads.fashion_mnist import build_model, compile_model
+    from tpulab.workloads.fashion_mnist_tf import training_input
 
     params = {**WORKLOADS["fashion-mnist"].defaults(), "batch_size": args.batch_size}
     data = load("fashion-mnist") if _has_real_data() else load("synthetic")
     model = build_model()
-    compile_model(model, params)
+    compile_model(model, params, jit_compile=False)
     tf_data = training_input(data, params)
     generator = training_input(data, {**params, "pipeline": "generator"})
     sink_file = open(os.devnull, "w")

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from .helpers import write_set
 
 
 @pytest.fixture(autouse=True)
@@ -21,11 +15,10 @@ def tpulab_home(tmp_path, monkeypatch):
     return home
 
 
-def run_cli(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The real command in a child process, as a user would run it, in a wide terminal."""
-    return subprocess.run([sys.executable, "-m", "tpulab", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env={**os.environ, "COLUMNS": "200", **(env or {})})
-
-
-def json_events(stdout: str) -> list[dict]:
-    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+@pytest.fixture
+def fashion_data(tmp_path, monkeypatch):
+    """Tiny Fashion-MNIST files written by the test, found through $TPULAB_DATA_DIR (no package needed)."""
+    folder = tmp_path / "fashion-mnist"
+    write_set(folder, n_train=256, n_test=64)
+    monkeypatch.setenv("TPULAB_DATA_DIR", str(folder))
+    return folder

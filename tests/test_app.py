@@ -6,15 +6,20 @@ import asyncio
 import io
 import time
 
+import pytest
+
 from rich.console import Console
-from textual.widgets import Button, DataTable, Input, Select, Static
+from textual.widgets import Button, DataTable, Input, OptionList, Select, Static, Switch
 
 from tpulab.app import TpulabApp
+from tpulab.events import RunRecord
 from tpulab.results import Store
 from tpulab.runtime.detect import detect
 from tpulab.screens.run import RunPane
 from tpulab.widgets.charts import SeriesPlot
 from tpulab.widgets.param_form import ParamForm
+
+from .helpers import cpu_only, make_record, v5e_tree
 
 SIZE = (120, 40)
 
@@ -45,7 +50,13 @@ async def wait_for(pilot, condition, timeout: float = 120.0) -> None:
         await pilot.pause(0.1)
 
 
-async def run_tiny_conv(pilot, app, shards: str = "1") -> dict:
+def chart(app, quantity: str) -> SeriesPlot:
+    plot = app.query_one(RunPane).chart(quantity)
+    assert plot is not None, quantity
+    return plot
+
+
+async def run_tiny_conv(pilot, app, shards: str = "1") -> RunRecord:
     await pilot.press("2")
     for name, value in (("batch_size", "8"), ("image_size", "32"), ("filters", "16"), ("iterations", "4"),
                         ("warmup", "1"), ("shards", shards)):
@@ -58,8 +69,8 @@ async def run_tiny_conv(pilot, app, shards: str = "1") -> dict:
     return app.records[0]
 
 
-async def test_starts_on_the_runtime_tab_showing_the_cpu():
-    app = TpulabApp(probe=False)
+async def test_starts_on_the_runtime_tab_showing_the_cpu(tmp_path):
+    app = TpulabApp(probe=False, report=cpu_only(tmp_path))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         report = app.query_one("#runtime-report", Static)
@@ -69,22 +80,24 @@ async def test_starts_on_the_runtime_tab_showing_the_cpu():
         assert "runs will use the CPU" in shown
 
 
+@pytest.mark.slow
 async def test_conv_run_streams_points_and_a_result():
     app = TpulabApp(probe=False)
     async with app.run_test(size=SIZE) as pilot:
         record = await run_tiny_conv(pilot, app)
-        assert record["status"] == "finished" and record["params"]["batch_size"] == 8
+        assert record.status == "finished" and record.params["batch_size"] == 8
         await pilot.pause(0.5)
         pane = app.query_one(RunPane)
-        times = app.query_one("#chart-time", SeriesPlot).points("iteration")
-        rates = app.query_one("#chart-rate", SeriesPlot).points("iteration")
+        times = chart(app, "time").points("iteration")
+        rates = chart(app, "gflops").points("iteration")
         assert len(times) == 4 and len(rates) == 4 and all(y > 0 for _, y in rates)
-        assert app.query_one("#chart-rate", SeriesPlot).lines["peak"] > 0
+        assert chart(app, "gflops").lines["peak"] > 0
+        assert pane.chart("metrics") is None  # conv declares no metrics chart
         assert "steady iteration time" in text(pane.query_one("#run-summary", Static))
         assert app.query_one("#tabs").active == "run"
         table = app.query_one("#results-table", DataTable)
         assert table.row_count == 1
-        assert Store(app.store.path).get(record["id"])["status"] == "finished"  # kept in the real store
+        assert Store(app.store.path).get(record.id).status == "finished"  # kept in the real store
 
 
 async def test_invalid_value_shows_inline_error_and_blocks_run():
@@ -109,6 +122,7 @@ async def test_invalid_value_shows_inline_error_and_blocks_run():
         assert "12 = 3 per replica x 4 shard(s)" in text(app.query_one("#plan", Static))
 
 
+@pytest.mark.slow
 async def test_training_streams_and_cancels_keeping_partial_results():
     app = TpulabApp(probe=False, workload="fashion-mnist")
     lags: list[float] = []
@@ -119,7 +133,7 @@ async def test_training_streams_and_cancels_keeping_partial_results():
         for name, value in (("batch_size", "16"), ("epochs", "3"), ("steps_per_epoch", "1000")):
             await type_into(pilot, app, name, value)
         await pilot.press("ctrl+r")
-        plot = app.query_one("#chart-time", SeriesPlot)
+        plot = chart(app, "time")
         await wait_for(pilot, lambda: len(plot.points("step")) >= 1)
         # While steps stream, the event loop keeps its pace: a 10 ms timer's lateness is the lag.
         last = [time.perf_counter()]
@@ -134,11 +148,11 @@ async def test_training_streams_and_cancels_keeping_partial_results():
         timer.stop()
         await wait_for(pilot, lambda: len(plot.points("step")) >= 5)
         await pilot.press("x")
-        await wait_for(pilot, lambda: app.records and app.records[0]["status"] != "running")
+        await wait_for(pilot, lambda: app.records and app.records[0].status != "running")
         record = app.records[0]
-        assert record["status"] == "cancelled" and record["synthetic"]
-        assert len(record["steps"]) >= 5 and record["summary"]["step_seconds"]["count"] >= 5
-        assert len(app.query_one("#chart-metrics", SeriesPlot).points("loss")) >= 5
+        assert record.status == "cancelled" and record.synthetic
+        assert len(record.steps) >= 5 and record.summary.step_seconds and record.summary.step_seconds.count >= 5
+        assert len(chart(app, "metrics").points("loss")) >= 5
         assert "SYNTHETIC DATA" in text(app.query_one("#run-header", Static))
     lags.sort()
     p99 = lags[int(0.99 * (len(lags) - 1))]
@@ -147,6 +161,7 @@ async def test_training_streams_and_cancels_keeping_partial_results():
     assert p99 < 0.05
 
 
+@pytest.mark.slow
 async def test_two_runs_compare_side_by_side():
     app = TpulabApp(probe=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -161,12 +176,11 @@ async def test_two_runs_compare_side_by_side():
         await pilot.press("m")
         await pilot.pause()
         shown = text(app.query_one("#comparison", Static))
-        assert second["id"][:8] in shown and first["id"][:8] in shown and "1.00x" in shown
+        assert second.short_id in shown and first.short_id in shown and "1.00x" in shown
         assert app.query_one("#compare-chart").display
 
 
 def fixed_report(tmp_path):
-    from tests.test_detect_doctor import v5e_tree
     return detect(v5e_tree(tmp_path), {"TPU_ACCELERATOR_TYPE": "v5litepod-1"}, {"tensorflow": "2.21.0"})
 
 
@@ -193,7 +207,7 @@ def test_snapshot_results_empty(snap_compare, tmp_path):
     assert snap_compare(TpulabApp(probe=False, report=fixed_report(tmp_path)), press=["4"], terminal_size=SIZE)
 
 
-async def test_presets_and_command_line_values_fill_the_form():
+async def test_presets_and_command_line_values_fill_the_form(fashion_data):
     app = TpulabApp(probe=False, workload="fashion-mnist", params={"epochs": 3, "dataset": "synthetic"})
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
@@ -236,3 +250,80 @@ async def test_glossary_lists_the_articles_terms():
         await pilot.press("escape")
         await pilot.pause()
         assert not app.screen.query(".term")
+
+
+async def test_focus_follows_the_tab_and_the_open_workload_is_marked(tmp_path):
+    app = TpulabApp(probe=False, report=cpu_only(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await wait_for(pilot, lambda: bool(app.query("#workload-list")), 5)
+        listing = app.query_one("#workload-list", OptionList)
+        await wait_for(pilot, lambda: app.focused is listing, 5)  # arrows and Enter work at once
+        prompts = [str(listing.get_option_at_index(i).prompt) for i in range(listing.option_count)]
+        assert prompts[0].startswith("[b]▶ Raw convolution") and "▶" not in prompts[1]
+        await pilot.press("down", "enter")
+        await pilot.pause(0.3)
+        assert app.query_one(ParamForm).workload.name == "fashion-mnist"
+        prompts = [str(listing.get_option_at_index(i).prompt) for i in range(listing.option_count)]
+        assert "▶" not in prompts[0] and prompts[1].startswith("[b]▶ Fashion-MNIST CNN")
+        await pilot.press("4")
+        await wait_for(pilot, lambda: app.focused is not None and app.focused.id == "results-table", 5)
+        await pilot.press("1")
+        await wait_for(pilot, lambda: app.focused is app.query_one("#runtime-pane"), 5)
+
+
+async def test_backend_field_greys_out_what_the_backend_ignores(tmp_path):
+    app = TpulabApp(probe=False, workload="fashion-mnist", report=cpu_only(tmp_path, {"jax": "0.10.2"}),
+                    params={"dataset": "synthetic"})
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        xla = app.query_one("#param-xla", Switch)
+        assert not xla.disabled
+        xla.value = True
+        await choose(pilot, app, "backend", "jax")
+        assert xla.disabled and xla.value is False
+        assert "JAX always compiles with XLA" in text(app.query_one("#help-xla", Static))
+        form = app.query_one(ParamForm)
+        assert form.params is not None and form.params["backend"] == "jax"
+        assert "via jax" in text(app.query_one("#plan", Static))
+        await choose(pilot, app, "backend", "tensorflow")
+        assert not xla.disabled
+
+
+async def test_compare_at_80_columns_keeps_every_speedup_readable(tmp_path):
+    store = Store(tmp_path / "r.db")
+    runs = [make_record(1, 2.0), make_record(2, 1.0, backend="jax"), make_record(4, 0.5)]
+    for r in runs:
+        store.save(r)
+    app = TpulabApp(probe=False, db=tmp_path / "r.db", report=cpu_only(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_for(pilot, lambda: app.focused is not None and app.focused.id == "results-table", 5)
+        await wait_for(pilot, lambda: app.query_one("#results-table", DataTable).row_count == 3, 10)
+        await pilot.press("space", "down", "space", "down", "space", "m")
+        await pilot.pause()
+        shown = text(app.query_one("#comparison", Static))
+        for speedup in ("1.00x", "0.50x", "0.25x"):  # newest first: the fastest run is the baseline
+            assert speedup in shown
+        assert "…" not in shown and all(r.short_id in shown for r in runs)
+
+
+def test_estimate_trusts_similar_work_and_says_which_basis(tmp_path):
+    from tpulab.estimate import estimate
+    from tpulab.workloads import WORKLOADS
+    from tpulab.workloads.base import Limits
+
+    report = cpu_only(tmp_path)
+    conv, limits = WORKLOADS["conv"], Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
+    article = conv.resolve({"device": "cpu", "backend": "tensorflow"}, limits)
+    tiny = make_record(median=0.003, batch=8, flops=conv.flops_per_step({**article, "batch_size": 8,
+                                                                         "image_size": 32, "filters": 16}))
+    # A tiny run says nothing about the article's size: the basis is an assumed share of the peak.
+    assert "assuming 25% of peak" in estimate(conv, article, limits, report, [tiny]).basis
+    similar = make_record(median=0.5, batch=128, flops=conv.flops_per_step(article), report=report)
+    guess = estimate(conv, article, limits, report, [tiny, similar])
+    assert similar.short_id in guess.basis and "this configuration" in guess.basis
+    steps = conv.total_steps(article)
+    assert guess.seconds == pytest.approx(8.0 + 2.0 + steps * 0.5)  # start-up + its first call + steps at its rate
+    other = make_record(median=0.5, batch=128, flops=conv.flops_per_step(article), backend="jax", report=report)
+    assert "device's best sustained" in estimate(conv, article, limits, report, [tiny, other]).basis

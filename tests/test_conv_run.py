@@ -9,11 +9,15 @@ import sys
 
 import pytest
 
+from tpulab.events import Failed
 from tpulab.runner import Run
 from tpulab.runtime.detect import detect
 from tpulab.timing import conv_flops
+from tpulab.workloads import WORKLOADS
 
-from .conftest import ROOT, json_events, run_cli
+from .helpers import ROOT, json_events, run_cli
+
+pytestmark = pytest.mark.slow  # each test starts TensorFlow in a worker
 
 TINY = ["--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterations", "4", "--warmup", "1"]
 
@@ -37,7 +41,8 @@ def test_conv_runs_and_reports_honest_figures(mode, shards):
     assert s["gflops_per_s"] == pytest.approx(s["flops_per_step"] / s["step_seconds"]["median"] / 1e9)
     assert 0 < s["peak_fraction"] < 1
     assert "beats-peak" not in [f["code"] for f in s["flags"]]
-    assert result["versions"]["tensorflow"].startswith("2.")
+    assert result["versions"]["tensorflow"].startswith("2.") and result["backend"] == "tensorflow"
+    assert result["backend_reason"]
 
 
 def test_sharded_replicas_each_convolve_their_slice():
@@ -80,14 +85,15 @@ def test_batch_parallel_graph_consumes_every_shards_output():
     assert len(replicated[0].outputs) == 8 and total.dtype == tf.float32
 
 
+@pytest.mark.skipif(bool(detect().tpu), reason="asks for a TPU to see the failure: this host has one")
 def test_worker_failure_is_reported_with_its_reason():
-    run = Run("conv", {"batch_size": 8, "image_size": 16, "channels": 3, "filters": 4, "kernel_size": 3,
-                       "stride": 1, "padding": "SAME", "dtype": "float32", "iterations": 2, "warmup": 0,
-                       "shards": 1, "mode": "sharded", "device": "tpu", "seed": 0}, detect())
+    params = {**WORKLOADS["conv"].defaults(), "batch_size": 8, "image_size": 16, "filters": 4, "iterations": 2,
+              "device": "tpu", "backend": "tensorflow"}
+    run = Run("conv", params, detect())
     events = list(run.events())
-    assert events[-1]["event"] == "failed"
+    assert isinstance(events[-1], Failed)
     rec = run.recorder.record()
-    assert rec["status"] == "failed" and "TPU" in rec["error"] and run.exit_code == 1
+    assert rec.status == "failed" and rec.error and "TPU" in rec.error and run.exit_code == 1
 
 
 def test_ctrl_c_stops_after_the_current_step_and_keeps_the_measurements():

@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 import gzip
-import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tpulab.data import DEBIAN_DIR, FILES, DataError, find, load, load_dir, read_idx, synthetic
 
-
-def write_idx(path: Path, array: np.ndarray, *, truncate: int = 0) -> None:
-    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
-    data = header + array.astype(np.uint8).tobytes()
-    with gzip.open(path, "wb") as f:
-        f.write(data[:len(data) - truncate] if truncate else data)
-
-
-def write_set(folder: Path, n_train: int = 12, n_test: int = 5, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    arrays = {"x_train": rng.integers(0, 256, (n_train, 28, 28)), "y_train": rng.integers(0, 10, n_train),
-              "x_test": rng.integers(0, 256, (n_test, 28, 28)), "y_test": rng.integers(0, 10, n_test)}
-    for key, name in FILES.items():
-        write_idx(folder / name, arrays[key])
-    return arrays
+from .helpers import write_idx, write_set
 
 
 def test_reads_what_was_written(tmp_path):
@@ -100,7 +83,8 @@ def test_synthetic_is_labelled():
     assert load("synthetic").synthetic
 
 
-@pytest.mark.skipif(not (DEBIAN_DIR / FILES["x_train"]).exists(), reason="dataset-fashion-mnist not installed")
+@pytest.mark.skipif(not (DEBIAN_DIR / FILES["x_train"]).exists(),
+                    reason="needs Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist)")
 def test_debian_package_gives_the_real_data():
     ds = load("fashion-mnist", environ={"KERAS_HOME": "/nonexistent"})
     assert ds.x_train.shape == (60000, 28, 28) and ds.x_test.shape == (10000, 28, 28)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,26 +14,7 @@ from tpulab.runtime.detect import detect
 from tpulab.runtime.doctor import diagnose
 from tpulab.runtime.peaks import cpu_peak, device_peak, gpu_peak, tpu_peak
 
-CPUINFO = "".join(
-    f"processor\t: {i}\nmodel name\t: AMD EPYC 7B12\ncpu MHz\t\t: 2250.000\n"
-    "flags\t\t: fpu sse4_2 avx avx2 fma\n\n" for i in range(4))
-TF = {"tensorflow": "2.21.0", "keras": "3.15.1"}
-
-
-def tree(root: Path, files: dict[str, str] | None = None, dirs: tuple[str, ...] = ()) -> Path:
-    base = {"proc/cpuinfo": CPUINFO, "proc/meminfo": "MemTotal:       16384000 kB\n"}
-    for rel, text in {**base, **(files or {})}.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    for rel in dirs:
-        (root / rel).mkdir(parents=True, exist_ok=True)
-    return root
-
-
-def pci(address: str, vendor: str, device: str, cls: str) -> dict[str, str]:
-    d = f"sys/bus/pci/devices/{address}"
-    return {f"{d}/vendor": vendor + "\n", f"{d}/device": device + "\n", f"{d}/class": cls + "\n"}
-
+from .helpers import TF, gpu_tree, pci, run_cli, tree, v5e_tree
 
 def verdict(report, device):
     return [v for v in diagnose(report) if v.device == device]
@@ -54,14 +36,6 @@ def test_no_accelerator_on_colab_points_at_the_runtime_menu(tmp_path):
     assert "Change runtime type" in diagnose(r)[0].fix
 
 
-def gpu_tree(root: Path) -> Path:
-    return tree(root, {
-        **pci("0000:00:04.0", "0x10de", "0x1eb8", "0x030200"),
-        "proc/driver/nvidia/gpus/0000:00:04.0/information": "Model: \t\t Tesla T4\nIRQ: 34\n",
-        "proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19\n",
-    })
-
-
 def test_gpu_found_through_the_driver(tmp_path):
     r = detect(gpu_tree(tmp_path), {}, TF)
     [g] = r.gpus
@@ -77,7 +51,7 @@ def test_doctor_gpu_without_cuda_libraries(tmp_path):
 
 def test_doctor_gpu_with_a_cpu_only_tensorflow(tmp_path):
     r = detect(gpu_tree(tmp_path), {}, TF)
-    r.tensorflow = {"gpus": [], "built_with_cuda": False, "tpu_cores": 0}
+    r.frameworks["tensorflow"] = {"gpus": [], "built_with_cuda": False, "tpu_cores": 0}
     [v] = verdict(r, "gpu")
     assert v.level == "error" and "CPU-only" in v.message and "tensorflow[and-cuda]" in v.fix
     assert r.default_device == "cpu"  # TensorFlow's view wins over the hardware's
@@ -85,14 +59,14 @@ def test_doctor_gpu_with_a_cpu_only_tensorflow(tmp_path):
 
 def test_doctor_gpu_with_cuda_build_but_missing_libraries(tmp_path):
     r = detect(gpu_tree(tmp_path), {}, TF)
-    r.tensorflow = {"gpus": [], "built_with_cuda": True, "tpu_cores": 0}
+    r.frameworks["tensorflow"] = {"gpus": [], "built_with_cuda": True, "tpu_cores": 0}
     [v] = verdict(r, "gpu")
     assert v.level == "error" and "CUDA libraries are missing" in v.message
 
 
 def test_doctor_gpu_in_use(tmp_path):
     r = detect(gpu_tree(tmp_path), {}, TF)
-    r.tensorflow = {"gpus": [{"name": "Tesla T4", "compute_capability": "7.5"}], "built_with_cuda": True}
+    r.frameworks["tensorflow"] = {"gpus": [{"name": "Tesla T4", "compute_capability": "7.5"}], "built_with_cuda": True}
     [v] = verdict(r, "gpu")
     assert v.level == "ok"
 
@@ -102,10 +76,6 @@ def test_gpu_on_the_bus_without_a_driver(tmp_path):
     assert r.gpus == [] and r.gpu_hardware == 1
     [v] = verdict(r, "gpu")
     assert "no NVIDIA driver" in v.message and "nvidia-driver" in v.fix
-
-
-def v5e_tree(root: Path) -> Path:
-    return tree(root, pci("0000:00:05.0", "0x1ae0", "0x0063", "0x120000"), dirs=("dev/vfio/0",))
 
 
 def test_tpu_vm_v5e(tmp_path):
@@ -120,25 +90,45 @@ def test_doctor_tpu_without_tpu_runtime(tmp_path):
     r = detect(v5e_tree(tmp_path), {}, TF)
     [v] = verdict(r, "tpu")
     assert v.level == "error" and "no TPU runtime (libtpu)" in v.message
-    assert v.fix.startswith("pip install tensorflow-tpu==2.21.0 -f https://")
+    assert "tensorflow-tpu stops at 2.20.0" in v.message
+    # A pair that is published: tensorflow-tpu has no 2.21 wheel, so the fix takes the newest that exists.
+    assert v.fix == "pip uninstall -y tensorflow && pip install tensorflow-tpu==2.20.0"
     assert r.default_device == "cpu"
 
 
-def test_doctor_tpu_without_tensorflow(tmp_path):
+def test_doctor_tpu_without_any_framework(tmp_path):
     r = detect(v5e_tree(tmp_path), {}, {})
     [v] = verdict(r, "tpu")
-    assert "TensorFlow is not installed" in v.message and v.fix.startswith("pip install tensorflow-tpu -f")
+    assert v.level == "error" and "neither JAX nor TensorFlow" in v.message and v.fix == "pip install -U 'jax[tpu]'"
+
+
+def test_doctor_colab_tpu_as_shipped_runs_on_jax(tmp_path):
+    """Colab's TPU runtime: JAX and libtpu, no TensorFlow. JAX drives it; TensorFlow is only an option."""
+    r = detect(v5e_tree(tmp_path), {"TPU_ACCELERATOR_TYPE": "v5litepod-1"}, {"jax": "0.10.2", "libtpu": "0.0.21"})
+    r.frameworks["jax"] = {"jax": "0.10.2", "platform": "tpu", "tpu_cores": 1, "gpus": []}
+    by_framework = {v.framework: v for v in verdict(r, "tpu")}
+    assert by_framework["jax"].level == "ok"
+    assert by_framework["tensorflow"].level == "info" and "runs on JAX here" in by_framework["tensorflow"].message
+    assert by_framework["tensorflow"].fix == "pip install tensorflow-tpu==2.20.0"
 
 
 def test_doctor_tpu_version_mismatch(tmp_path):
     r = detect(v5e_tree(tmp_path), {}, {**TF, "tensorflow-tpu": "2.20.0"})
     [v] = verdict(r, "tpu")
-    assert "differ" in v.message and v.fix.startswith("pip install tensorflow-tpu==2.21.0")
+    assert "differ" in v.message and v.fix == "pip uninstall -y tensorflow && pip install tensorflow-tpu==2.20.0"
+
+
+def test_doctor_fixes_name_published_versions():
+    from tpulab.runtime.doctor import TF_TPU_LATEST, tf_tpu_install
+    assert TF_TPU_LATEST == "2.20.0"  # the newest tensorflow-tpu on PyPI (see the table's note)
+    assert tf_tpu_install("2.19.0").endswith("tensorflow-tpu==2.19.0")  # one that exists keeps its pair
+    assert tf_tpu_install("2.21.0").endswith("tensorflow-tpu==2.20.0")
+    assert tf_tpu_install("2.30.1").endswith("tensorflow-tpu==2.20.0")
 
 
 def test_doctor_tpu_no_opkernel(tmp_path):
     r = detect(v5e_tree(tmp_path), {}, {**TF, "libtpu": "0.0.21"})
-    r.tensorflow = {"gpus": [], "tpu_cores": 0, "tpu_error": "NotFoundError: No OpKernel registered for "
+    r.frameworks["tensorflow"] = {"gpus": [], "tpu_cores": 0, "tpu_error": "NotFoundError: No OpKernel registered for "
                     "ConfigureDistributedTPU with these attrs"}
     [v] = verdict(r, "tpu")
     assert "no TPU kernels" in v.message and v.fix.startswith("pip uninstall -y tensorflow && pip install tensorflow-tpu")
@@ -146,7 +136,7 @@ def test_doctor_tpu_no_opkernel(tmp_path):
 
 def test_doctor_tpu_in_use(tmp_path):
     r = detect(v5e_tree(tmp_path), {}, {**TF, "libtpu": "0.0.21"})
-    r.tensorflow = {"gpus": [], "tpu_cores": 1}
+    r.frameworks["tensorflow"] = {"gpus": [], "tpu_cores": 1}
     [v] = verdict(r, "tpu")
     assert v.level == "ok" and r.default_device == "tpu"
 
@@ -194,25 +184,51 @@ def test_cpu_peak_uses_the_max_clock_when_known(tmp_path):
     assert cpu_peak(cpu, "float32").flops == pytest.approx(4 * 3.3e9 * 32)
 
 
-def test_core_never_imports_tensorflow_or_textual():
+def test_core_never_imports_a_framework_or_textual():
     code = ("import sys; import tpulab.cli, tpulab.runtime.detect, tpulab.runtime.doctor, tpulab.runtime.peaks, "
             "tpulab.workloads, tpulab.record, tpulab.results, tpulab.results_cli, tpulab.runner, tpulab.worker, "
-            "tpulab.console, tpulab.data, tpulab.timing; from tpulab.runtime.detect import detect; detect(); "
-            "bad = [m for m in ('tensorflow', 'keras', 'textual') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
+            "tpulab.console, tpulab.data, tpulab.timing, tpulab.events, tpulab.estimate, tpulab.narrate, "
+            "tpulab.backends; from tpulab.runtime.detect import detect; detect(); "
+            "bad = [m for m in ('tensorflow', 'keras', 'jax', 'textual') if m in sys.modules]; print(bad); "
+            "sys.exit(bool(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_detect_and_doctor_commands():
-    from .conftest import run_cli
+FRAMEWORK_IMPORT = re.compile(r"^\s*(?:import|from)\s+(tensorflow|jax)\b", re.M)
 
+
+def test_only_backend_files_import_a_framework():
+    """The framework boundary: TensorFlow and JAX are imported by backends/<name>.py and *_<name>.py only."""
+    package = Path(__file__).resolve().parent.parent / "tpulab"
+    offenders = []
+    for path in package.rglob("*.py"):
+        for framework in FRAMEWORK_IMPORT.findall(path.read_text()):
+            short = {"tensorflow": "tf", "jax": "jax"}[framework]
+            backend_module = path.parent.name == "backends" and path.stem == framework
+            if not (backend_module or path.stem.endswith(f"_{short}")):
+                offenders.append(f"{path.relative_to(package)} imports {framework}")
+    assert offenders == []
+
+
+def test_fast_detect_and_doctor_commands():
     fast = run_cli("detect", "--fast", "--json")
     assert fast.returncode == 0
     report = json.loads(fast.stdout)
-    assert report["tensorflow"] is None and report["default_device"] == "cpu"
-    assert report["cpu"]["logical_cores"] >= 1 and report["verdicts"][0]["device"] == "cpu"
-    deep = run_cli("detect", "--json")
-    tf_view = json.loads(deep.stdout)["tensorflow"]
-    assert tf_view["tensorflow"].startswith("2.") and tf_view["gpus"] == [] and tf_view["tpu_cores"] == 0
+    assert report["frameworks"] == {} and report["default_device"] in ("cpu", "gpu", "tpu")
+    assert report["cpu"]["logical_cores"] >= 1 and report["verdicts"]
     human = run_cli("doctor", "--fast")
+    assert human.returncode == 0 and human.stdout.strip()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(detect().gpus or detect().tpu), reason="asserts the view of a machine without accelerators")
+def test_detect_probes_each_installed_framework():
+    deep = run_cli("detect", "--json")
+    views = json.loads(deep.stdout)["frameworks"]
+    tf_view = views["tensorflow"]
+    assert tf_view["tensorflow"].startswith("2.") and tf_view["gpus"] == [] and tf_view["tpu_cores"] == 0
+    if "jax" in views:
+        assert views["jax"]["platform"] == "cpu" and views["jax"]["tpu_cores"] == 0
+    human = run_cli("doctor")
     assert human.returncode == 0 and "runs will use the CPU" in human.stdout

@@ -8,6 +8,8 @@ from tpulab.cli import main
 from tpulab.workloads import WORKLOADS
 from tpulab.workloads.base import Limits, ParamError
 
+from .helpers import cpu_only
+
 CPU = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
 
 
@@ -31,16 +33,30 @@ def bad(capsys, *argv: str) -> str:
     (["--shards", "3", "--batch-size", "128"], "--batch-size must be divisible by --shards 3 (got 128)"),
     (["--shards", "9", "--batch-size", "72"], "--shards must be an integer from 1 to 8 on CPU"),
     (["--shards", "2", "--mode", "naive", "--batch-size", "7"], "--batch-size must be divisible by --shards 2"),
-    (["--mode", "batch-parallel"], "--mode batch-parallel needs a TPU"),
+    (["--mode", "batch-parallel"], "--mode batch-parallel needs a TPU on TensorFlow"),
     (["--device", "gpu"], "--device gpu: no GPU was found on this machine"),
     (["--preset", "huge"], "--preset must be one of smoke, article, article-sharded (got 'huge')"),
+    (["--backend", "torch"], "--backend must be one of auto, tensorflow, jax (got 'torch')"),
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
 ])
 def test_bad_values_give_one_line_naming_the_parameter(capsys, monkeypatch, tmp_path, argv, expected):
-    from tpulab.runtime.detect import detect
-    # A machine with no accelerator: an empty /sys, /dev and /proc, and no environment.
-    monkeypatch.setattr("tpulab.cli.fast_report", lambda: detect(root=tmp_path, environ={}, packages={}))
+    # A machine with no accelerator, with TensorFlow installed.
+    monkeypatch.setattr("tpulab.cli.fast_report", lambda: cpu_only(tmp_path))
     assert expected in bad(capsys, *argv)
+
+
+def test_a_backend_that_is_not_installed_names_its_install_command(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr("tpulab.cli.fast_report", lambda: cpu_only(tmp_path, {"jax": None}))
+    line = bad(capsys, "--backend", "jax", "--preset", "smoke")
+    assert "--backend jax: Keras 3 on JAX is not installed; install it with: pip install 'tpulab[jax]'" in line
+
+
+def test_a_switch_the_backend_ignores_is_refused(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr("tpulab.cli.fast_report", lambda: cpu_only(tmp_path, {"jax": "0.10.2"}))
+    with pytest.raises(SystemExit) as exc:
+        main(["--run", "fashion-mnist", "--no-ui", "--backend", "jax", "--xla", "--dataset", "synthetic"])
+    assert exc.value.code == 2
+    assert "--xla means nothing on --backend jax: JAX always compiles with XLA" in capsys.readouterr().err
 
 
 def test_shards_bound_follows_the_device():
@@ -53,7 +69,7 @@ def test_shards_bound_follows_the_device():
     assert w.resolve({"shards": "2", "device": "cpu"}, one_gpu)["shards"] == 2
 
 
-def test_preset_then_user_values_override_defaults():
+def test_preset_then_user_values_override_defaults(fashion_data):
     w = WORKLOADS["fashion-mnist"]
     p = w.resolve({"epochs": "3", "xla": True}, CPU, preset="smoke")
     assert p["batch_size"] == 64 and p["epochs"] == 3 and p["xla"] is True

@@ -10,23 +10,9 @@ import sys
 
 import pytest
 
-from tpulab.record import RunRecorder
-from tpulab.results import Store, StoreError, compare, read_export, export_json, export_csv
-from tpulab.runtime.detect import detect
+from tpulab.results import Store, StoreError, compare, export_csv, export_json, read_export
 
-from .conftest import ROOT, json_events, run_cli
-
-
-def make_record(shards: int = 1, median: float = 1.0, batch: int = 8, status: str = "finished") -> dict:
-    """A record built the way every run builds it: events fed to the recorder."""
-    rec = RunRecorder("conv", {"batch_size": batch, "shards": shards, "mode": "sharded", "device": "cpu"}, detect())
-    rec.feed({"event": "started", "device": {"kind": "cpu", "name": "test CPU", "replicas": shards},
-              "dtype": "float32", "flops_per_step": 1e9, "steps_total": 5, "per_replica_batch": batch // shards})
-    rec.feed({"event": "compiled", "seconds": 2.0, "steps": 1})
-    for i, s in enumerate((median * 0.9, median, median * 1.1, median), 2):
-        rec.feed({"event": "step", "step": i, "steps": 1, "seconds": s, "warmup": False})
-    rec.feed({"event": status})
-    return rec.record()
+from .helpers import ROOT, json_events, make_record, run_cli
 
 
 def test_round_trip_through_export_and_import(tmp_path):
@@ -38,8 +24,8 @@ def test_round_trip_through_export_and_import(tmp_path):
     export_json(store.records(), out)
     empty = Store(tmp_path / "b.db")
     assert empty.import_records(read_export(out)) == (3, 0)
-    by_id = {r["id"]: r for r in empty.records()}
-    assert by_id == {r["id"]: r for r in records}
+    by_id = {r.id: r for r in empty.records()}
+    assert by_id == {r.id: r for r in records}
     assert empty.import_records(read_export(out)) == (0, 3)  # no duplicates
     assert len(empty.records()) == 3
 
@@ -48,9 +34,9 @@ def test_records_keep_every_step_and_the_runtime(tmp_path):
     store = Store(tmp_path / "a.db")
     r = make_record()
     store.save(r)
-    got = store.get(r["id"][:6])
-    assert len(got["steps"]) == 4 and got["runtime"]["cpu"]["logical_cores"] >= 1
-    assert got["summary"]["step_seconds"]["count"] == 4 and got["schema"] == 1
+    got = store.get(r.id[:6])
+    assert got == r and len(got.steps) == 4 and got.runtime["cpu"]["logical_cores"] >= 1
+    assert got.summary.step_seconds is not None and got.summary.step_seconds.count == 4 and got.schema == 2
 
 
 def test_schema_is_versioned(tmp_path):
@@ -65,7 +51,7 @@ def test_schema_is_versioned(tmp_path):
 
 SAVER = """
 import sys
-from tests.test_results import make_record
+from tests.helpers import make_record
 from tpulab.results import Store
 store = Store(sys.argv[1])
 for _ in range(50):
@@ -110,11 +96,11 @@ def test_malformed_imports_import_nothing(tmp_path, content, why):
 
 
 def test_one_bad_record_among_good_ones_imports_nothing(tmp_path):
-    good = make_record()
-    bad = copy.deepcopy(make_record())
+    good = make_record().to_json()
+    bad = copy.deepcopy(make_record().to_json())
     bad["steps"][1]["seconds"] = "fast"
     path = tmp_path / "mixed.json"
-    export_json([good, bad], path)
+    path.write_text(json.dumps({"format": "tpulab-results", "schema": 1, "records": [good, bad]}))
     store = Store(tmp_path / "a.db")
     out = run_cli("results", "--db", str(tmp_path / "a.db"), "import", str(path))
     assert out.returncode == 1
@@ -123,14 +109,25 @@ def test_one_bad_record_among_good_ones_imports_nothing(tmp_path):
 
 
 def test_compare_ratios_and_warnings():
-    a, b = make_record(1, 2.0), make_record(4, 0.5, batch=16)
+    a, b = make_record(1, 2.0), make_record(4, 0.5, backend="jax")
     result = compare([a, b])
-    assert [row["speedup"] for row in result["rows"]] == [1.0, 4.0]
-    assert result["warnings"] == ["batch_size differs: 8 vs 16"]  # shards differ by design: no warning
+    assert result.by == "time" and result.speedups == [1.0, 4.0]
+    assert result.warnings == []  # shards and backend differ by design: no warning
     with pytest.raises(StoreError, match="one workload"):
-        compare([a, {**b, "workload": "fashion-mnist"}])
+        compare([a, make_record(workload="fashion-mnist")])
     with pytest.raises(StoreError, match="at least two"):
         compare([a])
+
+
+def test_different_work_is_compared_by_throughput_never_by_time():
+    """Batch 8 against batch 128: a ratio of step times would read as a speedup of different work."""
+    small = make_record(median=0.01, batch=8, flops=1e9)
+    large = make_record(median=0.8, batch=128, flops=16e9)
+    result = compare([small, large])
+    assert result.by == "GFLOP/s" and "the work per step differs" in result.header
+    # 16x the work in 80x the time: a fifth of the rate, not 80x slower and not 0.0125x.
+    assert result.speedups[1] == pytest.approx((16e9 / 0.8) / (1e9 / 0.01))
+    assert result.warnings == ["batch_size differs: 8 vs 128"]
 
 
 def test_csv_export(tmp_path):
@@ -141,6 +138,7 @@ def test_csv_export(tmp_path):
     assert ",2,8,4," in lines[1]  # shards, batch, per-replica batch
 
 
+@pytest.mark.slow
 def test_cli_two_real_runs_compared(tmp_path):
     db = str(tmp_path / "r.db")
     tiny = ["--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterations", "3", "--warmup", "1"]
@@ -157,6 +155,14 @@ def test_cli_two_real_runs_compared(tmp_path):
     assert "CPU" in shown.stdout and "warning" not in shown.stdout
     as_json = json.loads(run_cli("results", "--db", db, "compare", "--json", ids[0], ids[1]).stdout)
     assert as_json["rows"][0]["speedup"] == 1.0 and as_json["rows"][1]["shards"] == 2
+    assert as_json["rows"][1]["params"]["shards"] == 2 and isinstance(as_json["rows"][1]["flags"], list)
+    assert as_json["by"] == "time"
+    # At 80 columns the runs become columns: every figure and the speedup stay whole.
+    narrow = run_cli("results", "--db", db, "compare", ids[0][:8], ids[1][:8], env={"COLUMNS": "80"})
+    assert narrow.returncode == 0 and max(len(line) for line in narrow.stdout.splitlines()) <= 80
+    for figure in ("median", "p10-p90", "throughput", "GFLOP/s", "peak", "speedup", "1.00x", ids[1][:8]):
+        assert figure in narrow.stdout, figure
+    assert "…" not in narrow.stdout
     exported = tmp_path / "out.json"
     assert run_cli("results", "--db", db, "export", "-o", str(exported)).returncode == 0
     other = str(tmp_path / "other.db")

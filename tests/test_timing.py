@@ -6,9 +6,12 @@ import time
 
 import pytest
 
+from tpulab.events import Compiled, Device, Finished, Started, Step
 from tpulab.record import RunRecorder
-from tpulab.runtime.detect import detect
 from tpulab.timing import conv_flops, conv_output_size, percentile, summarize
+from tpulab.workloads.conv import CONV
+
+from .helpers import cpu_only
 
 tf = pytest.importorskip("tensorflow")
 
@@ -39,15 +42,15 @@ def test_stats():
 
 
 def run_events(recorder: RunRecorder, flops: float, seconds: list[float]) -> None:
-    recorder.feed({"event": "started", "device": {"kind": "cpu", "name": "test CPU", "replicas": 1},
-                   "dtype": "float32", "flops_per_step": flops, "steps_total": len(seconds) + 1})
-    recorder.feed({"event": "compiled", "seconds": 1.0, "steps": 1})
+    recorder.feed(Started(workload="conv", device=Device(kind="cpu", name="test CPU"), dtype="float32",
+                          flops_per_step=flops, steps_total=len(seconds) + 1, per_replica_batch=1))
+    recorder.feed(Compiled(seconds=1.0))
     for i, s in enumerate(seconds, 2):
-        recorder.feed({"event": "step", "step": i, "steps": 1, "seconds": s, "warmup": False})
-    recorder.feed({"event": "finished"})
+        recorder.feed(Step(step=i, seconds=s))
+    recorder.feed(Finished())
 
 
-def test_the_articles_artifact_is_flagged():
+def test_the_articles_artifact_is_flagged(tmp_path):
     """A convolution whose result is never used: TensorFlow prunes it, and the time is dispatch only."""
     x = tf.random.normal([16, 128, 128, 3])
     w = tf.random.normal([5, 5, 3, 64])
@@ -62,29 +65,30 @@ def test_the_articles_artifact_is_flagged():
         t0 = time.perf_counter()
         conv_op()
         seconds.append(time.perf_counter() - t0)
-    rec = RunRecorder("conv", {"batch_size": 16}, detect())
+    rec = RunRecorder(CONV, {"batch_size": 16}, cpu_only(tmp_path))
     run_events(rec, conv_flops(16, 128, 128, 3, 64, 5, 2, "SAME"), seconds)
     s = rec.summary()
-    assert s["peak_fraction"] > 1
-    [flag] = [f for f in s["flags"] if f["code"] == "beats-peak"]
-    assert "is the output consumed?" in flag["message"]
+    assert s.peak_fraction is not None and s.peak_fraction > 1
+    [flag] = [f for f in s.flags if f.code == "beats-peak"]
+    assert "is the output consumed?" in flag.message
 
 
-def test_a_credible_run_is_not_flagged():
-    rec = RunRecorder("conv", {"batch_size": 128}, detect())
+def test_a_credible_run_is_not_flagged(tmp_path):
+    rec = RunRecorder(CONV, {"batch_size": 128}, cpu_only(tmp_path))
     run_events(rec, 80.5e9, [2.0, 2.1, 1.9, 2.05])
     s = rec.summary()
-    assert 0 < s["peak_fraction"] < 1 and s["flags"] == []
-    assert s["step_seconds"]["median"] == pytest.approx(2.025) and s["step_seconds"]["count"] == 4
-    assert s["gflops_per_s"] == pytest.approx(80.5 / 2.025)
-    assert s["examples_per_s"] == pytest.approx(128 / 2.025)
-    assert s["compile_seconds"] == 1.0
+    assert s.peak_fraction is not None and 0 < s.peak_fraction < 1 and s.flags == []
+    assert s.step_seconds is not None and s.step_seconds.count == 4
+    assert s.median == pytest.approx(2.025)
+    assert s.gflops_per_s == pytest.approx(80.5 / 2.025)
+    assert s.examples_per_s == pytest.approx(128 / 2.025)
+    assert s.compile_seconds == 1.0
 
 
-def test_few_and_noisy_samples_are_flagged():
-    rec = RunRecorder("conv", {"batch_size": 1}, detect())
+def test_few_and_noisy_samples_are_flagged(tmp_path):
+    rec = RunRecorder(CONV, {"batch_size": 1}, cpu_only(tmp_path))
     run_events(rec, 1e6, [1.0, 1.0])
-    assert [f["code"] for f in rec.summary()["flags"]] == ["few-samples"]
-    rec = RunRecorder("conv", {"batch_size": 1}, detect())
+    assert [f.code for f in rec.summary().flags] == ["few-samples"]
+    rec = RunRecorder(CONV, {"batch_size": 1}, cpu_only(tmp_path))
     run_events(rec, 1e6, [1.0] * 5 + [3.0] * 5)
-    assert [f["code"] for f in rec.summary()["flags"]] == ["noisy"]
+    assert [f.code for f in rec.summary().flags] == ["noisy"]

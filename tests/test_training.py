@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 
 from tpulab.data import DEBIAN_DIR, FILES
+from tpulab.events import Step
 from tpulab.runner import Run
 from tpulab.runtime.detect import detect
 from tpulab.workloads import WORKLOADS
 from tpulab.workloads.base import Limits
-from tpulab.workloads.fashion_mnist import forward_flops_per_example
+from tpulab.workloads.fashion_mnist import build_model, forward_flops_per_example
 
-from .conftest import json_events, run_cli
+from .helpers import json_events, run_cli
 
 keras = pytest.importorskip("keras")
 tf = pytest.importorskip("tensorflow")
@@ -21,7 +22,6 @@ CPU = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
 
 
 def test_the_articles_model_layer_for_layer():
-    from tpulab.workloads.fashion_mnist_tf import build_model
     model = build_model()
     assert model.count_params() == 1_619_470
     kinds = [type(layer).__name__ for layer in model.layers]
@@ -40,8 +40,7 @@ def test_the_articles_model_layer_for_layer():
 
 
 def test_to_tpu_model_keeps_architecture_and_weights():
-    from tpulab.runtime.strategy import to_tpu_model
-    from tpulab.workloads.fashion_mnist_tf import build_model
+    from tpulab.backends.tensorflow import to_tpu_model
     model = build_model()
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     clone = to_tpu_model(model, strategy)
@@ -108,7 +107,9 @@ def test_callback_cancel_stops_after_the_current_step():
     assert [e["event"] for e in events] == ["compiled", "step", "step", "epoch"]
 
 
-@pytest.mark.skipif(not (DEBIAN_DIR / FILES["x_train"]).exists(), reason="dataset-fashion-mnist not installed")
+@pytest.mark.slow
+@pytest.mark.skipif(not (DEBIAN_DIR / FILES["x_train"]).exists(),
+                    reason="needs Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist)")
 def test_trains_on_the_real_data():
     out = run_cli("--run", "fashion-mnist", "--no-ui", "--json", "--batch-size", "64", "--epochs", "1",
                   "--steps-per-epoch", "40", "--validation-examples", "1000")
@@ -125,6 +126,19 @@ def test_trains_on_the_real_data():
     assert 0 < result["summary"]["peak_fraction"] < 1
 
 
+@pytest.mark.slow
+def test_trains_on_idx_files_the_test_wrote(fashion_data):
+    """The whole path from IDX files through the search order to fit and validation, on any machine."""
+    out = run_cli("--run", "fashion-mnist", "--no-ui", "--json", "--batch-size", "32", "--epochs", "1",
+                  "--steps-per-epoch", "3", "--validation-examples", "64")
+    assert out.returncode == 0, out.stderr
+    result = json_events(out.stdout)[-1]
+    assert result["status"] == "finished" and not result["synthetic"]
+    assert result["dataset"] == f"$TPULAB_DATA_DIR: {fashion_data}"
+    assert "val_sparse_categorical_accuracy" in result["summary"]["validation"]
+
+
+@pytest.mark.slow
 def test_two_shards_on_synthetic_data_are_labelled():
     out = run_cli("--run", "fashion-mnist", "--no-ui", "--json", "--dataset", "synthetic", "--batch-size", "32",
                   "--shards", "2", "--epochs", "1", "--steps-per-epoch", "4", "--no-validation",
@@ -145,23 +159,25 @@ def test_two_shards_on_synthetic_data_are_labelled():
     assert "estimate: about" in human.stdout
 
 
+@pytest.mark.slow
 def test_cancel_mid_run_keeps_partial_results():
     params = WORKLOADS["fashion-mnist"].resolve(
-        {"dataset": "synthetic", "batch_size": "16", "epochs": "3", "steps_per_epoch": "1000"}, CPU)
+        {"dataset": "synthetic", "batch_size": "16", "epochs": "3", "steps_per_epoch": "1000", "device": "cpu"}, CPU)
     run = Run("fashion-mnist", params, detect())
     steps = 0
     for event in run.events():
-        if event["event"] == "step":
+        if isinstance(event, Step):
             steps += 1
             if steps == 3:
                 run.cancel()
     rec = run.recorder.record()
-    assert rec["status"] == "cancelled" and run.exit_code == 130
-    assert 3 <= len(rec["steps"]) < 50 and rec["summary"]["step_seconds"]["count"] >= 3
+    assert rec.status == "cancelled" and run.exit_code == 130
+    assert 3 <= len(rec.steps) < 50 and rec.summary.step_seconds and rec.summary.step_seconds.count >= 3
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["--steps-per-execution", "20", "--steps-per-epoch", "10"], "--steps-per-execution must be an integer from 1 to --steps-per-epoch 10 (got 20)"),
+    (["--steps-per-execution", "20", "--steps-per-epoch", "10"],
+     "--steps-per-execution must be an integer from 1 to --steps-per-epoch 10 (got 20)"),
     (["--learning-rate", "0"], "--learning-rate must be a number from 1e-06 to 1 (got '0')"),
     (["--precision", "fp8"], "--precision must be one of float32, mixed_bfloat16, mixed_float16 (got 'fp8')"),
     (["--data-dir", "/nonexistent"], "--data-dir /nonexistent lacks train-images-idx3-ubyte.gz"),

@@ -1,7 +1,7 @@
 """The lab: runtime, workloads, run and results tabs over tpulab's core.
 
-The app never imports TensorFlow: the runtime tab paints from the fast probes at once,
-TensorFlow's view arrives from a worker process, and every run streams from its own worker.
+The app never imports a framework: the runtime tab paints from the fast probes at once, each
+framework's view arrives from a worker process, and every run streams from its own worker.
 """
 
 from __future__ import annotations
@@ -15,8 +15,11 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.lazy import Lazy
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 
+from .backends import BACKENDS, BackendError
+from .events import RunRecord
 from .results import Store, StoreError, default_path
 from .runtime.detect import RuntimeReport, detect
 from .screens.glossary import GlossaryScreen
@@ -26,8 +29,12 @@ from .screens.runtime import RuntimePane
 from .screens.workloads import WorkloadsPane
 from .workloads import WORKLOADS
 
+# What takes the focus when a tab opens, so arrows and Enter work at once.
+FIRST_CONTROL = {"runtime": "#runtime-pane", "workloads": "#workload-list", "run": "#run-log",
+                 "results": "#results-table"}
 
-class TpulabApp(App):
+
+class TpulabApp(App[None]):
     TITLE = "tpulab"
     SUB_TITLE = "how fast is this machine for deep learning, and why"
     CSS_PATH = Path(__file__).with_name("tpulab.tcss")  # absolute, so subclasses elsewhere find it
@@ -52,7 +59,7 @@ class TpulabApp(App):
         self.probe = probe
         self.probing = probe
         self.store = Store(db or default_path())
-        self.records: list[dict[str, Any]] = []  # newest first: this session's and the store's
+        self.records: list[RunRecord] = []  # newest first: this session's and the store's
 
     def compose(self) -> ComposeResult:
         initial = "workloads" if self.initial_workload else "runtime"
@@ -71,25 +78,31 @@ class TpulabApp(App):
     def on_mount(self) -> None:
         self.load_results()
         if self.probe:
-            self.probe_tensorflow()
+            self.probe_frameworks()
         # Everything built at start-up lives as long as the app: keep it out of the garbage
         # collector's full scans, which otherwise stall the UI for a tenth of a second mid-run.
         self.set_timer(2.0, gc.freeze)
 
     # --- background work --------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="probe")
-    def probe_tensorflow(self) -> None:
-        from .worker import probe_tensorflow
+    def probe_frameworks(self) -> None:
+        """Each installed framework's view, one after another (only one process may hold a TPU)."""
+        from .worker import probe
 
-        tf = probe_tensorflow()
-        self.call_from_thread(self._probed, tf)
+        names = [name for name, info in BACKENDS.items() if info.installed(self.report.packages)]
+        for i, name in enumerate(names):
+            view = probe(name)
+            self.call_from_thread(self._probed, name, view, i == len(names) - 1)
+        if not names:
+            self.call_from_thread(self._probed, None, {}, True)
 
-    def _probed(self, tf: dict[str, Any]) -> None:
-        self.report.tensorflow = tf
-        self.probing = False
+    def _probed(self, name: str | None, view: dict[str, Any], last: bool) -> None:
+        if name is not None:
+            self.report.frameworks[name] = view
+        self.probing = not last
         for runtime in self.query(RuntimePane):
-            runtime.show(self.report, probing=False)
-        if "error" not in tf:
+            runtime.show(self.report, probing=self.probing)
+        if "error" not in view:
             for workloads in self.query(WorkloadsPane):
                 workloads.refresh_limits(self.report)
 
@@ -102,15 +115,15 @@ class TpulabApp(App):
             return
         self.call_from_thread(self._show_records, records)
 
-    def _show_records(self, records: list[dict[str, Any]]) -> None:
-        known = {r["id"] for r in self.records}
-        self.records = sorted(self.records + [r for r in records if r["id"] not in known],
-                              key=lambda r: r["started_at"], reverse=True)
+    def _show_records(self, records: list[RunRecord]) -> None:
+        known = {r.id for r in self.records}
+        self.records = sorted(self.records + [r for r in records if r.id not in known],
+                              key=lambda r: r.started_at, reverse=True)
         for pane in self.query(ResultsPane):
             pane.show(self.records)
 
     @work(thread=True, exit_on_error=False, group="store")
-    def save_record(self, record: dict[str, Any]) -> None:
+    def save_record(self, record: RunRecord) -> None:
         try:
             self.store.save(record)
         except StoreError as e:
@@ -119,6 +132,25 @@ class TpulabApp(App):
     # --- actions -----------------------------------------------------------------------------
     def action_show_tab(self, tab: str) -> None:
         self.query_one("#tabs", TabbedContent).active = tab
+        self._focus_first(tab)
+
+    @on(TabbedContent.TabActivated)
+    def _tab_opened(self, event: TabbedContent.TabActivated) -> None:
+        """Focus follows the tab: its first control takes the keys (lazy panes mount first)."""
+        tab = event.pane.id or ""
+        self.call_after_refresh(self._focus_first, tab)
+
+    def _focus_first(self, tab: str) -> None:
+        tabs = self.query_one("#tabs", TabbedContent)
+        pane = tabs.get_pane(tab)
+        if tabs.active != tab or (self.focused is not None and pane in self.focused.ancestors):
+            return  # another tab opened since, or the user is already working in this one
+        found = self.query(FIRST_CONTROL[tab]) if tab in FIRST_CONTROL else None
+        if found:
+            target: Widget = found.first()
+            target.focus()
+        elif tab in FIRST_CONTROL:  # a lazy pane not mounted yet: try after the next refresh
+            self.call_after_refresh(self._focus_first, tab)
 
     def action_glossary(self) -> None:
         self.push_screen(GlossaryScreen())
@@ -131,20 +163,27 @@ class TpulabApp(App):
 
     @on(WorkloadsPane.RunRequested)
     def _run_requested(self, event: WorkloadsPane.RunRequested) -> None:
+        from .runner import Run
+
         pane = self.query_one(RunPane)
         if pane.running:
             self.notify("A run is in progress: cancel it first (x).", severity="warning")
             return
+        try:
+            run = Run(event.workload.name, event.params, self.report)
+        except BackendError as e:
+            self.notify(str(e), title="cannot run", severity="error", timeout=15)
+            return
         self.action_show_tab("run")
-        pane.start(event.workload, event.params, self.report)
+        pane.start(run)
 
     @on(RunPane.Finished)
     def _run_finished(self, event: RunPane.Finished) -> None:
         record = event.record
         self._show_records([record])
         self.save_record(record)
-        severity = {"finished": "information", "cancelled": "warning"}.get(record["status"], "error")
-        self.notify(f"run {record['id'][:8]} {record['status']}", severity=severity)
+        severity: Any = {"finished": "information", "cancelled": "warning"}.get(record.status, "error")
+        self.notify(f"run {record.short_id} {record.status}", severity=severity)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -153,7 +192,7 @@ class TpulabApp(App):
                                 lambda name=w.name: self._choose(name))
         yield SystemCommand("Start run", "run the workload with the form's values", self.action_start_run)
         yield SystemCommand("Cancel run", "stop after the current step; again to kill", self.action_cancel_run)
-        yield SystemCommand("Detect again", "probe TensorFlow's view of the hardware again", self._redetect)
+        yield SystemCommand("Detect again", "probe the frameworks' view of the hardware again", self._redetect)
         yield SystemCommand("Glossary", "the terms the article explains: batch, pooling, ELU, ...",
                             self.action_glossary)
         yield SystemCommand("Compare marked runs", "on the results tab",
@@ -168,4 +207,4 @@ class TpulabApp(App):
         self.probing = True
         for pane in self.query(RuntimePane):
             pane.show(self.report, probing=True)
-        self.probe_tensorflow()
+        self.probe_frameworks()

@@ -10,7 +10,7 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from . import __version__
 
@@ -21,7 +21,7 @@ METAVARS = {int: "N", float: "X", str: "PATH"}
 class Parser(argparse.ArgumentParser):
     """One line for a bad command line, exit code 2, no usage dump."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_USAGE, f"{self.prog}: error: {message}\n")
 
 
@@ -62,12 +62,12 @@ def build_parser(workload_name: str | None = None) -> Parser:
                                help=help_text)
 
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    d = sub.add_parser("detect", help="what hardware is here, and what TensorFlow makes of it")
+    d = sub.add_parser("detect", help="what hardware is here, and what TensorFlow and JAX make of it")
     d.add_argument("--json", action="store_true", dest="json")
-    d.add_argument("--fast", action="store_true", help="skip TensorFlow (no import, no TPU initialisation)")
+    d.add_argument("--fast", action="store_true", help="skip the frameworks (no import, no TPU initialisation)")
     doc = sub.add_parser("doctor", help="why an accelerator is not used, and the command that fixes it")
     doc.add_argument("--json", action="store_true", dest="json")
-    doc.add_argument("--fast", action="store_true", help="skip TensorFlow")
+    doc.add_argument("--fast", action="store_true", help="skip the frameworks")
 
     r = sub.add_parser("results", help="list, show, compare, export and import kept runs")
     r.add_argument("--db", type=Path, dest="db", default=argparse.SUPPRESS)
@@ -125,11 +125,11 @@ def fast_report():
 def cmd_detect(args: argparse.Namespace) -> int:
     from .console import runtime_table
     from .runtime.doctor import diagnose
-    from .worker import probe_tensorflow
+    from .worker import probe_installed
 
     report = fast_report()
     if not args.fast:
-        report.tensorflow = probe_tensorflow()
+        report.frameworks = probe_installed(report.packages)
     verdicts = diagnose(report)
     if args.json:
         out: Any = ({"verdicts": [v.to_dict() for v in verdicts]} if args.command == "doctor"
@@ -141,7 +141,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
     if args.command == "doctor":
         from .console import LEVEL_STYLE
         for v in verdicts:
-            console.print(f"[{LEVEL_STYLE[v.level]}]{v.level}[/] {v.device}: {v.message}", highlight=False)
+            about = f" ({v.framework})" if v.framework else ""
+            console.print(f"[{LEVEL_STYLE[v.level]}]{v.level}[/] {v.device}{about}: {v.message}", highlight=False)
             if v.fix:
                 console.print(f"  fix: [bold]{v.fix}[/]", highlight=False)
         if not verdicts:
@@ -156,28 +157,29 @@ def resolve_params(args: argparse.Namespace, parser: Parser, report) -> dict[str
     from .workloads.base import Limits, ParamError
 
     w = get_workload(args.run)
-    limits = Limits(report.max_shards(), report.default_device)
+    limits = Limits.of(report)
     try:
         return w.resolve({s.name: getattr(args, s.name) for s in w.params}, limits, args.preset)
     except ParamError as e:
         parser.error(str(e))
-        raise  # unreachable: error() exits
 
 
 def cmd_run(args: argparse.Namespace, parser: Parser) -> int:
     from rich.console import Console
 
+    from .backends import BackendError
     from .console import RunPrinter, summary_table
     from .results import Store, StoreError, default_path
     from .runner import Run
-    from .workloads import get_workload
 
     report = fast_report()
     params = resolve_params(args, parser, report)
-    workload = get_workload(args.run)
     console = Console(stderr=args.json)
-    run = Run(workload.name, params, report)
-    printer = RunPrinter(workload, run.recorder, console)
+    try:
+        run = Run(args.run, params, report)
+    except BackendError as e:
+        parser.error(str(e))
+    printer = RunPrinter(run.recorder, console)
     store = None if args.no_save else Store(args.db or default_path())
 
     def on_sigint(signum, frame):
@@ -191,7 +193,7 @@ def cmd_run(args: argparse.Namespace, parser: Parser) -> int:
     try:
         for event in run.events():
             if args.json:
-                print(json.dumps(event), flush=True)
+                print(json.dumps(event.to_json()), flush=True)
             else:
                 printer(event)
     finally:
@@ -199,17 +201,17 @@ def cmd_run(args: argparse.Namespace, parser: Parser) -> int:
         signal.signal(signal.SIGINT, previous)
     record = run.recorder.record()
     if args.json:
-        print(json.dumps({"event": "result", **record}), flush=True)
+        print(json.dumps({"event": "result", **record.to_json()}), flush=True)
     else:
-        console.print(summary_table(record, workload.unit))
+        console.print(summary_table(record))
     if store is not None:
         try:
             store.save(record)
-            console.print(f"kept as run {record['id'][:8]} in {store.path}", highlight=False)
+            console.print(f"kept as run {record.short_id} in {store.path}", highlight=False)
         except StoreError as e:
             console.print(f"[red]tpulab: {e}[/]", highlight=False)
-    if record["status"] == "failed":
-        console.print(f"[red]tpulab: the run failed: {record['error']}[/]", highlight=False)
+    if record.status == "failed":
+        console.print(f"[red]tpulab: the run failed: {record.error}[/]", highlight=False)
     return run.exit_code
 
 

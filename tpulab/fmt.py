@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .events import RunRecord
+    from .timing import Stats
 
 
 def seconds(x: float | None) -> str:
@@ -39,33 +43,27 @@ def percent(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
-def spread(stats: dict[str, Any] | None) -> str:
+def spread(stats: Stats | None) -> str:
     """'0.684 s (p10 0.671 s, p90 0.702 s, n=10)'."""
     if not stats:
         return "-"
-    return (f"{seconds(stats['median'])} (p10 {seconds(stats['p10'])}, p90 {seconds(stats['p90'])}, "
-            f"n={stats['count']})")
+    return f"{seconds(stats.median)} (p10 {seconds(stats.p10)}, p90 {seconds(stats.p90)}, n={stats.count})"
 
 
-def device(record: dict[str, Any]) -> str:
-    d = record.get("device") or {}
-    if not d:
-        return "-"
-    reps = f" x{d['replicas']}" if d.get("replicas", 1) > 1 else ""
-    return f"{d.get('kind', '?').upper()} {d.get('name', '')}{reps}".strip()
+def p10_p90(stats: Stats | None) -> str:
+    return f"{seconds(stats.p10)}-{seconds(stats.p90)}" if stats else "-"
 
 
-LIST_COLUMNS = ("id", "started", "workload", "status", "device", "batch", "median", "peak")
+LIST_COLUMNS = ("id", "started", "workload", "status", "device", "backend", "batch", "median", "peak")
+BACKEND_SHORT = {"tensorflow": "tf", "jax": "jax"}
 
 
-def list_row(record: dict[str, Any]) -> tuple[str, ...]:
+def list_row(record: RunRecord) -> tuple[str, ...]:
     """A run in one line of a listing (the CLI's and the lab's): LIST_COLUMNS, short enough for 80 columns."""
-    d = record.get("device") or {}
-    s = record.get("summary") or {}
-    short = d.get("kind", "-").upper() + (f" x{d['replicas']}" if d.get("replicas", 1) > 1 else "")
-    return (record["id"][:8], record["started_at"][5:16].replace("T", " "), record["workload"], record["status"],
-            short, str(record["params"].get("batch_size")), seconds((s.get("step_seconds") or {}).get("median")),
-            percent(s.get("peak_fraction")))
+    workload = record.workload if len(record.workload) <= 8 else record.workload[:7] + "…"
+    return (record.short_id, record.started_at[5:16].replace("T", " "), workload, record.status,
+            record.device_label(short=True), BACKEND_SHORT.get(record.backend, record.backend),
+            str(record.params.get("batch_size")), seconds(record.median), percent(record.summary.peak_fraction))
 
 
 def bytes_(n: int | None) -> str:

@@ -35,8 +35,11 @@ GLOSSARY: dict[str, str] = {
             "TPU call, fixed so each shard's output is consumed.",
     "warm-up": "Iterations after the first call that are run but left out of the statistics, so caches, "
                "allocators and clocks settle.",
-    "XLA": "TensorFlow's compiler: fuses operations into fewer, faster kernels; the first step pays for the "
-           "compile.",
+    "backend": "The framework that runs the work. TensorFlow is the article's; Keras 3 on JAX runs the same model "
+               "and is what today's TPUs (Colab's v5e) ship with. The same run on both, on one device, compares "
+               "the frameworks themselves.",
+    "XLA": "The compiler TensorFlow can use and JAX always uses: fuses operations into fewer, faster kernels; the "
+           "first step pays for the compile. On a CPU, TensorFlow's default oneDNN kernels are often faster.",
     "input pipeline": "How batches reach the model. tf.data prepares the next batch while the device works; "
                       "the article's Python generator makes each batch in Python, in the way.",
     "validation": "Measuring accuracy on data the model did not train on (the 10,000 test images).",

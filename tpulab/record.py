@@ -1,6 +1,6 @@
 """A run's record, built from its event stream: the one place where figures are derived.
 
-The headless printer, the TUI and the results store all read the same record, so a number
+The headless printer, the lab and the results store all read the same record, so a number
 means the same thing everywhere. A run that fails or is cancelled keeps what it measured.
 """
 
@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timezone
-from typing import Any
 
-from .runtime.detect import CpuInfo, RuntimeReport
+from .events import Cancelled, Compiled, Epoch, Event, Failed, Finished, Log, RunRecord, Started, Step, Summary
+from .runtime.detect import RuntimeReport
 from .runtime.peaks import device_peak
-from .timing import sanity_flags, summarize
-from .workloads.base import Event, Params
+from .timing import Flag, sanity_flags, summarize
+from .workloads.base import Params, Workload
 
-FINAL = {"finished": "finished", "failed": "failed", "cancelled": "cancelled"}
-SCHEMA = 1
+SYNTHETIC = Flag("synthetic-data", "trained on synthetic random data: accuracy is meaningless")
 
 
 def now_iso() -> str:
@@ -24,38 +23,48 @@ def now_iso() -> str:
 
 
 class RunRecorder:
-    def __init__(self, workload: str, params: Params, runtime: RuntimeReport) -> None:
+    def __init__(self, workload: Workload, params: Params, runtime: RuntimeReport, backend: str = "tensorflow",
+                 backend_reason: str | None = None, sweep: str | None = None) -> None:
         self.workload = workload
         self.params = dict(params)
         self.runtime = runtime
+        self.backend = backend
+        self.backend_reason = backend_reason
+        self.sweep = sweep
         self.id = uuid.uuid4().hex
         self.started_at = now_iso()
         self.ended_at: str | None = None
         self.status = "running"
-        self.info: dict[str, Any] = {}
+        self.info: Started | None = None
         self.compile_seconds: float | None = None
-        self.steps: list[dict[str, Any]] = []
-        self.epochs: list[dict[str, Any]] = []
+        self.compile_steps = 0
+        self.steps: list[Step] = []
+        self.epochs: list[Epoch] = []
+        self.steps_at_epoch_end = 0
         self.logs: list[str] = []
         self.error: str | None = None
-        self.compile_steps = 0
 
     # --- feeding --------------------------------------------------------------------------
     def feed(self, event: Event) -> None:
-        kind = event.get("event")
-        if kind == "started":
-            self.info = {k: v for k, v in event.items() if k not in ("event", "t")}
-        elif kind == "compiled":
-            self.compile_seconds = event["seconds"]
-            self.compile_steps = event.get("steps", 1)
-        elif kind == "step":
-            self.steps.append({k: v for k, v in event.items() if k not in ("event", "t", "phase")})
-        elif kind == "epoch":
-            self.epochs.append({k: v for k, v in event.items() if k not in ("event", "t")})
-        elif kind == "log" and event.get("text"):
-            self.logs.append(event["text"])
-        elif kind in FINAL:
-            self.finish(FINAL[kind], event.get("error"))
+        match event:
+            case Started():
+                self.info = event
+            case Compiled():
+                self.compile_seconds = event.seconds
+                self.compile_steps = event.steps
+            case Step():
+                self.steps.append(event)
+            case Epoch():
+                self.epochs.append(event)
+                self.steps_at_epoch_end = self.steps_done()
+            case Log() if event.text:
+                self.logs.append(event.text)
+            case Finished():
+                self.finish("finished")
+            case Cancelled():
+                self.finish("cancelled")
+            case Failed():
+                self.finish("failed", event.error)
 
     def finish(self, status: str, error: str | None = None) -> None:
         if self.status == "running":
@@ -64,64 +73,67 @@ class RunRecorder:
             self.ended_at = now_iso()
 
     # --- derived figures ------------------------------------------------------------------
+    @property
+    def steps_total(self) -> int | None:
+        return self.info.steps_total if self.info else None
+
     def steady_seconds(self) -> list[float]:
         out: list[float] = []
         for s in self.steps:
-            if not s.get("warmup"):
-                out.extend([s["seconds"]] * s.get("steps", 1))
+            if not s.warmup:
+                out.extend([s.seconds] * s.steps)
         return out
 
     def steps_done(self) -> int:
-        return self.compile_steps + sum(s.get("steps", 1) for s in self.steps)
+        return self.compile_steps + sum(s.steps for s in self.steps)
 
     def eta_seconds(self) -> float | None:
-        total = self.info.get("steps_total")
-        recent = [s["seconds"] for s in self.steps[-20:]]
+        total = self.steps_total
+        recent = sorted(s.seconds for s in self.steps[-20:])
         if not total or not recent:
             return None
-        recent.sort()
         per_step = recent[len(recent) // 2]
-        epochs_left = max(0, self.params.get("epochs", 0) - len(self.epochs))
+        left = max(0, total - self.steps_done())
         epoch_extra = 0.0
-        if self.epochs and epochs_left:  # validation and epoch overhead, as seen so far
-            seen = sum(e["seconds"] for e in self.epochs) - per_step * self.params.get("steps_per_epoch", 0) * len(self.epochs)
-            epoch_extra = max(0.0, seen / len(self.epochs)) * epochs_left
-        return max(0, total - self.steps_done()) * per_step + epoch_extra
+        if self.epochs and left:  # validation and epoch overhead, as seen so far
+            per_epoch = self.steps_at_epoch_end / len(self.epochs)
+            overhead = sum(e.seconds for e in self.epochs) - per_step * self.steps_at_epoch_end
+            epoch_extra = max(0.0, overhead / len(self.epochs)) * -(-left // max(1, round(per_epoch)))
+        return left * per_step + epoch_extra
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Summary:
         stats = summarize(self.steady_seconds())
-        flops = self.info.get("flops_per_step")
-        device = self.info.get("device") or {}
-        cpu: CpuInfo | None = self.runtime.cpu
-        peak = device_peak(device.get("kind", ""), device.get("name", ""), self.info.get("dtype", "float32"),
-                           device.get("replicas", 1), cpu) if device else None
-        out: dict[str, Any] = {"compile_seconds": self.compile_seconds,
-                               "step_seconds": stats.to_dict() if stats else None,
-                               "flops_per_step": flops, "peak_flops": peak.flops if peak else None,
-                               "peak_source": peak.source if peak else None}
+        info = self.info
+        flops = info.flops_per_step if info else None
+        peak = None
+        if info is not None:
+            peak = device_peak(info.device.kind, info.device.name, info.dtype, info.device.replicas, self.runtime.cpu)
         flops_per_s = flops / stats.median if stats and flops and stats.median > 0 else None
-        out["gflops_per_s"] = flops_per_s / 1e9 if flops_per_s else None
-        out["peak_fraction"] = flops_per_s / peak.flops if flops_per_s and peak else None
         batch = self.params.get("batch_size")
-        out["examples_per_s"] = batch / stats.median if stats and batch and stats.median > 0 else None
-        last = next((s["metrics"] for s in reversed(self.steps) if s.get("metrics")), None)
-        out["final_metrics"] = last
-        out["validation"] = {k: v for k, v in (self.epochs[-1]["metrics"] if self.epochs else {}).items()
-                             if k.startswith("val_")} or None
-        out["flags"] = [f.to_dict() for f in sanity_flags(out["peak_fraction"], stats)]
-        if self.info.get("synthetic"):
-            out["flags"].append({"code": "synthetic-data",
-                                 "message": "trained on synthetic random data: accuracy is meaningless"})
-        return out
+        peak_fraction = flops_per_s / peak.flops if flops_per_s and peak else None
+        flags = sanity_flags(peak_fraction, stats)
+        if info is not None and info.synthetic:
+            flags.append(SYNTHETIC)
+        return Summary(
+            compile_seconds=self.compile_seconds, step_seconds=stats, flops_per_step=flops,
+            gflops_per_s=flops_per_s / 1e9 if flops_per_s else None,
+            peak_flops=peak.flops if peak else None, peak_source=peak.source if peak else None,
+            peak_fraction=peak_fraction,
+            examples_per_s=batch / stats.median if stats and batch and stats.median > 0 else None,
+            final_metrics=next((s.metrics for s in reversed(self.steps) if s.metrics), None),
+            validation={k: v for k, v in (self.epochs[-1].metrics if self.epochs else {}).items()
+                        if k.startswith("val_")} or None,
+            flags=flags)
 
-    def record(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA, "id": self.id, "workload": self.workload, "params": self.params,
-            "status": self.status, "started_at": self.started_at, "ended_at": self.ended_at,
-            "device": self.info.get("device"), "dtype": self.info.get("dtype"),
-            "per_replica_batch": self.info.get("per_replica_batch"),
-            "dataset": self.info.get("dataset"), "synthetic": bool(self.info.get("synthetic")),
-            "versions": self.info.get("versions"), "note": self.info.get("note"),
-            "runtime": self.runtime.to_dict(), "summary": self.summary(),
-            "steps": self.steps, "epochs": self.epochs, "error": self.error, "logs": self.logs[-50:],
-        }
+    def record(self) -> RunRecord:
+        info = self.info
+        return RunRecord(
+            id=self.id, workload=self.workload.name, params=self.params, status=self.status,
+            started_at=self.started_at, ended_at=self.ended_at,
+            device=info.device if info else None, dtype=info.dtype if info else None,
+            per_replica_batch=info.per_replica_batch if info else None,
+            dataset=info.dataset if info else None, synthetic=bool(info and info.synthetic),
+            versions=info.versions if info else None, backend=self.backend, backend_reason=self.backend_reason,
+            note=info.note if info else None, runtime=self.runtime.to_dict(), summary=self.summary(),
+            steps=list(self.steps), epochs=list(self.epochs), error=self.error, logs=self.logs[-50:],
+            sweep=self.sweep)

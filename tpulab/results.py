@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import sqlite3
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from .events import STATUSES, RunRecord
+from .workloads import WORKLOADS
+
 SCHEMA_VERSION = 1
 EXPORT_FORMAT = "tpulab-results"
-STATUSES = ("finished", "failed", "cancelled")
-COMPARED_BY_DESIGN = ("device", "shards")  # what a comparison across runtimes varies on purpose
+COMPARED_BY_DESIGN = ("device", "shards", "backend")  # what a comparison across runtimes varies on purpose
 
 
 class StoreError(RuntimeError):
@@ -79,18 +83,18 @@ class Store:
         con.execute("COMMIT")
         self._ready = True
 
-    def save(self, record: dict[str, Any]) -> None:
+    def save(self, record: RunRecord) -> None:
         with self._db(write=True) as con:
-            _insert(con, record, replace=True)
+            _insert(con, record.to_json(), replace=True)
 
-    def records(self, workload: str | None = None) -> list[dict[str, Any]]:
+    def records(self, workload: str | None = None) -> list[RunRecord]:
         """All runs, newest first."""
         with self._db() as con:
             q = "SELECT record FROM runs" + (" WHERE workload = ?" if workload else "") + \
                 " ORDER BY started_at DESC, rowid DESC"
-            return [json.loads(r[0]) for r in con.execute(q, (workload,) if workload else ())]
+            return [RunRecord.from_json(json.loads(r[0])) for r in con.execute(q, (workload,) if workload else ())]
 
-    def get(self, run_id: str) -> dict[str, Any]:
+    def get(self, run_id: str) -> RunRecord:
         """A run by its id or a unique prefix of it."""
         with self._db() as con:
             rows = con.execute("SELECT record FROM runs WHERE id LIKE ? || '%'", (run_id.lower(),)).fetchall()
@@ -98,9 +102,9 @@ class Store:
             raise StoreError(f"no run {run_id!r} in {self.path}: `tpulab results` lists them")
         if len(rows) > 1:
             raise StoreError(f"{run_id!r} matches {len(rows)} runs: give more of the id")
-        return json.loads(rows[0][0])
+        return RunRecord.from_json(json.loads(rows[0][0]))
 
-    def import_records(self, records: list[dict[str, Any]]) -> tuple[int, int]:
+    def import_records(self, records: list[Any]) -> tuple[int, int]:
         """All or nothing; a record already present is skipped. Returns (added, skipped)."""
         for i, r in enumerate(records, 1):
             problem = validate(r)
@@ -121,7 +125,7 @@ def _insert(con: sqlite3.Connection, r: dict[str, Any], replace: bool) -> int:
     return cur.rowcount
 
 
-REQUIRED: dict[str, type | tuple[type, ...]] = {
+REQUIRED: dict[str, type] = {
     "id": str, "workload": str, "params": dict, "status": str, "started_at": str,
     "summary": dict, "steps": list, "epochs": list,
 }
@@ -147,38 +151,47 @@ def validate(r: Any) -> str | None:
 
 
 # --- files ----------------------------------------------------------------------------------
-def export_json(records: list[dict[str, Any]], path: Path) -> None:
-    path.write_text(json.dumps({"format": EXPORT_FORMAT, "schema": SCHEMA_VERSION, "records": records}, indent=1))
+def export_json(records: list[RunRecord], path: Path) -> None:
+    path.write_text(json.dumps({"format": EXPORT_FORMAT, "schema": SCHEMA_VERSION,
+                                "records": [r.to_json() for r in records]}, indent=1))
 
 
-CSV_COLUMNS = ["id", "workload", "status", "started_at", "device", "dtype", "shards", "batch_size",
-               "per_replica_batch", "compile_s", "median_s", "p10_s", "p90_s", "count", "examples_per_s",
-               "gflops_per_s", "peak_fraction", "loss", "accuracy", "val_accuracy", "dataset", "flags", "params"]
+def _metric_columns() -> list[tuple[str, str]]:
+    """(column, metric key) for every metric any workload declares, training's then validation's."""
+    seen = {m.label.replace(" ", "_"): m.key for w in WORKLOADS.values() for m in w.metrics}
+    return [*seen.items(), *((f"val_{label}", f"val_{key}") for label, key in seen.items())]
 
 
-def csv_row(r: dict[str, Any]) -> dict[str, Any]:
-    s = r.get("summary") or {}
-    st = s.get("step_seconds") or {}
-    metrics = s.get("final_metrics") or {}
-    d = r.get("device") or {}
+def row(r: RunRecord) -> dict[str, Any]:
+    """A run flat enough for a spreadsheet or a JSON listing: figures, metrics by their short names."""
+    s = r.summary
+    st = s.step_seconds
+    d = r.device
+    figures = {**(s.final_metrics or {}), **(s.validation or {})}
     return {
-        "id": r["id"], "workload": r["workload"], "status": r["status"], "started_at": r["started_at"],
-        "device": f"{d.get('kind', '')} {d.get('name', '')}".strip(), "dtype": r.get("dtype"),
-        "shards": r["params"].get("shards"), "batch_size": r["params"].get("batch_size"),
-        "per_replica_batch": r.get("per_replica_batch"), "compile_s": s.get("compile_seconds"),
-        "median_s": st.get("median"), "p10_s": st.get("p10"), "p90_s": st.get("p90"), "count": st.get("count"),
-        "examples_per_s": s.get("examples_per_s"), "gflops_per_s": s.get("gflops_per_s"),
-        "peak_fraction": s.get("peak_fraction"), "loss": metrics.get("loss"),
-        "accuracy": metrics.get("sparse_categorical_accuracy"),
-        "val_accuracy": (s.get("validation") or {}).get("val_sparse_categorical_accuracy"),
-        "dataset": r.get("dataset"), "flags": ";".join(f["code"] for f in s.get("flags", [])),
-        "params": json.dumps(r["params"], sort_keys=True),
+        "id": r.id, "workload": r.workload, "status": r.status, "started_at": r.started_at,
+        "device": f"{d.kind} {d.name}" if d else "", "backend": r.backend, "dtype": r.dtype,
+        "shards": r.params.get("shards"), "batch_size": r.params.get("batch_size"),
+        "per_replica_batch": r.per_replica_batch, "compile_s": s.compile_seconds,
+        "median_s": st.median if st else None, "p10_s": st.p10 if st else None, "p90_s": st.p90 if st else None,
+        "count": st.count if st else None, "examples_per_s": s.examples_per_s, "gflops_per_s": s.gflops_per_s,
+        "peak_fraction": s.peak_fraction,
+        **{column: figures.get(key) for column, key in _metric_columns()},
+        "dataset": r.dataset, "sweep": r.sweep, "flags": [f.code for f in s.flags], "params": r.params,
     }
 
 
-def export_csv(records: list[dict[str, Any]], path: Path) -> None:
+def csv_row(r: RunRecord) -> dict[str, Any]:
+    out = row(r)
+    out["flags"] = ";".join(out["flags"])
+    out["params"] = json.dumps(out["params"], sort_keys=True)
+    return out
+
+
+def export_csv(records: list[RunRecord], path: Path) -> None:
+    columns = list(row(records[0]) if records else ())
     with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, CSV_COLUMNS)
+        w = csv.DictWriter(f, columns)
         w.writeheader()
         w.writerows(csv_row(r) for r in records)
 
@@ -199,32 +212,50 @@ def read_export(path: Path) -> list[dict[str, Any]]:
 
 
 # --- comparison -----------------------------------------------------------------------------
-def median(r: dict[str, Any]) -> float | None:
-    return ((r.get("summary") or {}).get("step_seconds") or {}).get("median")
+@dataclass
+class Comparison:
+    """Runs of one workload side by side; speedups against the first, by time or by throughput."""
+
+    workload: str
+    records: list[RunRecord]
+    speedups: list[float | None]
+    by: str  # "time": the same work per step, wall time compared; else the throughput compared
+    header: str
+    warnings: list[str]
 
 
-def compare(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Side by side, with speedups as ratios of median step time against the first run."""
+def compare(records: list[RunRecord]) -> Comparison:
+    """Like with like: wall-time ratios only when every run did the same work per step.
+
+    When the work differs (another batch or shape), a ratio of times says nothing; the runs are
+    compared by what they achieved per second instead (GFLOP/s, else examples/s), and the header says so.
+    """
     if len(records) < 2:
         raise StoreError("compare needs at least two runs")
-    workloads = {r["workload"] for r in records}
+    workloads = {r.workload for r in records}
     if len(workloads) > 1:
         raise StoreError(f"compare runs of one workload (found {', '.join(sorted(workloads))})")
-    base = median(records[0])
-    rows = []
-    for r in records:
-        m = median(r)
-        rows.append({"id": r["id"], "record": r, "median": m,
-                     "speedup": base / m if base and m else None})
-    warnings = [f"{k} differs: " + " vs ".join(str(r["params"].get(k)) for r in records)
+    work = {(r.summary.flops_per_step, r.params.get("batch_size")) for r in records}
+    if len(work) == 1:
+        by, header = "time", "speedup = the first run's median time / this run's"
+        values = [1 / m if m else None for m in (r.median for r in records)]
+    elif all(r.summary.gflops_per_s for r in records):
+        by, header = "GFLOP/s", "the work per step differs: speedup = this run's GFLOP/s / the first run's"
+        values = [r.summary.gflops_per_s for r in records]
+    else:
+        by, header = "examples/s", "the work per step differs: speedup = this run's examples/s / the first run's"
+        values = [r.summary.examples_per_s for r in records]
+    base = values[0]
+    speedups = [v / base if v and base and math.isfinite(v / base) else None for v in values]
+    warnings = [f"{k} differs: " + " vs ".join(str(r.params.get(k)) for r in records)
                 for k in differing(records) if k not in COMPARED_BY_DESIGN]
-    warnings += [f"run {r['id'][:8]} is {r['status']}: its figures cover only what completed"
-                 for r in records if r["status"] != "finished"]
-    warnings += [f"run {r['id'][:8]} used synthetic data" for r in records if r.get("synthetic")]
-    return {"workload": records[0]["workload"], "rows": rows, "warnings": warnings}
+    warnings += [f"run {r.short_id} is {r.status}: its figures cover only what completed"
+                 for r in records if r.status != "finished"]
+    warnings += [f"run {r.short_id} used synthetic data" for r in records if r.synthetic]
+    return Comparison(records[0].workload, list(records), speedups, by, f"{records[0].workload}: {header}", warnings)
 
 
-def differing(records: Iterable[dict[str, Any]]) -> list[str]:
+def differing(records: Iterable[RunRecord]) -> list[str]:
     records = list(records)
-    keys = sorted({k for r in records for k in r["params"]})
-    return [k for k in keys if len({json.dumps(r["params"].get(k)) for r in records}) > 1]
+    keys = sorted({k for r in records for k in r.params})
+    return [k for k in keys if len({json.dumps(r.params.get(k)) for r in records}) > 1]

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from . import fmt
 from .console import comparison_table
-from .results import Store, StoreError, compare, csv_row, default_path, export_csv, export_json, read_export
+from .results import Store, StoreError, compare, default_path, export_csv, export_json, read_export, row
 
 
 def cmd_results(args: argparse.Namespace) -> int:
@@ -28,7 +28,7 @@ def cmd_results(args: argparse.Namespace) -> int:
 def _list(args, store: Store, console: Console) -> int:
     records = store.records()
     if args.json:
-        print(json.dumps([csv_row(r) for r in records], indent=1))
+        print(json.dumps([row(r) for r in records], indent=1))
         return 0
     if not records:
         console.print(f"no runs kept yet in {store.path}: try `tpulab --run conv --no-ui --preset smoke`")
@@ -45,26 +45,25 @@ def _list(args, store: Store, console: Console) -> int:
 
 def _show(args, store: Store, console: Console) -> int:
     from .console import summary_table
-    from .workloads import WORKLOADS
 
     record = store.get(args.id)
     if args.json:
-        print(json.dumps(record, indent=1))
+        print(json.dumps(record.to_json(), indent=1))
         return 0
-    w = WORKLOADS.get(record["workload"])
-    console.print(summary_table(record, w.unit if w else "step"))
-    console.print("parameters: " + ", ".join(f"{k}={v}" for k, v in record["params"].items()), highlight=False)
+    console.print(summary_table(record))
+    console.print("parameters: " + ", ".join(f"{k}={v}" for k, v in record.params.items()), highlight=False)
     return 0
 
 
 def _compare(args, store: Store, console: Console) -> int:
     result = compare([store.get(i) for i in args.ids])
     if args.json:
-        print(json.dumps({"workload": result["workload"], "warnings": result["warnings"],
-                          "rows": [{**csv_row(row["record"]), "speedup": row["speedup"]} for row in result["rows"]]},
+        print(json.dumps({"workload": result.workload, "by": result.by, "header": result.header,
+                          "warnings": result.warnings,
+                          "rows": [{**row(r), "speedup": x} for r, x in zip(result.records, result.speedups)]},
                          indent=1))
         return 0
-    console.print(comparison_table(result))
+    console.print(comparison_table(result, console.width))
     return 0
 
 

@@ -1,15 +1,18 @@
 """One run in its own process, its events streamed as JSON lines; and the parent's handle on it.
 
 Why a process per run: TensorFlow fixes the logical-device split at its first op and clashes
-on a second strategy with another replica count, so each run needs a fresh runtime; the
-parent (CLI or TUI) never imports TensorFlow; a crash or out-of-memory kills the worker, not
-the app. Cancel is graceful first (SIGINT: stop after this step), then firm (kill).
+on a second strategy with another replica count, Keras fixes its backend at import and JAX its
+device count at start-up, so each run needs a fresh runtime; the parent (CLI or TUI) never
+imports a framework; a crash or out-of-memory kills the worker, not the app. Cancel is graceful
+first (SIGINT: stop after this step), then firm (kill).
 
-Child side: ``python -m tpulab.worker '{"workload": "conv", "params": {...}}'`` or ``--probe``.
+Child side: ``python -m tpulab.worker '{"workload": "conv", "backend": "jax", "params": {...}}'``
+or ``--probe BACKEND``.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -22,15 +25,16 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
+from .backends import BACKENDS, worker_env
+from .events import Cancelled, Event, Failed, Finished, parse_line
 from .workloads import get_workload
-from .workloads.base import CancelToken, Event, Params
+from .workloads.base import CancelToken, Params
 
 EXIT_CANCELLED = 130
 
 
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {**os.environ, **(extra or {})}
     env.setdefault("PYTHONUNBUFFERED", "1")
     # The worker must import this very tpulab, wherever the parent found it.
     root = str(Path(__file__).resolve().parent.parent)
@@ -41,27 +45,25 @@ def child_env() -> dict[str, str]:
 class RunHandle:
     """A running worker: iterate `events()`, `cancel()` to stop it after its current step."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self._stderr = tempfile.TemporaryFile(mode="w+b")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tpulab.worker", *args], stdout=subprocess.PIPE, stderr=self._stderr,
-            stdin=subprocess.DEVNULL, env=child_env(), start_new_session=True)
+            stdin=subprocess.DEVNULL, env=child_env(env), start_new_session=True)
         self.cancel_requested = False
 
     @classmethod
-    def start(cls, workload: str, params: Params) -> "RunHandle":
-        return cls([json.dumps({"workload": workload, "params": params})])
+    def start(cls, workload: str, params: Params, backend: str, device: str) -> RunHandle:
+        """A worker for one run; `device` is the resolved kind (cpu, gpu, tpu) the backend must see."""
+        return cls([json.dumps({"workload": workload, "backend": backend, "params": params})],
+                   worker_env(backend, device, params.get("shards", 1)))
 
     def events(self) -> Iterator[Event]:
         assert self.proc.stdout is not None
         for raw in self.proc.stdout:
-            line = raw.decode(errors="replace").strip()
-            if not line:
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                yield {"event": "log", "text": line}
+            event = parse_line(raw.decode(errors="replace"))
+            if event is not None:
+                yield event
         self.proc.wait()
 
     def cancel(self) -> None:
@@ -88,60 +90,71 @@ class RunHandle:
         return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def probe_tensorflow(timeout_s: float = 120.0) -> dict[str, Any]:
-    """TensorFlow's view of the machine, from a worker; {'error': ...} when it could not be had.
+def probe(backend: str, timeout_s: float = 120.0) -> dict[str, Any]:
+    """A framework's view of the machine, from a worker; {'error': ...} when it could not be had.
 
     A TPU held by another process can make initialisation block: the probe is killed after
     `timeout_s` rather than hang the caller.
     """
-    handle = RunHandle(["--probe"])
+    title = BACKENDS[backend].title
+    handle = RunHandle(["--probe", backend], worker_env(backend, "auto", 1))
     watchdog = threading.Timer(timeout_s, handle.kill)
     watchdog.start()
     try:
-        for event in handle.events():
-            if event.get("event") == "probe":
-                return event["tensorflow"]
+        assert handle.proc.stdout is not None
+        for raw in handle.proc.stdout:
+            try:
+                return dict(json.loads(raw)["probe"])
+            except (ValueError, KeyError, TypeError):
+                continue
     finally:
         watchdog.cancel()
         handle.kill()
+        handle.proc.wait()
     if handle.returncode == -signal.SIGKILL:  # only the watchdog kills a probe that is still talking
-        return {"error": f"TensorFlow did not answer within {timeout_s:.0f} s (is another process holding the TPU?)"}
-    return {"error": handle.stderr_tail(5) or "the TensorFlow probe produced nothing"}
+        return {"error": f"{title} did not answer within {timeout_s:.0f} s (is another process holding the TPU?)"}
+    return {"error": handle.stderr_tail(5) or f"the {title} probe produced nothing"}
+
+
+def probe_installed(packages: dict[str, str | None]) -> dict[str, dict[str, Any]]:
+    """Every installed framework's view, probed one after another (only one may hold a TPU)."""
+    return {name: probe(name) for name, info in BACKENDS.items() if info.installed(packages)}
 
 
 # --- child side ----------------------------------------------------------------------------
-def _event_writer():
+def _stdout_writer() -> Any:
     """Events go to the real stdout; anything else printed (TensorFlow, Keras) goes to stderr."""
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
-
-    def emit(event: Event) -> None:
-        event.setdefault("t", time.time())
-        out.write(json.dumps(event) + "\n")
-        out.flush()
-
-    return emit
+    return out
 
 
 def main(argv: list[str]) -> int:
-    emit = _event_writer()
+    out = _stdout_writer()
     if argv[:1] == ["--probe"]:
-        from .runtime.strategy import probe
-        emit({"event": "probe", "tensorflow": probe()})
+        out.write(json.dumps({"probe": BACKENDS[argv[1]].load().probe()}) + "\n")
         return 0
+
+    def emit(event: Event) -> None:
+        if event.t is None:
+            event.t = time.time()
+        out.write(json.dumps(event.to_json()) + "\n")
+        out.flush()
+
     spec = json.loads(argv[0])
     cancel = CancelToken()
     signal.signal(signal.SIGINT, lambda *_: cancel.set())
     try:
-        get_workload(spec["workload"]).run(spec["params"], emit, cancel)
+        runner = importlib.import_module(get_workload(spec["workload"]).runners[spec["backend"]])
+        runner.run(spec["params"], emit, cancel)
     except Exception as e:  # noqa: BLE001 - reported as the run's failure, with its traceback on stderr
         traceback.print_exc()
-        emit({"event": "failed", "error": _one_line(e), "type": type(e).__name__})
+        emit(Failed(error=_one_line(e), type=type(e).__name__))
         return 1
     if cancel.is_set():
-        emit({"event": "cancelled"})
+        emit(Cancelled())
         return EXIT_CANCELLED
-    emit({"event": "finished"})
+    emit(Finished())
     return 0
 
 

@@ -1,7 +1,8 @@
 """Fast runtime probes: CPU, GPUs and TPUs from the environment, /proc, /dev and PCI sysfs.
 
-Nothing here imports TensorFlow, so `tpulab detect --fast`, the CLI's validation and the
-TUI's first paint never wait for it. Every probe reads below `root` and from `environ`, so
+Nothing here imports a framework, so `tpulab detect --fast`, the CLI's validation and the
+TUI's first paint never wait for one. Each framework's own view (probed in a worker) joins
+the report under `frameworks`. Every probe reads below `root` and from `environ`, so
 tests point them at a fake tree.
 """
 
@@ -11,7 +12,7 @@ import os
 import platform
 import re
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping
@@ -70,24 +71,31 @@ class RuntimeReport:
     python: str
     packages: dict[str, str | None]
     gpu_hardware: int = 0  # NVIDIA devices seen on the PCI bus, with or without a driver
-    tensorflow: dict[str, Any] | None = None  # filled by the deep probe (in a worker)
+    # Each framework's own view, by backend name, filled by its deep probe (in a worker):
+    # {"tpu_cores", "gpus": [{"name", ...}], versions...} or {"error": ...}.
+    frameworks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def _views(self) -> list[dict[str, Any]]:
+        return [v for v in self.frameworks.values() if "error" not in v]
 
     @property
     def default_device(self) -> str:
-        """The device a run with --device auto will use."""
-        tf = self.tensorflow
-        if tf is not None:
-            if tf.get("tpu_cores"):
+        """The device a run with --device auto will use: the best any installed framework can drive."""
+        views = self._views()
+        if views:
+            if any(v.get("tpu_cores") for v in views):
                 return "tpu"
-            return "gpu" if tf.get("gpus") else "cpu"
-        if self.tpu and (self.packages.get("libtpu") or self.packages.get("tensorflow-tpu")):
+            return "gpu" if any(v.get("gpus") for v in views) else "cpu"
+        pk = self.packages
+        if self.tpu and (pk.get("libtpu") or pk.get("tensorflow-tpu") or pk.get("jax")):
             return "tpu"
         return "gpu" if self.gpus else "cpu"
 
     def max_shards(self) -> dict[str, int]:
-        tf = self.tensorflow or {}
-        tpu_cores = tf.get("tpu_cores") or (self.tpu.cores if self.tpu else 0)
-        gpus = len(tf["gpus"]) if "gpus" in tf else len(self.gpus)
+        views = self._views()
+        tpu_cores = max((v.get("tpu_cores") or 0 for v in views), default=0) or (self.tpu.cores if self.tpu else 0)
+        seen = [len(v["gpus"]) for v in views if "gpus" in v]
+        gpus = max(seen) if seen else len(self.gpus)
         return {"cpu": CPU_MAX_SHARDS, "gpu": gpus, "tpu": tpu_cores}
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,7 +172,7 @@ def _nvml_gpus() -> list[GpuInfo]:
         return []
     try:
         pynvml.nvmlInit()
-    except Exception:
+    except Exception:  # noqa: BLE001 - NVML without a driver raises its own errors: no GPU by NVML
         return []
     try:
         driver = pynvml.nvmlSystemGetDriverVersion()

@@ -12,7 +12,9 @@ from textual.widgets import Button, DataTable, Static
 
 from .. import fmt
 from ..console import comparison_table
+from ..events import RunRecord
 from ..results import StoreError, compare
+from . import lab
 
 
 class ResultsPane(Vertical):
@@ -21,9 +23,9 @@ class ResultsPane(Vertical):
         Binding("m", "compare", "Compare marked", id="results.compare"),
     ]
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.records: list[dict[str, Any]] = []
+        self.records: list[RunRecord] = []
         self.marked: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -37,26 +39,29 @@ class ResultsPane(Vertical):
             yield BarPlot(id="compare-chart")
         yield Button("Compare marked", id="compare-button", disabled=True)
 
-    def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("", *fmt.LIST_COLUMNS)
-        self.query_one("#compare-chart").display = False
-        self.show(self.app.records)
+    @property
+    def table(self) -> DataTable[str]:
+        return self.query_one("#results-table", DataTable)
 
-    def show(self, records: list[dict[str, Any]]) -> None:
+    def on_mount(self) -> None:
+        self.table.add_columns("", *fmt.LIST_COLUMNS)
+        self.query_one("#compare-chart").display = False
+        self.show(lab(self).records)
+
+    def show(self, records: list[RunRecord]) -> None:
         """All runs, newest first."""
         self.records = records
-        table = self.query_one(DataTable)
+        table = self.table
         table.clear()
         for r in records:
-            table.add_row("*" if r["id"] in self.marked else "", *fmt.list_row(r), key=r["id"])
+            table.add_row("*" if r.id in self.marked else "", *fmt.list_row(r), key=r.id)
         self._update_button()
 
     def action_toggle_mark(self) -> None:
-        table = self.query_one(DataTable)
+        table = self.table
         if not self.records:
             return
-        run_id = self.records[table.cursor_row]["id"]
+        run_id = self.records[table.cursor_row].id
         if run_id in self.marked:
             self.marked.remove(run_id)
         else:
@@ -69,16 +74,19 @@ class ResultsPane(Vertical):
 
     @on(Button.Pressed, "#compare-button")
     def action_compare(self) -> None:
-        by_id = {r["id"]: r for r in self.records}
+        from ..widgets.charts import BarPlot
+
+        by_id = {r.id: r for r in self.records}
         chosen = [by_id[i] for i in self.marked if i in by_id]
         try:
             result = compare(chosen)
         except StoreError as e:
             self.notify(str(e), severity="error")
             return
-        self.query_one("#comparison", Static).update(comparison_table(result))
-        chart = self.query_one("#compare-chart")
+        chart = self.query_one("#compare-chart", BarPlot)
         chart.display = True
-        chart.show_bars("speedup vs the first run (x)", [f"{r['id'][:8]}\n{fmt.device(r['record'])}"[:24]
-                                                         for r in result["rows"]],
-                        [r["speedup"] or 0 for r in result["rows"]])
+        # The table takes what the chart leaves; when that is too narrow it turns to runs as columns.
+        self.query_one("#comparison", Static).update(comparison_table(result, max(40, self.size.width * 2 // 3 - 2)))
+        chart.show_bars(f"speedup vs the first run (x, by {result.by})",
+                        [f"{r.short_id}\n{r.device_label(short=True)} {r.backend}"[:24] for r in result.records],
+                        [x or 0 for x in result.speedups])

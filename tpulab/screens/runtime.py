@@ -9,20 +9,20 @@ from textual.widgets import Static
 from ..console import runtime_table
 from ..runtime.detect import RuntimeReport
 from ..runtime.doctor import diagnose
+from . import lab
 
 
-class RuntimePane(VerticalScroll):
+class RuntimePane(VerticalScroll, can_focus=True):
     def compose(self) -> ComposeResult:
         yield Static(id="runtime-report")
-        yield Static("TensorFlow: probing in the background...", id="runtime-status")
+        yield Static(id="runtime-status")
 
     def on_mount(self) -> None:
-        self.show(self.app.report, probing=self.app.probing)
+        self.show(lab(self).report, probing=lab(self).probing)
 
     def show(self, report: RuntimeReport, probing: bool) -> None:
-        self.query_one("#runtime-report", Static).update(runtime_table(report, diagnose(report)))
-        tf = report.tensorflow
-        status = ("TensorFlow: probing in the background..." if probing else
-                  f"TensorFlow: {tf.get('error')}" if tf and "error" in tf else
-                  "TensorFlow probed: details above.")
+        self.query_one("#runtime-report", Static).update(runtime_table(report, diagnose(report), probing))
+        failed = [f"{name}: {view['error']}" for name, view in report.frameworks.items() if "error" in view]
+        status = ("frameworks: probing in the background..." if probing else
+                  "; ".join(failed) if failed else "frameworks probed: details above.")
         self.query_one("#runtime-status", Static).update(status)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
@@ -19,7 +20,7 @@ class ParamForm(VerticalScroll):
     """Emits `Changed` with the checked parameters, or None and the errors by parameter."""
 
     class Changed(Message):
-        def __init__(self, form: "ParamForm", params: Params | None, errors: dict[str, str]) -> None:
+        def __init__(self, form: ParamForm, params: Params | None, errors: dict[str, str]) -> None:
             super().__init__()
             self.form = form
             self.params = params
@@ -32,7 +33,7 @@ class ParamForm(VerticalScroll):
             super().__init__()
             self.spec = spec
 
-    def __init__(self, workload: Workload, limits: Limits, values: Params | None = None, **kwargs) -> None:
+    def __init__(self, workload: Workload, limits: Limits, values: Params | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.workload = workload
         self.limits = limits
@@ -52,10 +53,10 @@ class ParamForm(VerticalScroll):
                     yield Label(spec.name.replace("_", " ") + (f" [{spec.unit}]" if spec.unit else ""),
                                 classes="name")
                     yield self._control(spec, self.initial[spec.name])
-                yield Static(f"{spec.help}; {spec.allowed()}", classes="help")
+                yield Static(f"{spec.help}; {spec.allowed()}", classes="help", id=f"help-{spec.name}")
                 yield Static("", classes="error", id=f"error-{spec.name}")
 
-    def _control(self, spec: ParamSpec, value: Any):
+    def _control(self, spec: ParamSpec, value: Any) -> Input | Select[Any] | Switch:
         wid = f"param-{spec.name}"
         if spec.kind is bool:
             return Switch(value=value, id=wid)
@@ -67,14 +68,16 @@ class ParamForm(VerticalScroll):
         self.revalidate()
 
     # --- values -----------------------------------------------------------------------------
+    def control(self, name: str) -> Input | Select[Any] | Switch:
+        return cast("Input | Select[Any] | Switch", self.query_one(f"#param-{name}"))
+
     def raw_values(self) -> dict[str, Any]:
-        return {spec.name: self.query_one(f"#param-{spec.name}").value for spec in self.workload.params}
+        return {spec.name: self.control(spec.name).value for spec in self.workload.params}
 
     def set_values(self, values: dict[str, Any]) -> None:
         for name, value in values.items():
             spec = self.workload.spec(name)
-            widget = self.query_one(f"#param-{name}")
-            widget.value = value if spec.kind is bool or spec.choices else spec.show(value)
+            self.control(name).value = value if spec.kind is bool or spec.choices else spec.show(value)
         self.revalidate()
 
     def revalidate(self) -> None:
@@ -87,9 +90,10 @@ class ParamForm(VerticalScroll):
                 errors[name] = str(e)
         if not errors:
             try:
-                self.workload.check(params, self.limits)
+                self.workload.validate(params, self.limits)
             except ParamError as e:
                 errors[e.param if e.param in params else "batch_size"] = str(e)
+        self._grey_out(self.limits.backend_for(params.get("backend", "auto")))
         for spec in self.workload.params:
             message = errors.get(spec.name, "")
             error = self.query_one(f"#error-{spec.name}", Static)
@@ -99,6 +103,18 @@ class ParamForm(VerticalScroll):
         self.params = None if errors else params
         self.errors = errors
         self.post_message(self.Changed(self, self.params, errors))
+
+    def _grey_out(self, backend: str) -> None:
+        """A field that means nothing on the chosen backend is disabled, and says why."""
+        for spec in self.workload.params:
+            if spec.backends:
+                applies = spec.applies(backend)
+                control = self.control(spec.name)
+                control.disabled = not applies
+                if not applies and control.value != spec.default:
+                    control.value = spec.default  # a greyed-out field holds nothing the run would ignore
+                self.query_one(f"#help-{spec.name}", Static).update(
+                    f"{spec.help}; {spec.allowed()}" if applies else f"[i]not on {backend}: {spec.why_not}[/i]")
 
     # --- events -----------------------------------------------------------------------------
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -118,7 +134,7 @@ class ParamForm(VerticalScroll):
         else:
             self.revalidate()
 
-    def on_descendant_focus(self, event) -> None:
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         wid = getattr(event.widget, "id", None) or ""
         if wid.startswith("param-"):
             self.post_message(self.Explain(self.workload.spec(wid.removeprefix("param-"))))

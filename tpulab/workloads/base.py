@@ -6,13 +6,18 @@ derived from a workload's `ParamSpec`s; nothing else lists them again.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from ..events import Started
+
+if TYPE_CHECKING:
+    from ..backends import Placement
+    from ..events import Event
+    from ..runtime.detect import RuntimeReport
 
 Params = dict[str, Any]
-Event = dict[str, Any]
-Sink = Callable[[Event], None]
+Sink = Callable[["Event"], None]
 
 
 class ParamError(ValueError):
@@ -37,6 +42,11 @@ class ParamSpec:
     unit: str = ""
     term: str = ""  # glossary entry that explains it
     advanced: bool = False
+    backends: tuple[str, ...] = ()  # the backends it means something to (empty: all)
+    why_not: str = ""  # what the others do instead, e.g. "JAX always compiles with XLA"
+
+    def applies(self, backend: str) -> bool:
+        return not self.backends or backend in self.backends
 
     @property
     def flag(self) -> str:
@@ -95,13 +105,53 @@ def _fmt(x: float) -> str:
 
 @dataclass(frozen=True)
 class Limits:
-    """What the chosen hardware allows, found without importing TensorFlow."""
+    """What the chosen hardware allows, found without importing a framework."""
 
     max_shards: Mapping[str, int]  # per device kind: cpu, gpu, tpu
     default_device: str = "cpu"
+    default_backend: str = "tensorflow"  # what `--backend auto` resolves to here
+
+    @classmethod
+    def of(cls, report: RuntimeReport) -> Limits:
+        """What the detected hardware and the installed frameworks allow."""
+        from ..backends import BackendError, choose
+
+        try:
+            backend = choose("auto", report)[0]
+        except BackendError:
+            backend = "tensorflow"  # nothing installed: a run says so, with the install command
+        return cls(report.max_shards(), report.default_device, backend)
 
     def device_for(self, choice: str) -> str:
         return self.default_device if choice == "auto" else choice
+
+    def backend_for(self, choice: str) -> str:
+        return self.default_backend if choice == "auto" else choice
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A figure a workload reports besides time: the framework's key, and a word for people."""
+
+    key: str  # as the framework names it in its logs (validation adds "val_")
+    label: str  # short, for people: "accuracy"
+    higher_is_better: bool
+    unit: str = ""
+    headline: bool = False  # the one a comparison shows
+
+    def show(self, value: float | None) -> str:
+        return "-" if value is None else f"{value:.4f}"
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A live chart the lab draws for a workload; `quantity` is one of CHART_QUANTITIES."""
+
+    quantity: str
+    title: str
+
+
+CHART_QUANTITIES = ("time", "gflops", "throughput", "metrics")
 
 
 @dataclass(frozen=True)
@@ -112,13 +162,30 @@ class Workload:
     title: str
     summary: str
     params: tuple[ParamSpec, ...]
-    runner: str
+    runners: Mapping[str, str]  # backend name -> module whose `run(params, sink, cancel)` does the work
     flops_per_step: Callable[[Params], float]
     check: Callable[[Params, Limits], None]
     total_steps: Callable[[Params], int]  # every step the run executes, the first call included
     compute_dtype: Callable[[Params], str]  # the number format the math runs in, for peaks
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     unit: str = "step"  # what one timed step is called
+    trains: bool = False  # a training run: loss and metrics per step, epochs with validation
+    metrics: tuple[Metric, ...] = ()
+    charts: tuple[Chart, ...] = ()
+
+    def metric(self, key: str) -> Metric | None:
+        return next((m for m in self.metrics if m.key == key), None)
+
+    @property
+    def headline(self) -> Metric | None:
+        return next((m for m in self.metrics if m.headline), None)
+
+    def label(self, key: str) -> str:
+        """A metric key as people read it: 'val_sparse_categorical_accuracy' -> 'validation accuracy'."""
+        base = key.removeprefix("val_")
+        m = self.metric(base)
+        word = m.label if m else base.replace("_", " ")
+        return f"validation {word}" if key.startswith("val_") else word
 
     def spec(self, name: str) -> ParamSpec:
         for p in self.params:
@@ -139,11 +206,32 @@ class Workload:
         for name, raw in values.items():
             if raw is not None:
                 params[name] = self.spec(name).parse(raw)
-        self.check(params, limits)
+        self.validate(params, limits)
         return params
 
-    def run(self, params: Params, sink: Sink, cancel: "CancelToken") -> None:
-        importlib.import_module(self.runner).run(params, sink, cancel)
+    def validate(self, params: Params, limits: Limits) -> None:
+        """The checks across parameters: what the backend ignores, then the workload's own."""
+        backend = limits.backend_for(params.get("backend", "auto"))
+        for spec in self.params:
+            if not spec.applies(backend) and params[spec.name] != spec.default:
+                raise ParamError(spec.name, f"{spec.flag} means nothing on --backend {backend}: {spec.why_not}")
+        self.check(params, limits)
+
+    def started(self, p: Params, placement: Placement, versions: dict[str, str], backend: str,
+                dataset: str, synthetic: bool = False) -> Started:
+        """The first event of every run of this workload, whatever the backend."""
+        return Started(workload=self.name, device=placement.device(), dtype=self.compute_dtype(p),
+                       flops_per_step=self.flops_per_step(p), steps_total=self.total_steps(p),
+                       per_replica_batch=p["batch_size"] // p["shards"], versions=versions, backend=backend,
+                       note=placement.note, dataset=dataset, synthetic=synthetic)
+
+    def changed(self, params: Params) -> str:
+        """The values that differ from the defaults, for a log line: 'batch_size=8, shards=2'."""
+        return ", ".join(f"{k}={v}" for k, v in params.items() if k in self._names and v != self.spec(k).default)
+
+    @property
+    def _names(self) -> set[str]:
+        return {p.name for p in self.params}
 
 
 class CancelToken:
@@ -157,6 +245,13 @@ class CancelToken:
 
     def is_set(self) -> bool:
         return self._set
+
+
+DEVICE = ParamSpec("device", str, "auto", "where to run: auto picks TPU, then GPU, then CPU",
+                   choices=("auto", "cpu", "gpu", "tpu"))
+BACKEND = ParamSpec("backend", str, "auto", "framework that runs it: auto keeps TensorFlow where it can drive the "
+                    "device, else Keras 3 on JAX (today's TPUs)", choices=("auto", "tensorflow", "jax"),
+                    term="backend")
 
 
 def check_shards(params: Params, limits: Limits, device_param: str = "device") -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..timing import conv_flops
-from .base import Limits, ParamError, Params, ParamSpec, Workload, check_shards
+from .base import BACKEND, DEVICE, Chart, Limits, ParamError, Params, ParamSpec, Workload, check_shards
 
 MODES = ("sharded", "naive", "batch-parallel")
 
@@ -23,14 +23,21 @@ PARAMS = (
     ParamSpec("warmup", int, 2, "iterations run after the first call and left out of the statistics", 0, 1000,
               term="warm-up"),
     ParamSpec("shards", int, 1, "replicas the batch is split over (1 = no sharding)", 1, 64, term="shard"),
-    ParamSpec("mode", str, "sharded", "sharded: a compiled step per replica under a tf.distribute strategy "
-              "(strategy.run), output reduced on device; naive: the article's first attempt, host arrays in, whole output out, one eager "
-              "op per shard's device in turn; batch-parallel: the article's TPU call (TPU only)",
-              choices=MODES, term="mode"),
-    ParamSpec("device", str, "auto", "where to run: auto picks TPU, then GPU, then CPU",
-              choices=("auto", "cpu", "gpu", "tpu")),
+    ParamSpec("mode", str, "sharded", "sharded: a compiled step per replica, each holding its slice of the "
+              "images, output reduced on device; naive: the article's first attempt, host arrays in, whole output "
+              "out, one device after another; batch-parallel: the article's call (TensorFlow: TPU only; JAX: "
+              "shard_map on any device)", choices=MODES, term="mode"),
+    DEVICE,
+    BACKEND,
     ParamSpec("seed", int, 0, "seed of the random images and kernels", 0, 2**31 - 1, advanced=True),
 )
+
+
+DATA_BY_MODE = {
+    "sharded": "random images and kernels (seed {seed}) held on each replica's device",
+    "naive": "random numpy images and kernels (seed {seed}) sent from the host to each shard at every call",
+    "batch-parallel": "random images and kernels (seed {seed}), each shard's slice held on its device",
+}
 
 
 def flops(p: Params) -> float:
@@ -40,9 +47,10 @@ def flops(p: Params) -> float:
 
 def check(p: Params, limits: Limits) -> None:
     check_shards(p, limits)
-    if p["mode"] == "batch-parallel" and limits.device_for(p["device"]) != "tpu":
-        raise ParamError("mode", "--mode batch-parallel needs a TPU (tf.compat.v1.tpu.batch_parallel); "
-                         "use --mode sharded, which runs the same split on any device")
+    if (p["mode"] == "batch-parallel" and limits.device_for(p["device"]) != "tpu"
+            and limits.backend_for(p["backend"]) == "tensorflow"):
+        raise ParamError("mode", "--mode batch-parallel needs a TPU on TensorFlow (tf.compat.v1.tpu.batch_parallel); "
+                         "use --backend jax (shard_map runs it on any device) or --mode sharded")
     if p["padding"] == "VALID" and p["kernel_size"] > p["image_size"]:
         raise ParamError("kernel_size", f"--kernel-size must be at most --image-size {p['image_size']} "
                          f"with VALID padding (got {p['kernel_size']})")
@@ -58,7 +66,7 @@ CONV = Workload(
     summary="The article's first test: 128 random 256x256x3 images, 256 kernels of 5x5, stride 2. "
             "Shows what one op costs, and what an unconsumed output hides.",
     params=PARAMS,
-    runner="tpulab.workloads.conv_tf",
+    runners={"tensorflow": "tpulab.workloads.conv_tf", "jax": "tpulab.workloads.conv_jax"},
     flops_per_step=flops,
     check=check,
     total_steps=total_steps,
@@ -69,4 +77,5 @@ CONV = Workload(
         "article-sharded": {"shards": 8},
     },
     unit="iteration",
+    charts=(Chart("time", "ms per iteration"), Chart("gflops", "GFLOP/s")),
 )

@@ -12,10 +12,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from ..backends import Placement
+from ..backends.tensorflow import place, versions
 from ..callbacks import StepTimer
-from ..runtime.strategy import Placement, place, versions
+from ..events import from_dicts
 from .base import CancelToken, Params, Sink
-from .conv import CONV
+from .conv import CONV, DATA_BY_MODE
 
 
 class ConvSum(keras.layers.Layer):
@@ -45,44 +47,30 @@ def shapes(p: Params) -> tuple[tuple[int, ...], tuple[int, ...]]:
             (p["kernel_size"], p["kernel_size"], p["channels"], p["filters"]))
 
 
-def build_model(p: Params, strategy) -> keras.Model:
+def build_model(p: Params, placement: Placement) -> keras.Model:
     images, kernel = shapes(p)
-    with strategy.scope():
+    with placement.scope():
         inputs = keras.Input((1,))
         outputs = ConvSum(images, kernel, p["stride"], p["padding"], p["dtype"], p["seed"])(inputs)
         return keras.Model(inputs, outputs)
 
 
-DATA_BY_MODE = {
-    "sharded": "random images and kernels (seed {seed}) held on each replica's device",
-    "naive": "random numpy images and kernels (seed {seed}) sent from the host to each shard at every call",
-    "batch-parallel": "random images and kernels (seed {seed}) made on each TPU core",
-}
-
-
 def run(p: Params, sink: Sink, cancel: CancelToken) -> None:
     placement = place(p["device"], p["shards"])
-    start_event(p, placement, sink)
-    timer = StepTimer(sink, batch_size=p["batch_size"], warmup=p["warmup"], cancel=cancel)
+    sink(CONV.started(p, placement, versions(), "tensorflow", DATA_BY_MODE[p["mode"]].format(seed=p["seed"])))
+    timer = StepTimer(from_dicts(sink), batch_size=p["batch_size"], warmup=p["warmup"], cancel=cancel)
     if p["mode"] == "naive":
-        run_naive(p, timer, cancel, placement.strategy.extended.worker_devices)
+        run_naive(p, timer, cancel, placement.devices)
     elif p["mode"] == "batch-parallel":
         run_batch_parallel(p, timer, cancel, placement)
     else:
-        model = build_model(p, placement.strategy)
+        model = build_model(p, placement)
         # One dummy row per replica: each replica convolves the images it holds.
         rows = tf.data.Dataset.from_tensors(tf.zeros((p["shards"], 1))).repeat()
         model.predict(rows, steps=CONV.total_steps(p), callbacks=[timer], verbose=0)
 
 
-def start_event(p: Params, placement: Placement, sink: Sink) -> None:
-    sink({"event": "started", "workload": CONV.name, "device": placement.describe(), "dtype": CONV.compute_dtype(p),
-          "flops_per_step": CONV.flops_per_step(p), "steps_total": CONV.total_steps(p),
-          "per_replica_batch": p["batch_size"] // p["shards"], "versions": versions(), "note": placement.note,
-          "dataset": DATA_BY_MODE[p["mode"]].format(seed=p["seed"])})
-
-
-def run_naive(p: Params, timer: StepTimer, cancel: CancelToken, devices: tuple[str, ...]) -> None:
+def run_naive(p: Params, timer: StepTimer, cancel: CancelToken, devices: list[str]) -> None:
     """The article's first attempt: numpy arrays in, the whole output copied back, every time.
 
     With shards, each device gets its slice in turn: eager ops placed by hand run one after
@@ -125,8 +113,7 @@ def batch_parallel_graph(p: Params) -> tuple[tf.Graph, tf.Tensor]:
 
 def run_batch_parallel(p: Params, timer: StepTimer, cancel: CancelToken, placement: Placement) -> None:
     graph, total = batch_parallel_graph(p)
-    resolver = placement.strategy.cluster_resolver
-    with graph.as_default(), tf.compat.v1.Session(resolver.master(), graph=graph) as session:
+    with graph.as_default(), tf.compat.v1.Session(placement.master, graph=graph) as session:
         session.run(tf.compat.v1.tpu.initialize_system())
         try:
             for i in range(CONV.total_steps(p)):

@@ -1,4 +1,4 @@
-"""TensorFlow's side of the runtime: devices, TPU connection, strategies, the deep probe.
+"""TensorFlow behind tpulab's backend protocol: devices, TPU connection, strategies, the deep probe.
 
 Imported only inside a worker process: the logical-device split must happen before
 TensorFlow's first op, which is why each run gets a fresh process.
@@ -8,29 +8,23 @@ from __future__ import annotations
 
 import os
 import platform
-from dataclasses import dataclass
 from typing import Any
 
 import tensorflow as tf
 
-from .detect import detect
+from ..runtime.detect import detect
+from . import Placement
 
 
 class DeviceError(RuntimeError):
     """The requested device cannot be used; the message says why and what to do."""
 
 
-@dataclass
-class Placement:
-    strategy: Any  # a tf.distribute.Strategy
-    kind: str  # cpu, gpu, tpu
-    name: str  # what peaks are looked up by: CPU model, GPU name, TPU generation
-    replicas: int
-    note: str | None = None  # e.g. why auto fell back to the CPU
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "replicas": self.replicas,
-                "strategy": type(self.strategy).__name__}
+def _placement(strategy: Any, kind: str, name: str, replicas: int, note: str | None = None,
+               master: str | None = None) -> Placement:
+    return Placement(kind=kind, name=name, replicas=replicas, strategy=type(strategy).__name__,
+                     devices=list(strategy.extended.worker_devices), handle=strategy, note=note, master=master,
+                     scope=strategy.scope)
 
 
 def versions() -> dict[str, str]:
@@ -67,7 +61,8 @@ def place(device: str, shards: int) -> Placement:
                 raise DeviceError(f"--shards {shards} is more than the TPU's {cores} cores")
             assignment = tf.tpu.experimental.DeviceAssignment.build(topology, num_replicas=shards)
             strategy = tf.distribute.TPUStrategy(resolver, experimental_device_assignment=assignment)
-            return Placement(strategy, "tpu", report.tpu.generation or "TPU", shards)
+            generation = report.tpu.generation if report.tpu else None
+            return _placement(strategy, "tpu", generation or "TPU", shards, master=resolver.master())
     gpus = tf.config.list_physical_devices("GPU")
     if device == "gpu" and not gpus:
         raise DeviceError("TensorFlow sees no GPU (see `tpulab doctor`)")
@@ -78,7 +73,7 @@ def place(device: str, shards: int) -> Placement:
         names = [f"/gpu:{i}" for i in range(shards)]
         strategy = (tf.distribute.OneDeviceStrategy(names[0]) if shards == 1
                     else tf.distribute.MirroredStrategy(names))
-        return Placement(strategy, "gpu", name, shards, note)
+        return _placement(strategy, "gpu", name, shards, note)
     return _cpu_placement(shards, report.cpu.model, note)
 
 
@@ -92,7 +87,7 @@ def _cpu_placement(shards: int, model: str, note: str | None) -> Placement:
         strategy = tf.distribute.MirroredStrategy(names, cross_device_ops=tf.distribute.ReductionToOneDevice())
     else:
         strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    return Placement(strategy, "cpu", model, shards, note)
+    return _placement(strategy, "cpu", model, shards, note)
 
 
 def to_tpu_model(model, strategy):
@@ -105,7 +100,7 @@ def to_tpu_model(model, strategy):
 
 
 def probe() -> dict[str, Any]:
-    """TensorFlow's own view of the machine, for `tpulab detect` and the doctor."""
+    """TensorFlow's own view of the machine, for `tpulab detect`, the doctor and `auto`."""
     report = detect()
     out: dict[str, Any] = dict(versions())
     out["built_with_cuda"] = tf.test.is_built_with_cuda()

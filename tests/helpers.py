@@ -1,0 +1,110 @@
+"""What several test modules build: fake machine trees, IDX files, records, the real command."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tpulab.data import FILES
+from tpulab.events import Compiled, Device, Event, RunRecord, Started, Step
+from tpulab.record import RunRecorder
+from tpulab.runtime.detect import RuntimeReport, detect
+from tpulab.workloads import WORKLOADS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CPUINFO = "".join(
+    f"processor\t: {i}\nmodel name\t: AMD EPYC 7B12\ncpu MHz\t\t: 2250.000\n"
+    "flags\t\t: fpu sse4_2 avx avx2 fma\n\n" for i in range(4))
+TF = {"tensorflow": "2.21.0", "keras": "3.15.1"}
+
+
+def run_cli(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real command in a child process, as a user would run it, in a wide terminal."""
+    return subprocess.run([sys.executable, "-m", "tpulab", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+def json_events(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+# --- fake machines ---------------------------------------------------------------------------
+def tree(root: Path, files: dict[str, str] | None = None, dirs: tuple[str, ...] = ()) -> Path:
+    """A /proc, /sys and /dev of a 4-core AVX2 machine, plus `files` and `dirs`."""
+    base = {"proc/cpuinfo": CPUINFO, "proc/meminfo": "MemTotal:       16384000 kB\n"}
+    for rel, text in {**base, **(files or {})}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    for rel in dirs:
+        (root / rel).mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def pci(address: str, vendor: str, device: str, cls: str) -> dict[str, str]:
+    d = f"sys/bus/pci/devices/{address}"
+    return {f"{d}/vendor": vendor + "\n", f"{d}/device": device + "\n", f"{d}/class": cls + "\n"}
+
+
+def gpu_tree(root: Path) -> Path:
+    return tree(root, {
+        **pci("0000:00:04.0", "0x10de", "0x1eb8", "0x030200"),
+        "proc/driver/nvidia/gpus/0000:00:04.0/information": "Model: \t\t Tesla T4\nIRQ: 34\n",
+        "proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19\n",
+    })
+
+
+def v5e_tree(root: Path) -> Path:
+    return tree(root, pci("0000:00:05.0", "0x1ae0", "0x0063", "0x120000"), dirs=("dev/vfio/0",))
+
+
+def cpu_only(root: Path, packages: dict[str, str | None] | None = None) -> RuntimeReport:
+    """A machine with no accelerator, whatever this host has."""
+    return detect(tree(root), {}, {**TF, **(packages or {})})
+
+
+# --- data ------------------------------------------------------------------------------------
+def write_idx(path: Path, array: np.ndarray, *, truncate: int = 0) -> None:
+    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    data = header + array.astype(np.uint8).tobytes()
+    with gzip.open(path, "wb") as f:
+        f.write(data[:len(data) - truncate] if truncate else data)
+
+
+def write_set(folder: Path, n_train: int = 12, n_test: int = 5, seed: int = 0) -> dict[str, np.ndarray]:
+    """The four Fashion-MNIST files, tiny: random images whose label is their brightness decile."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    arrays = {"x_train": rng.integers(0, 256, (n_train, 28, 28)), "y_train": rng.integers(0, 10, n_train),
+              "x_test": rng.integers(0, 256, (n_test, 28, 28)), "y_test": rng.integers(0, 10, n_test)}
+    for key, name in FILES.items():
+        write_idx(folder / name, arrays[key])
+    return arrays
+
+
+# --- records ---------------------------------------------------------------------------------
+def make_record(shards: int = 1, median: float = 1.0, batch: int = 8, status: str = "finished",
+                flops: float = 1e9, backend: str = "tensorflow", workload: str = "conv",
+                report: RuntimeReport | None = None) -> RunRecord:
+    """A record built the way every run builds it: events fed to the recorder."""
+    w = WORKLOADS[workload]
+    params = {**w.defaults(), "batch_size": batch, "shards": shards, "device": "cpu", "backend": backend}
+    rec = RunRecorder(w, params, report or detect(), backend, "asked for")
+    events: list[Event] = [
+        Started(workload=workload, device=Device(kind="cpu", name="test CPU", replicas=shards), dtype="float32",
+                flops_per_step=flops, steps_total=5, per_replica_batch=batch // shards, backend=backend),
+        Compiled(seconds=2.0)]
+    events += [Step(step=i, seconds=s) for i, s in enumerate((median * 0.9, median, median * 1.1, median), 2)]
+    for e in events:
+        rec.feed(e)
+    rec.finish(status)
+    return rec.record()
+
+

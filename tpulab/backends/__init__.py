@@ -1,0 +1,136 @@
+"""The framework boundary: what tpulab needs from TensorFlow or JAX, and nothing more.
+
+This module names each backend and says, without importing any framework, whether it is
+installed, how to install it, what a worker must set before the import, and which one `auto`
+picks for the hardware found. Each framework's own code lives in one module beside this one
+(`tensorflow.py`, `jax.py`), loaded only inside a worker, and keeps the `FrameworkBackend`
+protocol. Adding a backend: a `BackendInfo` here, a module there, and a runner per workload.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, cast
+
+from ..events import Device
+
+if TYPE_CHECKING:
+    from ..runtime.detect import RuntimeReport
+
+class BackendError(RuntimeError):
+    """A backend cannot run here; the message names the command that fixes it."""
+
+
+@dataclass
+class Placement:
+    """Where a run's replicas live, as a backend set them up; workloads use only these fields."""
+
+    kind: str  # cpu, gpu, tpu
+    name: str  # what peaks are looked up by: CPU model, GPU name, TPU generation
+    replicas: int
+    strategy: str  # how the replicas are driven, in the framework's words
+    devices: list[Any]  # one framework device (or device name) per replica
+    handle: Any = None  # the framework's distribution object: a tf.distribute.Strategy, a jax Mesh
+    note: str | None = None  # e.g. why auto fell back to the CPU
+    master: str | None = None  # a TPU session target (TensorFlow's batch_parallel)
+    hosts: int = 1
+    scope: Callable[[], AbstractContextManager[Any]] = field(default=nullcontext)
+
+    def device(self) -> Device:
+        return Device(kind=self.kind, name=self.name, replicas=self.replicas, strategy=self.strategy,
+                      hosts=self.hosts)
+
+
+class FrameworkBackend(Protocol):
+    """What each framework module provides, inside a worker."""
+
+    def place(self, device: str, shards: int) -> Placement: ...
+
+    def versions(self) -> dict[str, str]: ...
+
+    def probe(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    name: str
+    title: str
+    distributions: tuple[str, ...]  # any one installed means the framework is there
+    install: str  # the command that installs it
+
+    def installed(self, packages: Mapping[str, str | None]) -> bool:
+        return any(packages.get(d) for d in self.distributions)
+
+    def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
+        """What the worker's environment must hold before the framework is imported."""
+        env = {"KERAS_BACKEND": self.name}
+        if self.name == "tensorflow":
+            env["TF_CPP_MIN_LOG_LEVEL"] = environ.get("TF_CPP_MIN_LOG_LEVEL", "2")
+        elif self.name == "jax" and device == "cpu":
+            env["JAX_PLATFORMS"] = "cpu"
+            flags = [f for f in environ.get("XLA_FLAGS", "").split()
+                     if not f.startswith("--xla_force_host_platform_device_count")]
+            env["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={max(1, shards)}"])
+        return env
+
+    def load(self) -> FrameworkBackend:
+        """The framework module (imports the framework: call it in a worker only)."""
+        return cast(FrameworkBackend, importlib.import_module(f"{__name__}.{self.name}"))
+
+
+BACKENDS: dict[str, BackendInfo] = {
+    "tensorflow": BackendInfo("tensorflow", "TensorFlow", ("tensorflow", "tensorflow-cpu", "tensorflow-tpu"),
+                              "pip install 'tensorflow>=2.16'"),
+    "jax": BackendInfo("jax", "Keras 3 on JAX", ("jax",), "pip install 'tpulab[jax]'  # or: pip install 'jax[cpu]'"),
+}
+CHOICES = ("auto", *BACKENDS)
+
+
+def tensorflow_drives_tpu(report: RuntimeReport) -> tuple[bool, str]:
+    """Whether TensorFlow can use the TPU found, and if not, why (framework-free)."""
+    tf = report.frameworks.get("tensorflow") or {}
+    if tf.get("tpu_cores"):
+        return True, "TensorFlow initialised the TPU"
+    if "tpu_cores" in tf or tf.get("tpu_error"):
+        return False, "TensorFlow could not initialise the TPU" + (f" ({tf['tpu_error'].splitlines()[0][:120]})"
+                                                                    if tf.get("tpu_error") else "")
+    pk = report.packages
+    if not BACKENDS["tensorflow"].installed(pk):
+        return False, "TensorFlow is not installed"
+    if not (pk.get("tensorflow-tpu") or pk.get("libtpu") or pk.get("libtpu-nightly")):
+        return False, "TensorFlow has no TPU runtime (tensorflow-tpu / libtpu) installed"
+    return True, "TensorFlow and its TPU runtime are installed"
+
+
+def choose(requested: str, report: RuntimeReport, device: str = "auto") -> tuple[str, str]:
+    """The backend a run uses, and why: `auto` keeps TensorFlow where it can drive the device."""
+    pk = report.packages
+    if requested != "auto":
+        info = BACKENDS[requested]
+        if not info.installed(pk):
+            raise BackendError(f"--backend {requested}: {info.title} is not installed; install it with: {info.install}")
+        return requested, "asked for"
+    tf_ok = BACKENDS["tensorflow"].installed(pk)
+    jax_ok = BACKENDS["jax"].installed(pk)
+    wants_tpu = device == "tpu" or (device == "auto" and report.tpu is not None)
+    if wants_tpu and report.tpu is not None:
+        drives, why = tensorflow_drives_tpu(report)
+        if drives and tf_ok:
+            return "tensorflow", f"{why}"
+        if jax_ok:
+            return "jax", f"a TPU is present and {why[0].lower() + why[1:]}; JAX drives it"
+        raise BackendError(f"a TPU is present and {why[0].lower() + why[1:]}, and JAX is not installed; "
+                           f"install it with: {BACKENDS['jax'].install.split('  #')[0]}")
+    if tf_ok:
+        return "tensorflow", "TensorFlow is installed and drives this device (the article's framework)"
+    if jax_ok:
+        return "jax", "TensorFlow is not installed"
+    raise BackendError("neither TensorFlow nor JAX is installed; install one with: "
+                       f"{BACKENDS['tensorflow'].install} (or {BACKENDS['jax'].install.split('  #')[0]})")
+
+
+def worker_env(backend: str, device: str, shards: int) -> dict[str, str]:
+    return BACKENDS[backend].worker_env(device, shards, os.environ)
