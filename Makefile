@@ -2,12 +2,12 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install run test bench clean
+.PHONY: install run test quick check bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[jax,test,dev]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -18,9 +18,17 @@ run: install
 test: install
 	$(PY) -m pytest -q
 
+quick: install
+	$(PY) -m pytest -q -m "not slow"
+
+check: install
+	$(VENV)/bin/ruff check tpulab tests benchmarks
+	$(VENV)/bin/mypy
+
 bench: install
 	$(PY) benchmarks/conv_overhead.py
 	$(PY) benchmarks/callback_overhead.py
+	$(PY) benchmarks/backends.py
 
 clean:
 	rm -rf $(VENV) *.egg-info

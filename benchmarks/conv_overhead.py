@@ -1,10 +1,14 @@
-"""tpulab's conv timing against a hand-written tf.function of the same shape, alternated in one run.
+"""tpulab's conv timing against a hand-written program of the same shape, alternated in one run.
 
+For each backend, a hand-written baseline in a fresh process (TensorFlow: a tf.function returning
+`reduce_sum(conv)`; JAX: `jax.jit` of the same, its result fetched), then tpulab's worker.
 Prints ratios (the machine is noisy, absolute times are not comparable across runs):
-  sharded/baseline: what tpulab's instrument (Keras predict + StepTimer + worker) costs; goal <= 1.05x
+  sharded/baseline: what tpulab's instrument costs; goal <= 1.05x on each backend
   naive/baseline:   the article's lesson, host arrays in and the whole output out, as a ratio
+  jax/tensorflow:   the same convolution, tpulab's sharded mode on each backend
 
     python benchmarks/conv_overhead.py [--rounds 3] [--iterations 5] [--batch-size 128] [--image-size 256]
+                                       [--backends tensorflow,jax]
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-BASELINE = r"""
+BASELINES = {
+    "tensorflow": r"""
 import json, sys, time, statistics
 import tensorflow as tf
 b, s, it, warm = (int(x) for x in sys.argv[1:5])
@@ -34,29 +39,45 @@ times = []
 for i in range(1 + warm + it):
     t0 = time.perf_counter(); conv().numpy(); times.append(time.perf_counter() - t0)
 print(json.dumps(statistics.median(times[1 + warm:])))
-"""
+""",
+    "jax": r"""
+import json, sys, time, statistics
+import jax, jax.numpy as jnp
+b, s, it, warm = (int(x) for x in sys.argv[1:5])
+images = jax.random.normal(jax.random.key(0), (b, s, s, 3))
+kernel = jax.random.normal(jax.random.key(1), (5, 5, 3, 256))
+@jax.jit
+def conv(x, k):
+    y = jax.lax.conv_general_dilated(x, k, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    return jnp.sum(y)
+times = []
+for i in range(1 + warm + it):
+    t0 = time.perf_counter(); float(conv(images, kernel)); times.append(time.perf_counter() - t0)
+print(json.dumps(statistics.median(times[1 + warm:])))
+""",
+}
 
 
-def baseline(args) -> float:
-    out = subprocess.run([sys.executable, "-c", BASELINE, str(args.batch_size), str(args.image_size),
-                          str(args.iterations), "1"], capture_output=True, text=True, check=True,
-                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    return json.loads(out.stdout)
+def baseline(args: argparse.Namespace, backend: str) -> float:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", BASELINES[backend], str(args.batch_size), str(args.image_size),
+                          str(args.iterations), "1"], capture_output=True, text=True, check=True, env=env)
+    return float(json.loads(out.stdout))
 
 
-def tpulab(args, mode: str) -> float:
+def tpulab(args: argparse.Namespace, backend: str, mode: str) -> float:
     from tpulab.runner import Run
     from tpulab.runtime.detect import detect
     from tpulab.workloads import WORKLOADS
 
     params = {**WORKLOADS["conv"].defaults(), "batch_size": args.batch_size, "image_size": args.image_size,
-              "iterations": args.iterations, "warmup": 1, "mode": mode}
+              "iterations": args.iterations, "warmup": 1, "mode": mode, "device": "cpu", "backend": backend}
     run = Run("conv", params, detect())
     for _ in run.events():
         pass
     rec = run.recorder.record()
-    assert rec["status"] == "finished", rec["error"]
-    return rec["summary"]["step_seconds"]["median"]
+    assert rec.status == "finished" and rec.median, rec.error
+    return rec.median
 
 
 def main() -> None:
@@ -65,19 +86,33 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--image-size", type=int, default=256)
+    ap.add_argument("--backends", default="tensorflow,jax")
     args = ap.parse_args()
-    sharded, naive = [], []
+    backends = args.backends.split(",")
+    ratios: dict[str, list[float]] = {}
+    sharded: dict[str, list[float]] = {b: [] for b in backends}
     t0 = time.time()
     for r in range(args.rounds):
-        base = baseline(args)
-        sharded.append(tpulab(args, "sharded") / base)
-        base2 = baseline(args)
-        naive.append(tpulab(args, "naive") / base2)
-        print(f"round {r + 1}: sharded/baseline {sharded[-1]:.3f}x  naive/baseline {naive[-1]:.3f}x", flush=True)
+        line = []
+        for backend in backends:
+            for mode in ("sharded", "naive"):
+                base = baseline(args, backend)
+                seconds = tpulab(args, backend, mode)
+                if mode == "sharded":
+                    sharded[backend].append(seconds)
+                ratios.setdefault(f"{backend} {mode}", []).append(seconds / base)
+                line.append(f"{backend} {mode}/baseline {seconds / base:.3f}x")
+        if len(backends) == 2:
+            ratios.setdefault("jax/tensorflow", []).append(sharded["jax"][-1] / sharded["tensorflow"][-1])
+            line.append(f"tpulab jax/tensorflow {ratios['jax/tensorflow'][-1]:.3f}x")
+        print(f"round {r + 1}: " + ", ".join(line), flush=True)
     print(f"conv {args.batch_size}x{args.image_size}x{args.image_size}x3, 256 5x5 filters, stride 2, "
           f"{args.rounds} rounds, {time.time() - t0:.0f} s")
-    print(f"tpulab sharded / hand-written tf.function: median {statistics.median(sharded):.3f}x (goal <= 1.05x)")
-    print(f"naive (article's first attempt) / tf.function: median {statistics.median(naive):.3f}x")
+    for name, values in ratios.items():
+        goal = " (goal <= 1.05x)" if name.endswith("sharded") else ""
+        what = "time per iteration" if "/" in name else "tpulab / hand-written baseline"
+        print(f"{name}: {what}, median {statistics.median(values):.3f}x "
+              f"(rounds {min(values):.3f}-{max(values):.3f}){goal}")
 
 
 if __name__ == "__main__":

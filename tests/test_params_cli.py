@@ -48,7 +48,7 @@ def test_bad_values_give_one_line_naming_the_parameter(capsys, monkeypatch, tmp_
 def test_a_backend_that_is_not_installed_names_its_install_command(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr("tpulab.cli.fast_report", lambda: cpu_only(tmp_path, {"jax": None}))
     line = bad(capsys, "--backend", "jax", "--preset", "smoke")
-    assert "--backend jax: Keras 3 on JAX is not installed; install it with: pip install 'tpulab[jax]'" in line
+    assert "--backend jax: JAX is not installed; install it with: pip install 'tpulab[jax]'" in line
 
 
 def test_a_switch_the_backend_ignores_is_refused(capsys, monkeypatch, tmp_path):

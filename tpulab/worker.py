@@ -145,6 +145,7 @@ def main(argv: list[str]) -> int:
     cancel = CancelToken()
     signal.signal(signal.SIGINT, lambda *_: cancel.set())
     try:
+        BACKENDS[spec["backend"]].load()  # first: its framework, and none that would compete with it
         runner = importlib.import_module(get_workload(spec["workload"]).runners[spec["backend"]])
         runner.run(spec["params"], emit, cancel)
     except Exception as e:  # noqa: BLE001 - reported as the run's failure, with its traceback on stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, cast
@@ -60,6 +61,7 @@ class BackendInfo:
     title: str
     distributions: tuple[str, ...]  # any one installed means the framework is there
     install: str  # the command that installs it
+    excludes: tuple[str, ...] = ()  # frameworks its worker must never load (they would compete for a TPU)
 
     def installed(self, packages: Mapping[str, str | None]) -> bool:
         return any(packages.get(d) for d in self.distributions)
@@ -77,14 +79,23 @@ class BackendInfo:
         return env
 
     def load(self) -> FrameworkBackend:
-        """The framework module (imports the framework: call it in a worker only)."""
+        """The framework module (imports the framework: call it in a worker only, before anything else).
+
+        Frameworks it excludes become unimportable in this process: an attempt raises ImportError,
+        which Keras and others take as "not installed".
+        """
+        for name in self.excludes:
+            sys.modules.setdefault(name, None)  # type: ignore[arg-type]
         return cast(FrameworkBackend, importlib.import_module(f"{__name__}.{self.name}"))
 
 
 BACKENDS: dict[str, BackendInfo] = {
     "tensorflow": BackendInfo("tensorflow", "TensorFlow", ("tensorflow", "tensorflow-cpu", "tensorflow-tpu"),
                               "pip install 'tensorflow>=2.16'"),
-    "jax": BackendInfo("jax", "Keras 3 on JAX", ("jax",), "pip install 'tpulab[jax]'  # or: pip install 'jax[cpu]'"),
+    # Keras reaches for TensorFlow when it is installed (to seed it, for tf.data); on a TPU the first
+    # framework to initialise it wins (jax-ml/jax #13260), so a JAX worker keeps TensorFlow out.
+    "jax": BackendInfo("jax", "JAX", ("jax",), "pip install 'tpulab[jax]'  # or: pip install 'jax[cpu]'",
+                       excludes=("tensorflow",)),
 }
 CHOICES = ("auto", *BACKENDS)
 
@@ -121,9 +132,9 @@ def choose(requested: str, report: RuntimeReport, device: str = "auto") -> tuple
         if drives and tf_ok:
             return "tensorflow", f"{why}"
         if jax_ok:
-            return "jax", f"a TPU is present and {why[0].lower() + why[1:]}; JAX drives it"
-        raise BackendError(f"a TPU is present and {why[0].lower() + why[1:]}, and JAX is not installed; "
-                           f"install it with: {BACKENDS['jax'].install.split('  #')[0]}")
+            return "jax", f"a TPU is present and TensorFlow cannot drive it ({why}); JAX can"
+        raise BackendError(f"a TPU is present, TensorFlow cannot drive it ({why}) and JAX is not installed; "
+                           "install it with: pip install 'jax[tpu]'")
     if tf_ok:
         return "tensorflow", "TensorFlow is installed and drives this device (the article's framework)"
     if jax_ok:

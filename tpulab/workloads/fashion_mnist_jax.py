@@ -1,0 +1,77 @@
+"""The article's CNN on Keras 3 over JAX: data parallel with `keras.distribution`, inputs without TensorFlow.
+
+`keras.distribution.DataParallel` over the placement's devices, set before the model is built,
+is JAX's successor of the article's `keras_to_tpu_model`: the weights are replicated, each
+batch is split over the devices. XLA always compiles the step, so `--xla` has no meaning here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import numpy as np
+
+from ..backends.jax import place, versions
+from ..data import Dataset, random_slices
+from .base import CancelToken, Params, Sink
+from .fashion_mnist import train
+
+
+class Batches(keras.utils.PyDataset):
+    """tf.data's counterpart in numpy: shuffled each epoch, batched, prefetched by background threads.
+
+    Infinite when `steps` is None (training: `fit` takes steps_per_epoch batches at a time).
+    """
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, batch: int, seed: int, shuffle: bool,
+                 steps: int | None = None) -> None:
+        super().__init__(workers=2, use_multiprocessing=False, max_queue_size=4)
+        self.x, self.y, self.batch, self.seed, self.shuffle, self.steps = x, y, batch, seed, shuffle, steps
+        self.per_pass = max(1, len(x) // batch)
+        self._orders: dict[int, np.ndarray] = {}
+
+    @property
+    def num_batches(self) -> int | None:
+        return self.steps
+
+    def _order(self, epoch: int) -> np.ndarray:
+        if epoch not in self._orders:  # one permutation per pass over the data, reproducible from the seed
+            n = self.per_pass * self.batch
+            self._orders = {epoch: np.random.default_rng([self.seed, epoch]).permutation(len(self.x))[:n]
+                            if self.shuffle else np.arange(n)}
+        return self._orders[epoch]
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        epoch, i = divmod(index, self.per_pass)
+        rows = self._order(epoch)[i * self.batch:(i + 1) * self.batch]
+        return np.expand_dims(self.x[rows], -1).astype(np.float32), self.y[rows].astype(np.int32)
+
+
+def training_input(data: Dataset, p: Params) -> Any:
+    if p["pipeline"] == "generator":
+        return random_slices(data.x_train, data.y_train, p["batch_size"], p["seed"])
+    return Batches(data.x_train, data.y_train, p["batch_size"], p["seed"], shuffle=True)
+
+
+def validation_batch(n: int, batch: int, shards: int) -> int:
+    """The largest batch up to `batch` that splits evenly over the shards and, if one does, divides n.
+
+    Sharded batches must split evenly over the devices; dividing n keeps every example in.
+    """
+    even = [b for b in range(min(batch, n), 0, -1) if b % shards == 0]
+    return next((b for b in even if n % b == 0), even[0] if even else shards)
+
+
+def validation_input(data: Dataset, p: Params) -> Any:
+    n = min(p["validation_examples"], len(data.x_test))
+    batch = validation_batch(n, p["batch_size"], p["shards"])
+    return Batches(data.x_test[:n], data.y_test[:n], batch, p["seed"], shuffle=False, steps=max(1, n // batch))
+
+
+def run(p: Params, sink: Sink, cancel: CancelToken) -> None:
+    placement = place(p["device"], p["shards"])
+    if placement.replicas > 1:
+        keras.distribution.set_distribution(keras.distribution.DataParallel(
+            devices=[f"{d.platform}:{d.id}" for d in placement.devices]))
+    train(p, sink, cancel, placement, versions(), "jax", training_input, validation_input, jit_compile=True)
