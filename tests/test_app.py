@@ -9,7 +9,7 @@ import time
 import pytest
 
 from rich.console import Console
-from textual.widgets import Button, DataTable, Input, OptionList, Select, Static, Switch
+from textual.widgets import Button, Checkbox, DataTable, Input, OptionList, Select, Static, Switch
 
 from tpulab.app import TpulabApp
 from tpulab.events import RunRecord
@@ -327,3 +327,45 @@ def test_estimate_trusts_similar_work_and_says_which_basis(tmp_path):
     assert guess.seconds == pytest.approx(8.0 + 2.0 + steps * 0.5)  # start-up + its first call + steps at its rate
     other = make_record(median=0.5, batch=128, flops=conv.flops_per_step(article), backend="jax", report=report)
     assert "device's best sustained" in estimate(conv, article, limits, report, [tiny, other]).basis
+
+
+@pytest.mark.slow
+async def test_sweep_mode_and_view(tmp_path):
+    from tpulab.screens.sweep import SweepPane
+
+    app = TpulabApp(probe=False, report=cpu_only(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await wait_for(pilot, lambda: bool(app.query("#sweep-mode")), 5)
+        app.query_one("#sweep-mode", Checkbox).value = True
+        await wait_for(pilot, lambda: app.query_one(ParamForm).sweep, 5)
+        for name, value in (("batch_size", "4,8"), ("image_size", "16"), ("filters", "4"), ("iterations", "2"),
+                            ("device", "cpu"), ("warmup", "0")):
+            await type_into(pilot, app, name, value)
+        await pilot.pause()
+        plan = text(app.query_one("#plan", Static))
+        assert "sweep: 2 point(s) + the article's configuration" in plan and "estimate" in plan
+        assert str(app.query_one("#run-button", Button).label) == "Sweep (ctrl+r)"
+        await type_into(pilot, app, "shards", "1,3")
+        await pilot.pause()
+        assert "cannot run" in text(app.query_one("#plan", Static))  # batch 4 and 8 on 3 shards: named
+        await type_into(pilot, app, "shards", "1")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: bool(app.query(SweepPane)) and app.query_one(SweepPane).sweep is not None, 10)
+        pane = app.query_one(SweepPane)
+        assert app.query_one("#tabs").active == "sweep"
+        await wait_for(pilot, lambda: pane.sweep is not None and pane.sweep.status != "running", 240)
+        assert pane.query_one("#sweep-table", DataTable).row_count == 3
+        assert "best:" in text(pane.query_one("#sweep-findings", Static))
+        chart = pane.query_one("#sweep-chart", SeriesPlot)
+        assert [x for x, _ in chart.points("throughput")] == [4, 8, 128]  # the article's batch among them
+        assert len(chart.points("best")) == 1
+        assert sum(r.sweep == pane.sweep.id for r in app.records) == 3
+        await wait_for(pilot, lambda: len(app.store.sweeps()) == 1, 10)
+        best = pane.sweep.findings().best
+        await pilot.press("o")
+        await wait_for(pilot, lambda: app.query_one("#tabs").active == "workloads", 5)
+        await wait_for(pilot, lambda: not app.query_one(ParamForm).sweep, 5)
+        form = app.query_one(ParamForm)
+        await wait_for(pilot, lambda: form.params is not None, 5)
+        assert form.params["batch_size"] == best.values["batch_size"] and form.params["iterations"] == 2

@@ -43,10 +43,32 @@ def test_schema_is_versioned(tmp_path):
     path = tmp_path / "a.db"
     Store(path).save(make_record())
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("1",)
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("2",)
         con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
-    with pytest.raises(StoreError, match="schema 99, newer than this tpulab's 1"):
+    with pytest.raises(StoreError, match="schema 99, newer than this tpulab's 2"):
         Store(path).records()
+
+
+def test_a_version_1_store_gains_sweeps_and_keeps_its_runs(tmp_path):
+    """A database written by tpulab 0.1 (runs only, schema 1, records of schema 1) opens as it was."""
+    path = tmp_path / "old.db"
+    old = make_record().to_json()
+    for key in ("backend", "backend_reason", "sweep"):
+        del old[key]
+    old["schema"] = 1
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        con.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, workload TEXT NOT NULL, status TEXT NOT NULL, "
+                    "started_at TEXT NOT NULL, record TEXT NOT NULL)")
+        con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
+                    (old["id"], old["workload"], old["status"], old["started_at"], json.dumps(old)))
+    store = Store(path)
+    [run] = store.records()
+    assert run.id == old["id"] and run.backend == "tensorflow" and run.schema == 1 and run.median == 1.0
+    assert store.sweeps() == []
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("2",)
 
 
 SAVER = """

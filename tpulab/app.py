@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.lazy import Lazy
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.widgets import Checkbox, Footer, Header, TabbedContent, TabPane
 
 from .backends import BACKENDS, BackendError
 from .events import RunRecord
@@ -26,12 +26,15 @@ from .screens.glossary import GlossaryScreen
 from .screens.results import ResultsPane
 from .screens.run import RunPane
 from .screens.runtime import RuntimePane
+from .screens.sweep import SweepPane
 from .screens.workloads import WorkloadsPane
+from .sweep import Grid, Sweep
 from .workloads import WORKLOADS
+from .workloads.base import Limits, Workload
 
 # What takes the focus when a tab opens, so arrows and Enter work at once.
 FIRST_CONTROL = {"runtime": "#runtime-pane", "workloads": "#workload-list", "run": "#run-log",
-                 "results": "#results-table"}
+                 "sweep": "#sweep-table", "results": "#results-table"}
 
 
 class TpulabApp(App[None]):
@@ -43,8 +46,9 @@ class TpulabApp(App[None]):
         Binding("2", "show_tab('workloads')", "Workloads", id="tab.workloads"),
         Binding("3", "show_tab('run')", "Run", id="tab.run"),
         Binding("4", "show_tab('results')", "Results", id="tab.results"),
+        Binding("5", "show_tab('sweep')", "Sweep", id="tab.sweep"),
         Binding("ctrl+r", "start_run", "Start run", id="run.start"),
-        Binding("x", "cancel_run", "Cancel run", id="run.cancel"),
+        Binding("x", "cancel_run", "Cancel", id="run.cancel"),
         Binding("g", "glossary", "Glossary", id="app.glossary"),
         Binding("ctrl+t", "change_theme", "Theme", id="app.theme", show=False),
         Binding("q", "quit", "Quit", id="app.quit"),
@@ -66,7 +70,8 @@ class TpulabApp(App[None]):
         panes = {"runtime": RuntimePane(id="runtime-pane"),
                  "workloads": WorkloadsPane(self.report, self.initial_workload, self.initial_params,
                                             id="workloads-pane"),
-                 "run": RunPane(id="run-pane"), "results": ResultsPane(id="results-pane")}
+                 "run": RunPane(id="run-pane"), "results": ResultsPane(id="results-pane"),
+                 "sweep": SweepPane(id="sweep-pane")}
         yield Header()
         with TabbedContent(initial=initial, id="tabs"):
             for tab, pane in panes.items():
@@ -129,6 +134,22 @@ class TpulabApp(App[None]):
         except StoreError as e:
             self.call_from_thread(self.notify, str(e), title="run not kept", severity="error", timeout=15)
 
+    def keep_record(self, record: RunRecord) -> None:
+        """A finished run (or sweep point): listed at once, saved in the background."""
+        self._show_records([record])
+        self.save_record(record)
+
+    @work(thread=True, exit_on_error=False, group="store")
+    def keep_sweep(self, sweep: Sweep) -> None:
+        try:
+            self.store.save_sweep(sweep.to_json())
+        except StoreError as e:
+            self.call_from_thread(self.notify, str(e), title="sweep not kept", severity="error", timeout=15)
+
+    async def open_configuration(self, workload: Workload, params: dict[str, Any]) -> None:
+        self.action_show_tab("workloads")
+        await self.query_one(WorkloadsPane).open_configuration(workload, params)
+
     # --- actions -----------------------------------------------------------------------------
     def action_show_tab(self, tab: str) -> None:
         self.query_one("#tabs", TabbedContent).active = tab
@@ -159,15 +180,25 @@ class TpulabApp(App[None]):
         self.query_one(WorkloadsPane).request_run()
 
     def action_cancel_run(self) -> None:
+        """Cancels what is running: the run, or the sweep (after its current point)."""
+        for sweep in self.query(SweepPane):
+            if sweep.running:
+                sweep.stop()
+                return
         self.query_one(RunPane).cancel()
+
+    def _busy(self) -> bool:
+        if any(p.running for p in self.query(RunPane)) or any(p.running for p in self.query(SweepPane)):
+            self.notify("A run or sweep is in progress: cancel it first (x).", severity="warning")
+            return True
+        return False
 
     @on(WorkloadsPane.RunRequested)
     def _run_requested(self, event: WorkloadsPane.RunRequested) -> None:
         from .runner import Run
 
         pane = self.query_one(RunPane)
-        if pane.running:
-            self.notify("A run is in progress: cancel it first (x).", severity="warning")
+        if self._busy():
             return
         try:
             run = Run(event.workload.name, event.params, self.report)
@@ -177,11 +208,24 @@ class TpulabApp(App[None]):
         self.action_show_tab("run")
         pane.start(run)
 
+    @on(WorkloadsPane.SweepRequested)
+    def _sweep_requested(self, event: WorkloadsPane.SweepRequested) -> None:
+        if self._busy():
+            return
+        self.action_show_tab("sweep")
+        self.call_after_refresh(self._start_sweep, event.grid)
+
+    def _start_sweep(self, grid: Grid) -> None:
+        panes = self.query(SweepPane)
+        if not panes:  # the lazy pane mounts after this refresh
+            self.call_after_refresh(self._start_sweep, grid)
+            return
+        panes.first().start(Sweep(grid, self.report, Limits.of(self.report)))
+
     @on(RunPane.Finished)
     def _run_finished(self, event: RunPane.Finished) -> None:
         record = event.record
-        self._show_records([record])
-        self.save_record(record)
+        self.keep_record(record)
         severity: Any = {"finished": "information", "cancelled": "warning"}.get(record.status, "error")
         self.notify(f"run {record.short_id} {record.status}", severity=severity)
 
@@ -192,11 +236,19 @@ class TpulabApp(App[None]):
                                 lambda name=w.name: self._choose(name))
         yield SystemCommand("Start run", "run the workload with the form's values", self.action_start_run)
         yield SystemCommand("Cancel run", "stop after the current step; again to kill", self.action_cancel_run)
+        yield SystemCommand("Sweep mode", "let the form's fields hold lists, then sweep the grid", self._sweep_mode)
+        yield SystemCommand("Open the sweep's best", "its configuration in the form, for a single run",
+                            lambda: self.run_worker(self.query_one(SweepPane).action_open_best()))
         yield SystemCommand("Detect again", "probe the frameworks' view of the hardware again", self._redetect)
         yield SystemCommand("Glossary", "the terms the article explains: batch, pooling, ELU, ...",
                             self.action_glossary)
         yield SystemCommand("Compare marked runs", "on the results tab",
                             lambda: self.query_one(ResultsPane).action_compare())
+
+    def _sweep_mode(self) -> None:
+        self.action_show_tab("workloads")
+        switch = self.query_one("#sweep-mode", Checkbox)
+        switch.value = not switch.value
 
     def _choose(self, name: str) -> None:
         self.action_show_tab("workloads")

@@ -10,9 +10,12 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .workloads.base import Workload
 
 EXIT_BAD_USAGE = 2
 METAVARS = {int: "N", float: "X", str: "PATH"}
@@ -27,14 +30,34 @@ class Parser(argparse.ArgumentParser):
 
 def _workload_named(argv: Sequence[str]) -> str | None:
     for i, arg in enumerate(argv):
-        if arg == "--run" and i + 1 < len(argv):
+        if arg in ("--run", "sweep") and i + 1 < len(argv):
             return argv[i + 1]
         if arg.startswith("--run="):
             return arg.split("=", 1)[1]
     return None
 
 
-def build_parser(workload_name: str | None = None) -> Parser:
+def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool = False) -> None:
+    """One flag per declared parameter; with `lists`, each takes a comma list (or a doubling range)."""
+    g = parser.add_argument_group(f"{w.name} parameters", w.summary + " Presets: " + ", ".join(w.presets) + ".")
+    for spec in w.params:
+        extra = f" [{spec.unit}]" if spec.unit else ""
+        only = f" ({'/'.join(spec.backends)} only: {spec.why_not})" if spec.backends else ""
+        help_text = f"{spec.help}{extra}{only}; {spec.allowed()}; default {spec.show(spec.default) or 'none'}"
+        if lists:
+            ranged = ", or a doubling range like 16..1024" if spec.kind is int else ""
+            g.add_argument(spec.flag, dest=spec.name, default=None, metavar="LIST",
+                           help=f"{help_text}; a comma list{ranged}")
+        elif spec.kind is bool:
+            g.add_argument(spec.flag, dest=spec.name, action=argparse.BooleanOptionalAction, default=None,
+                           help=help_text)
+        else:
+            g.add_argument(spec.flag, dest=spec.name, default=None,
+                           metavar="{" + ",".join(spec.choices) + "}" if spec.choices else METAVARS[spec.kind],
+                           help=help_text)
+
+
+def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = None) -> Parser:
     from .workloads import WORKLOADS
 
     p = Parser(prog="tpulab", description="How fast is this machine for deep learning, and why. "
@@ -47,21 +70,27 @@ def build_parser(workload_name: str | None = None) -> Parser:
     p.add_argument("--preset", help="start from a preset of the workload's parameters")
     p.add_argument("--db", type=Path, help="results database (default: $TPULAB_HOME/results.db or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not keep this run in the results database")
-    if workload_name in WORKLOADS:
-        w = WORKLOADS[workload_name]
-        g = p.add_argument_group(f"{w.name} parameters", w.summary + " Presets: " + ", ".join(w.presets) + ".")
-        for spec in w.params:
-            extra = f" [{spec.unit}]" if spec.unit else ""
-            help_text = f"{spec.help}{extra}; {spec.allowed()}; default {spec.show(spec.default) or 'none'}"
-            if spec.kind is bool:
-                g.add_argument(spec.flag, dest=spec.name, action=argparse.BooleanOptionalAction, default=None,
-                               help=help_text)
-            else:
-                g.add_argument(spec.flag, dest=spec.name, default=None,
-                               metavar="{" + ",".join(spec.choices) + "}" if spec.choices else METAVARS[spec.kind],
-                               help=help_text)
+    sweeping = "sweep" in (argv or ())
+    if workload_name in WORKLOADS and not sweeping:
+        add_workload_flags(p, WORKLOADS[workload_name])
 
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sw = sub.add_parser("sweep", help="run a grid of a workload's parameters and find the fastest configuration",
+                        description="Every parameter flag takes a comma list (--batch-size 32,64,128) or, for "
+                        "integers, a doubling range (--batch-size 16..1024). Each point is a run, kept in the "
+                        "results with the sweep's id; the article's configuration is run too when the grid lacks it.")
+    sw.add_argument("workload", choices=list(WORKLOADS), help=f"one of {', '.join(WORKLOADS)}")
+    sw.add_argument("--steps", type=int, default=None, help="timed steps per point (training: one epoch of this many "
+                    "steps, no validation); the first call is extra and excluded; default 12")
+    sw.add_argument("--repeat", type=int, default=1, help="runs per point, to show the spread; default 1")
+    sw.add_argument("--max-minutes", type=float, default=None, help="stop after the point running at this budget")
+    sw.add_argument("--preset", help="start from a preset of the workload's parameters")
+    sw.add_argument("--json", action="store_true", dest="json",
+                    help="print a JSON line per finished point, then the sweep's summary")
+    sw.add_argument("--db", type=Path, dest="db", default=argparse.SUPPRESS)
+    sw.add_argument("--no-save", action="store_true", help="do not keep the sweep or its runs")
+    if workload_name in WORKLOADS and sweeping:
+        add_workload_flags(sw, WORKLOADS[workload_name], lists=True)
     d = sub.add_parser("detect", help="what hardware is here, and what TensorFlow and JAX make of it")
     d.add_argument("--json", action="store_true", dest="json")
     d.add_argument("--fast", action="store_true", help="skip the frameworks (no import, no TPU initialisation)")
@@ -75,17 +104,21 @@ def build_parser(workload_name: str | None = None) -> Parser:
     rs = r.add_subparsers(dest="action", metavar="ACTION")
     for name, helptext in (("list", "runs, newest first"), ("show", "one run in full"),
                            ("compare", "runs side by side, with speedups against the first"),
-                           ("export", "runs to a file"), ("import", "runs from an exported JSON file")):
+                           ("sweep", "sweeps, newest first, or one again: its table, findings and chart"),
+                           ("export", "runs (and sweeps, whole) to a file"),
+                           ("import", "runs and sweeps from an exported JSON file")):
         a = rs.add_parser(name, help=helptext)
         a.add_argument("--db", type=Path, dest="db", default=argparse.SUPPRESS)
-        if name in ("list", "show", "compare"):
+        if name in ("list", "show", "compare", "sweep"):
             a.add_argument("--json", action="store_true", dest="json", default=argparse.SUPPRESS)
         if name == "show":
             a.add_argument("id")
+        elif name == "sweep":
+            a.add_argument("id", nargs="?", help="a sweep's id (or its first characters); none lists them")
         elif name == "compare":
             a.add_argument("ids", nargs="+", metavar="ID")
         elif name == "export":
-            a.add_argument("ids", nargs="*", metavar="ID", help="runs to export (default: all)")
+            a.add_argument("ids", nargs="*", metavar="ID", help="runs or sweeps to export (default: all)")
             a.add_argument("--format", choices=("json", "csv"), default="json")
             a.add_argument("-o", "--output", type=Path, required=True)
         elif name == "import":
@@ -96,11 +129,14 @@ def build_parser(workload_name: str | None = None) -> Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_workload_named(argv))
+    parser = build_parser(_workload_named(argv), argv)
     args = parser.parse_args(argv)
     try:
         if args.command in ("detect", "doctor"):
             return cmd_detect(args)
+        if args.command == "sweep":
+            from .sweep_cli import cmd_sweep
+            return cmd_sweep(args, parser)
         if args.command == "results":
             from .results_cli import cmd_results
             return cmd_results(args)

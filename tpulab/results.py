@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from .events import STATUSES, RunRecord
 from .workloads import WORKLOADS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: sweeps
 EXPORT_FORMAT = "tpulab-results"
 COMPARED_BY_DESIGN = ("device", "shards", "backend")  # what a comparison across runtimes varies on purpose
 
@@ -35,6 +35,12 @@ def default_path(environ: Mapping[str, str] | None = None) -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("tpulab")) / "results.db"
+
+
+@dataclass
+class Exported:
+    records: list[Any]
+    sweeps: list[Any]
 
 
 class Store:
@@ -79,6 +85,10 @@ class Store:
                 id TEXT PRIMARY KEY, workload TEXT NOT NULL, status TEXT NOT NULL,
                 started_at TEXT NOT NULL, record TEXT NOT NULL)""")
             con.execute("CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at)")
+        if version < 2:
+            con.execute("""CREATE TABLE IF NOT EXISTS sweeps (
+                id TEXT PRIMARY KEY, workload TEXT NOT NULL, started_at TEXT NOT NULL, sweep TEXT NOT NULL)""")
+        if version < SCHEMA_VERSION:
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         con.execute("COMMIT")
         self._ready = True
@@ -104,17 +114,55 @@ class Store:
             raise StoreError(f"{run_id!r} matches {len(rows)} runs: give more of the id")
         return RunRecord.from_json(json.loads(rows[0][0]))
 
-    def import_records(self, records: list[Any]) -> tuple[int, int]:
-        """All or nothing; a record already present is skipped. Returns (added, skipped)."""
+    def save_sweep(self, sweep: dict[str, Any]) -> None:
+        """A sweep: its grid, its points' run ids and its findings (the runs are saved as runs)."""
+        with self._db(write=True) as con:
+            _insert_sweep(con, sweep, replace=True)
+
+    def sweeps(self) -> list[dict[str, Any]]:
+        """All sweeps, newest first."""
+        with self._db() as con:
+            rows = con.execute("SELECT sweep FROM sweeps ORDER BY started_at DESC, rowid DESC").fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def get_sweep(self, sweep_id: str) -> dict[str, Any]:
+        """A sweep by its id or a unique prefix of it."""
+        with self._db() as con:
+            rows = con.execute("SELECT sweep FROM sweeps WHERE id LIKE ? || '%'", (sweep_id.lower(),)).fetchall()
+        if not rows:
+            raise StoreError(f"no sweep {sweep_id!r} in {self.path}: `tpulab results sweep` lists them")
+        if len(rows) > 1:
+            raise StoreError(f"{sweep_id!r} matches {len(rows)} sweeps: give more of the id")
+        return dict(json.loads(rows[0][0]))
+
+    def sweep_runs(self, sweep: dict[str, Any]) -> dict[str, RunRecord]:
+        """The kept runs of a sweep's points, by id."""
+        wanted = sorted({i for p in sweep["points"] for i in p["runs"]})
+        with self._db() as con:
+            rows = con.execute(f"SELECT record FROM runs WHERE id IN ({','.join('?' * len(wanted))})",
+                               wanted).fetchall()
+        records = [RunRecord.from_json(json.loads(r[0])) for r in rows]
+        return {r.id: r for r in records}
+
+    def import_records(self, exported: Exported) -> tuple[int, int]:
+        """All or nothing; a record or sweep already present is skipped. Returns (runs added, runs skipped)."""
+        records, sweeps = exported.records, exported.sweeps
         for i, r in enumerate(records, 1):
             problem = validate(r)
             if problem:
                 rid = r.get("id") if isinstance(r, dict) else None
                 raise StoreError(f"record {i}{f' (id {rid})' if rid else ''}: {problem}; nothing was imported")
+        for i, sw in enumerate(sweeps, 1):
+            if not (isinstance(sw, dict) and isinstance(sw.get("id"), str) and isinstance(sw.get("points"), list)
+                    and isinstance(sw.get("workload"), str) and isinstance(sw.get("started_at"), str)):
+                raise StoreError(f"sweep {i}: not a tpulab sweep (id, workload, started_at, points); "
+                                 "nothing was imported")
         added = 0
         with self._db(write=True) as con:
             for r in records:
                 added += _insert(con, r, replace=False)
+            for sw in sweeps:
+                _insert_sweep(con, sw, replace=False)
         return added, len(records) - added
 
 
@@ -123,6 +171,12 @@ def _insert(con: sqlite3.Connection, r: dict[str, Any], replace: bool) -> int:
     cur = con.execute(f"{verb} INTO runs (id, workload, status, started_at, record) VALUES (?, ?, ?, ?, ?)",
                       (r["id"], r["workload"], r["status"], r["started_at"], json.dumps(r)))
     return cur.rowcount
+
+
+def _insert_sweep(con: sqlite3.Connection, sweep: dict[str, Any], replace: bool) -> None:
+    verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+    con.execute(f"{verb} INTO sweeps (id, workload, started_at, sweep) VALUES (?, ?, ?, ?)",
+                (sweep["id"], sweep["workload"], sweep["started_at"], json.dumps(sweep)))
 
 
 REQUIRED: dict[str, type] = {
@@ -151,9 +205,9 @@ def validate(r: Any) -> str | None:
 
 
 # --- files ----------------------------------------------------------------------------------
-def export_json(records: list[RunRecord], path: Path) -> None:
+def export_json(records: list[RunRecord], path: Path, sweeps: list[dict[str, Any]] | None = None) -> None:
     path.write_text(json.dumps({"format": EXPORT_FORMAT, "schema": SCHEMA_VERSION,
-                                "records": [r.to_json() for r in records]}, indent=1))
+                                "records": [r.to_json() for r in records], "sweeps": sweeps or []}, indent=1))
 
 
 def _metric_columns() -> list[tuple[str, str]]:
@@ -196,7 +250,7 @@ def export_csv(records: list[RunRecord], path: Path) -> None:
         w.writerows(csv_row(r) for r in records)
 
 
-def read_export(path: Path) -> list[dict[str, Any]]:
+def read_export(path: Path) -> Exported:
     try:
         data = json.loads(path.read_text())
     except OSError as e:
@@ -205,9 +259,10 @@ def read_export(path: Path) -> list[dict[str, Any]]:
         raise StoreError(f"{path} is not a tpulab JSON export ({e}); CSV exports are for spreadsheets and "
                          "cannot be imported; nothing was imported") from None
     if isinstance(data, dict) and data.get("format") == EXPORT_FORMAT and isinstance(data.get("records"), list):
-        return data["records"]
+        sweeps = data.get("sweeps") or []
+        return Exported(data["records"], sweeps if isinstance(sweeps, list) else [])
     if isinstance(data, list):
-        return data
+        return Exported(data, [])
     raise StoreError(f"{path} is not a tpulab export (no 'records' list); nothing was imported")
 
 

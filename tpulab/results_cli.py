@@ -68,20 +68,70 @@ def _compare(args, store: Store, console: Console) -> int:
 
 
 def _export(args, store: Store, console: Console) -> int:
-    records = [store.get(i) for i in args.ids] if args.ids else store.records()
+    """Runs by id, or sweeps by id with all their runs; everything when no id is given."""
+    if args.ids:
+        records, sweeps = [], []
+        for i in args.ids:
+            try:
+                records.append(store.get(i))
+            except StoreError:
+                sweep = store.get_sweep(i)  # not a run: a sweep, carried whole, or the error names both
+                sweeps.append(sweep)
+                records += store.sweep_runs(sweep).values()
+    else:
+        records, sweeps = store.records(), store.sweeps()
     try:
-        (export_json if args.format == "json" else export_csv)(records, args.output)
+        if args.format == "json":
+            export_json(records, args.output, sweeps)
+        else:
+            export_csv(records, args.output)
     except OSError as e:
         raise StoreError(f"cannot write {args.output}: {e.strerror}; choose another -o FILE") from None
-    console.print(f"exported {len(records)} run(s) to {args.output}", highlight=False)
+    carried = f" and {len(sweeps)} sweep(s)" if sweeps and args.format == "json" else ""
+    console.print(f"exported {len(records)} run(s){carried} to {args.output}", highlight=False)
     return 0
 
 
 def _import(args, store: Store, console: Console) -> int:
-    added, skipped = store.import_records(read_export(args.file))
-    console.print(f"imported {added} run(s) from {args.file}" + (f", {skipped} already present" if skipped else ""),
-                  highlight=False)
+    exported = read_export(args.file)
+    added, skipped = store.import_records(exported)
+    sweeps = f" and {len(exported.sweeps)} sweep(s)" if exported.sweeps else ""
+    console.print(f"imported {added} run(s){sweeps} from {args.file}"
+                  + (f", {skipped} already present" if skipped else ""), highlight=False)
     return 0
 
 
-ACTIONS = {"list": _list, "show": _show, "compare": _compare, "export": _export, "import": _import}
+def _sweep(args, store: Store, console: Console) -> int:
+    """Sweeps listed, or one shown again: its table sorted by throughput, its findings and its chart."""
+    from .sweep_view import sweep_report, sweep_summary_json
+
+    if not args.id:
+        sweeps = store.sweeps()
+        if args.json:
+            print(json.dumps([{k: s[k] for k in ("id", "workload", "started_at", "status", "axes")}
+                              for s in sweeps], indent=1))
+            return 0
+        if not sweeps:
+            console.print(f"no sweeps kept yet in {store.path}: try `tpulab sweep conv --preset smoke "
+                          "--batch-size 4,8 --shards 1,2`")
+            return 0
+        t = Table(title=f"sweeps in {store.path}, newest first", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+        for col in ("id", "started", "workload", "status", "points", "swept"):
+            t.add_column(col, no_wrap=col != "swept")
+        for s in sweeps:
+            t.add_row(s["id"][:8], s["started_at"][5:16].replace("T", " "), s["workload"], s["status"],
+                      str(len(s["points"])), ", ".join(f"{k} {len(v)}" for k, v in s["axes"].items()))
+        console.print(t)
+        return 0
+    sweep = store.get_sweep(args.id)
+    runs = store.sweep_runs(sweep)
+    if args.json:
+        print(json.dumps(sweep_summary_json(sweep, runs), indent=1))
+        return 0
+    console.print(sweep_report(sweep, runs, console.width))
+    return 0
+
+
+ACTIONS = {"list": _list, "show": _show, "compare": _compare, "export": _export, "import": _import,
+           "sweep": _sweep}

@@ -9,10 +9,11 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Button, OptionList, Static
+from textual.widgets import Button, Checkbox, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..estimate import estimate
+from ..sweep import Grid, Sweep
 from ..runtime.detect import RuntimeReport
 from ..widgets.param_form import ParamForm, explain
 from ..workloads import WORKLOADS
@@ -29,6 +30,11 @@ class WorkloadsPane(Horizontal):
             self.workload = workload
             self.params = params
 
+    class SweepRequested(Message):
+        def __init__(self, grid: Grid) -> None:
+            super().__init__()
+            self.grid = grid
+
     def __init__(self, report: RuntimeReport, workload: str | None = None, params: Params | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -41,6 +47,8 @@ class WorkloadsPane(Horizontal):
             yield OptionList(*self._options(), id="workload-list")
             yield Static(self.workload.summary, id="explain")
         with Vertical(id="workload-main"):
+            yield Checkbox("sweep: fields take lists, 32,64 or 16..1024", False, id="sweep-mode",
+                           compact=True)
             yield ParamForm(self.workload, self.limits(), self.initial_params, id="param-form")
             yield Static(id="plan")
             yield Button("Run (ctrl+r)", id="run-button", variant="success", disabled=True, compact=True)
@@ -61,13 +69,20 @@ class WorkloadsPane(Horizontal):
     def workload_list(self) -> OptionList:
         return self.query_one("#workload-list", OptionList)
 
+    @property
+    def sweeping(self) -> bool:
+        return self.query_one("#sweep-mode", Checkbox).value
+
+    async def _replace_form(self, values: dict[str, object] | None = None) -> None:
+        await self.form.remove()
+        form = ParamForm(self.workload, self.limits(), values, sweep=self.sweeping, id="param-form")
+        await self.query_one("#workload-main").mount(form, after="#sweep-mode")
+
     async def select(self, name: str) -> None:
         if name == self.workload.name and self.query(ParamForm):
             return
         self.workload = WORKLOADS[name]
-        await self.form.remove()
-        await self.query_one("#workload-main").mount(ParamForm(self.workload, self.limits(), id="param-form"),
-                                                     before=0)
+        await self._replace_form()
         options = self.workload_list
         options.clear_options()
         options.add_options(self._options())
@@ -89,13 +104,50 @@ class WorkloadsPane(Horizontal):
         if event.option.id is not None:
             await self.select(event.option.id)
 
+    @on(Checkbox.Changed, "#sweep-mode")
+    async def _mode_changed(self, event: Checkbox.Changed) -> None:
+        """Sweep mode keeps what was typed; back to a single run, a list keeps its first value."""
+        event.stop()
+        values: dict[str, object] = dict(self.form.text_values())
+        if not event.value:
+            values = {k: str(v).split(",")[0].split("..")[0] for k, v in values.items()}
+            values = {k: self.workload.spec(k).parse(v) if v else self.workload.spec(k).default
+                      for k, v in values.items() if self._parses(k, v)}
+        self.query_one("#run-button", Button).label = "Sweep (ctrl+r)" if event.value else "Run (ctrl+r)"
+        await self._replace_form(values)
+
+    def _parses(self, name: str, text: object) -> bool:
+        try:
+            self.workload.spec(name).parse(text)
+            return True
+        except ValueError:
+            return False
+
+    async def open_configuration(self, workload: Workload, params: Params) -> None:
+        """A configuration (a sweep's best) in the form, for a single run."""
+        self.workload = workload
+        switch = self.query_one("#sweep-mode", Checkbox)
+        with switch.prevent(Checkbox.Changed):
+            switch.value = False
+        await self._replace_form(dict(params))
+        self.query_one("#run-button", Button).label = "Run (ctrl+r)"
+        self.workload_list.clear_options()
+        self.workload_list.add_options(self._options())
+
     @on(ParamForm.Changed)
     def _changed(self, event: ParamForm.Changed) -> None:
-        if event.form.workload is not self.workload:
+        if event.form.workload is not self.workload or event.form.sweep != self.sweeping:
             return  # a form being replaced
-        self.query_one("#run-button", Button).disabled = event.params is None
-        self.query_one("#plan", Static).update(self.plan(event.params) if event.params else
-                                               f"[red]{len(event.errors)} value(s) to fix before running[/]")
+        form = event.form
+        ready = form.grid is not None if form.sweep else event.params is not None
+        self.query_one("#run-button", Button).disabled = not ready
+        if form.sweep and form.grid is not None:
+            text = self.sweep_plan(form.grid, form.impossible)
+        elif event.params is not None:
+            text = self.plan(event.params)
+        else:
+            text = f"[red]{len(event.errors)} value(s) to fix before running[/]"
+        self.query_one("#plan", Static).update(text)
 
     @on(ParamForm.Explain)
     def _explain(self, event: ParamForm.Explain) -> None:
@@ -106,8 +158,19 @@ class WorkloadsPane(Horizontal):
         self.request_run()
 
     def request_run(self) -> None:
-        if self.form.params is not None:
-            self.post_message(self.RunRequested(self.workload, dict(self.form.params)))
+        form = self.form
+        if form.sweep and form.grid is not None:
+            self.post_message(self.SweepRequested(form.grid))
+        elif form.params is not None:
+            self.post_message(self.RunRequested(self.workload, dict(form.params)))
+
+    def sweep_plan(self, grid: Grid, impossible: list[tuple[dict[str, object], str]]) -> str:
+        sweep = Sweep(grid, self.report, self.limits())
+        extra = " + the article's configuration" if any(p.article for p in sweep.points) else ""
+        skipped = (f" | [yellow]{len(impossible)} combination(s) cannot run: {impossible[0][1]}[/]"
+                   if impossible else "")
+        return (f"sweep: {len(sweep.points) - (1 if extra else 0)} point(s){extra}, {grid.steps} timed "
+                f"{self.workload.unit}s each | estimate {sweep.estimate(lab(self).records)}{skipped}")
 
     def plan(self, p: Params) -> str:
         from .. import fmt

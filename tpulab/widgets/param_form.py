@@ -1,8 +1,12 @@
-"""A workload's parameter form, generated from its declarations, validated as the user types."""
+"""A workload's parameter form, generated from its declarations, validated as the user types.
+
+In sweep mode every field is a text field that can hold a list (`32,64,128`, or `16..1024`), and
+the form checks the whole grid as the command line does.
+"""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from textual import events
 from textual.app import ComposeResult
@@ -12,6 +16,9 @@ from textual.widgets import Input, Label, Select, Static, Switch
 
 from ..glossary import GLOSSARY
 from ..workloads.base import Limits, ParamError, Params, ParamSpec, Workload
+
+if TYPE_CHECKING:
+    from ..sweep import Grid
 
 NO_PRESET = "(defaults)"
 
@@ -33,13 +40,17 @@ class ParamForm(VerticalScroll):
             super().__init__()
             self.spec = spec
 
-    def __init__(self, workload: Workload, limits: Limits, values: Params | None = None, **kwargs: Any) -> None:
+    def __init__(self, workload: Workload, limits: Limits, values: dict[str, Any] | None = None,
+                 sweep: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.workload = workload
         self.limits = limits
+        self.sweep = sweep
         self.initial = {**workload.defaults(), **(values or {})}
         self.preset = NO_PRESET
         self.params: Params | None = None
+        self.grid: Grid | None = None  # in sweep mode, when every value and some combination can run
+        self.impossible: list[tuple[dict[str, Any], str]] = []
         self.errors: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
@@ -58,6 +69,9 @@ class ParamForm(VerticalScroll):
 
     def _control(self, spec: ParamSpec, value: Any) -> Input | Select[Any] | Switch:
         wid = f"param-{spec.name}"
+        if self.sweep:
+            return Input(value=value if isinstance(value, str) and spec.kind is not str else spec.show(value), id=wid,
+                         placeholder=f"{spec.allowed()}, or a list", compact=True)
         if spec.kind is bool:
             return Switch(value=value, id=wid)
         if spec.choices:
@@ -77,10 +91,19 @@ class ParamForm(VerticalScroll):
     def set_values(self, values: dict[str, Any]) -> None:
         for name, value in values.items():
             spec = self.workload.spec(name)
-            self.control(name).value = value if spec.kind is bool or spec.choices else spec.show(value)
+            typed = (spec.kind is bool or bool(spec.choices)) and not self.sweep
+            self.control(name).value = value if typed or isinstance(value, str) else spec.show(value)
         self.revalidate()
 
+    def text_values(self) -> dict[str, str]:
+        """Every field as text, lists included: what a sweep-mode form starts from."""
+        return {name: value if isinstance(value, str) else self.workload.spec(name).show(value)
+                for name, value in self.raw_values().items()}
+
     def revalidate(self) -> None:
+        if self.sweep:
+            self._revalidate_grid()
+            return
         errors: dict[str, str] = {}
         params: Params = {}
         for name, raw in self.raw_values().items():
@@ -94,20 +117,36 @@ class ParamForm(VerticalScroll):
             except ParamError as e:
                 errors[e.param if e.param in params else "batch_size"] = str(e)
         self._grey_out(self.limits.backend_for(params.get("backend", "auto")))
+        self._show_errors(errors)
+        self.params = None if errors else params
+        self.post_message(self.Changed(self, self.params, errors))
+
+    def _revalidate_grid(self) -> None:
+        from ..sweep import build_grid
+
+        errors: dict[str, str] = {}
+        try:
+            self.grid, self.impossible = build_grid(self.workload, self.raw_values(), self.limits)
+        except ParamError as e:
+            self.grid, self.impossible = None, []
+            errors[e.param if e.param in self.initial else "batch_size"] = str(e)
+        self._show_errors(errors)
+        self.params = None
+        self.post_message(self.Changed(self, None, errors))
+
+    def _show_errors(self, errors: dict[str, str]) -> None:
         for spec in self.workload.params:
             message = errors.get(spec.name, "")
             error = self.query_one(f"#error-{spec.name}", Static)
             error.update(message)
             error.display = bool(message)
             self.query_one(f"#field-{spec.name}").set_class(bool(message), "invalid")
-        self.params = None if errors else params
         self.errors = errors
-        self.post_message(self.Changed(self, self.params, errors))
 
     def _grey_out(self, backend: str) -> None:
         """A field that means nothing on the chosen backend is disabled, and says why."""
         for spec in self.workload.params:
-            if spec.backends:
+            if spec.backends and not self.sweep:
                 applies = spec.applies(backend)
                 control = self.control(spec.name)
                 control.disabled = not applies

@@ -167,6 +167,7 @@ class Workload:
     check: Callable[[Params, Limits], None]
     total_steps: Callable[[Params], int]  # every step the run executes, the first call included
     compute_dtype: Callable[[Params], str]  # the number format the math runs in, for peaks
+    shorten: Callable[[Params, int], Params]  # the same configuration, timed over this many steps (sweeps)
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     unit: str = "step"  # what one timed step is called
     trains: bool = False  # a training run: loss and metrics per step, epochs with validation
@@ -196,13 +197,18 @@ class Workload:
     def defaults(self) -> Params:
         return {p.name: p.default for p in self.params}
 
+    def preset(self, name: str | None) -> Params:
+        """The defaults, then the named preset's values."""
+        params = self.defaults()
+        if name is not None:
+            if name not in self.presets:
+                raise ParamError("preset", f"--preset must be one of {', '.join(self.presets)} (got {name!r})")
+            params.update(self.presets[name])
+        return params
+
     def resolve(self, values: Mapping[str, Any], limits: Limits, preset: str | None = None) -> Params:
         """Defaults, then the preset, then the user's values; each checked, then the whole."""
-        params = self.defaults()
-        if preset is not None:
-            if preset not in self.presets:
-                raise ParamError("preset", f"--preset must be one of {', '.join(self.presets)} (got {preset!r})")
-            params.update(self.presets[preset])
+        params = self.preset(preset)
         for name, raw in values.items():
             if raw is not None:
                 params[name] = self.spec(name).parse(raw)

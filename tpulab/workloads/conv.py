@@ -71,6 +71,7 @@ CONV = Workload(
     check=check,
     total_steps=total_steps,
     compute_dtype=lambda p: p["dtype"],
+    shorten=lambda p, steps: {**p, "iterations": steps},
     presets={
         "smoke": {"batch_size": 8, "image_size": 32, "filters": 16, "iterations": 5, "warmup": 1},
         "article": {},

@@ -141,6 +141,9 @@ FASHION_MNIST = Workload(
     check=check,
     total_steps=lambda p: p["epochs"] * p["steps_per_epoch"],
     compute_dtype=lambda p: COMPUTE_DTYPES[p["precision"]],
+    # A sweep point: one epoch of `steps` steps without validation (throughput is the objective; loss is kept).
+    shorten=lambda p, steps: {**p, "epochs": 1, "steps_per_epoch": steps, "validation": False,
+                              "steps_per_execution": min(p["steps_per_execution"], steps)},
     presets={
         "smoke": {"batch_size": 64, "epochs": 2, "steps_per_epoch": 8, "validation_examples": 512},
         "article": {},

@@ -1,0 +1,164 @@
+"""Sweeps: the grid from the declarations, checked before anything runs; real points, kept and shown again."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tpulab.sweep import Point, build_grid, findings, parse_values
+from tpulab.workloads import WORKLOADS
+from tpulab.workloads.base import Limits, ParamError
+
+from .helpers import ROOT, json_events, make_record, run_cli, write_set
+
+CPU = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
+CONV = WORKLOADS["conv"]
+FASHION = WORKLOADS["fashion-mnist"]
+TINY = ["--preset", "smoke", "--steps", "2", "--device", "cpu"]
+
+
+def test_lists_and_doubling_ranges():
+    batch = CONV.spec("batch_size")
+    assert parse_values(batch, "32,64,128") == [32, 64, 128]
+    assert parse_values(batch, "16..128") == [16, 32, 64, 128]
+    assert parse_values(batch, "8, 8 ,16") == [8, 16]  # a value named twice is one point
+    assert parse_values(FASHION.spec("precision"), "float32,mixed_bfloat16") == ["float32", "mixed_bfloat16"]
+    assert parse_values(FASHION.spec("xla"), "on,off") == [True, False]
+    with pytest.raises(ParamError, match=r"--batch-size must be an integer from 1 to 4096 \(got '0'\)"):
+        parse_values(batch, "32,0")
+    with pytest.raises(ParamError, match="--batch-size range must go up"):
+        parse_values(batch, "64..16")
+    with pytest.raises(ParamError, match="--precision must be one of float32, mixed_bfloat16, mixed_float16"):
+        parse_values(FASHION.spec("precision"), "float32,fp8")
+
+
+def test_impossible_combinations_are_named_not_dropped():
+    grid, impossible = build_grid(CONV, {"batch_size": "6,8", "shards": "1,4"}, CPU)
+    assert grid.axes == {"batch_size": [6, 8], "shards": [1, 4]}
+    assert impossible == [({"batch_size": 6, "shards": 4}, "--batch-size must be divisible by --shards 4 (got 6)")]
+    with pytest.raises(ParamError, match="no combination of the grid can run: --shards must be an integer from 1 "
+                                         "to 8 on CPU"):
+        build_grid(CONV, {"shards": "16,32", "batch_size": "32"}, CPU)
+
+
+def test_points_are_short_and_the_articles_configuration_is_added():
+    from tpulab.runtime.detect import detect
+    from tpulab.sweep import Sweep
+
+    grid, _ = build_grid(FASHION, {"batch_size": "32,64", "precision": "float32,mixed_bfloat16",
+                                   "dataset": "synthetic"}, CPU, steps=5)
+    sweep = Sweep(grid, detect(), CPU)
+    assert [p.values for p in sweep.points][:4] == [
+        {"batch_size": 32, "precision": "float32"}, {"batch_size": 32, "precision": "mixed_bfloat16"},
+        {"batch_size": 64, "precision": "float32"}, {"batch_size": 64, "precision": "mixed_bfloat16"}]
+    article = sweep.points[-1]
+    assert article.article and article.values == {"batch_size": 1024, "precision": "float32"}
+    p = sweep.points[0].params
+    assert (p["epochs"], p["steps_per_epoch"], p["validation"], p["dataset"]) == (1, 5, False, "synthetic")
+
+
+def test_findings_best_speedups_and_knee():
+    def point(batch: int, precision: str, median: float, article: bool = False) -> Point:
+        r = make_record(median=median, batch=batch, workload="fashion-mnist")
+        return Point({"batch_size": batch, "precision": precision}, {}, article, [r])
+
+    points = [point(32, "float32", 0.1), point(64, "float32", 0.11), point(128, "float32", 0.19),
+              point(256, "float32", 0.39), point(128, "mixed_bfloat16", 0.2), point(1024, "float32", 3.0, True)]
+    found = findings(points, None)
+    assert found.best is points[2] and found.article is points[5]  # 128 / 0.19 s = 674 examples/s
+    assert found.over_article == pytest.approx((128 / 0.19) / (1024 / 3.0))
+    assert found.slowest is points[0] and found.over_slowest == pytest.approx((128 / 0.19) / 320)
+    assert found.knee is points[2]  # 256 runs at 656/s, within 5%, but 128 is the smallest such batch
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--batch-size", "8,zero"], "--batch-size must be an integer from 1 to 4096 (got 'zero')"),
+    (["--shards", "16,32"], "no combination of the grid can run"),
+    (["--mode", "batch-parallel", "--backend", "tensorflow"], "--mode batch-parallel needs a TPU"),
+])
+def test_bad_grids_get_one_line_and_exit_2(argv, expected):
+    out = run_cli("sweep", "conv", *TINY, *argv)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and expected in out.stderr
+
+
+@pytest.mark.slow
+def test_a_2x2_sweep_end_to_end_is_kept_and_shown_again(tmp_path):
+    db = str(tmp_path / "r.db")
+    out = run_cli("sweep", "conv", *TINY, "--batch-size", "4,8", "--shards", "1,2", "--json", "--db", db)
+    assert out.returncode == 0, out.stderr
+    lines = json_events(out.stdout)
+    points = [e for e in lines if e["event"] == "point"]
+    summary = lines[-1]
+    assert len(points) == 5 and summary["event"] == "sweep"  # 2x2, and the article's batch 128 on 1 shard
+    assert [p["values"] for p in points if p["article"]] == [{"batch_size": 128, "shards": 1}]
+    assert all(p["status"] == "finished" and p["examples_per_s"] > 0 for p in points)
+    assert summary["best"] == max(points, key=lambda p: p["examples_per_s"])["values"]
+    assert summary["speedup_over_article"] > 0 and summary["knee"]["batch_size"] in (4, 8, 128)
+    shown = run_cli("results", "--db", db, "sweep", summary["id"][:8])
+    assert shown.returncode == 0 and "sorted" not in shown.stderr
+    for text in ("batch size", "shards", "best:", "the article's configuration", "examples/s against batch size"):
+        assert text in shown.stdout, text
+    listing = run_cli("results", "--db", db, "sweep")
+    assert summary["id"][:8] in listing.stdout and "batch_size 2, shards 2" in listing.stdout
+    runs = json.loads(run_cli("results", "--db", db, "list", "--json").stdout)
+    assert len(runs) == 5 and {r["sweep"] for r in runs} == {summary["id"]}
+    as_json = json.loads(run_cli("results", "--db", db, "sweep", "--json", summary["id"]).stdout)
+    assert as_json["best"] == summary["best"] and len(as_json["points"]) == 5
+    # Export and import carry the sweep whole.
+    exported = tmp_path / "sweep.json"
+    assert run_cli("results", "--db", db, "export", summary["id"][:8], "-o", str(exported)).returncode == 0
+    other = str(tmp_path / "other.db")
+    imported = run_cli("results", "--db", other, "import", str(exported))
+    assert "imported 5 run(s) and 1 sweep(s)" in imported.stdout
+    again = run_cli("results", "--db", other, "sweep", summary["id"][:8])
+    assert again.returncode == 0 and "best:" in again.stdout
+
+
+@pytest.mark.slow
+def test_a_failing_point_is_kept_and_the_sweep_goes_on(tmp_path):
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    write_set(good, n_train=64, n_test=16)
+    write_set(bad)
+    (bad / "train-images-idx3-ubyte.gz").write_bytes(b"not gzip at all")
+    out = run_cli("sweep", "fashion-mnist", "--preset", "smoke", "--steps", "2", "--batch-size", "16",
+                  "--device", "cpu", "--data-dir", f"{bad},{good}", "--json", "--no-save")
+    assert out.returncode == 0, out.stderr
+    points = [e for e in json_events(out.stdout) if e["event"] == "point"]
+    by_dir = {p["values"]["data_dir"]: p for p in points if not p["article"]}
+    assert by_dir[str(bad)]["status"] == "failed" and "not a readable gzip file" in by_dir[str(bad)]["error"]
+    assert by_dir[str(good)]["status"] == "finished"
+    assert json_events(out.stdout)[-1]["best"]["data_dir"] == str(good)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_after_the_current_point_and_keeps_the_finished_ones(tmp_path):
+    db = str(tmp_path / "r.db")
+    proc = subprocess.Popen([sys.executable, "-m", "tpulab", "sweep", "conv", *TINY, "--batch-size", "2,4,8,16",
+                             "--json", "--db", db], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if '"event": "point"' in line:
+            proc.send_signal(signal.SIGINT)
+            break
+    rest, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    summary = json_events(rest)[-1]
+    finished = [p for p in summary["points"] if p["status"] == "finished"]
+    assert summary["status"] == "cancelled" and 1 <= len(finished) <= 2 and len(summary["points"]) == 5
+    assert "stopping after the current point" in err
+    kept = json.loads(run_cli("results", "--db", db, "sweep", "--json", summary["id"]).stdout)
+    assert kept["status"] == "cancelled" and len([p for p in kept["points"] if p["status"] == "finished"]) == len(finished)
+
+
+@pytest.mark.slow
+def test_repeat_shows_the_spread(tmp_path):
+    out = run_cli("sweep", "conv", *TINY, "--batch-size", "4", "--repeat", "2", "--no-save")
+    assert out.returncode == 0, out.stderr
+    assert "single point" in out.stdout and "x 2 run(s)" in out.stdout
+    assert "ex/s (" in out.stdout  # the throughput's range over the repeats

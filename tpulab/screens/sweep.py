@@ -1,0 +1,162 @@
+"""The sweep pane: a grid's points streaming in, throughput against the first swept parameter, the best marked.
+
+The sweep runs point after point in a thread worker (each point its own run, as in the CLI); a
+message per started and finished point keeps the chart, the table and the findings current.
+`o` opens the best configuration in the form; `x` stops after the current point, again stops it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import DataTable, ProgressBar, Static
+
+from .. import fmt
+from ..events import RunRecord
+from ..sweep import Point, PointFinished, PointStarted, Sweep
+from ..sweep_view import FIGURES, chart_series, figures, findings_lines, label, marks, value_text, x_values
+from . import lab
+
+
+class SweepPane(Vertical):
+    BINDINGS = [Binding("o", "open_best", "Open best in form", id="sweep.open_best")]
+
+    class PointDone(Message):
+        def __init__(self, point: Point, record: RunRecord) -> None:
+            super().__init__()
+            self.point, self.record = point, record
+
+    class PointBegun(Message):
+        def __init__(self, point: Point, index: int, of: int) -> None:
+            super().__init__()
+            self.point, self.index, self.of = point, index, of
+
+    class Done(Message):
+        def __init__(self, sweep: Sweep) -> None:
+            super().__init__()
+            self.sweep = sweep
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sweep: Sweep | None = None
+
+    def compose(self) -> ComposeResult:
+        from ..widgets.charts import SeriesPlot  # plotext loads after the first paint (this pane is lazy)
+
+        yield Static("No sweep yet: in Workloads, tick sweep, give fields lists (8,16,32), then Sweep (ctrl+r).",
+                     id="sweep-header")
+        yield ProgressBar(id="sweep-progress", show_eta=False)
+        with Horizontal(id="sweep-body"):
+            yield SeriesPlot(id="sweep-chart")
+            with Vertical(id="sweep-side"):
+                yield DataTable(id="sweep-table", cursor_type="row", zebra_stripes=True)
+                yield Static(id="sweep-findings")
+
+    @property
+    def running(self) -> bool:
+        return self.sweep is not None and self.sweep.status == "running"
+
+    @property
+    def axes(self) -> list[str]:
+        return list(self.sweep.grid.axes) if self.sweep else []
+
+    def start(self, sweep: Sweep) -> None:
+        from ..widgets.charts import SeriesPlot
+
+        self.sweep = sweep
+        axes = self.axes
+        chart = self.query_one("#sweep-chart", SeriesPlot)
+        chart.configure(f"examples/s against {axes[0].replace('_', ' ')}" if axes else "examples/s")
+        table = self.query_one("#sweep-table", DataTable)
+        table.clear(columns=True)
+        table.add_columns("", *(a.replace("_", " ") for a in axes), *FIGURES[:-1])
+        self.query_one("#sweep-findings", Static).update("")
+        self.query_one("#sweep-progress", ProgressBar).update(total=len(sweep.points) * sweep.repeat, progress=0)
+        estimate = sweep.estimate(lab(self).records)
+        self._header(f"starting: {len(sweep.points)} point(s), estimate {estimate}")
+        self._run(sweep)
+
+    def _header(self, status: str) -> None:
+        assert self.sweep is not None
+        grid = self.sweep.grid
+        self.query_one("#sweep-header", Static).update(
+            f"[b]sweep {self.sweep.id[:8]}[/b] of {grid.workload.title} over "
+            + (", ".join(f"{a} ({len(v)})" for a, v in grid.axes.items()) or "one point") + f" | {status}")
+
+    def stop(self) -> None:
+        if self.sweep is None or not self.running:
+            return
+        if self.sweep.stopping is None:
+            self.sweep.stop()
+            self.notify("stopping after the current point (x again: stop the point now)", severity="warning")
+        else:
+            self.sweep.cancel_point()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="sweep")
+    def _run(self, sweep: Sweep) -> None:
+        for event in sweep.events():
+            if isinstance(event, PointStarted):
+                self.post_message(self.PointBegun(event.point, event.index, event.of))
+            elif isinstance(event, PointFinished):
+                self.post_message(self.PointDone(event.point, event.record))
+        self.post_message(self.Done(sweep))
+
+    @on(PointBegun)
+    def _begun(self, message: PointBegun) -> None:
+        self._header(f"point {message.index}/{message.of}: {label(message.point, self.axes)}")
+
+    @on(PointDone)
+    def _done(self, message: PointDone) -> None:
+        lab(self).keep_record(message.record)
+        bar = self.query_one("#sweep-progress", ProgressBar)
+        bar.advance(1)
+        self._show()
+
+    def _show(self) -> None:
+        """Chart, table and findings from the points so far."""
+        from ..widgets.charts import SeriesPlot
+
+        assert self.sweep is not None
+        axes = self.axes
+        found = self.sweep.findings()
+        chart = self.query_one("#sweep-chart", SeriesPlot)
+        chart.series.clear()
+        for name, pts in chart_series(self.sweep.points, axes).items():
+            for x, y in pts:
+                chart.add(name, x, y)
+        best = found.best
+        if best is not None and best.throughput and axes:
+            for pts in chart_series([best], axes, x_values(self.sweep.points, axes[0])).values():
+                chart.add("best", *pts[0])
+        chart.replot()
+        table = self.query_one("#sweep-table", DataTable)
+        table.clear()
+        for p in sorted((p for p in self.sweep.points if p.records), key=lambda p: -(p.throughput or -1)):
+            cells = figures(p)
+            table.add_row(marks(p, found), *(value_text(p.values[a]) for a in axes),
+                          *(cells[f] for f in FIGURES[:-1]))
+        self.query_one("#sweep-findings", Static).update("\n".join(findings_lines(found, axes)))
+
+    @on(Done)
+    def _finished(self, message: Done) -> None:
+        sweep = message.sweep
+        lab(self).keep_sweep(sweep)
+        done = sum(p.status == "finished" for p in sweep.points)
+        self._header(f"{sweep.status}: {done}/{len(sweep.points)} point(s) finished"
+                     + (f" ({sweep.stopping})" if sweep.stopping else "") + " | o: open the best in the form")
+        self._show()
+
+    async def action_open_best(self) -> None:
+        found = self.sweep.findings() if self.sweep else None
+        if self.sweep is None or found is None or found.best is None:
+            self.notify("no finished point yet", severity="warning")
+            return
+        params = {**self.sweep.grid.base, **found.best.values}
+        await lab(self).open_configuration(self.sweep.grid.workload, params)
+        self.notify(f"the best configuration: {label(found.best, self.axes)} "
+                    f"({fmt.rate(found.best.throughput, 'examples/s')})")

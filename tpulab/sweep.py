@@ -1,0 +1,319 @@
+"""Sweeps: a grid of a workload's parameters, each point a run, to find this machine's fastest configuration.
+
+The grid comes from the same declarations as a single run: any parameter takes a list
+(`32,64,128`) or, for integers, a doubling range (`16..1024`). Every value is checked before
+anything runs, and combinations that cannot run are named with the reason. Each point runs in
+its own worker, as any run, and is kept in the store with the sweep's id; the sweep itself is
+kept too, so it can be shown again. The objective is throughput (examples/s), so training
+points are short; the first call is excluded as always.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+import uuid
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .backends import BACKENDS, BackendError
+from .estimate import Estimate, estimate
+from .events import Event, RunRecord
+from .record import now_iso
+from .runner import Run
+from .runtime.detect import RuntimeReport
+from .workloads.base import Limits, ParamError, Params, ParamSpec, Workload
+
+KNEE_WITHIN = 0.05  # the knee: the smallest batch whose throughput is within this of the best
+DEFAULT_STEPS = 12  # timed steps per point; the first call is extra and excluded
+
+
+def parse_values(spec: ParamSpec, raw: str) -> list[Any]:
+    """'32,64,128', '16..1024' (doubling, integers), 'float32,mixed_bfloat16', 'on,off': each value checked."""
+    text = str(raw).strip()
+    if spec.kind is int and ".." in text and "," not in text:
+        lo_text, hi_text = text.split("..", 1)
+        lo, hi = spec.parse(lo_text), spec.parse(hi_text)
+        if lo < 1 or hi < lo:
+            raise ParamError(spec.name, f"{spec.flag} range must go up from a positive integer, e.g. 16..1024 "
+                                        f"(got {text!r})")
+        values = []
+        while lo <= hi:
+            values.append(lo)
+            lo *= 2
+        return values
+    values = [spec.parse(part) for part in text.split(",") if part.strip()]
+    if not values:
+        raise ParamError(spec.name, f"{spec.flag} must be {spec.allowed()} or a list of them (got {text!r})")
+    return list(dict.fromkeys(values))  # a value named twice is one point
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The fixed parameters and the swept ones, in the order they were given (the first is the x axis)."""
+
+    workload: Workload
+    base: Params
+    axes: dict[str, list[Any]]
+    steps: int
+
+    def combinations(self) -> list[dict[str, Any]]:
+        names = list(self.axes)
+        return [dict(zip(names, values)) for values in itertools.product(*self.axes.values())]
+
+    def params(self, values: dict[str, Any]) -> Params:
+        return self.workload.shorten({**self.base, **values}, self.steps)
+
+
+def build_grid(workload: Workload, raw: dict[str, Any], limits: Limits, preset: str | None = None,
+               steps: int = DEFAULT_STEPS) -> tuple[Grid, list[tuple[dict[str, Any], str]]]:
+    """The grid, and the combinations that cannot run with the reason for each.
+
+    Raises `ParamError` for a bad value (one line naming the parameter) or when no combination can run.
+    """
+    axes: dict[str, list[Any]] = {}
+    fixed: dict[str, Any] = {}
+    for name, text in raw.items():
+        if text is None:
+            continue
+        values = parse_values(workload.spec(name), text)
+        if len(values) > 1:
+            axes[name] = values
+        else:
+            fixed[name] = values[0]
+    base = {**workload.preset(preset), **fixed}
+    grid = Grid(workload, base, axes, steps)
+    impossible = []
+    runnable = 0
+    for combo in grid.combinations():
+        try:
+            workload.validate({**base, **combo}, limits)
+            runnable += 1
+        except ParamError as e:
+            impossible.append((combo, str(e)))
+    if not runnable:
+        why = impossible[0][1] if impossible else "no values"
+        raise ParamError(next(iter(axes), "batch_size"), f"no combination of the grid can run: {why}")
+    return grid, impossible
+
+
+@dataclass
+class Point:
+    """One configuration of the grid, run `repeat` times."""
+
+    values: dict[str, Any]
+    params: Params
+    article: bool = False  # the article's configuration, run because the grid lacked it
+    records: list[RunRecord] = field(default_factory=list)
+
+    @property
+    def finished(self) -> list[RunRecord]:
+        return [r for r in self.records if r.status == "finished" and r.summary.examples_per_s]
+
+    @property
+    def status(self) -> str:
+        if self.finished:
+            return "finished"
+        return self.records[-1].status if self.records else "pending"
+
+    def _median(self, xs: list[float]) -> float | None:
+        xs = sorted(xs)
+        return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2 if xs else None
+
+    @property
+    def throughput(self) -> float | None:
+        """examples/s at the median step, the median over repeats."""
+        return self._median([r.summary.examples_per_s or 0 for r in self.finished])
+
+    @property
+    def throughput_range(self) -> tuple[float, float] | None:
+        xs = [r.summary.examples_per_s or 0 for r in self.finished]
+        return (min(xs), max(xs)) if xs else None
+
+    @property
+    def step_seconds(self) -> float | None:
+        return self._median([r.median or 0 for r in self.finished])
+
+    @property
+    def gflops(self) -> float | None:
+        return self._median([r.summary.gflops_per_s for r in self.finished if r.summary.gflops_per_s])
+
+    @property
+    def peak_fraction(self) -> float | None:
+        return self._median([r.summary.peak_fraction for r in self.finished if r.summary.peak_fraction])
+
+    @property
+    def flags(self) -> list[str]:
+        return sorted({f.code for r in self.records for f in r.summary.flags})
+
+    @property
+    def error(self) -> str | None:
+        return next((r.error for r in reversed(self.records) if r.error), None)
+
+
+@dataclass
+class Findings:
+    """What a sweep found: the best point, its speedups, and where batch size stops paying."""
+
+    best: Point | None
+    slowest: Point | None
+    article: Point | None
+    over_article: float | None
+    over_slowest: float | None
+    knee: Point | None  # the smallest batch within KNEE_WITHIN of the best throughput, others as the best's
+
+
+def findings(points: list[Point], article_values: dict[str, Any] | None) -> Findings:
+    done = [p for p in points if p.throughput]
+    if not done:
+        return Findings(None, None, None, None, None, None)
+    best = max(done, key=lambda p: p.throughput or 0)
+    slowest = min(done, key=lambda p: p.throughput or 0)
+    article = next((p for p in done if p.article), None) or (
+        next((p for p in done if article_values is not None and p.values == article_values), None))
+    knee = None
+    if "batch_size" in best.values:
+        others = {k: v for k, v in best.values.items() if k != "batch_size"}
+        near = [p for p in done if {k: v for k, v in p.values.items() if k != "batch_size"} == others
+                and (p.throughput or 0) >= (1 - KNEE_WITHIN) * (best.throughput or 0)]
+        knee = min(near, key=lambda p: p.values["batch_size"])
+    return Findings(best, slowest, article, _ratio(best.throughput, article.throughput if article else None),
+                    _ratio(best.throughput, slowest.throughput), knee)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def article_configuration(grid: Grid, report: RuntimeReport) -> dict[str, Any]:
+    """The article's values of the swept parameters: its preset, on TensorFlow where installed."""
+    article = {**grid.workload.defaults(), **grid.workload.presets.get("article", {})}
+    if "backend" in grid.axes:
+        article["backend"] = "tensorflow" if BACKENDS["tensorflow"].installed(report.packages) else "auto"
+    return {name: article[name] for name in grid.axes}
+
+
+@dataclass
+class PointStarted:
+    point: Point
+    index: int  # 1-based, with `repeat`
+    of: int
+
+
+@dataclass
+class PointFinished:
+    point: Point
+    record: RunRecord
+
+
+SweepEvent = PointStarted | PointFinished | Event
+
+
+class Sweep:
+    """Runs a grid point after point; a failed point is kept and the sweep goes on."""
+
+    def __init__(self, grid: Grid, report: RuntimeReport, limits: Limits, repeat: int = 1,
+                 max_minutes: float | None = None) -> None:
+        self.grid, self.report, self.limits = grid, report, limits
+        self.repeat = repeat
+        self.max_minutes = max_minutes
+        self.id = uuid.uuid4().hex
+        self.started_at = now_iso()
+        self.ended_at: str | None = None
+        self.status = "running"
+        self.points = [Point(v, grid.params(v)) for v in grid.combinations() if self._runs(v)]
+        self.article_values = article_configuration(grid, report) if grid.axes else None
+        if self.article_values is not None and not any(p.values == self.article_values for p in self.points) \
+                and self._runs(self.article_values):
+            self.points.append(Point(self.article_values, grid.params(self.article_values), article=True))
+        self.run: Run | None = None
+        self.stopping: str | None = None  # why the sweep stops after the current point
+
+    def _runs(self, values: dict[str, Any]) -> bool:
+        try:
+            self.grid.workload.validate({**self.grid.base, **values}, self.limits)
+            return True
+        except ParamError:
+            return False
+
+    def estimate(self, records: list[RunRecord]) -> Estimate:
+        """The whole sweep's duration: each point's estimate, summed, times the repeats."""
+        guesses = [estimate(self.grid.workload, p.params, self.limits, self.report, records) for p in self.points]
+        if any(g.seconds is None for g in guesses):
+            return Estimate(None, "no basis for some points")
+        bases = {g.basis.split(" (")[0].split(" at ")[0] for g in guesses}
+        basis = guesses[0].basis if len(guesses) == 1 else f"{len(guesses)} points; " + "; ".join(sorted(bases))[:120]
+        return Estimate(sum(g.seconds or 0 for g in guesses) * self.repeat, basis)
+
+    def stop(self, why: str = "stopped by the user") -> None:
+        """Finish the current point, then stop; every finished point is kept."""
+        self.stopping = self.stopping or why
+
+    def cancel_point(self) -> None:
+        """Stop the running point after its current step (again: kill it)."""
+        if self.run is not None:
+            self.run.cancel()
+
+    def events(self) -> Iterator[SweepEvent]:
+        deadline = time.monotonic() + self.max_minutes * 60 if self.max_minutes else math.inf
+        total = len(self.points) * self.repeat
+        n = 0
+        for point in self.points:
+            for _ in range(self.repeat):
+                if self.stopping is None and time.monotonic() >= deadline:
+                    self.stopping = f"--max-minutes {self.max_minutes:g} reached"
+                if self.stopping is not None:
+                    break
+                n += 1
+                yield PointStarted(point, n, total)
+                record = yield from self._run_point(point)
+                point.records.append(record)
+                yield PointFinished(point, record)
+        self.status = "cancelled" if self.stopping else "finished"
+        self.ended_at = now_iso()
+
+    def _run_point(self, point: Point) -> Generator[Event, None, RunRecord]:
+        try:
+            self.run = Run(self.grid.workload.name, point.params, self.report, sweep=self.id)
+        except BackendError as e:
+            from .events import Failed
+            from .record import RunRecorder
+
+            recorder = RunRecorder(self.grid.workload, point.params, self.report, sweep=self.id)
+            recorder.feed(Failed(error=str(e)))
+            return recorder.record()
+        yield from self.run.events()
+        record = self.run.recorder.record()
+        self.run = None
+        return record
+
+    def findings(self) -> Findings:
+        return findings(self.points, self.article_values)
+
+    def to_json(self) -> dict[str, Any]:
+        """The sweep as kept in the store: its grid, its points' run ids, and what it found."""
+        f = self.findings()
+        index = {id(p): i for i, p in enumerate(self.points)}
+
+        def at(p: Point | None) -> int | None:
+            return index[id(p)] if p is not None else None
+
+        return {
+            "id": self.id, "workload": self.grid.workload.name, "started_at": self.started_at,
+            "ended_at": self.ended_at, "status": self.status, "stopped": self.stopping,
+            "axes": self.grid.axes, "base": self.grid.base, "steps": self.grid.steps, "repeat": self.repeat,
+            "article_values": self.article_values,
+            "points": [{"values": p.values, "article": p.article, "runs": [r.id for r in p.records]}
+                       for p in self.points],
+            "findings": {"best": at(f.best), "slowest": at(f.slowest), "article": at(f.article),
+                         "knee": at(f.knee), "over_article": f.over_article, "over_slowest": f.over_slowest},
+        }
+
+
+
+def kept_points(sweep: dict[str, Any], records: dict[str, RunRecord]) -> list[Point]:
+    """A kept sweep's points again, with their runs from the store (a run deleted since is left out)."""
+    return [Point(p["values"], {**sweep["base"], **p["values"]}, p.get("article", False),
+                  [records[i] for i in p["runs"] if i in records]) for p in sweep["points"]]

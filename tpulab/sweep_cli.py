@@ -1,0 +1,122 @@
+"""`tpulab sweep WORKLOAD`: the grid checked, an estimate, a line per finished point, then the findings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+from types import FrameType
+
+from rich.console import Console
+
+
+from .backends import BackendError, choose
+from .events import RunRecord
+from .results import Store, StoreError, default_path
+from .sweep import DEFAULT_STEPS, PointFinished, PointStarted, Sweep, build_grid
+from .sweep_view import findings_lines, live_header, live_line, point_json, summary_json, sweep_table, text_chart
+from .workloads import get_workload
+from .workloads.base import Limits, ParamError
+
+EXIT_STOPPED = 130
+
+
+def cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .cli import fast_report
+
+    report = fast_report()
+    limits = Limits.of(report)
+    w = get_workload(args.workload)
+    console = Console(stderr=args.json)
+    if args.steps is not None and not 1 <= args.steps <= 100000:
+        parser.error(f"--steps must be an integer from 1 to 100000 (got {args.steps})")
+    if not 1 <= args.repeat <= 100:
+        parser.error(f"--repeat must be an integer from 1 to 100 (got {args.repeat})")
+    try:
+        grid, impossible = build_grid(w, {s.name: getattr(args, s.name) for s in w.params}, limits, args.preset,
+                                      args.steps or DEFAULT_STEPS)
+        for backend in {limits.backend_for(v) for v in grid.axes.get("backend", [grid.base["backend"]])}:
+            choose(backend, report)
+    except (ParamError, BackendError) as e:
+        parser.error(str(e))
+    axes = list(grid.axes)
+    for values, why in impossible:
+        console.print(f"[yellow]cannot run {', '.join(f'{k} {v}' for k, v in values.items())}: {why}[/]",
+                      highlight=False)
+    store = None if args.no_save else Store(getattr(args, "db", None) or default_path())
+    sweep = Sweep(grid, report, limits, args.repeat, args.max_minutes)
+    kept: list[RunRecord] = []
+    if store is not None:
+        try:
+            kept = store.records(w.name)
+        except StoreError as e:
+            console.print(f"[red]tpulab: {e}[/]", highlight=False)
+            store = None
+    extra = " (and the article's configuration)" if any(p.article for p in sweep.points) else ""
+    console.print(f"sweep {sweep.id[:8]} of {w.name}: {len(sweep.points)} point(s){extra} x {args.repeat} run(s), "
+                  f"{grid.steps} timed {w.unit}s each; estimate {sweep.estimate(kept)}", highlight=False)
+    if not axes:
+        console.print("[yellow]no parameter holds a list: this is a single point[/]")
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if sweep.stopping is None:
+            console.print("[yellow]stopping after the current point (Ctrl+C again: stop the point after its "
+                          "current step)[/]")
+            sweep.stop()
+        else:
+            console.print("[yellow]stopping the current point[/]")
+            sweep.cancel_point()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    if not args.json:
+        console.print(live_header(axes), style="bold", highlight=False)
+    try:
+        for event in sweep.events():
+            if isinstance(event, PointStarted) and not args.json:
+                console.print(f"[dim]point {event.index}/{event.of}: "
+                              + ", ".join(f"{k} {v}" for k, v in event.point.values.items()) + "[/]", highlight=False)
+            elif isinstance(event, PointFinished):
+                _keep(store, event.record, console)
+                if args.json:
+                    print(json.dumps({"event": "point", **point_json(event.point)}), flush=True)
+                else:
+                    console.print(live_line(event.point, axes), highlight=False)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    found = sweep.findings()
+    if store is not None:
+        try:
+            store.save_sweep(sweep.to_json())
+        except StoreError as e:
+            console.print(f"[red]tpulab: {e}[/]", highlight=False)
+    if args.json:
+        print(json.dumps(summary_json(sweep.points, found, sweep.id, sweep.status)), flush=True)
+    else:
+        title = f"sweep {sweep.id[:8]}: {sweep.status}, sorted by throughput"
+        console.print(sweep_table(sweep.points, axes, found, title))
+        for line in findings_lines(found, axes):
+            console.print(line, highlight=False)
+        if axes and found.best is not None:
+            console.print(text_chart(sweep.points, axes, found.best, console.width))
+    if sweep.stopping:
+        console.print(f"[yellow]stopped early: {sweep.stopping}; the {sum(p.status == 'finished' for p in sweep.points)}"
+                      " finished point(s) are kept[/]", highlight=False)
+    if store is not None:
+        console.print(f"kept as sweep {sweep.id[:8]} in {store.path} (`tpulab results sweep {sweep.id[:8]}`)",
+                      highlight=False)
+    if found.best is None:
+        return 1
+    return EXIT_STOPPED if sweep.stopping == "stopped by the user" else 0
+
+
+def _keep(store: Store | None, record: RunRecord, console: Console) -> None:
+    if store is None:
+        return
+    try:
+        store.save(record)
+    except StoreError as e:
+        console.print(f"[red]tpulab: {e}[/]", highlight=False)
+    if record.status == "failed":
+        console.print(f"[red]point failed: {record.error}[/]", highlight=False)
+
+

@@ -1,0 +1,176 @@
+"""A sweep for people: its live lines, its table sorted by throughput, its findings and its chart.
+
+Shared by `tpulab sweep`, `tpulab results sweep` and the lab, so a sweep reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from . import fmt
+from .events import RunRecord
+from .sweep import Findings, Point, findings, kept_points
+
+FIGURES = ("status", "median", "throughput", "GFLOP/s", "peak", "flags")
+WIDTHS = {"status": 9, "median": 9, "throughput": 18, "GFLOP/s": 8, "peak": 6}
+
+
+def value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def figures(p: Point) -> dict[str, str]:
+    """A point's figures as text; the throughput's range over repeats when there are several."""
+    spread = p.throughput_range
+    rate = fmt.rate(p.throughput, "ex/s")
+    if spread and len(p.finished) > 1:
+        rate += f" ({fmt.rate(spread[0])}-{fmt.rate(spread[1])})"
+    flags = ",".join(p.flags) if p.status == "finished" else (p.error or "")[:60]
+    return {"status": p.status, "median": fmt.seconds(p.step_seconds), "throughput": rate,
+            "GFLOP/s": f"{p.gflops:.1f}" if p.gflops else "-", "peak": fmt.percent(p.peak_fraction), "flags": flags}
+
+
+def label(p: Point, axes: list[str]) -> str:
+    return ", ".join(f"{name} {value_text(p.values[name])}" for name in axes) + (" (article)" if p.article else "")
+
+
+# --- streaming, a line per finished point --------------------------------------------------------
+def live_header(axes: list[str]) -> str:
+    cells = [f"{name[:14]:<14}" for name in axes] + [f"{f:<{WIDTHS.get(f, 0)}}" for f in FIGURES]
+    return "  ".join(cells).rstrip()
+
+
+def live_line(p: Point, axes: list[str]) -> str:
+    f = figures(p)
+    cells = [f"{value_text(p.values[name])[:14]:<14}" for name in axes]
+    cells += [f"{f[name]:<{WIDTHS.get(name, 0)}}" for name in FIGURES]
+    return "  ".join(cells).rstrip() + ("  (article's configuration)" if p.article else "")
+
+
+# --- the table and the findings -------------------------------------------------------------------
+def marks(p: Point, found: Findings) -> str:
+    return "".join(m for m, q in (("*", found.best), ("A", found.article), ("K", found.knee)) if q is p)
+
+
+def sweep_table(points: list[Point], axes: list[str], found: Findings, title: str) -> Table:
+    """Every point, fastest first; * marks the best, A the article's configuration, K the knee."""
+    t = Table(title=title, caption="* best  A article's configuration  K knee (smallest batch within 5% of the best)")
+    t.add_column("")
+    for name in axes:
+        t.add_column(name.replace("_", " "), no_wrap=True)
+    for f in FIGURES:
+        t.add_column(f, no_wrap=f != "flags", overflow="fold")
+    ranked = sorted(points, key=lambda p: -(p.throughput or -1))
+    for p in ranked:
+        t.add_row(marks(p, found), *(value_text(p.values[n]) for n in axes), *figures(p).values(),
+                  style="bold" if p is found.best else None)
+    return t
+
+
+def findings_lines(found: Findings, axes: list[str]) -> list[str]:
+    if found.best is None:
+        return ["no point finished: nothing to compare"]
+    lines = [f"best: {label(found.best, axes)}: {fmt.rate(found.best.throughput, 'examples/s')}"
+             + (f", {fmt.percent(found.best.peak_fraction)} of peak" if found.best.peak_fraction else "")]
+    if found.over_article is not None and found.article is not None:
+        lines.append(f"{found.over_article:.2f}x the article's configuration ({label(found.article, axes)}: "
+                     f"{fmt.rate(found.article.throughput, 'examples/s')})")
+    if found.over_slowest is not None and found.slowest is not None and found.slowest is not found.best:
+        lines.append(f"{found.over_slowest:.2f}x the slowest point ({label(found.slowest, axes)})")
+    if found.knee is not None:
+        lines.append(f"knee: batch {found.knee.values['batch_size']} is within 5% of the best throughput")
+    return lines
+
+
+def is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def x_values(points: list[Point], name: str) -> list[Any]:
+    """The first swept parameter's values in order: numbers by size, words as given."""
+    seen = list(dict.fromkeys(p.values[name] for p in points))
+    return sorted(seen) if all(is_number(v) for v in seen) else seen
+
+
+def chart_series(points: list[Point], axes: list[str], xs: list[Any] | None = None
+                 ) -> dict[str, list[tuple[float, float]]]:
+    """Throughput against the first swept parameter, one series per combination of the others.
+
+    Numbers are placed at their value; words (a precision, a backend) at their rank in `xs`.
+    """
+    if not axes:
+        return {}
+    x_name, others = axes[0], axes[1:]
+    xs = xs if xs is not None else x_values(points, x_name)
+    series: dict[str, list[tuple[float, float]]] = {}
+    for p in points:
+        if p.throughput is None:
+            continue
+        name = ", ".join(value_text(p.values[n]) for n in others) or "throughput"
+        v = p.values[x_name]
+        x = float(v) if is_number(v) else float(xs.index(v))
+        series.setdefault(name, []).append((x, p.throughput))
+    return {k: sorted(v) for k, v in series.items()}
+
+
+def text_chart(points: list[Point], axes: list[str], best: Point | None, width: int, height: int = 14) -> Text:
+    """The chart as text (plotext), for the terminal."""
+    import plotext as plt
+
+    series = chart_series(points, axes)
+    plt.clear_figure()
+    plt.plotsize(max(40, min(width, 100)), height)
+    plt.title(f"examples/s against {axes[0].replace('_', ' ')}" if axes else "examples/s")
+    for name, pts in series.items():
+        plt.plot([x for x, _ in pts], [y for _, y in pts], label=name if len(series) > 1 else None, marker="braille")
+    if best is not None and best.throughput and axes:
+        [(x, y)] = next(iter(chart_series([best], axes, x_values(points, axes[0])).values()))
+        plt.scatter([x], [y], marker="*", color="red", label="best")
+    values = x_values(points, axes[0]) if axes else []
+    if values and not is_number(values[0]):
+        plt.xticks(list(range(len(values))), [value_text(v) for v in values])
+    plt.theme("clear")
+    return Text.from_ansi(plt.build())
+
+
+def sweep_report(sweep: dict[str, Any], runs: dict[str, RunRecord], width: int) -> Group:
+    points = kept_points(sweep, runs)
+    axes = list(sweep["axes"])
+    found = findings(points, sweep.get("article_values"))
+    title = (f"sweep {sweep['id'][:8]} of {sweep['workload']}: {sweep['status']}, {len(points)} point(s), "
+             f"{sweep['steps']} steps each" + (f", {sweep['repeat']} repeats" if sweep.get("repeat", 1) > 1 else ""))
+    parts: list[Any] = [sweep_table(points, axes, found, title), *findings_lines(found, axes)]
+    if sweep.get("stopped"):
+        parts.append(Text(f"stopped early: {sweep['stopped']}", style="yellow"))
+    if axes and any(p.throughput for p in points):
+        parts.append(text_chart(points, axes, found.best, width))
+    return Group(*parts)
+
+
+def point_json(p: Point) -> dict[str, Any]:
+    return {"values": p.values, "article": p.article, "status": p.status, "runs": [r.id for r in p.records],
+            "median_s": p.step_seconds, "examples_per_s": p.throughput, "examples_per_s_range": p.throughput_range,
+            "gflops_per_s": p.gflops, "peak_fraction": p.peak_fraction, "flags": p.flags, "error": p.error,
+            "loss": next((r.summary.final_metrics or {}).get("loss") for r in p.finished) if p.finished else None}
+
+
+def summary_json(points: list[Point], found: Findings, sweep_id: str, status: str) -> dict[str, Any]:
+    def where(p: Point | None) -> dict[str, Any] | None:
+        return p.values if p is not None else None
+
+    return {"event": "sweep", "id": sweep_id, "status": status,
+            "points": [point_json(p) for p in sorted(points, key=lambda p: -(p.throughput or -1))],
+            "best": where(found.best), "article": where(found.article), "knee": where(found.knee),
+            "speedup_over_article": found.over_article, "speedup_over_slowest": found.over_slowest}
+
+
+def sweep_summary_json(sweep: dict[str, Any], runs: dict[str, RunRecord]) -> dict[str, Any]:
+    points = kept_points(sweep, runs)
+    return {**summary_json(points, findings(points, sweep.get("article_values")), sweep["id"], sweep["status"]),
+            "workload": sweep["workload"], "axes": sweep["axes"], "steps": sweep["steps"]}
