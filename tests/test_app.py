@@ -278,10 +278,12 @@ async def test_backend_field_greys_out_what_the_backend_ignores(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         xla = app.query_one("#param-xla", Switch)
-        assert not xla.disabled
+        processes = app.query_one("#param-processes", Input)
+        assert not xla.disabled and processes.disabled  # auto is TensorFlow here: multi-host is JAX's
+        assert "use --backend jax" in text(app.query_one("#help-processes", Static))
         xla.value = True
         await choose(pilot, app, "backend", "jax")
-        assert xla.disabled and xla.value is False
+        assert xla.disabled and xla.value is False and not processes.disabled
         assert "JAX always compiles with XLA" in text(app.query_one("#help-xla", Static))
         form = app.query_one(ParamForm)
         assert form.params is not None and form.params["backend"] == "jax"

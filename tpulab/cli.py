@@ -70,6 +70,11 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
     p.add_argument("--preset", help="start from a preset of the workload's parameters")
     p.add_argument("--db", type=Path, help="results database (default: $TPULAB_HOME/results.db or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not keep this run in the results database")
+    mh = p.add_argument_group("joining a multi-host run (JAX backend; on a TPU pod slice JAX finds its peers by "
+                              "itself: run the same command on every host)")
+    mh.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address, the same on every process")
+    mh.add_argument("--num-processes", type=int, metavar="N", help="processes in the run, on all hosts")
+    mh.add_argument("--process-id", type=int, metavar="I", help="this process: 0 keeps the record, 1..N-1 follow")
     sweeping = "sweep" in (argv or ())
     if workload_name in WORKLOADS and not sweeping:
         add_workload_flags(p, WORKLOADS[workload_name])
@@ -200,6 +205,39 @@ def resolve_params(args: argparse.Namespace, parser: Parser, report) -> dict[str
         parser.error(str(e))
 
 
+def cluster_of(args: argparse.Namespace, parser: Parser, params: dict[str, Any], report: Any) -> Any:
+    """The multi-host run this process joins: the explicit flags, else a TPU pod slice's own, else none."""
+    import os
+
+    from .backends import Cluster
+
+    given = [args.coordinator, args.num_processes, args.process_id]
+    cluster: Cluster | None
+    if any(v is not None for v in given):
+        if any(v is None for v in given):
+            parser.error("--coordinator, --num-processes and --process-id go together")
+        if not 1 <= args.num_processes <= 4096 or not 0 <= args.process_id < args.num_processes:
+            parser.error(f"--process-id must be an integer from 0 to --num-processes - 1 = {args.num_processes - 1} "
+                         f"(got {args.process_id})")
+        if ":" not in args.coordinator:
+            parser.error(f"--coordinator must be HOST:PORT (got {args.coordinator!r})")
+        cluster = Cluster(args.coordinator, args.num_processes, args.process_id)
+    else:
+        cluster = Cluster.tpu_pod(os.environ)
+    if cluster is None:
+        return None
+    from .backends import choose
+    from .workloads.base import Limits
+
+    if params.get("processes", 1) > 1:
+        parser.error("--processes starts local processes; it does not combine with joining a multi-host run")
+    if Limits.of(report).backend_for(params.get("backend", "auto")) != "jax" or \
+            choose(params.get("backend", "auto"), report)[0] != "jax":
+        parser.error("a multi-host run needs --backend jax: multi-host runs go through JAX's distributed runtime "
+                     "(TensorFlow's MultiWorkerMirroredStrategy fails under Keras 3 fit)")
+    return cluster
+
+
 def cmd_run(args: argparse.Namespace, parser: Parser) -> int:
     from rich.console import Console
 
@@ -212,11 +250,15 @@ def cmd_run(args: argparse.Namespace, parser: Parser) -> int:
     params = resolve_params(args, parser, report)
     console = Console(stderr=args.json)
     try:
-        run = Run(args.run, params, report)
+        cluster = cluster_of(args, parser, params, report)
+        run = Run(args.run, params, report, cluster=cluster)
     except BackendError as e:
         parser.error(str(e))
     printer = RunPrinter(run.recorder, console)
-    store = None if args.no_save else Store(args.db or default_path())
+    store = None if args.no_save or run.following else Store(args.db or default_path())
+    if run.following and cluster is not None:
+        console.print(f"process {cluster.process_id} of {cluster.processes}: following process 0, which prints "
+                      "and keeps the record", highlight=False)
 
     def on_sigint(signum, frame):
         if run.handle is not None and run.handle.cancel_requested:
@@ -236,6 +278,10 @@ def cmd_run(args: argparse.Namespace, parser: Parser) -> int:
         printer.close()
         signal.signal(signal.SIGINT, previous)
     record = run.recorder.record()
+    if run.following:
+        if record.status == "failed":
+            console.print(f"[red]tpulab: this process failed: {record.error}[/]", highlight=False)
+        return run.exit_code
     if args.json:
         print(json.dumps({"event": "result", **record.to_json()}), flush=True)
     else:

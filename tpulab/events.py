@@ -31,15 +31,18 @@ class Device:
 
     kind: str  # cpu, gpu, tpu
     name: str  # CPU model, GPU name or TPU generation
-    replicas: int = 1
+    replicas: int = 1  # devices, over all hosts
     strategy: str = ""
     hosts: int = 1  # processes joined into one run (multi-host)
+    machines: int = 1  # distinct machines among the hosts (local processes share one)
 
     def label(self, short: bool = False) -> str:
-        """'CPU AMD EPYC x4' (or 'CPU x4' when short)."""
+        """'CPU AMD EPYC x4', 'CPU AMD EPYC, 2 hosts x 2 devices' (without the name when short)."""
+        name = "" if short else " " + self.name
+        if self.hosts > 1:
+            return f"{self.kind.upper()}{name}, {self.hosts} hosts x {self.replicas // self.hosts} devices"
         reps = f" x{self.replicas}" if self.replicas > 1 else ""
-        hosts = f" ({self.hosts} hosts)" if self.hosts > 1 else ""
-        return f"{self.kind.upper()}{'' if short else ' ' + self.name}{reps}{hosts}".strip()
+        return f"{self.kind.upper()}{name}{reps}".strip()
 
 
 # --- events ----------------------------------------------------------------------------------

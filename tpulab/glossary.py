@@ -38,6 +38,10 @@ GLOSSARY: dict[str, str] = {
     "backend": "The framework that runs the work. TensorFlow is the article's; Keras 3 on JAX runs the same model "
                "and is what today's TPUs (Colab's v5e) ship with. The same run on both, on one device, compares "
                "the frameworks themselves.",
+    "multi-host": "One run over several processes, each driving its own devices, joined by JAX's distributed "
+                  "runtime: a TPU pod slice is several hosts. tpulab can start N processes on this machine "
+                  "(--processes N) to run the very same path; the record shows each host's step time and names "
+                  "the slowest (the straggler).",
     "XLA": "The compiler TensorFlow can use and JAX always uses: fuses operations into fewer, faster kernels; the "
            "first step pays for the compile. On a CPU, TensorFlow's default oneDNN kernels are often faster.",
     "input pipeline": "How batches reach the model. tf.data prepares the next batch while the device works; "

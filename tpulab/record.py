@@ -6,6 +6,7 @@ means the same thing everywhere. A run that fails or is cancelled keeps what it 
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import datetime, timezone
 
@@ -34,6 +35,7 @@ class RunRecorder:
         self.id = uuid.uuid4().hex
         self.started_at = now_iso()
         self.ended_at: str | None = None
+        self.ended_at_time: float | None = None  # Unix time, to order failures across processes
         self.status = "running"
         self.info: Started | None = None
         self.compile_seconds: float | None = None
@@ -71,6 +73,7 @@ class RunRecorder:
             self.status = status
             self.error = error
             self.ended_at = now_iso()
+            self.ended_at_time = time.time()
 
     # --- derived figures ------------------------------------------------------------------
     @property
@@ -107,7 +110,8 @@ class RunRecorder:
         flops = info.flops_per_step if info else None
         peak = None
         if info is not None:
-            peak = device_peak(info.device.kind, info.device.name, info.dtype, info.device.replicas, self.runtime.cpu)
+            d = info.device
+            peak = device_peak(d.kind, d.name, info.dtype, d.replicas, self.runtime.cpu, d.machines)
         flops_per_s = flops / stats.median if stats and flops and stats.median > 0 else None
         batch = self.params.get("batch_size")
         peak_fraction = flops_per_s / peak.flops if flops_per_s and peak else None
@@ -123,7 +127,15 @@ class RunRecorder:
             final_metrics=next((s.metrics for s in reversed(self.steps) if s.metrics), None),
             validation={k: v for k, v in (self.epochs[-1].metrics if self.epochs else {}).items()
                         if k.startswith("val_")} or None,
-            flags=flags)
+            flags=flags, host_seconds=self.host_medians())
+
+    def host_medians(self) -> list[float] | None:
+        """Each host's median steady step time, when several processes shared the steps."""
+        rows = [s.host_seconds for s in self.steps if s.host_seconds and not s.warmup]
+        if not rows:
+            return None
+        return [summarize([row[i] for row in rows if i < len(row)]).median  # type: ignore[union-attr]
+                for i in range(max(len(row) for row in rows))]
 
     def record(self) -> RunRecord:
         info = self.info

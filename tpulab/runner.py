@@ -1,15 +1,21 @@
-"""One run from the parent's side: choose its backend, start the worker, feed its events to the record.
+"""One run from the parent's side: choose its backend, start its worker(s), feed the events to the record.
 
-Shared by the headless CLI and the TUI, so both record and judge a run the same way.
+Shared by the headless CLI, the lab and sweeps, so all record and judge a run the same way. A run
+over several local processes (`processes` > 1) starts one worker per process, joined over loopback;
+process 0's events are the run's, and a process that dies takes the run down with its name and
+reason, never leaving the others waiting in a collective.
 """
 
 from __future__ import annotations
 
 import signal
+import socket
+import threading
+import time
 from typing import Iterator
 
-from .backends import choose
-from .events import Event
+from .backends import Cluster, choose
+from .events import Event, Failed
 from .record import RunRecorder
 from .runtime.detect import RuntimeReport
 from .worker import EXIT_CANCELLED, RunHandle
@@ -17,11 +23,23 @@ from .workloads import get_workload
 from .workloads.base import Params
 
 EXIT_CODES = {"finished": 0, "failed": 1, "cancelled": EXIT_CANCELLED}
+FOLLOWERS_GRACE_S = 10.0  # after process 0 ends, the others have this long to end by themselves
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class Run:
-    def __init__(self, workload: str, params: Params, runtime: RuntimeReport, sweep: str | None = None) -> None:
-        """Raises `BackendError` (naming the install command) when the backend cannot run here."""
+    def __init__(self, workload: str, params: Params, runtime: RuntimeReport, sweep: str | None = None,
+                 cluster: Cluster | None = None) -> None:
+        """Raises `BackendError` (naming the install command) when the backend cannot run here.
+
+        `cluster`: this process is one of a multi-host run started elsewhere (a pod slice, or
+        --coordinator); None with `processes` > 1 in the params starts them all here.
+        """
         self.workload = get_workload(workload)
         self.params = params
         self.device = "cpu"
@@ -29,34 +47,99 @@ class Run:
             self.device = runtime.default_device if params["device"] == "auto" else params["device"]
         self.backend, self.backend_reason = choose(params.get("backend", "auto"), runtime, params.get("device", "auto"))
         self.recorder = RunRecorder(self.workload, params, runtime, self.backend, self.backend_reason, sweep)
-        self.handle: RunHandle | None = None
+        self.cluster = cluster
+        self.handles: list[RunHandle] = []
+        self.failures: list[tuple[float, str]] = []  # (when, why) of processes other than 0
+        self._watchers: list[threading.Thread] = []
+
+    @property
+    def following(self) -> bool:
+        """This process follows process 0 of a run started elsewhere: process 0 keeps the record."""
+        return self.cluster is not None and self.cluster.process_id != 0
+
+    @property
+    def handle(self) -> RunHandle | None:
+        """Process 0's worker: the one whose events are the run's."""
+        return self.handles[0] if self.handles else None
+
+    def _start(self) -> None:
+        name, p, backend, device = self.workload.name, self.params, self.backend, self.device
+        processes = p.get("processes", 1)
+        if self.cluster is not None:  # one process of a run started elsewhere: its share of the devices
+            local = max(1, p.get("shards", 1) // self.cluster.processes)
+            self.handles = [RunHandle.start(name, p, backend, device, self.cluster, local)]
+            return
+        if processes == 1:
+            self.handles = [RunHandle.start(name, p, backend, device)]
+            return
+        coordinator = f"127.0.0.1:{free_port()}"
+        local = p.get("shards", processes) // processes  # each process its share of the host devices
+        self.handles = [RunHandle.start(name, p, backend, device, Cluster(coordinator, processes, i, local=True), local)
+                        for i in range(processes)]
 
     def events(self) -> Iterator[Event]:
-        """Start the worker and yield its events, each already fed to the record."""
-        self.handle = RunHandle.start(self.workload.name, self.params, self.backend, self.device)
-        for event in self.handle.events():
+        """Start the worker(s) and yield process 0's events, each already fed to the record."""
+        self._start()
+        for i, follower in enumerate(self.handles[1:], 1):
+            watcher = threading.Thread(target=self._watch, args=(i, follower), daemon=True)
+            watcher.start()
+            self._watchers.append(watcher)
+        leader = self.handles[0]
+        for event in leader.events():
             self.recorder.feed(event)
             yield event
+        self._end_followers()
         if self.recorder.status == "running":  # the worker died without a last word
-            self.recorder.finish(*self._death())
+            self.recorder.finish(*self._death(leader, 0))
+        if self.failures and self.recorder.status == "failed":
+            self._name_the_cause()
 
-    def _death(self) -> tuple[str, str]:
-        assert self.handle is not None
-        code = self.handle.returncode
-        if self.handle.cancel_requested:
+    def _watch(self, index: int, handle: RunHandle) -> None:
+        """A process other than 0: when it fails, the run fails, naming it; the others are stopped."""
+        said = None
+        for event in handle.events():
+            if isinstance(event, Failed):
+                said = event.error
+        if handle.returncode not in (0, EXIT_CANCELLED) and not handle.cancel_requested:
+            self.failures.append((time.time(), said or f"process {index}: " + self._death(handle, index)[1]))
+            for other in self.handles:
+                other.kill()  # process 0 would otherwise wait for it in a collective
+
+    def _end_followers(self) -> None:
+        deadline = time.monotonic() + FOLLOWERS_GRACE_S
+        for watcher in self._watchers:
+            watcher.join(max(0.0, deadline - time.monotonic()))
+        for handle in self.handles[1:]:
+            handle.kill()
+
+    def _name_the_cause(self) -> None:
+        """The first process to fail is the cause; the others' failures follow from it."""
+        leader_failed_at = self.recorder.ended_at_time or time.time()
+        first_time, first = min(self.failures)
+        if first_time <= leader_failed_at + 1.0 or not self.recorder.error:
+            others = [why for _, why in sorted(self.failures)[1:]] + ([self.recorder.error] if self.recorder.error
+                                                                       and self.recorder.error != first else [])
+            self.recorder.error = first + (f" (then: {'; '.join(others)[:300]})" if others else "")
+
+    def _death(self, handle: RunHandle, index: int) -> tuple[str, str]:
+        code = handle.returncode
+        if handle.cancel_requested:
             return "cancelled", "stopped by the user"
+        if self.failures and index == 0:
+            return "failed", min(self.failures)[1]
         if code is not None and code < 0:
             name = signal.Signals(-code).name
             hint = " (out of memory? try a smaller batch or image size)" if name == "SIGKILL" else ""
             why = f"the worker was killed by {name}{hint}"
         else:
             why = f"the worker exited with code {code}"
-        tail = self.handle.stderr_tail(3)
+        tail = handle.stderr_tail(3)
         return "failed", why + (f"; its last words: {tail}" if tail else "")
 
     def cancel(self) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
+        """Every process stops after the current step (they agree on which); again: kill them."""
+        for handle in self.handles:
+            handle.cancel()
 
     @property
     def exit_code(self) -> int:

@@ -163,6 +163,7 @@ class Findings:
     over_article: float | None
     over_slowest: float | None
     knee: Point | None  # the smallest batch within KNEE_WITHIN of the best throughput, others as the best's
+    scaling: list[tuple[int, float, float]] = field(default_factory=list)  # (processes, ratio, ideal)
 
 
 def findings(points: list[Point], article_values: dict[str, Any] | None) -> Findings:
@@ -180,19 +181,36 @@ def findings(points: list[Point], article_values: dict[str, Any] | None) -> Find
                 and (p.throughput or 0) >= (1 - KNEE_WITHIN) * (best.throughput or 0)]
         knee = min(near, key=lambda p: p.values["batch_size"])
     return Findings(best, slowest, article, _ratio(best.throughput, article.throughput if article else None),
-                    _ratio(best.throughput, slowest.throughput), knee)
+                    _ratio(best.throughput, slowest.throughput), knee, scaling(done, best))
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
 
 
+def scaling(points: list[Point], best: Point | None) -> list[tuple[int, float, float]]:
+    """(processes, throughput ratio to the fewest processes, ideal ratio), the others as the best's."""
+    if best is None or "processes" not in best.values:
+        return []
+    others = {k: v for k, v in best.values.items() if k != "processes"}
+    line = sorted((p.values["processes"], p.throughput) for p in points if p.throughput
+                  and {k: v for k, v in p.values.items() if k != "processes"} == others)
+    if len(line) < 2:
+        return []
+    base_n, base = line[0]
+    return [(n, (rate or 0) / (base or 1), n / base_n) for n, rate in line[1:]]
+
+
 def article_configuration(grid: Grid, report: RuntimeReport) -> dict[str, Any]:
-    """The article's values of the swept parameters: its preset, on TensorFlow where installed."""
+    """The article's values of the swept knobs (its preset, on TensorFlow where installed).
+
+    What is not a knob (the device, the data, the seed) keeps the grid's first value.
+    """
     article = {**grid.workload.defaults(), **grid.workload.presets.get("article", {})}
     if "backend" in grid.axes:
         article["backend"] = "tensorflow" if BACKENDS["tensorflow"].installed(report.packages) else "auto"
-    return {name: article[name] for name in grid.axes}
+    return {name: article[name] if grid.workload.spec(name).tunes else values[0]
+            for name, values in grid.axes.items()}
 
 
 @dataclass

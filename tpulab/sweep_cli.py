@@ -14,7 +14,8 @@ from .backends import BackendError, choose
 from .events import RunRecord
 from .results import Store, StoreError, default_path
 from .sweep import DEFAULT_STEPS, PointFinished, PointStarted, Sweep, build_grid
-from .sweep_view import findings_lines, live_header, live_line, point_json, summary_json, sweep_table, text_chart
+from .sweep_view import (findings_lines, impossible_lines, label, live_header, live_line, point_json, summary_json,
+                         sweep_table, text_chart)
 from .workloads import get_workload
 from .workloads.base import Limits, ParamError
 
@@ -40,9 +41,8 @@ def cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except (ParamError, BackendError) as e:
         parser.error(str(e))
     axes = list(grid.axes)
-    for values, why in impossible:
-        console.print(f"[yellow]cannot run {', '.join(f'{k} {v}' for k, v in values.items())}: {why}[/]",
-                      highlight=False)
+    for line in impossible_lines(impossible):
+        console.print(f"[yellow]{line}[/]", highlight=False)
     store = None if args.no_save else Store(getattr(args, "db", None) or default_path())
     sweep = Sweep(grid, report, limits, args.repeat, args.max_minutes)
     kept: list[RunRecord] = []
@@ -69,18 +69,17 @@ def cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     if not args.json:
-        console.print(live_header(axes), style="bold", highlight=False)
+        console.print(live_header(grid.axes), style="bold", highlight=False)
     try:
         for event in sweep.events():
             if isinstance(event, PointStarted) and not args.json:
-                console.print(f"[dim]point {event.index}/{event.of}: "
-                              + ", ".join(f"{k} {v}" for k, v in event.point.values.items()) + "[/]", highlight=False)
+                console.print(f"[dim]point {event.index}/{event.of}: {label(event.point, axes)}[/]", highlight=False)
             elif isinstance(event, PointFinished):
                 _keep(store, event.record, console)
                 if args.json:
                     print(json.dumps({"event": "point", **point_json(event.point)}), flush=True)
                 else:
-                    console.print(live_line(event.point, axes), highlight=False)
+                    console.print(live_line(event.point, grid.axes), highlight=False)
     finally:
         signal.signal(signal.SIGINT, previous)
     found = sweep.findings()

@@ -15,8 +15,8 @@ from . import fmt
 from .events import RunRecord
 from .sweep import Findings, Point, findings, kept_points
 
-FIGURES = ("status", "median", "throughput", "GFLOP/s", "peak", "flags")
-WIDTHS = {"status": 9, "median": 9, "throughput": 18, "GFLOP/s": 8, "peak": 6}
+FIGURES = ("median", "throughput", "GFLOP/s", "peak", "flags")
+WIDTHS = {"median": 8, "throughput": 11, "GFLOP/s": 7, "peak": 6}
 
 
 def value_text(value: Any) -> str:
@@ -31,8 +31,8 @@ def figures(p: Point) -> dict[str, str]:
     rate = fmt.rate(p.throughput, "ex/s")
     if spread and len(p.finished) > 1:
         rate += f" ({fmt.rate(spread[0])}-{fmt.rate(spread[1])})"
-    flags = ",".join(p.flags) if p.status == "finished" else (p.error or "")[:60]
-    return {"status": p.status, "median": fmt.seconds(p.step_seconds), "throughput": rate,
+    flags = ",".join(p.flags) if p.status == "finished" else f"{p.status}: {(p.error or '')[:60]}"
+    return {"median": fmt.seconds(p.step_seconds), "throughput": rate,
             "GFLOP/s": f"{p.gflops:.1f}" if p.gflops else "-", "peak": fmt.percent(p.peak_fraction), "flags": flags}
 
 
@@ -41,16 +41,34 @@ def label(p: Point, axes: list[str]) -> str:
 
 
 # --- streaming, a line per finished point --------------------------------------------------------
-def live_header(axes: list[str]) -> str:
-    cells = [f"{name[:14]:<14}" for name in axes] + [f"{f:<{WIDTHS.get(f, 0)}}" for f in FIGURES]
-    return "  ".join(cells).rstrip()
+def axis_widths(axes: dict[str, list[Any]]) -> dict[str, int]:
+    """Each swept parameter's column: as wide as its name or its longest value, whichever is wider."""
+    return {name: max(len(name), *(len(value_text(v)) for v in values)) for name, values in axes.items()}
 
 
-def live_line(p: Point, axes: list[str]) -> str:
+def live_header(axes: dict[str, list[Any]]) -> str:
+    cells = [f"{name:<{w}}" for name, w in axis_widths(axes).items()] + [f"{f:<{WIDTHS.get(f, 0)}}" for f in FIGURES]
+    return " ".join(cells).rstrip()
+
+
+def live_line(p: Point, axes: dict[str, list[Any]]) -> str:
     f = figures(p)
-    cells = [f"{value_text(p.values[name])[:14]:<14}" for name in axes]
+    cells = [f"{value_text(p.values[name]):<{w}}" for name, w in axis_widths(axes).items()]
     cells += [f"{f[name]:<{WIDTHS.get(name, 0)}}" for name in FIGURES]
-    return "  ".join(cells).rstrip() + ("  (article's configuration)" if p.article else "")
+    return " ".join(cells).rstrip() + (" (article)" if p.article else "")
+
+
+def impossible_lines(impossible: list[tuple[dict[str, Any], str]]) -> list[str]:
+    """Combinations that cannot run, one line per reason, naming the values they have in common."""
+    by_reason: dict[str, list[dict[str, Any]]] = {}
+    for values, why in impossible:
+        by_reason.setdefault(why, []).append(values)
+    lines = []
+    for why, combos in by_reason.items():
+        common = {k: v for k, v in combos[0].items() if all(c.get(k) == v for c in combos)}
+        what = ", ".join(f"{k} {value_text(v)}" for k, v in common.items()) or "some combinations"
+        lines.append(f"cannot run {what} ({len(combos)} combination(s)): {why}")
+    return lines
 
 
 # --- the table and the findings -------------------------------------------------------------------
@@ -85,6 +103,8 @@ def findings_lines(found: Findings, axes: list[str]) -> list[str]:
         lines.append(f"{found.over_slowest:.2f}x the slowest point ({label(found.slowest, axes)})")
     if found.knee is not None:
         lines.append(f"knee: batch {found.knee.values['batch_size']} is within 5% of the best throughput")
+    lines += [f"scaling: {n} processes {ratio:.2f}x the throughput of {round(n / ideal)} (ideal {ideal:.0f}x)"
+              for n, ratio, ideal in found.scaling]
     return lines
 
 
@@ -167,7 +187,8 @@ def summary_json(points: list[Point], found: Findings, sweep_id: str, status: st
     return {"event": "sweep", "id": sweep_id, "status": status,
             "points": [point_json(p) for p in sorted(points, key=lambda p: -(p.throughput or -1))],
             "best": where(found.best), "article": where(found.article), "knee": where(found.knee),
-            "speedup_over_article": found.over_article, "speedup_over_slowest": found.over_slowest}
+            "speedup_over_article": found.over_article, "speedup_over_slowest": found.over_slowest,
+            "scaling": [{"processes": n, "ratio": r, "ideal": i} for n, r, i in found.scaling]}
 
 
 def sweep_summary_json(sweep: dict[str, Any], runs: dict[str, RunRecord]) -> dict[str, Any]:

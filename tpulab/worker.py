@@ -25,10 +25,10 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
-from .backends import BACKENDS, worker_env
-from .events import Cancelled, Event, Failed, Finished, parse_line
+from .backends import BACKENDS, Cluster, FrameworkBackend, worker_env
+from .events import Cancelled, Compiled, Event, Failed, Finished, Step, parse_line
 from .workloads import get_workload
-from .workloads.base import CancelToken, Params
+from .workloads.base import CancelToken, Params, Sink
 
 EXIT_CANCELLED = 130
 
@@ -53,10 +53,12 @@ class RunHandle:
         self.cancel_requested = False
 
     @classmethod
-    def start(cls, workload: str, params: Params, backend: str, device: str) -> RunHandle:
-        """A worker for one run; `device` is the resolved kind (cpu, gpu, tpu) the backend must see."""
+    def start(cls, workload: str, params: Params, backend: str, device: str, cluster: Cluster | None = None,
+              local_devices: int | None = None) -> RunHandle:
+        """A worker for one run (or one process of it); `device` is the kind (cpu, gpu, tpu) it must see."""
+        env = worker_env(backend, device, local_devices or params.get("shards", 1))
         return cls([json.dumps({"workload": workload, "backend": backend, "params": params})],
-                   worker_env(backend, device, params.get("shards", 1)))
+                   {**env, **(cluster.env() if cluster else {})})
 
     def events(self) -> Iterator[Event]:
         assert self.proc.stdout is not None
@@ -144,19 +146,48 @@ def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
     cancel = CancelToken()
     signal.signal(signal.SIGINT, lambda *_: cancel.set())
+    cluster = Cluster.from_env(os.environ)
     try:
-        BACKENDS[spec["backend"]].load()  # first: its framework, and none that would compete with it
+        backend = BACKENDS[spec["backend"]].load()  # first: its framework, and none that would compete with it
+        sink: Sink = emit
+        if cluster is not None:
+            backend.join(cluster)
+            sink = shared(emit, backend, cancel, leader=cluster.process_id == 0)
         runner = importlib.import_module(get_workload(spec["workload"]).runners[spec["backend"]])
-        runner.run(spec["params"], emit, cancel)
+        runner.run(spec["params"], sink, cancel)
     except Exception as e:  # noqa: BLE001 - reported as the run's failure, with its traceback on stderr
         traceback.print_exc()
-        emit(Failed(error=_one_line(e), type=type(e).__name__))
+        where = f"process {cluster.process_id}: " if cluster is not None and cluster.process_id else ""
+        emit(Failed(error=where + _one_line(e), type=type(e).__name__))
         return 1
-    if cancel.is_set():
-        emit(Cancelled())
-        return EXIT_CANCELLED
-    emit(Finished())
-    return 0
+    emit(Cancelled() if cancel.is_set() else Finished())
+    if cluster is not None:
+        backend.leave()
+    return EXIT_CANCELLED if cancel.is_set() else 0
+
+
+def shared(emit: Sink, backend: FrameworkBackend, cancel: CancelToken, leader: bool) -> Sink:
+    """A run over several processes: every host's time for each step, one decision to stop, one stream.
+
+    Each timed step gathers [seconds, cancel] from every process (all processes time the same steps,
+    in lockstep), so the record gets per-host times and a cancel on any process stops all of them after
+    the same step. The step took as long as its slowest host. Only process 0 writes events.
+    """
+    def sink(event: Event) -> None:
+        if isinstance(event, (Compiled, Step)):
+            table = backend.gather([event.seconds, 1.0 if cancel.is_set() else 0.0])
+            if any(row[1] for row in table):
+                cancel.set()
+            if isinstance(event, Step):
+                event.host_seconds = [row[0] for row in table]
+                slowest = max(event.host_seconds)
+                if event.examples_per_s:
+                    event.examples_per_s *= event.seconds / slowest
+                event.seconds = slowest
+        if leader:
+            emit(event)
+
+    return sink
 
 
 def _one_line(e: BaseException) -> str:

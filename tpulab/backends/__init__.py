@@ -38,21 +38,71 @@ class Placement:
     note: str | None = None  # e.g. why auto fell back to the CPU
     master: str | None = None  # a TPU session target (TensorFlow's batch_parallel)
     hosts: int = 1
+    machines: int = 1
     scope: Callable[[], AbstractContextManager[Any]] = field(default=nullcontext)
 
     def device(self) -> Device:
         return Device(kind=self.kind, name=self.name, replicas=self.replicas, strategy=self.strategy,
-                      hosts=self.hosts)
+                      hosts=self.hosts, machines=self.machines)
+
+
+JOIN_TIMEOUT_S = 60  # every process must have joined a multi-host run by then
+HEARTBEAT_TIMEOUT_S = 30  # a process silent this long fails the run (JAX's coordination service)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Several processes as one run: JAX's distributed runtime joins them, process 0 keeps the record.
+
+    `coordinator` is HOST:PORT, or "auto" on a TPU pod slice, where JAX finds its peers by itself.
+    `local`: every process on this machine (`--processes N`), so the CPU's peak is counted once.
+    """
+
+    coordinator: str
+    processes: int
+    process_id: int
+    local: bool = False
+
+    ENV = ("TPULAB_COORDINATOR", "TPULAB_NUM_PROCESSES", "TPULAB_PROCESS_ID", "TPULAB_LOCAL_PROCESSES")
+
+    def env(self) -> dict[str, str]:
+        return dict(zip(self.ENV, (self.coordinator, str(self.processes), str(self.process_id),
+                                   "1" if self.local else "")))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Cluster | None:
+        """The cluster a worker was started into, or None for a run on one process."""
+        if not environ.get("TPULAB_COORDINATOR"):
+            return None
+        return cls(environ["TPULAB_COORDINATOR"], int(environ.get("TPULAB_NUM_PROCESSES") or 0),
+                   int(environ.get("TPULAB_PROCESS_ID") or 0), bool(environ.get("TPULAB_LOCAL_PROCESSES")))
+
+    @classmethod
+    def tpu_pod(cls, environ: Mapping[str, str]) -> Cluster | None:
+        """A TPU pod slice's worker (several hosts in TPU_WORKER_HOSTNAMES): JAX discovers the rest."""
+        hosts = [h for h in environ.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip()]
+        if len(hosts) < 2:
+            return None
+        return cls("auto", len(hosts), int(environ.get("TPU_WORKER_ID") or 0))
 
 
 class FrameworkBackend(Protocol):
     """What each framework module provides, inside a worker."""
+
+    def join(self, cluster: Cluster) -> None:
+        """Join the other processes of a multi-host run; before anything else touches a device."""
+
+    def leave(self) -> None:
+        """Leave it together, after the last step (every process gets here after the same step)."""
 
     def place(self, device: str, shards: int) -> Placement: ...
 
     def versions(self) -> dict[str, str]: ...
 
     def probe(self) -> dict[str, Any]: ...
+
+    def gather(self, values: list[float]) -> list[list[float]]:
+        """Every process's `values`, in process order (a collective: every process calls it)."""
 
 
 @dataclass(frozen=True)

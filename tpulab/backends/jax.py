@@ -8,6 +8,7 @@ to initialise it wins (jax-ml/jax #13260).
 
 from __future__ import annotations
 
+import os
 import platform
 from typing import Any
 
@@ -15,11 +16,47 @@ import jax
 import numpy as np
 
 from ..runtime.detect import detect
-from . import Placement
+from . import HEARTBEAT_TIMEOUT_S, JOIN_TIMEOUT_S, Cluster, Placement
 
 
 class DeviceError(RuntimeError):
     """The requested device cannot be used; the message says why and what to do."""
+
+
+def join(cluster: Cluster) -> None:
+    """One program over every process's devices: JAX's distributed runtime, gloo for CPU collectives.
+
+    Bounded: a process that never joins fails the run after JOIN_TIMEOUT_S, one that goes silent
+    after HEARTBEAT_TIMEOUT_S.
+    """
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    timeouts = {"initialization_timeout": JOIN_TIMEOUT_S, "heartbeat_timeout_seconds": HEARTBEAT_TIMEOUT_S,
+                "shutdown_timeout_seconds": JOIN_TIMEOUT_S}
+    try:
+        if cluster.coordinator == "auto":
+            jax.distributed.initialize(**timeouts)  # type: ignore[arg-type]
+        else:
+            jax.distributed.initialize(coordinator_address=cluster.coordinator, num_processes=cluster.processes,
+                                       process_id=cluster.process_id, **timeouts)  # type: ignore[arg-type]
+    except Exception as e:  # noqa: BLE001 - whatever JAX raises, the run fails saying who did not join
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DeviceError(f"process {cluster.process_id} could not join the other {cluster.processes - 1} "
+                          f"within {JOIN_TIMEOUT_S} s at {cluster.coordinator}: {first}") from None
+
+
+def leave() -> None:
+    """Leave together: without it, the process hosting the coordinator may exit first and abort the others."""
+    jax.distributed.shutdown()
+
+
+def gather(values: list[float]) -> list[list[float]]:
+    """Every process's values, in process order; a no-op on one process."""
+    if jax.process_count() == 1:
+        return [values]
+    from jax.experimental import multihost_utils
+
+    table = multihost_utils.process_allgather(np.asarray(values, dtype=np.float64))
+    return np.asarray(table).reshape(jax.process_count(), len(values)).tolist()
 
 
 def versions() -> dict[str, str]:
@@ -46,7 +83,11 @@ def place(device: str, shards: int) -> Placement:
     kind = found[0].platform
     if shards > len(found):
         raise DeviceError(f"--shards {shards} is more than the {len(found)} {kind.upper()} device(s) JAX sees")
-    chosen = found[:shards] if jax.process_count() == 1 else found  # several hosts: every global device
+    hosts = jax.process_count()
+    if hosts > 1 and shards != len(found):
+        raise DeviceError(f"--shards {shards}: a run over {hosts} processes uses all {len(found)} global "
+                          f"devices; give --shards {len(found)}")
+    chosen = found[:shards]
     report = detect()
     if kind == "cpu":
         name = report.cpu.model
@@ -55,8 +96,10 @@ def place(device: str, shards: int) -> Placement:
     else:
         name = chosen[0].device_kind
     mesh = jax.sharding.Mesh(np.array(chosen), ("batch",))
+    cluster = Cluster.from_env(os.environ)
+    machines = 1 if cluster is None or cluster.local else hosts
     return Placement(kind=kind, name=name, replicas=len(chosen), strategy=f"Mesh({len(chosen)} x {kind})",
-                     devices=chosen, handle=mesh, hosts=jax.process_count())
+                     devices=chosen, handle=mesh, hosts=hosts, machines=machines)
 
 
 def probe() -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 import tensorflow as tf
 
 from ..runtime.detect import detect
-from . import Placement
+from . import BackendError, Cluster, Placement
 
 
 class DeviceError(RuntimeError):
@@ -25,6 +25,22 @@ def _placement(strategy: Any, kind: str, name: str, replicas: int, note: str | N
     return Placement(kind=kind, name=name, replicas=replicas, strategy=type(strategy).__name__,
                      devices=list(strategy.extended.worker_devices), handle=strategy, note=note, master=master,
                      scope=strategy.scope)
+
+
+MULTI_HOST = ("multi-host runs go through JAX's distributed runtime (TensorFlow's MultiWorkerMirroredStrategy "
+              "fails under Keras 3 fit): use --backend jax")
+
+
+def join(cluster: Cluster) -> None:
+    raise BackendError(MULTI_HOST)
+
+
+def leave() -> None:
+    """Nothing joined, nothing to leave."""
+
+
+def gather(values: list[float]) -> list[list[float]]:
+    return [values]  # one process: nothing to gather
 
 
 def versions() -> dict[str, str]:

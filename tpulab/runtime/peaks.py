@@ -88,10 +88,14 @@ def tpu_peak(generation: str | None) -> Peak | None:
     return Peak(chip / cores * T, f"{TPU_SOURCE}: {gen} {chip:g} TFLOP/s per chip, {cores} core(s) per chip")
 
 
-def device_peak(kind: str, name: str, dtype: str, replicas: int, cpu: CpuInfo | None) -> Peak | None:
-    """Peak of everything a run used: the whole CPU however it is split, or the sum over replicas."""
+def device_peak(kind: str, name: str, dtype: str, replicas: int, cpu: CpuInfo | None,
+                machines: int = 1) -> Peak | None:
+    """Peak of everything a run used: each machine's whole CPU however it is split, or the sum over replicas."""
     if kind == "cpu":
-        return cpu_peak(cpu, dtype) if cpu else None
+        if cpu is None:
+            return None
+        whole = cpu_peak(cpu, dtype)
+        return whole if machines == 1 else Peak(whole.flops * machines, f"{machines} machines x ({whole.source})")
     one = gpu_peak(name, dtype) if kind == "gpu" else tpu_peak(name)
     if one is None:
         return None

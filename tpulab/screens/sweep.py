@@ -74,7 +74,7 @@ class SweepPane(Vertical):
         chart.configure(f"examples/s against {axes[0].replace('_', ' ')}" if axes else "examples/s")
         table = self.query_one("#sweep-table", DataTable)
         table.clear(columns=True)
-        table.add_columns("", *(a.replace("_", " ") for a in axes), *FIGURES[:-1])
+        table.add_columns("", *(a.replace("_", " ") for a in axes), *FIGURES)
         self.query_one("#sweep-findings", Static).update("")
         self.query_one("#sweep-progress", ProgressBar).update(total=len(sweep.points) * sweep.repeat, progress=0)
         estimate = sweep.estimate(lab(self).records)
@@ -139,7 +139,7 @@ class SweepPane(Vertical):
         for p in sorted((p for p in self.sweep.points if p.records), key=lambda p: -(p.throughput or -1)):
             cells = figures(p)
             table.add_row(marks(p, found), *(value_text(p.values[a]) for a in axes),
-                          *(cells[f] for f in FIGURES[:-1]))
+                          *(cells[f] for f in FIGURES))
         self.query_one("#sweep-findings", Static).update("\n".join(findings_lines(found, axes)))
 
     @on(Done)

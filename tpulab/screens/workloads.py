@@ -14,6 +14,7 @@ from textual.widgets.option_list import Option
 
 from ..estimate import estimate
 from ..sweep import Grid, Sweep
+from ..sweep_view import impossible_lines
 from ..runtime.detect import RuntimeReport
 from ..widgets.param_form import ParamForm, explain
 from ..workloads import WORKLOADS
@@ -167,8 +168,7 @@ class WorkloadsPane(Horizontal):
     def sweep_plan(self, grid: Grid, impossible: list[tuple[dict[str, object], str]]) -> str:
         sweep = Sweep(grid, self.report, self.limits())
         extra = " + the article's configuration" if any(p.article for p in sweep.points) else ""
-        skipped = (f" | [yellow]{len(impossible)} combination(s) cannot run: {impossible[0][1]}[/]"
-                   if impossible else "")
+        skipped = "".join(f"\n[yellow]{line}[/]" for line in impossible_lines(impossible))
         return (f"sweep: {len(sweep.points) - (1 if extra else 0)} point(s){extra}, {grid.steps} timed "
                 f"{self.workload.unit}s each | estimate {sweep.estimate(lab(self).records)}{skipped}")
 

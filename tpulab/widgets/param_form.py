@@ -150,8 +150,9 @@ class ParamForm(VerticalScroll):
                 applies = spec.applies(backend)
                 control = self.control(spec.name)
                 control.disabled = not applies
-                if not applies and control.value != spec.default:
-                    control.value = spec.default  # a greyed-out field holds nothing the run would ignore
+                default = spec.show(spec.default) if isinstance(control, Input) else spec.default
+                if not applies and control.value != default:
+                    control.value = default  # a greyed-out field holds nothing the run would ignore
                 self.query_one(f"#help-{spec.name}", Static).update(
                     f"{spec.help}; {spec.allowed()}" if applies else f"[i]not on {backend}: {spec.why_not}[/i]")
 

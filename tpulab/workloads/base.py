@@ -44,6 +44,7 @@ class ParamSpec:
     advanced: bool = False
     backends: tuple[str, ...] = ()  # the backends it means something to (empty: all)
     why_not: str = ""  # what the others do instead, e.g. "JAX always compiles with XLA"
+    tunes: bool = True  # a knob of the configuration (a sweep sets it to the article's value to compare)
 
     def applies(self, backend: str) -> bool:
         return not self.backends or backend in self.backends
@@ -254,7 +255,11 @@ class CancelToken:
 
 
 DEVICE = ParamSpec("device", str, "auto", "where to run: auto picks TPU, then GPU, then CPU",
-                   choices=("auto", "cpu", "gpu", "tpu"))
+                   choices=("auto", "cpu", "gpu", "tpu"), tunes=False)
+PROCESSES = ParamSpec("processes", int, 1, "processes joined into one run over loopback, each with its share of the "
+                      "devices: the multi-host path of a TPU pod, on this machine", 1, 64, term="multi-host",
+                      backends=("jax",), why_not="multi-host runs go through JAX's distributed runtime "
+                      "(TensorFlow's MultiWorkerMirroredStrategy fails under Keras 3 fit): use --backend jax")
 BACKEND = ParamSpec("backend", str, "auto", "framework that runs it: auto keeps TensorFlow where it can drive the "
                     "device, else Keras 3 on JAX (today's TPUs)", choices=("auto", "tensorflow", "jax"),
                     term="backend")
@@ -267,6 +272,13 @@ def check_shards(params: Params, limits: Limits, device_param: str = "device") -
     if maximum < 1:
         raise ParamError(device_param, f"--{device_param} {device}: no {device.upper()} was found on this machine (see `tpulab doctor`)")
     shards = params["shards"]
+    processes = params.get("processes", 1)
+    if processes > 1 and device != "cpu":
+        raise ParamError("processes", f"--processes starts local processes sharing this machine's CPU (got --device "
+                         f"{device}); on a TPU pod slice, run the same command on every host instead")
+    if shards % processes:
+        raise ParamError("shards", f"--shards must be a multiple of --processes {processes}: each process takes an "
+                         f"equal share of the devices (got {shards})")
     if shards > maximum:
         why = {"cpu": "the stated bound for logical CPU devices", "gpu": "the number of GPUs",
                "tpu": "the number of TPU cores"}[device]

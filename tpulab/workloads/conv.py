@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..timing import conv_flops
-from .base import BACKEND, DEVICE, Chart, Limits, ParamError, Params, ParamSpec, Workload, check_shards
+from .base import BACKEND, DEVICE, PROCESSES, Chart, Limits, ParamError, Params, ParamSpec, Workload, check_shards
 
 MODES = ("sharded", "naive", "batch-parallel")
 
@@ -29,7 +29,9 @@ PARAMS = (
               "shard_map on any device)", choices=MODES, term="mode"),
     DEVICE,
     BACKEND,
-    ParamSpec("seed", int, 0, "seed of the random images and kernels", 0, 2**31 - 1, advanced=True),
+    PROCESSES,
+    ParamSpec("seed", int, 0, "seed of the random images and kernels", 0, 2**31 - 1, advanced=True,
+              tunes=False),
 )
 
 
@@ -51,6 +53,9 @@ def check(p: Params, limits: Limits) -> None:
             and limits.backend_for(p["backend"]) == "tensorflow"):
         raise ParamError("mode", "--mode batch-parallel needs a TPU on TensorFlow (tf.compat.v1.tpu.batch_parallel); "
                          "use --backend jax (shard_map runs it on any device) or --mode sharded")
+    if p["mode"] == "naive" and p["processes"] > 1:
+        raise ParamError("mode", "--mode naive runs one device after another on one host: use --mode sharded or "
+                         "batch-parallel with --processes")
     if p["padding"] == "VALID" and p["kernel_size"] > p["image_size"]:
         raise ParamError("kernel_size", f"--kernel-size must be at most --image-size {p['image_size']} "
                          f"with VALID padding (got {p['kernel_size']})")

@@ -60,19 +60,27 @@ def shard_map(f: Any, mesh: jax.sharding.Mesh, in_specs: Any, out_specs: Any) ->
 
 
 def batch_parallel(p: Params, mesh: jax.sharding.Mesh) -> Any:
-    """The article's call, fixed: every shard returns the sum of its convolution (one number per shard)."""
+    """The article's call, fixed: every shard returns the sum of its convolution, and all N sums are added.
+
+    The sums are added on the device so that the total is one replicated number, which every
+    process of a multi-host run can fetch.
+    """
     def shard(x: jax.Array, k: jax.Array) -> jax.Array:
         return conv_sum(x, k, p["stride"], p["padding"]).reshape(1)
 
-    return jax.jit(shard_map(shard, mesh, in_specs=(P("batch"), P()), out_specs=P("batch")))
+    per_shard = shard_map(shard, mesh, in_specs=(P("batch"), P()), out_specs=P("batch"))
+    return jax.jit(lambda x, k: jnp.sum(per_shard(x, k)))
 
 
 def on_mesh(p: Params, placement: Placement) -> tuple[jax.Array, jax.Array]:
-    """The images split over the mesh's devices along the batch, the kernels on every device."""
+    """The images split over the mesh's devices along the batch, the kernels on every device.
+
+    Each process places only the slices its own devices hold (on one process: all of them).
+    """
     mesh = placement.handle
     images, kernel = inputs(p)
-    return (jax.device_put(images, NamedSharding(mesh, P("batch"))),
-            jax.device_put(kernel, NamedSharding(mesh, P())))
+    return (jax.make_array_from_callback(images.shape, NamedSharding(mesh, P("batch")), lambda i: images[i]),
+            jax.make_array_from_callback(kernel.shape, NamedSharding(mesh, P()), lambda i: kernel[i]))
 
 
 def run(p: Params, sink: Sink, cancel: CancelToken) -> None:

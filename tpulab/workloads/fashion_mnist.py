@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..data import DataError, find
-from .base import (BACKEND, DEVICE, CancelToken, Chart, Limits, Metric, ParamError, Params, ParamSpec, Sink, Workload,
+from .base import (BACKEND, DEVICE, PROCESSES, CancelToken, Chart, Limits, Metric, ParamError, Params, ParamSpec, Sink, Workload,
                    check_shards)
 
 if TYPE_CHECKING:
@@ -49,14 +49,17 @@ PARAMS = (
     ParamSpec("steps_per_execution", int, 1, "steps run per call into the device (helps TPUs; timings stay "
               "per step)", 1, 1000, term="steps per execution"),
     ParamSpec("dataset", str, "fashion-mnist", "fashion-mnist: the real data from local files; synthetic: "
-              "random data of the same shapes (timing only)", choices=("fashion-mnist", "synthetic")),
+              "random data of the same shapes (timing only)", choices=("fashion-mnist", "synthetic"),
+              tunes=False),
     DEVICE,
     BACKEND,
-    ParamSpec("seed", int, 0, "seed of weights, shuffling and dropout", 0, 2**31 - 1, advanced=True),
+    PROCESSES,
+    ParamSpec("seed", int, 0, "seed of weights, shuffling and dropout", 0, 2**31 - 1, advanced=True,
+              tunes=False),
     ParamSpec("data_dir", str, "", "folder with the four Fashion-MNIST .gz files (default: search)",
-              advanced=True),
+              advanced=True, tunes=False),
     ParamSpec("download", bool, False, "let Keras download Fashion-MNIST if no local copy is found",
-              advanced=True),
+              advanced=True, tunes=False),
 )
 
 

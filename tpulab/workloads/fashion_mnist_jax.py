@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import keras
 import numpy as np
 
@@ -48,10 +49,20 @@ class Batches(keras.utils.PyDataset):
         return np.expand_dims(self.x[rows], -1).astype(np.float32), self.y[rows].astype(np.int32)
 
 
+def local(data: Dataset, p: Params) -> tuple[Dataset, int]:
+    """This process's shard of the data and its share of each global batch (all of both on one process)."""
+    n, i = jax.process_count(), jax.process_index()
+    if n == 1:
+        return data, p["batch_size"]
+    return (Dataset(data.x_train[i::n], data.y_train[i::n], data.x_test[i::n], data.y_test[i::n], data.source),
+            p["batch_size"] // n)
+
+
 def training_input(data: Dataset, p: Params) -> Any:
+    mine, batch = local(data, p)
     if p["pipeline"] == "generator":
-        return random_slices(data.x_train, data.y_train, p["batch_size"], p["seed"])
-    return Batches(data.x_train, data.y_train, p["batch_size"], p["seed"], shuffle=True)
+        return random_slices(mine.x_train, mine.y_train, batch, p["seed"] + jax.process_index())
+    return Batches(mine.x_train, mine.y_train, batch, p["seed"], shuffle=True)
 
 
 def validation_batch(n: int, batch: int, shards: int) -> int:
@@ -64,14 +75,18 @@ def validation_batch(n: int, batch: int, shards: int) -> int:
 
 
 def validation_input(data: Dataset, p: Params) -> Any:
-    n = min(p["validation_examples"], len(data.x_test))
-    batch = validation_batch(n, p["batch_size"], p["shards"])
-    return Batches(data.x_test[:n], data.y_test[:n], batch, p["seed"], shuffle=False, steps=max(1, n // batch))
+    mine, _ = local(data, p)
+    processes = jax.process_count()
+    n = min(p["validation_examples"] // processes, len(mine.x_test))
+    batch = validation_batch(n, p["batch_size"] // processes, p["shards"] // processes)
+    return Batches(mine.x_test[:n], mine.y_test[:n], batch, p["seed"], shuffle=False, steps=max(1, n // batch))
 
 
 def run(p: Params, sink: Sink, cancel: CancelToken) -> None:
     placement = place(p["device"], p["shards"])
     if placement.replicas > 1:
+        # Across processes each feeds its own shard of every global batch (Keras must not split it again).
         keras.distribution.set_distribution(keras.distribution.DataParallel(
-            devices=[f"{d.platform}:{d.id}" for d in placement.devices]))
+            devices=[f"{d.platform}:{d.id}" for d in placement.devices],
+            auto_shard_dataset=placement.hosts == 1))
     train(p, sink, cancel, placement, versions(), "jax", training_input, validation_input, jit_compile=True)
