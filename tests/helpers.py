@@ -15,6 +15,7 @@ import numpy as np
 from tpulab.data import FILES
 from tpulab.events import Compiled, Device, Event, RunRecord, Started, Step
 from tpulab.record import RunRecorder
+from tpulab.runner import Run
 from tpulab.runtime.detect import RuntimeReport, detect
 from tpulab.workloads import WORKLOADS
 
@@ -108,3 +109,14 @@ def make_record(shards: int = 1, median: float = 1.0, batch: int = 8, status: st
     return rec.record()
 
 
+
+
+def cancel_after(run: Run, steps: int = 3) -> RunRecord:
+    """Stream a run and cancel it once `steps` timed steps arrived, as Ctrl+C or the lab's x would."""
+    seen = 0
+    for event in run.events():
+        if isinstance(event, Step):
+            seen += 1
+            if seen == steps:
+                run.cancel()
+    return run.recorder.record()

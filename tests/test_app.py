@@ -341,7 +341,8 @@ async def test_sweep_mode_and_view(tmp_path):
         await wait_for(pilot, lambda: bool(app.query("#sweep-mode")), 5)
         app.query_one("#sweep-mode", Checkbox).value = True
         await wait_for(pilot, lambda: app.query_one(ParamForm).sweep, 5)
-        for name, value in (("batch_size", "4,8"), ("image_size", "16"), ("filters", "4"), ("iterations", "2"),
+        await wait_for(pilot, lambda: app.query_one("#param-iterations", Input).disabled, 5)  # the sweep sets the steps
+        for name, value in (("batch_size", "4,8"), ("image_size", "16"), ("filters", "4"),
                             ("device", "cpu"), ("warmup", "0")):
             await type_into(pilot, app, name, value)
         await pilot.pause()
@@ -370,4 +371,4 @@ async def test_sweep_mode_and_view(tmp_path):
         await wait_for(pilot, lambda: not app.query_one(ParamForm).sweep, 5)
         form = app.query_one(ParamForm)
         await wait_for(pilot, lambda: form.params is not None, 5)
-        assert form.params["batch_size"] == best.values["batch_size"] and form.params["iterations"] == 2
+        assert form.params["batch_size"] == best.values["batch_size"] and form.params["filters"] == 4

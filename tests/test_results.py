@@ -202,3 +202,18 @@ def test_export_to_an_unwritable_path_names_it(tmp_path):
     out = run_cli("results", "--db", db, "export", "-o", str(tmp_path / "missing" / "x.json"))
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert f"cannot write {tmp_path / 'missing' / 'x.json'}" in out.stderr and "-o FILE" in out.stderr
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda r: r["steps"][0].pop("step"), "not a tpulab record"),
+    (lambda r: r.update(device="a GPU"), "not a tpulab record"),
+])
+def test_an_import_that_would_break_the_listing_is_refused(tmp_path, damage, why):
+    bad = make_record().to_json()
+    damage(bad)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"format": "tpulab-results", "schema": 2, "records": [bad]}))
+    store = Store(tmp_path / "a.db")
+    with pytest.raises(StoreError, match="nothing was imported") as e:
+        store.import_records(read_export(path))
+    assert why in str(e.value) and store.records() == []

@@ -63,12 +63,14 @@ def test_points_are_short_and_the_articles_configuration_is_added():
 
 def test_findings_best_speedups_and_knee():
     def point(batch: int, precision: str, median: float, article: bool = False) -> Point:
-        r = make_record(median=median, batch=batch, workload="fashion-mnist")
+        r = make_record(median=median, batch=batch, workload="fashion-mnist",
+                        flops=FASHION.flops_per_step({"batch_size": batch}))
         return Point({"batch_size": batch, "precision": precision}, {}, article, [r])
 
     points = [point(32, "float32", 0.1), point(64, "float32", 0.11), point(128, "float32", 0.19),
               point(256, "float32", 0.39), point(128, "mixed_bfloat16", 0.2), point(1024, "float32", 3.0, True)]
     found = findings(points, None)
+    assert found.by == "examples/s"  # the same work per example everywhere
     assert found.best is points[2] and found.article is points[5]  # 128 / 0.19 s = 674 examples/s
     assert found.over_article == pytest.approx((128 / 0.19) / (1024 / 3.0))
     assert found.slowest is points[0] and found.over_slowest == pytest.approx((128 / 0.19) / 320)
@@ -162,3 +164,23 @@ def test_repeat_shows_the_spread(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "single point" in out.stdout and "x 2 run(s)" in out.stdout
     assert "ex/s (" in out.stdout  # the throughput's range over the repeats
+
+
+def test_what_the_sweep_sets_itself_cannot_be_swept():
+    with pytest.raises(ParamError, match=r"--epochs is set by the sweep itself \(each point is 12 timed steps"):
+        build_grid(FASHION, {"epochs": "1,2", "dataset": "synthetic"}, CPU)
+    with pytest.raises(ParamError, match="--iterations is set by the sweep itself"):
+        build_grid(CONV, {"iterations": "5"}, CPU)
+
+
+def test_points_of_different_work_are_ranked_by_the_rate_of_work():
+    """Sweeping the image size: the smallest image wins on examples/s, not on what the device achieves."""
+    def point(size: int, median: float) -> Point:
+        flops = CONV.flops_per_step({**CONV.defaults(), "image_size": size})
+        r = make_record(median=median, batch=128, flops=flops)
+        return Point({"image_size": size}, {}, records=[r])
+
+    small, large = point(32, 0.01), point(256, 0.4)  # 100x the examples/s, 1.6x less GFLOP/s
+    found = findings([small, large], None)
+    assert found.by == "GFLOP/s" and found.best is large
+    assert found.over_slowest == pytest.approx((large.gflops or 0) / (small.gflops or 1))

@@ -6,14 +6,13 @@ import numpy as np
 import pytest
 
 from tpulab.data import DEBIAN_DIR, FILES
-from tpulab.events import Step
 from tpulab.runner import Run
 from tpulab.runtime.detect import detect
 from tpulab.workloads import WORKLOADS
 from tpulab.workloads.base import Limits
 from tpulab.workloads.fashion_mnist import build_model, forward_flops_per_example
 
-from .helpers import json_events, run_cli
+from .helpers import cancel_after, json_events, run_cli
 
 keras = pytest.importorskip("keras")
 tf = pytest.importorskip("tensorflow")
@@ -164,13 +163,7 @@ def test_cancel_mid_run_keeps_partial_results():
     params = WORKLOADS["fashion-mnist"].resolve(
         {"dataset": "synthetic", "batch_size": "16", "epochs": "3", "steps_per_epoch": "1000", "device": "cpu"}, CPU)
     run = Run("fashion-mnist", params, detect())
-    steps = 0
-    for event in run.events():
-        if isinstance(event, Step):
-            steps += 1
-            if steps == 3:
-                run.cancel()
-    rec = run.recorder.record()
+    rec = cancel_after(run)
     assert rec.status == "cancelled" and run.exit_code == 130
     assert 3 <= len(rec.steps) < 50 and rec.summary.step_seconds and rec.summary.step_seconds.count >= 3
 

@@ -90,10 +90,12 @@ class TpulabApp(App[None]):
 
     # --- background work --------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="probe")
-    def probe_frameworks(self) -> None:
+    def probe_frameworks(self, fresh: bool = False) -> None:
         """Each installed framework's view, one after another (only one process may hold a TPU)."""
         from .worker import probe
 
+        if fresh:
+            self.report = detect()
         names = [name for name, info in BACKENDS.items() if info.installed(self.report.packages)]
         for i, name in enumerate(names):
             view = probe(name)
@@ -224,6 +226,8 @@ class TpulabApp(App[None]):
 
     @on(RunPane.Finished)
     def _run_finished(self, event: RunPane.Finished) -> None:
+        if event.run is not self.query_one(RunPane).run:
+            return
         record = event.record
         self.keep_record(record)
         severity: Any = {"finished": "information", "cancelled": "warning"}.get(record.status, "error")
@@ -255,8 +259,9 @@ class TpulabApp(App[None]):
         self.run_worker(self.query_one(WorkloadsPane).select(name))
 
     def _redetect(self) -> None:
-        self.report = detect()
+        if self._busy():  # a probe may initialise the TPU a run holds
+            return
         self.probing = True
         for pane in self.query(RuntimePane):
             pane.show(self.report, probing=True)
-        self.probe_frameworks()
+        self.probe_frameworks(fresh=True)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 from . import __version__
 
 if TYPE_CHECKING:
+    from .backends import Cluster
     from .workloads.base import Workload
 
 EXIT_BAD_USAGE = 2
@@ -193,49 +194,45 @@ def cmd_detect(args: argparse.Namespace) -> int:
     return 0
 
 
-def resolve_params(args: argparse.Namespace, parser: Parser, report) -> dict[str, Any]:
+def resolve_params(args: argparse.Namespace, parser: Parser, report: Any, hosts: int = 1) -> dict[str, Any]:
     from .workloads import get_workload
     from .workloads.base import Limits, ParamError
 
     w = get_workload(args.run)
-    limits = Limits.of(report)
     try:
-        return w.resolve({s.name: getattr(args, s.name) for s in w.params}, limits, args.preset)
+        return w.resolve({s.name: getattr(args, s.name) for s in w.params}, Limits.of(report, hosts), args.preset)
     except ParamError as e:
         parser.error(str(e))
 
 
-def cluster_of(args: argparse.Namespace, parser: Parser, params: dict[str, Any], report: Any) -> Any:
+def cluster_of(args: argparse.Namespace, parser: Parser) -> Cluster | None:
     """The multi-host run this process joins: the explicit flags, else a TPU pod slice's own, else none."""
     import os
 
     from .backends import Cluster
 
     given = [args.coordinator, args.num_processes, args.process_id]
-    cluster: Cluster | None
-    if any(v is not None for v in given):
-        if any(v is None for v in given):
-            parser.error("--coordinator, --num-processes and --process-id go together")
-        if not 1 <= args.num_processes <= 4096 or not 0 <= args.process_id < args.num_processes:
-            parser.error(f"--process-id must be an integer from 0 to --num-processes - 1 = {args.num_processes - 1} "
-                         f"(got {args.process_id})")
-        if ":" not in args.coordinator:
-            parser.error(f"--coordinator must be HOST:PORT (got {args.coordinator!r})")
-        cluster = Cluster(args.coordinator, args.num_processes, args.process_id)
-    else:
-        cluster = Cluster.tpu_pod(os.environ)
-    if cluster is None:
-        return None
+    if all(v is None for v in given):
+        return Cluster.tpu_pod(os.environ)
+    if any(v is None for v in given):
+        parser.error("--coordinator, --num-processes and --process-id go together")
+    if not 1 <= args.num_processes <= 4096 or not 0 <= args.process_id < args.num_processes:
+        parser.error(f"--process-id must be an integer from 0 to --num-processes - 1 = {args.num_processes - 1} "
+                     f"(got {args.process_id})")
+    if ":" not in args.coordinator:
+        parser.error(f"--coordinator must be HOST:PORT (got {args.coordinator!r})")
+    return Cluster(args.coordinator, args.num_processes, args.process_id)
+
+
+def check_cluster(parser: Parser, params: dict[str, Any], report: Any) -> None:
+    """Joining a multi-host run: JAX only, and not with local processes of its own."""
     from .backends import choose
-    from .workloads.base import Limits
 
     if params.get("processes", 1) > 1:
         parser.error("--processes starts local processes; it does not combine with joining a multi-host run")
-    if Limits.of(report).backend_for(params.get("backend", "auto")) != "jax" or \
-            choose(params.get("backend", "auto"), report)[0] != "jax":
+    if choose(params.get("backend", "auto"), report, params.get("device", "auto"))[0] != "jax":
         parser.error("a multi-host run needs --backend jax: multi-host runs go through JAX's distributed runtime "
                      "(TensorFlow's MultiWorkerMirroredStrategy fails under Keras 3 fit)")
-    return cluster
 
 
 def cmd_run(args: argparse.Namespace, parser: Parser) -> int:
@@ -247,10 +244,12 @@ def cmd_run(args: argparse.Namespace, parser: Parser) -> int:
     from .runner import Run
 
     report = fast_report()
-    params = resolve_params(args, parser, report)
+    cluster = cluster_of(args, parser)
+    params = resolve_params(args, parser, report, cluster.processes if cluster else 1)
     console = Console(stderr=args.json)
     try:
-        cluster = cluster_of(args, parser, params, report)
+        if cluster is not None:
+            check_cluster(parser, params, report)
         run = Run(args.run, params, report, cluster=cluster)
     except BackendError as e:
         parser.error(str(e))
@@ -292,7 +291,7 @@ def cmd_run(args: argparse.Namespace, parser: Parser) -> int:
             console.print(f"kept as run {record.short_id} in {store.path}", highlight=False)
         except StoreError as e:
             console.print(f"[red]tpulab: {e}[/]", highlight=False)
-    if record.status == "failed":
+    if record.status == "failed" and args.json:  # without --json, the log and the summary said it already
         console.print(f"[red]tpulab: the run failed: {record.error}[/]", highlight=False)
     return run.exit_code
 

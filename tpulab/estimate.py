@@ -39,7 +39,7 @@ def _work_ratio(r: RunRecord, flops: float) -> float:
 def estimate(workload: Workload, p: Params, limits: Limits, report: RuntimeReport,
              records: list[RunRecord]) -> Estimate:
     device = limits.device_for(p.get("device", "auto"))
-    backend = limits.backend_for(p.get("backend", "auto"))
+    backend = limits.backend_for(p.get("backend", "auto"), p.get("device", "auto"))
     flops = workload.flops_per_step(p)
     steps = workload.total_steps(p)
     dtype = workload.compute_dtype(p)

@@ -130,7 +130,6 @@ class Failed(Event):
     type: str = ""
 
 
-Ended = (Finished, Cancelled, Failed)
 EVENTS: dict[str, type[Event]] = {c.name: c for c in (Started, Compiled, Step, Epoch, Log, Finished, Cancelled, Failed)}
 
 
@@ -223,6 +222,8 @@ class RunRecord:
             self.device = _known(Device, self.device)
         if isinstance(self.summary, Mapping):
             self.summary = _known(Summary, self.summary)
+        if not (self.device is None or isinstance(self.device, Device)) or not isinstance(self.summary, Summary):
+            raise TypeError("'device' and 'summary' must be objects")
         self.steps = [s if isinstance(s, Step) else _known(Step, s) for s in self.steps]
         self.epochs = [e if isinstance(e, Epoch) else _known(Epoch, e) for e in self.epochs]
 

@@ -6,7 +6,6 @@ means the same thing everywhere. A run that fails or is cancelled keeps what it 
 
 from __future__ import annotations
 
-import time
 import uuid
 from datetime import datetime, timezone
 
@@ -35,7 +34,6 @@ class RunRecorder:
         self.id = uuid.uuid4().hex
         self.started_at = now_iso()
         self.ended_at: str | None = None
-        self.ended_at_time: float | None = None  # Unix time, to order failures across processes
         self.status = "running"
         self.info: Started | None = None
         self.compile_seconds: float | None = None
@@ -73,7 +71,6 @@ class RunRecorder:
             self.status = status
             self.error = error
             self.ended_at = now_iso()
-            self.ended_at_time = time.time()
 
     # --- derived figures ------------------------------------------------------------------
     @property

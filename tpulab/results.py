@@ -11,6 +11,7 @@ import json
 import math
 import os
 import sqlite3
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from .events import STATUSES, RunRecord
 from .workloads import WORKLOADS
 
 SCHEMA_VERSION = 2  # 2: sweeps
+BUSY_TIMEOUT_S = 60  # how long a writer waits for another process's transaction
 EXPORT_FORMAT = "tpulab-results"
 COMPARED_BY_DESIGN = ("device", "shards", "backend")  # what a comparison across runtimes varies on purpose
 
@@ -52,7 +54,7 @@ class Store:
     def _db(self, write: bool = False) -> Iterator[sqlite3.Connection]:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         except (OSError, sqlite3.Error) as e:
             raise StoreError(f"cannot open the results database {self.path}: {e}; "
                              "pass --db PATH or set TPULAB_HOME to a writable folder") from None
@@ -71,7 +73,17 @@ class Store:
             con.close()
 
     def _migrate(self, con: sqlite3.Connection) -> None:
-        con.execute("PRAGMA journal_mode=WAL")
+        # Switching a new database to WAL while another process opens it can fail at once with "locked"
+        # (SQLite's busy handler does not cover it): try again for as long as the busy timeout would wait.
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                con.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         con.execute("BEGIN IMMEDIATE")
         con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -104,15 +116,20 @@ class Store:
                 " ORDER BY started_at DESC, rowid DESC"
             return [RunRecord.from_json(json.loads(r[0])) for r in con.execute(q, (workload,) if workload else ())]
 
+    def _by_prefix(self, table: str, column: str, wanted: str, listing: str) -> Any:
+        """One row's JSON by its id or a unique prefix of it; the error says how to list them."""
+        noun = table.removesuffix("s")
+        with self._db() as con:
+            rows = con.execute(f"SELECT {column} FROM {table} WHERE id LIKE ? || '%'", (wanted.lower(),)).fetchall()
+        if not rows:
+            raise StoreError(f"no {noun} {wanted!r} in {self.path}: `{listing}` lists them")
+        if len(rows) > 1:
+            raise StoreError(f"{wanted!r} matches {len(rows)} {table}: give more of the id")
+        return json.loads(rows[0][0])
+
     def get(self, run_id: str) -> RunRecord:
         """A run by its id or a unique prefix of it."""
-        with self._db() as con:
-            rows = con.execute("SELECT record FROM runs WHERE id LIKE ? || '%'", (run_id.lower(),)).fetchall()
-        if not rows:
-            raise StoreError(f"no run {run_id!r} in {self.path}: `tpulab results` lists them")
-        if len(rows) > 1:
-            raise StoreError(f"{run_id!r} matches {len(rows)} runs: give more of the id")
-        return RunRecord.from_json(json.loads(rows[0][0]))
+        return RunRecord.from_json(self._by_prefix("runs", "record", run_id, "tpulab results"))
 
     def save_sweep(self, sweep: dict[str, Any]) -> None:
         """A sweep: its grid, its points' run ids and its findings (the runs are saved as runs)."""
@@ -127,13 +144,7 @@ class Store:
 
     def get_sweep(self, sweep_id: str) -> dict[str, Any]:
         """A sweep by its id or a unique prefix of it."""
-        with self._db() as con:
-            rows = con.execute("SELECT sweep FROM sweeps WHERE id LIKE ? || '%'", (sweep_id.lower(),)).fetchall()
-        if not rows:
-            raise StoreError(f"no sweep {sweep_id!r} in {self.path}: `tpulab results sweep` lists them")
-        if len(rows) > 1:
-            raise StoreError(f"{sweep_id!r} matches {len(rows)} sweeps: give more of the id")
-        return dict(json.loads(rows[0][0]))
+        return dict(self._by_prefix("sweeps", "sweep", sweep_id, "tpulab results sweep"))
 
     def sweep_runs(self, sweep: dict[str, Any]) -> dict[str, RunRecord]:
         """The kept runs of a sweep's points, by id."""
@@ -153,10 +164,9 @@ class Store:
                 rid = r.get("id") if isinstance(r, dict) else None
                 raise StoreError(f"record {i}{f' (id {rid})' if rid else ''}: {problem}; nothing was imported")
         for i, sw in enumerate(sweeps, 1):
-            if not (isinstance(sw, dict) and isinstance(sw.get("id"), str) and isinstance(sw.get("points"), list)
-                    and isinstance(sw.get("workload"), str) and isinstance(sw.get("started_at"), str)):
-                raise StoreError(f"sweep {i}: not a tpulab sweep (id, workload, started_at, points); "
-                                 "nothing was imported")
+            problem = validate_sweep(sw)
+            if problem:
+                raise StoreError(f"sweep {i}: {problem}; nothing was imported")
         added = 0
         with self._db(write=True) as con:
             for r in records:
@@ -201,6 +211,28 @@ def validate(r: Any) -> str | None:
     for j, s in enumerate(r["steps"], 1):
         if not isinstance(s, dict) or not isinstance(s.get("seconds"), (int, float)):
             return f"step {j} has no number 'seconds'"
+    try:  # every part must read back as the classes every view reads
+        RunRecord.from_json(r)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        return f"not a tpulab record ({e})"
+    return None
+
+
+SWEEP_REQUIRED: dict[str, type] = {"id": str, "workload": str, "started_at": str, "status": str, "axes": dict,
+                                   "base": dict, "steps": int, "points": list}
+
+
+def validate_sweep(sw: Any) -> str | None:
+    """Why a sweep cannot be imported, or None."""
+    if not isinstance(sw, dict):
+        return f"expected an object, found {type(sw).__name__}"
+    for key, kind in SWEEP_REQUIRED.items():
+        if not isinstance(sw.get(key), kind):
+            return f"{key!r} should be {kind.__name__}"
+    for j, p in enumerate(sw["points"], 1):
+        if not (isinstance(p, dict) and isinstance(p.get("values"), dict) and isinstance(p.get("runs"), list)
+                and all(isinstance(i, str) for i in p["runs"])):
+            return f"point {j} needs 'values' and a list of run ids 'runs'"
     return None
 
 

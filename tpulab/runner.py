@@ -51,6 +51,7 @@ class Run:
         self.handles: list[RunHandle] = []
         self.failures: list[tuple[float, str]] = []  # (when, why) of processes other than 0
         self._watchers: list[threading.Thread] = []
+        self._stopping = False  # the run is ending: a process killed now is not a failure
 
     @property
     def following(self) -> bool:
@@ -85,41 +86,48 @@ class Run:
             watcher.start()
             self._watchers.append(watcher)
         leader = self.handles[0]
+        leader_failed: tuple[float, str] | None = None
         for event in leader.events():
+            if isinstance(event, Failed):
+                leader_failed = (event.t or time.time(), event.error)
             self.recorder.feed(event)
             yield event
         self._end_followers()
         if self.recorder.status == "running":  # the worker died without a last word
             self.recorder.finish(*self._death(leader, 0))
         if self.failures and self.recorder.status == "failed":
-            self._name_the_cause()
+            self.recorder.error = self._cause(leader_failed)
 
     def _watch(self, index: int, handle: RunHandle) -> None:
         """A process other than 0: when it fails, the run fails, naming it; the others are stopped."""
-        said = None
+        said: tuple[float, str] | None = None
         for event in handle.events():
             if isinstance(event, Failed):
-                said = event.error
-        if handle.returncode not in (0, EXIT_CANCELLED) and not handle.cancel_requested:
-            self.failures.append((time.time(), said or f"process {index}: " + self._death(handle, index)[1]))
-            for other in self.handles:
-                other.kill()  # process 0 would otherwise wait for it in a collective
+                said = (event.t or time.time(), event.error)
+        if self._stopping or handle.returncode in (0, EXIT_CANCELLED) or handle.cancel_requested:
+            return  # ended with the run, or stopped by it
+        self.failures.append(said or (time.time(), f"process {index}: " + self._death(handle, index)[1]))
+        self._stop_all()  # process 0 would otherwise wait for it in a collective
+
+    def _stop_all(self) -> None:
+        self._stopping = True
+        for handle in self.handles:
+            handle.kill()
 
     def _end_followers(self) -> None:
         deadline = time.monotonic() + FOLLOWERS_GRACE_S
         for watcher in self._watchers:
             watcher.join(max(0.0, deadline - time.monotonic()))
+        self._stopping = True
         for handle in self.handles[1:]:
             handle.kill()
 
-    def _name_the_cause(self) -> None:
-        """The first process to fail is the cause; the others' failures follow from it."""
-        leader_failed_at = self.recorder.ended_at_time or time.time()
-        first_time, first = min(self.failures)
-        if first_time <= leader_failed_at + 1.0 or not self.recorder.error:
-            others = [why for _, why in sorted(self.failures)[1:]] + ([self.recorder.error] if self.recorder.error
-                                                                       and self.recorder.error != first else [])
-            self.recorder.error = first + (f" (then: {'; '.join(others)[:300]})" if others else "")
+    def _cause(self, leader_failed: tuple[float, str] | None) -> str:
+        """The first process to fail (by its own clock) is the cause; the others' failures follow from it."""
+        failures = sorted(self.failures + ([leader_failed] if leader_failed else []))
+        first = failures[0][1]
+        then = [why for _, why in failures[1:] if why != first]
+        return first + (f" (then: {'; '.join(then)[:300]})" if then else "")
 
     def _death(self, handle: RunHandle, index: int) -> tuple[str, str]:
         code = handle.returncode

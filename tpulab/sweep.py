@@ -84,12 +84,15 @@ def build_grid(workload: Workload, raw: dict[str, Any], limits: Limits, preset: 
         else:
             fixed[name] = values[0]
     base = {**workload.preset(preset), **fixed}
+    for name in workload.set_by_sweeps(steps) & {*fixed, *axes}:
+        raise ParamError(name, f"{workload.spec(name).flag} is set by the sweep itself (each point is "
+                               f"{steps} timed steps, --steps): leave it out")
     grid = Grid(workload, base, axes, steps)
     impossible = []
     runnable = 0
     for combo in grid.combinations():
         try:
-            workload.validate({**base, **combo}, limits)
+            workload.validate(grid.params(combo), limits)
             runnable += 1
         except ParamError as e:
             impossible.append((combo, str(e)))
@@ -132,6 +135,20 @@ class Point:
         xs = [r.summary.examples_per_s or 0 for r in self.finished]
         return (min(xs), max(xs)) if xs else None
 
+    def rate(self, by: str) -> float | None:
+        """What the sweep ranks by: examples/s, or GFLOP/s when the points' work per example differs."""
+        return self.gflops if by == "GFLOP/s" else self.throughput
+
+    @property
+    def flops_per_example(self) -> float | None:
+        r = self.finished[0] if self.finished else None
+        return r.summary.flops_per_step / r.params["batch_size"] if r and r.summary.flops_per_step else None
+
+    @property
+    def machines(self) -> int:
+        r = self.finished[0] if self.finished else None
+        return r.device.machines if r and r.device else 1
+
     @property
     def step_seconds(self) -> float | None:
         return self._median([r.median or 0 for r in self.finished])
@@ -164,24 +181,36 @@ class Findings:
     over_slowest: float | None
     knee: Point | None  # the smallest batch within KNEE_WITHIN of the best throughput, others as the best's
     scaling: list[tuple[int, float, float]] = field(default_factory=list)  # (processes, ratio, ideal)
+    by: str = "examples/s"  # what the points were ranked by
+
+
+def objective(points: list[Point]) -> str:
+    """Like with like: examples/s when every point does the same work per example, else GFLOP/s.
+
+    Sweeping an image size or a filter count changes the work per example: the smallest problem would
+    win on examples/s, so the points are compared by the rate at which they did their work instead.
+    """
+    work = {round(p.flops_per_example or 0, 3) for p in points if p.finished}
+    return "examples/s" if len(work) <= 1 else "GFLOP/s"
 
 
 def findings(points: list[Point], article_values: dict[str, Any] | None) -> Findings:
-    done = [p for p in points if p.throughput]
+    by = objective(points)
+    done = [p for p in points if p.rate(by)]
     if not done:
-        return Findings(None, None, None, None, None, None)
-    best = max(done, key=lambda p: p.throughput or 0)
-    slowest = min(done, key=lambda p: p.throughput or 0)
+        return Findings(None, None, None, None, None, None, by=by)
+    best = max(done, key=lambda p: p.rate(by) or 0)
+    slowest = min(done, key=lambda p: p.rate(by) or 0)
     article = next((p for p in done if p.article), None) or (
         next((p for p in done if article_values is not None and p.values == article_values), None))
     knee = None
     if "batch_size" in best.values:
         others = {k: v for k, v in best.values.items() if k != "batch_size"}
         near = [p for p in done if {k: v for k, v in p.values.items() if k != "batch_size"} == others
-                and (p.throughput or 0) >= (1 - KNEE_WITHIN) * (best.throughput or 0)]
+                and (p.rate(by) or 0) >= (1 - KNEE_WITHIN) * (best.rate(by) or 0)]
         knee = min(near, key=lambda p: p.values["batch_size"])
-    return Findings(best, slowest, article, _ratio(best.throughput, article.throughput if article else None),
-                    _ratio(best.throughput, slowest.throughput), knee, scaling(done, best))
+    return Findings(best, slowest, article, _ratio(best.rate(by), article.rate(by) if article else None),
+                    _ratio(best.rate(by), slowest.rate(by)), knee, scaling(done, best), by)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -189,16 +218,20 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def scaling(points: list[Point], best: Point | None) -> list[tuple[int, float, float]]:
-    """(processes, throughput ratio to the fewest processes, ideal ratio), the others as the best's."""
+    """(processes, throughput ratio to the fewest processes, ideal ratio), the others as the best's.
+
+    The ideal grows with the machines the processes bring: processes sharing one machine share its
+    devices, so their ideal is to lose nothing (1x); processes on N machines may reach N x.
+    """
     if best is None or "processes" not in best.values:
         return []
     others = {k: v for k, v in best.values.items() if k != "processes"}
-    line = sorted((p.values["processes"], p.throughput) for p in points if p.throughput
+    line = sorted((p.values["processes"], p.throughput or 0, p.machines) for p in points if p.throughput
                   and {k: v for k, v in p.values.items() if k != "processes"} == others)
     if len(line) < 2:
         return []
-    base_n, base = line[0]
-    return [(n, (rate or 0) / (base or 1), n / base_n) for n, rate in line[1:]]
+    _, base, base_machines = line[0]
+    return [(n, rate / base, machines / base_machines) for n, rate, machines in line[1:]]
 
 
 def article_configuration(grid: Grid, report: RuntimeReport) -> dict[str, Any]:
@@ -251,7 +284,7 @@ class Sweep:
 
     def _runs(self, values: dict[str, Any]) -> bool:
         try:
-            self.grid.workload.validate({**self.grid.base, **values}, self.limits)
+            self.grid.workload.validate(self.grid.params(values), self.limits)
             return True
         except ParamError:
             return False
@@ -302,10 +335,11 @@ class Sweep:
             recorder = RunRecorder(self.grid.workload, point.params, self.report, sweep=self.id)
             recorder.feed(Failed(error=str(e)))
             return recorder.record()
-        yield from self.run.events()
-        record = self.run.recorder.record()
-        self.run = None
-        return record
+        try:
+            yield from self.run.events()
+            return self.run.recorder.record()
+        finally:
+            self.run = None
 
     def findings(self) -> Findings:
         return findings(self.points, self.article_values)
@@ -333,5 +367,6 @@ class Sweep:
 
 def kept_points(sweep: dict[str, Any], records: dict[str, RunRecord]) -> list[Point]:
     """A kept sweep's points again, with their runs from the store (a run deleted since is left out)."""
-    return [Point(p["values"], {**sweep["base"], **p["values"]}, p.get("article", False),
-                  [records[i] for i in p["runs"] if i in records]) for p in sweep["points"]]
+    return [Point(p["values"], next((records[i].params for i in p["runs"] if i in records), {}),
+                  p.get("article", False), [records[i] for i in p["runs"] if i in records])
+            for p in sweep["points"]]

@@ -36,8 +36,9 @@ def cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         grid, impossible = build_grid(w, {s.name: getattr(args, s.name) for s in w.params}, limits, args.preset,
                                       args.steps or DEFAULT_STEPS)
-        for backend in {limits.backend_for(v) for v in grid.axes.get("backend", [grid.base["backend"]])}:
-            choose(backend, report)
+        for combo in grid.combinations():
+            params = {**grid.base, **combo}
+            choose(limits.backend_for(params["backend"], params["device"]), report, params["device"])
     except (ParamError, BackendError) as e:
         parser.error(str(e))
     axes = list(grid.axes)
@@ -96,7 +97,7 @@ def cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         for line in findings_lines(found, axes):
             console.print(line, highlight=False)
         if axes and found.best is not None:
-            console.print(text_chart(sweep.points, axes, found.best, console.width))
+            console.print(text_chart(sweep.points, axes, found, console.width))
     if sweep.stopping:
         console.print(f"[yellow]stopped early: {sweep.stopping}; the {sum(p.status == 'finished' for p in sweep.points)}"
                       " finished point(s) are kept[/]", highlight=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -76,36 +77,50 @@ def marks(p: Point, found: Findings) -> str:
     return "".join(m for m, q in (("*", found.best), ("A", found.article), ("K", found.knee)) if q is p)
 
 
+def ranked(points: list[Point], by: str) -> list[Point]:
+    return sorted(points, key=lambda p: -(p.rate(by) or -1))
+
+
 def sweep_table(points: list[Point], axes: list[str], found: Findings, title: str) -> Table:
     """Every point, fastest first; * marks the best, A the article's configuration, K the knee."""
-    t = Table(title=title, caption="* best  A article's configuration  K knee (smallest batch within 5% of the best)")
-    t.add_column("")
+    rows = [(marks(p, found), *(value_text(p.values[n]) for n in axes), *figures(p).values())
+            for p in ranked(points, found.by)]
+    shown = [f for i, f in enumerate(FIGURES) if f != "flags" or any(r[1 + len(axes) + i] for r in rows)]
+    # Light rules, one space between columns: four swept parameters and the figures fit 80 columns.
+    t = Table(title=title, caption="* best, A the article's configuration, K the knee (the smallest batch "
+              "within 5% of the best)", box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
+    t.add_column("", min_width=1, no_wrap=True)
     for name in axes:
         t.add_column(name.replace("_", " "), no_wrap=True)
-    for f in FIGURES:
+    for f in shown:
         t.add_column(f, no_wrap=f != "flags", overflow="fold")
-    ranked = sorted(points, key=lambda p: -(p.throughput or -1))
-    for p in ranked:
-        t.add_row(marks(p, found), *(value_text(p.values[n]) for n in axes), *figures(p).values(),
-                  style="bold" if p is found.best else None)
+    for p, row in zip(ranked(points, found.by), rows):
+        cells = list(row[:1 + len(axes)]) + [row[1 + len(axes) + FIGURES.index(f)] for f in shown]
+        t.add_row(*cells, style="bold" if p is found.best else None)
     return t
 
 
 def findings_lines(found: Findings, axes: list[str]) -> list[str]:
     if found.best is None:
         return ["no point finished: nothing to compare"]
-    lines = [f"best: {label(found.best, axes)}: {fmt.rate(found.best.throughput, 'examples/s')}"
+    by = found.by
+    lines = [f"ranked by {by}" + (" (the work per example differs between points)" if by == "GFLOP/s" else ""),
+             f"best: {label(found.best, axes)}: {_rate(found.best, by)}"
              + (f", {fmt.percent(found.best.peak_fraction)} of peak" if found.best.peak_fraction else "")]
     if found.over_article is not None and found.article is not None:
         lines.append(f"{found.over_article:.2f}x the article's configuration ({label(found.article, axes)}: "
-                     f"{fmt.rate(found.article.throughput, 'examples/s')})")
+                     f"{_rate(found.article, by)})")
     if found.over_slowest is not None and found.slowest is not None and found.slowest is not found.best:
         lines.append(f"{found.over_slowest:.2f}x the slowest point ({label(found.slowest, axes)})")
     if found.knee is not None:
         lines.append(f"knee: batch {found.knee.values['batch_size']} is within 5% of the best throughput")
-    lines += [f"scaling: {n} processes {ratio:.2f}x the throughput of {round(n / ideal)} (ideal {ideal:.0f}x)"
-              for n, ratio, ideal in found.scaling]
+    lines += [f"scaling: {n} processes give {ratio:.2f}x the throughput of the fewest (ideal {ideal:g}x"
+              + (": they share one machine's devices)" if ideal == 1 else ")") for n, ratio, ideal in found.scaling]
     return lines
+
+
+def _rate(p: Point, by: str) -> str:
+    return fmt.rate(p.gflops * 1e9, "FLOP/s") if by == "GFLOP/s" and p.gflops else fmt.rate(p.throughput, "examples/s")
 
 
 def is_number(v: Any) -> bool:
@@ -118,9 +133,9 @@ def x_values(points: list[Point], name: str) -> list[Any]:
     return sorted(seen) if all(is_number(v) for v in seen) else seen
 
 
-def chart_series(points: list[Point], axes: list[str], xs: list[Any] | None = None
+def chart_series(points: list[Point], axes: list[str], xs: list[Any] | None = None, by: str = "examples/s"
                  ) -> dict[str, list[tuple[float, float]]]:
-    """Throughput against the first swept parameter, one series per combination of the others.
+    """The ranking rate against the first swept parameter, one series per combination of the others.
 
     Numbers are placed at their value; words (a precision, a backend) at their rank in `xs`.
     """
@@ -130,31 +145,40 @@ def chart_series(points: list[Point], axes: list[str], xs: list[Any] | None = No
     xs = xs if xs is not None else x_values(points, x_name)
     series: dict[str, list[tuple[float, float]]] = {}
     for p in points:
-        if p.throughput is None:
+        if p.rate(by) is None:
             continue
         name = ", ".join(value_text(p.values[n]) for n in others) or "throughput"
         v = p.values[x_name]
         x = float(v) if is_number(v) else float(xs.index(v))
-        series.setdefault(name, []).append((x, p.throughput))
+        series.setdefault(name, []).append((x, p.rate(by) or 0.0))
     return {k: sorted(v) for k, v in series.items()}
 
 
-def text_chart(points: list[Point], axes: list[str], best: Point | None, width: int, height: int = 14) -> Text:
+def chart_title(axes: list[str], by: str) -> str:
+    return f"{by} against {axes[0].replace('_', ' ')}" if axes else by
+
+
+def text_chart(points: list[Point], axes: list[str], found: Findings, width: int, height: int = 14) -> Text:
     """The chart as text (plotext), for the terminal."""
     import plotext as plt
 
-    series = chart_series(points, axes)
+    series = chart_series(points, axes, by=found.by)
     plt.clear_figure()
     plt.plotsize(max(40, min(width, 100)), height)
-    plt.title(f"examples/s against {axes[0].replace('_', ' ')}" if axes else "examples/s")
+    plt.title(chart_title(axes, found.by))
     for name, pts in series.items():
         plt.plot([x for x, _ in pts], [y for _, y in pts], label=name if len(series) > 1 else None, marker="braille")
-    if best is not None and best.throughput and axes:
-        [(x, y)] = next(iter(chart_series([best], axes, x_values(points, axes[0])).values()))
+    best = found.best
+    if best is not None and best.rate(found.by) and axes:
+        [(x, y)] = next(iter(chart_series([best], axes, x_values(points, axes[0]), found.by).values()))
         plt.scatter([x], [y], marker="*", color="red", label="best")
     values = x_values(points, axes[0]) if axes else []
     if values and not is_number(values[0]):
         plt.xticks(list(range(len(values))), [value_text(v) for v in values])
+    elif values:
+        if min(values) > 0 and max(values) / min(values) >= 8:  # doubling ranges read best on a log axis
+            plt.xscale("log")
+        plt.xticks([float(v) for v in values], [value_text(v) for v in values])
     plt.theme("clear")
     return Text.from_ansi(plt.build())
 
@@ -168,8 +192,8 @@ def sweep_report(sweep: dict[str, Any], runs: dict[str, RunRecord], width: int) 
     parts: list[Any] = [sweep_table(points, axes, found, title), *findings_lines(found, axes)]
     if sweep.get("stopped"):
         parts.append(Text(f"stopped early: {sweep['stopped']}", style="yellow"))
-    if axes and any(p.throughput for p in points):
-        parts.append(text_chart(points, axes, found.best, width))
+    if axes and found.best is not None:
+        parts.append(text_chart(points, axes, found, width))
     return Group(*parts)
 
 
@@ -184,8 +208,8 @@ def summary_json(points: list[Point], found: Findings, sweep_id: str, status: st
     def where(p: Point | None) -> dict[str, Any] | None:
         return p.values if p is not None else None
 
-    return {"event": "sweep", "id": sweep_id, "status": status,
-            "points": [point_json(p) for p in sorted(points, key=lambda p: -(p.throughput or -1))],
+    return {"event": "sweep", "id": sweep_id, "status": status, "ranked_by": found.by,
+            "points": [point_json(p) for p in ranked(points, found.by)],
             "best": where(found.best), "article": where(found.article), "knee": where(found.knee),
             "speedup_over_article": found.over_article, "speedup_over_slowest": found.over_slowest,
             "scaling": [{"processes": n, "ratio": r, "ideal": i} for n, r, i in found.scaling]}

@@ -100,7 +100,13 @@ def probe(backend: str, timeout_s: float = 120.0) -> dict[str, Any]:
     """
     title = BACKENDS[backend].title
     handle = RunHandle(["--probe", backend], worker_env(backend, "auto", 1))
-    watchdog = threading.Timer(timeout_s, handle.kill)
+    timed_out = threading.Event()
+
+    def expire() -> None:
+        timed_out.set()
+        handle.kill()
+
+    watchdog = threading.Timer(timeout_s, expire)
     watchdog.start()
     try:
         assert handle.proc.stdout is not None
@@ -113,9 +119,10 @@ def probe(backend: str, timeout_s: float = 120.0) -> dict[str, Any]:
         watchdog.cancel()
         handle.kill()
         handle.proc.wait()
-    if handle.returncode == -signal.SIGKILL:  # only the watchdog kills a probe that is still talking
+    if timed_out.is_set():
         return {"error": f"{title} did not answer within {timeout_s:.0f} s (is another process holding the TPU?)"}
-    return {"error": handle.stderr_tail(5) or f"the {title} probe produced nothing"}
+    tail = handle.stderr_tail(1)
+    return {"error": tail or f"the {title} probe ended with code {handle.returncode} and said nothing"}
 
 
 def probe_installed(packages: dict[str, str | None]) -> dict[str, dict[str, Any]]:
@@ -134,7 +141,12 @@ def _stdout_writer() -> Any:
 def main(argv: list[str]) -> int:
     out = _stdout_writer()
     if argv[:1] == ["--probe"]:
-        out.write(json.dumps({"probe": BACKENDS[argv[1]].load().probe()}) + "\n")
+        try:
+            view = BACKENDS[argv[1]].load().probe()
+        except Exception as e:  # noqa: BLE001 - the probe's answer is then the reason, in one line
+            traceback.print_exc()
+            view = {"error": _one_line(e)}
+        out.write(json.dumps({"probe": view}) + "\n")
         return 0
 
     def emit(event: Event) -> None:
@@ -144,15 +156,17 @@ def main(argv: list[str]) -> int:
         out.flush()
 
     spec = json.loads(argv[0])
-    cancel = CancelToken()
-    signal.signal(signal.SIGINT, lambda *_: cancel.set())
     cluster = Cluster.from_env(os.environ)
+    requested = CancelToken()  # Ctrl+C or the lab's x reached this process
+    signal.signal(signal.SIGINT, lambda *_: requested.set())
+    # On one process a request is the decision; across processes they decide together (see `shared`).
+    cancel = requested if cluster is None else CancelToken()
     try:
         backend = BACKENDS[spec["backend"]].load()  # first: its framework, and none that would compete with it
         sink: Sink = emit
         if cluster is not None:
             backend.join(cluster)
-            sink = shared(emit, backend, cancel, leader=cluster.process_id == 0)
+            sink = shared(emit, backend, requested, cancel, leader=cluster.process_id == 0)
         runner = importlib.import_module(get_workload(spec["workload"]).runners[spec["backend"]])
         runner.run(spec["params"], sink, cancel)
     except Exception as e:  # noqa: BLE001 - reported as the run's failure, with its traceback on stderr
@@ -166,24 +180,27 @@ def main(argv: list[str]) -> int:
     return EXIT_CANCELLED if cancel.is_set() else 0
 
 
-def shared(emit: Sink, backend: FrameworkBackend, cancel: CancelToken, leader: bool) -> Sink:
+def shared(emit: Sink, backend: FrameworkBackend, requested: CancelToken, agreed: CancelToken,
+           leader: bool) -> Sink:
     """A run over several processes: every host's time for each step, one decision to stop, one stream.
 
-    Each timed step gathers [seconds, cancel] from every process (all processes time the same steps,
-    in lockstep), so the record gets per-host times and a cancel on any process stops all of them after
-    the same step. The step took as long as its slowest host. Only process 0 writes events.
+    Each timed step gathers [seconds, cancel requested] from every process (all processes time the
+    same steps, in lockstep), so the record gets per-host times, and `agreed` is set on every process
+    at the same step when any process was asked to stop: the workloads read only `agreed`, so no
+    process leaves the others waiting in a collective. A step took as long as its slowest host.
+    Only process 0 writes events.
     """
     def sink(event: Event) -> None:
         if isinstance(event, (Compiled, Step)):
-            table = backend.gather([event.seconds, 1.0 if cancel.is_set() else 0.0])
+            table = backend.gather([event.seconds, 1.0 if requested.is_set() else 0.0])
             if any(row[1] for row in table):
-                cancel.set()
+                agreed.set()
+            slowest = max(row[0] for row in table)
             if isinstance(event, Step):
                 event.host_seconds = [row[0] for row in table]
-                slowest = max(event.host_seconds)
                 if event.examples_per_s:
                     event.examples_per_s *= event.seconds / slowest
-                event.seconds = slowest
+            event.seconds = slowest
         if leader:
             emit(event)
 

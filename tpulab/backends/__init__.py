@@ -25,6 +25,10 @@ class BackendError(RuntimeError):
     """A backend cannot run here; the message names the command that fixes it."""
 
 
+class DeviceError(RuntimeError):
+    """The requested device cannot be used; the message says why and what to do."""
+
+
 @dataclass
 class Placement:
     """Where a run's replicas live, as a backend set them up; workloads use only these fields."""

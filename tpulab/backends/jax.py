@@ -16,11 +16,7 @@ import jax
 import numpy as np
 
 from ..runtime.detect import detect
-from . import HEARTBEAT_TIMEOUT_S, JOIN_TIMEOUT_S, Cluster, Placement
-
-
-class DeviceError(RuntimeError):
-    """The requested device cannot be used; the message says why and what to do."""
+from . import HEARTBEAT_TIMEOUT_S, JOIN_TIMEOUT_S, Cluster, DeviceError, Placement
 
 
 def join(cluster: Cluster) -> None:

@@ -13,11 +13,7 @@ from typing import Any
 import tensorflow as tf
 
 from ..runtime.detect import detect
-from . import BackendError, Cluster, Placement
-
-
-class DeviceError(RuntimeError):
-    """The requested device cannot be used; the message says why and what to do."""
+from . import BackendError, Cluster, DeviceError, Placement
 
 
 def _placement(strategy: Any, kind: str, name: str, replicas: int, note: str | None = None,

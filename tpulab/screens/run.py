@@ -34,21 +34,25 @@ CHART_IDS = ("chart-a", "chart-b", "chart-c")  # as many as any workload declare
 
 class RunPane(Vertical):
     class Progress(Message):
-        """A batch of events, with the figures derived so far."""
+        """A batch of one run's events, with the figures derived so far."""
 
-        def __init__(self, events: list[Event], done: int, total: int | None, eta: float | None,
+        def __init__(self, run: Run, events: list[Event], done: int, total: int | None, eta: float | None,
                      peak_flops: float | None) -> None:
             super().__init__()
-            self.events, self.done, self.total, self.eta, self.peak_flops = events, done, total, eta, peak_flops
+            self.run, self.events, self.done, self.total, self.eta = run, events, done, total, eta
+            self.peak_flops = peak_flops
 
     class Finished(Message):
-        def __init__(self, record: RunRecord) -> None:
+        """A run's last word, posted once its worker processes have all ended."""
+
+        def __init__(self, run: Run, record: RunRecord) -> None:
             super().__init__()
-            self.record = record
+            self.run, self.record = run, record
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.run: Run | None = None
+        self.ended = True
         self.charts: dict[str, SeriesPlot] = {}  # by quantity, for the current workload
         self.step_x = 0
         self.next_chart = 0
@@ -70,8 +74,9 @@ class RunPane(Vertical):
         self.set_interval(REDRAW_EVERY_S, self._redraw)
 
     def on_unmount(self) -> None:
-        if self.run is not None and self.run.handle is not None:
-            self.run.handle.kill()  # the app is closing: no worker is left behind
+        if self.run is not None:
+            for handle in self.run.handles:
+                handle.kill()  # the app is closing: no worker is left behind
 
     @property
     def log_view(self) -> RichLog:
@@ -79,7 +84,8 @@ class RunPane(Vertical):
 
     @property
     def running(self) -> bool:
-        return self.run is not None and self.run.recorder.status == "running"
+        """Until the run's worker processes have all ended, not merely until its last event."""
+        return self.run is not None and not self.ended
 
     def chart(self, quantity: str) -> SeriesPlot | None:
         return self.charts.get(quantity)
@@ -88,6 +94,7 @@ class RunPane(Vertical):
         from ..widgets.charts import SeriesPlot
 
         self.run = run
+        self.ended = False
         self.step_x = 0
         workload = run.workload
         self.charts = {}
@@ -124,18 +131,18 @@ class RunPane(Vertical):
                 self._post(run, batch)
                 batch, last = [], now
         self._post(run, batch)
-        self.post_message(self.Finished(run.recorder.record()))
+        self.post_message(self.Finished(run, run.recorder.record()))
 
     def _post(self, run: Run, batch: list[Event]) -> None:
         rec = run.recorder
         if batch:
             peak = rec.summary().peak_flops if isinstance(batch[0], Started) else None
-            self.post_message(self.Progress(batch, rec.steps_done(), rec.steps_total, rec.eta_seconds(), peak))
+            self.post_message(self.Progress(run, batch, rec.steps_done(), rec.steps_total, rec.eta_seconds(), peak))
 
     @on(Progress)
     def _progress(self, message: Progress) -> None:
-        if self.run is None:
-            return
+        if message.run is not self.run:
+            return  # a late word of an earlier run
         rec = self.run.recorder
         for e in message.events:
             self._chart(e, message.peak_flops)
@@ -191,6 +198,9 @@ class RunPane(Vertical):
 
     @on(Finished)
     def _finished(self, message: Finished) -> None:
+        if message.run is not self.run:
+            return
+        self.ended = True
         record = message.record
         self._redraw(everything=True)
         self.query_one("#run-summary", Static).update(summary_table(record))
@@ -204,6 +214,6 @@ class RunPane(Vertical):
             self.log_view.write(f"[red]the run could not be streamed: {event.worker.error}[/]")
             if self.run is not None:
                 self.run.recorder.finish("failed", str(event.worker.error))
-                self.post_message(self.Finished(self.run.recorder.record()))
+                self.post_message(self.Finished(self.run, self.run.recorder.record()))
 
 

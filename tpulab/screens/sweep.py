@@ -15,11 +15,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, ProgressBar, Static
+from textual.worker import Worker, WorkerState
 
 from .. import fmt
 from ..events import RunRecord
 from ..sweep import Point, PointFinished, PointStarted, Sweep
-from ..sweep_view import FIGURES, chart_series, figures, findings_lines, label, marks, value_text, x_values
+from ..sweep_view import (FIGURES, chart_series, chart_title, figures, findings_lines, label, marks, ranked, value_text,
+                          x_values)
 from . import lab
 
 
@@ -61,6 +63,20 @@ class SweepPane(Vertical):
     def running(self) -> bool:
         return self.sweep is not None and self.sweep.status == "running"
 
+    def on_unmount(self) -> None:
+        """The app is closing: stop after nothing more, and leave no worker behind."""
+        if self.sweep is not None and self.running:
+            self.sweep.stop("the lab closed")
+            if self.sweep.run is not None:
+                for handle in self.sweep.run.handles:
+                    handle.kill()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "sweep" and event.state == WorkerState.ERROR and self.sweep is not None:
+            self.sweep.status = "failed"
+            self._header(f"[red]the sweep could not go on: {event.worker.error}[/]")
+            lab(self).keep_sweep(self.sweep)
+
     @property
     def axes(self) -> list[str]:
         return list(self.sweep.grid.axes) if self.sweep else []
@@ -71,7 +87,7 @@ class SweepPane(Vertical):
         self.sweep = sweep
         axes = self.axes
         chart = self.query_one("#sweep-chart", SeriesPlot)
-        chart.configure(f"examples/s against {axes[0].replace('_', ' ')}" if axes else "examples/s")
+        chart.configure(chart_title(axes, "examples/s"))
         table = self.query_one("#sweep-table", DataTable)
         table.clear(columns=True)
         table.add_columns("", *(a.replace("_", " ") for a in axes), *FIGURES)
@@ -126,17 +142,18 @@ class SweepPane(Vertical):
         found = self.sweep.findings()
         chart = self.query_one("#sweep-chart", SeriesPlot)
         chart.series.clear()
-        for name, pts in chart_series(self.sweep.points, axes).items():
+        chart.title = chart_title(axes, found.by)
+        for name, pts in chart_series(self.sweep.points, axes, by=found.by).items():
             for x, y in pts:
                 chart.add(name, x, y)
         best = found.best
-        if best is not None and best.throughput and axes:
-            for pts in chart_series([best], axes, x_values(self.sweep.points, axes[0])).values():
+        if best is not None and best.rate(found.by) and axes:
+            for pts in chart_series([best], axes, x_values(self.sweep.points, axes[0]), found.by).values():
                 chart.add("best", *pts[0])
         chart.replot()
         table = self.query_one("#sweep-table", DataTable)
         table.clear()
-        for p in sorted((p for p in self.sweep.points if p.records), key=lambda p: -(p.throughput or -1)):
+        for p in ranked([p for p in self.sweep.points if p.records], found.by):
             cells = figures(p)
             table.add_row(marks(p, found), *(value_text(p.values[a]) for a in axes),
                           *(cells[f] for f in FIGURES))

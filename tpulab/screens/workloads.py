@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 
@@ -42,6 +43,7 @@ class WorkloadsPane(Horizontal):
         self.report = report
         self.workload = WORKLOADS[workload] if workload else next(iter(WORKLOADS.values()))
         self.initial_params = params
+        self._replacing = asyncio.Lock()  # one form at a time: a quick second choice waits for the first
 
     def compose(self) -> ComposeResult:
         with Vertical(id="workload-side"):
@@ -75,9 +77,10 @@ class WorkloadsPane(Horizontal):
         return self.query_one("#sweep-mode", Checkbox).value
 
     async def _replace_form(self, values: dict[str, object] | None = None) -> None:
-        await self.form.remove()
-        form = ParamForm(self.workload, self.limits(), values, sweep=self.sweeping, id="param-form")
-        await self.query_one("#workload-main").mount(form, after="#sweep-mode")
+        async with self._replacing:
+            await self.query(ParamForm).remove()
+            form = ParamForm(self.workload, self.limits(), values, sweep=self.sweeping, id="param-form")
+            await self.query_one("#workload-main").mount(form, after="#sweep-mode")
 
     async def select(self, name: str) -> None:
         if name == self.workload.name and self.query(ParamForm):
@@ -96,9 +99,9 @@ class WorkloadsPane(Horizontal):
     def refresh_limits(self, report: RuntimeReport) -> None:
         """A framework's view arrived: shard bounds and `auto` may change; keep what the user typed."""
         self.report = report
-        form = self.form
-        form.limits = self.limits()
-        form.revalidate()
+        for form in self.query(ParamForm):  # none while one is being replaced: the new one reads the report
+            form.limits = self.limits()
+            form.revalidate()
 
     @on(OptionList.OptionSelected, "#workload-list")
     async def _selected(self, event: OptionList.OptionSelected) -> None:
@@ -182,5 +185,5 @@ class WorkloadsPane(Horizontal):
         flops = w.flops_per_step(p)
         guess = estimate(w, p, limits, self.report, lab(self).records)
         return (f"global batch {p['batch_size']} = {p['batch_size'] // p['shards']} per replica x {p['shards']} "
-                f"shard(s) on {device.upper()} via {limits.backend_for(p['backend'])} | "
+                f"shard(s) on {device.upper()} via {limits.backend_for(p['backend'], p['device'])} | "
                 f"{fmt.rate(flops, 'FLOP')} per {w.unit}, {steps} {w.unit}s | estimate {guess}")

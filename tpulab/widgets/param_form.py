@@ -79,6 +79,8 @@ class ParamForm(VerticalScroll):
         return Input(value=spec.show(value), id=wid, placeholder=spec.allowed(), compact=True)
 
     def on_mount(self) -> None:
+        if self.sweep:
+            self._grey_out_sweep()
         self.revalidate()
 
     # --- values -----------------------------------------------------------------------------
@@ -116,17 +118,18 @@ class ParamForm(VerticalScroll):
                 self.workload.validate(params, self.limits)
             except ParamError as e:
                 errors[e.param if e.param in params else "batch_size"] = str(e)
-        self._grey_out(self.limits.backend_for(params.get("backend", "auto")))
+        self._grey_out(self.limits.backend_for(params.get("backend", "auto"), params.get("device", "auto")))
         self._show_errors(errors)
         self.params = None if errors else params
         self.post_message(self.Changed(self, self.params, errors))
 
     def _revalidate_grid(self) -> None:
-        from ..sweep import build_grid
+        from ..sweep import DEFAULT_STEPS, build_grid
 
         errors: dict[str, str] = {}
+        raw = {k: v for k, v in self.raw_values().items() if k not in self.workload.set_by_sweeps(DEFAULT_STEPS)}
         try:
-            self.grid, self.impossible = build_grid(self.workload, self.raw_values(), self.limits)
+            self.grid, self.impossible = build_grid(self.workload, raw, self.limits)
         except ParamError as e:
             self.grid, self.impossible = None, []
             errors[e.param if e.param in self.initial else "batch_size"] = str(e)
@@ -142,6 +145,15 @@ class ParamForm(VerticalScroll):
             error.display = bool(message)
             self.query_one(f"#field-{spec.name}").set_class(bool(message), "invalid")
         self.errors = errors
+
+    def _grey_out_sweep(self) -> None:
+        """In sweep mode, what the sweep sets itself (the steps of each point) is no field of the grid."""
+        from ..sweep import DEFAULT_STEPS
+
+        for name in self.workload.set_by_sweeps(DEFAULT_STEPS):
+            self.control(name).disabled = True
+            self.query_one(f"#help-{name}", Static).update(
+                f"[i]set by the sweep: each point is one short run of {DEFAULT_STEPS} timed steps[/i]")
 
     def _grey_out(self, backend: str) -> None:
         """A field that means nothing on the chosen backend is disabled, and says why."""

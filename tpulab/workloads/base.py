@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..backends import CHOICES
 from ..events import Started
 
 if TYPE_CHECKING:
@@ -111,23 +112,28 @@ class Limits:
     max_shards: Mapping[str, int]  # per device kind: cpu, gpu, tpu
     default_device: str = "cpu"
     default_backend: str = "tensorflow"  # what `--backend auto` resolves to here
+    backends: Mapping[str, str] = field(default_factory=dict)  # ... for each --device, where it differs
 
     @classmethod
-    def of(cls, report: RuntimeReport) -> Limits:
-        """What the detected hardware and the installed frameworks allow."""
+    def of(cls, report: RuntimeReport, hosts: int = 1) -> Limits:
+        """What the detected hardware and the installed frameworks allow; `hosts` bring their own devices."""
         from ..backends import BackendError, choose
 
-        try:
-            backend = choose("auto", report)[0]
-        except BackendError:
-            backend = "tensorflow"  # nothing installed: a run says so, with the install command
-        return cls(report.max_shards(), report.default_device, backend)
+        backends = {}
+        for device in ("auto", "cpu", "gpu", "tpu"):
+            try:
+                backends[device] = choose("auto", report, device)[0]
+            except BackendError:
+                backends[device] = "tensorflow"  # nothing installed: a run says so, with the install command
+        shards = {kind: n * hosts for kind, n in report.max_shards().items()}
+        return cls(shards, report.default_device, backends["auto"], backends)
 
     def device_for(self, choice: str) -> str:
         return self.default_device if choice == "auto" else choice
 
-    def backend_for(self, choice: str) -> str:
-        return self.default_backend if choice == "auto" else choice
+    def backend_for(self, choice: str, device: str = "auto") -> str:
+        """The backend `choice` means for a run on `device` (auto keeps TensorFlow where it drives it)."""
+        return self.backends.get(device, self.default_backend) if choice == "auto" else choice
 
 
 @dataclass(frozen=True)
@@ -218,7 +224,7 @@ class Workload:
 
     def validate(self, params: Params, limits: Limits) -> None:
         """The checks across parameters: what the backend ignores, then the workload's own."""
-        backend = limits.backend_for(params.get("backend", "auto"))
+        backend = limits.backend_for(params.get("backend", "auto"), params.get("device", "auto"))
         for spec in self.params:
             if not spec.applies(backend) and params[spec.name] != spec.default:
                 raise ParamError(spec.name, f"{spec.flag} means nothing on --backend {backend}: {spec.why_not}")
@@ -231,6 +237,11 @@ class Workload:
                        flops_per_step=self.flops_per_step(p), steps_total=self.total_steps(p),
                        per_replica_batch=p["batch_size"] // p["shards"], versions=versions, backend=backend,
                        note=placement.note, dataset=dataset, synthetic=synthetic)
+
+    def set_by_sweeps(self, steps: int) -> set[str]:
+        """The parameters a sweep sets itself (through `shorten`), which its grid cannot hold."""
+        defaults = self.defaults()
+        return {k for k, v in self.shorten(defaults, steps).items() if v != defaults.get(k)}
 
     def changed(self, params: Params) -> str:
         """The values that differ from the defaults, for a log line: 'batch_size=8, shards=2'."""
@@ -257,11 +268,11 @@ class CancelToken:
 DEVICE = ParamSpec("device", str, "auto", "where to run: auto picks TPU, then GPU, then CPU",
                    choices=("auto", "cpu", "gpu", "tpu"), tunes=False)
 PROCESSES = ParamSpec("processes", int, 1, "processes joined into one run over loopback, each with its share of the "
-                      "devices: the multi-host path of a TPU pod, on this machine", 1, 64, term="multi-host",
+                      "devices: the multi-host path of a TPU pod, on this machine", 1, 8, term="multi-host",
                       backends=("jax",), why_not="multi-host runs go through JAX's distributed runtime "
                       "(TensorFlow's MultiWorkerMirroredStrategy fails under Keras 3 fit): use --backend jax")
 BACKEND = ParamSpec("backend", str, "auto", "framework that runs it: auto keeps TensorFlow where it can drive the "
-                    "device, else Keras 3 on JAX (today's TPUs)", choices=("auto", "tensorflow", "jax"),
+                    "device, else Keras 3 on JAX (today's TPUs)", choices=CHOICES,
                     term="backend")
 
 

@@ -50,7 +50,7 @@ def flops(p: Params) -> float:
 def check(p: Params, limits: Limits) -> None:
     check_shards(p, limits)
     if (p["mode"] == "batch-parallel" and limits.device_for(p["device"]) != "tpu"
-            and limits.backend_for(p["backend"]) == "tensorflow"):
+            and limits.backend_for(p["backend"], p["device"]) == "tensorflow"):
         raise ParamError("mode", "--mode batch-parallel needs a TPU on TensorFlow (tf.compat.v1.tpu.batch_parallel); "
                          "use --backend jax (shard_map runs it on any device) or --mode sharded")
     if p["mode"] == "naive" and p["processes"] > 1:

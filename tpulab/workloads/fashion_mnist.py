@@ -30,7 +30,7 @@ def flops(p: Params) -> float:
 
 PARAMS = (
     ParamSpec("batch_size", int, 1024, "examples per training step, split evenly across the shards (global batch)",
-              1, 65536, unit="examples", term="batch"),
+              1, 60000, unit="examples", term="batch"),  # at most the training set
     ParamSpec("epochs", int, 5, "passes of steps-per-epoch steps, each followed by validation", 1, 1000,
               term="epoch"),
     ParamSpec("steps_per_epoch", int, 100, "training steps per epoch", 1, 100000),
@@ -120,6 +120,9 @@ def train(p: Params, sink: Sink, cancel: CancelToken, placement: Placement, vers
 
 def check(p: Params, limits: Limits) -> None:
     check_shards(p, limits)
+    if p["validation"] and p["validation_examples"] < p["shards"]:
+        raise ParamError("validation_examples", f"--validation-examples must be at least --shards {p['shards']}: "
+                         f"each replica validates its share (got {p['validation_examples']})")
     if p["steps_per_execution"] > p["steps_per_epoch"]:
         raise ParamError("steps_per_execution", f"--steps-per-execution must be an integer from 1 to "
                          f"--steps-per-epoch {p['steps_per_epoch']} (got {p['steps_per_execution']})")

@@ -37,11 +37,14 @@ class Batches(keras.utils.PyDataset):
         return self.steps
 
     def _order(self, epoch: int) -> np.ndarray:
-        if epoch not in self._orders:  # one permutation per pass over the data, reproducible from the seed
+        """One permutation per pass over the data, reproducible from the seed (worker threads share it)."""
+        order = self._orders.get(epoch)
+        if order is None:
             n = self.per_pass * self.batch
-            self._orders = {epoch: np.random.default_rng([self.seed, epoch]).permutation(len(self.x))[:n]
-                            if self.shuffle else np.arange(n)}
-        return self._orders[epoch]
+            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.x))[:n] if self.shuffle \
+                else np.arange(n)
+            self._orders = {epoch: order}  # one assignment: another thread sees the old dict or the new one
+        return order
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         epoch, i = divmod(index, self.per_pass)
