@@ -34,7 +34,7 @@ def _list(args, store: Store, console: Console) -> int:
         console.print(f"no runs kept yet in {store.path}: try `tpulab --run conv --no-ui --preset smoke`")
         return 0
     t = Table(title=f"runs in {store.path}, newest first", box=box.SIMPLE_HEAD, pad_edge=False,
-              collapse_padding=True)
+              padding=0)
     for col in fmt.LIST_COLUMNS:
         t.add_column(col, no_wrap=True)
     for r in records:
@@ -116,7 +116,7 @@ def _sweep(args, store: Store, console: Console) -> int:
                           "--batch-size 4,8 --shards 1,2`")
             return 0
         t = Table(title=f"sweeps in {store.path}, newest first", box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True)
+                  padding=0)
         for col in ("id", "started", "workload", "status", "points", "swept"):
             t.add_column(col, no_wrap=col != "swept")
         for s in sweeps:
