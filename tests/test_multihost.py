@@ -126,3 +126,14 @@ def test_a_sweep_over_processes_shows_the_scaling():
     [scaling] = summary["scaling"]
     assert scaling["processes"] == 2 and scaling["ratio"] > 0
     assert scaling["ideal"] == 1  # local processes share one machine: the ideal is to lose nothing
+
+
+@pytest.mark.slow
+def test_a_process_that_never_joins_fails_the_run_in_bounded_time():
+    t0 = time.monotonic()
+    out = run_cli("--run", "conv", "--no-ui", "--backend", "jax", "--device", "cpu", "--shards", "2", *TINY,
+                  "--coordinator", f"127.0.0.1:{free_port()}", "--num-processes", "2", "--process-id", "0",
+                  "--join-timeout", "5", "--no-save", timeout=120)
+    assert out.returncode == 1 and time.monotonic() - t0 < 90
+    assert "process 0 could not join the other 1 process(es) in time" in out.stdout
+    assert "DEADLINE_EXCEEDED" in out.stdout and "nanobind" not in out.stdout  # the cause, not a native stack

@@ -6,6 +6,7 @@ The workload's flags come from its parameter declarations. TensorFlow is never i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -76,6 +77,8 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
     mh.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address, the same on every process")
     mh.add_argument("--num-processes", type=int, metavar="N", help="processes in the run, on all hosts")
     mh.add_argument("--process-id", type=int, metavar="I", help="this process: 0 keeps the record, 1..N-1 follow")
+    mh.add_argument("--join-timeout", type=int, metavar="S", default=60,
+                    help="seconds for every process to join before the run fails, naming who is missing; default 60")
     sweeping = "sweep" in (argv or ())
     if workload_name in WORKLOADS and not sweeping:
         add_workload_flags(p, WORKLOADS[workload_name])
@@ -212,8 +215,11 @@ def cluster_of(args: argparse.Namespace, parser: Parser) -> Cluster | None:
     from .backends import Cluster
 
     given = [args.coordinator, args.num_processes, args.process_id]
+    if not 1 <= args.join_timeout <= 3600:
+        parser.error(f"--join-timeout must be an integer from 1 to 3600 (got {args.join_timeout})")
     if all(v is None for v in given):
-        return Cluster.tpu_pod(os.environ)
+        pod = Cluster.tpu_pod(os.environ)
+        return dataclasses.replace(pod, join_timeout_s=args.join_timeout) if pod else None
     if any(v is None for v in given):
         parser.error("--coordinator, --num-processes and --process-id go together")
     if not 1 <= args.num_processes <= 4096 or not 0 <= args.process_id < args.num_processes:
@@ -221,7 +227,7 @@ def cluster_of(args: argparse.Namespace, parser: Parser) -> Cluster | None:
                      f"(got {args.process_id})")
     if ":" not in args.coordinator:
         parser.error(f"--coordinator must be HOST:PORT (got {args.coordinator!r})")
-    return Cluster(args.coordinator, args.num_processes, args.process_id)
+    return Cluster(args.coordinator, args.num_processes, args.process_id, join_timeout_s=args.join_timeout)
 
 
 def check_cluster(parser: Parser, params: dict[str, Any], report: Any) -> None:

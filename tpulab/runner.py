@@ -135,14 +135,18 @@ class Run:
             return "cancelled", "stopped by the user"
         if self.failures and index == 0:
             return "failed", min(self.failures)[1]
+        words = handle.last_words()
+        processes = self.cluster.processes if self.cluster else self.params.get("processes", 1)
+        if processes > 1 and "RegisterTask" in handle.stderr_text():  # JAX aborts a process that cannot join
+            return "failed", (f"process {index} could not join the other {processes - 1} process(es) in time "
+                              f"(is every process started, with the same --coordinator?): {words}")
         if code is not None and code < 0:
             name = signal.Signals(-code).name
             hint = " (out of memory? try a smaller batch or image size)" if name == "SIGKILL" else ""
             why = f"the worker was killed by {name}{hint}"
         else:
             why = f"the worker exited with code {code}"
-        tail = handle.stderr_tail(3)
-        return "failed", why + (f"; its last words: {tail}" if tail else "")
+        return "failed", why + (f"; its last words: {words}" if words else "")
 
     def cancel(self) -> None:
         """Every process stops after the current step (they agree on which); again: kill them."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from .workloads import get_workload
 from .workloads.base import CancelToken, Params, Sink
 
 EXIT_CANCELLED = 130
+FATAL_LINE = re.compile(r"^F\d{4} [\d:.]+\s+\d+ [^\]]+\] (.+)$", re.M)  # absl's "F1130 09:19:44.06 27587 x.h:80] ..."
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -86,10 +88,22 @@ class RunHandle:
     def returncode(self) -> int | None:
         return self.proc.poll()
 
-    def stderr_tail(self, lines: int = 15) -> str:
+    def stderr_text(self) -> str:
         self._stderr.seek(0)
-        text = self._stderr.read().decode(errors="replace")
-        return "\n".join(text.strip().splitlines()[-lines:])
+        return self._stderr.read().decode(errors="replace")
+
+    def stderr_tail(self, lines: int = 15) -> str:
+        return "\n".join(self.stderr_text().strip().splitlines()[-lines:])
+
+    def last_words(self) -> str:
+        """What a dead worker said last: a fatal log line's message (a native abort prints a stack
+        after it, which says nothing to a user), else the last lines it wrote."""
+        text = self.stderr_text()
+        fatal = FATAL_LINE.findall(text)
+        if fatal:
+            status = re.search(r"absl::Status: ([^\n]+)", text)
+            return fatal[-1].split(". ")[0].strip() + (f" ({status.group(1).strip()})" if status else "")
+        return self.stderr_tail(3)
 
 
 def probe(backend: str, timeout_s: float = 120.0) -> dict[str, Any]:

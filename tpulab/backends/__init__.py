@@ -66,12 +66,14 @@ class Cluster:
     processes: int
     process_id: int
     local: bool = False
+    join_timeout_s: int = JOIN_TIMEOUT_S  # every process must have joined by then
 
-    ENV = ("TPULAB_COORDINATOR", "TPULAB_NUM_PROCESSES", "TPULAB_PROCESS_ID", "TPULAB_LOCAL_PROCESSES")
+    ENV = ("TPULAB_COORDINATOR", "TPULAB_NUM_PROCESSES", "TPULAB_PROCESS_ID", "TPULAB_LOCAL_PROCESSES",
+           "TPULAB_JOIN_TIMEOUT_S")
 
     def env(self) -> dict[str, str]:
         return dict(zip(self.ENV, (self.coordinator, str(self.processes), str(self.process_id),
-                                   "1" if self.local else "")))
+                                   "1" if self.local else "", str(self.join_timeout_s))))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Cluster | None:
@@ -79,7 +81,8 @@ class Cluster:
         if not environ.get("TPULAB_COORDINATOR"):
             return None
         return cls(environ["TPULAB_COORDINATOR"], int(environ.get("TPULAB_NUM_PROCESSES") or 0),
-                   int(environ.get("TPULAB_PROCESS_ID") or 0), bool(environ.get("TPULAB_LOCAL_PROCESSES")))
+                   int(environ.get("TPULAB_PROCESS_ID") or 0), bool(environ.get("TPULAB_LOCAL_PROCESSES")),
+                   int(environ.get("TPULAB_JOIN_TIMEOUT_S") or JOIN_TIMEOUT_S))
 
     @classmethod
     def tpu_pod(cls, environ: Mapping[str, str]) -> Cluster | None:

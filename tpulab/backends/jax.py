@@ -16,18 +16,18 @@ import jax
 import numpy as np
 
 from ..runtime.detect import detect
-from . import HEARTBEAT_TIMEOUT_S, JOIN_TIMEOUT_S, Cluster, DeviceError, Placement
+from . import HEARTBEAT_TIMEOUT_S, Cluster, DeviceError, Placement
 
 
 def join(cluster: Cluster) -> None:
     """One program over every process's devices: JAX's distributed runtime, gloo for CPU collectives.
 
-    Bounded: a process that never joins fails the run after JOIN_TIMEOUT_S, one that goes silent
-    after HEARTBEAT_TIMEOUT_S.
+    Bounded: a process that never joins fails the run after the cluster's join timeout, one that
+    goes silent after HEARTBEAT_TIMEOUT_S.
     """
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    timeouts = {"initialization_timeout": JOIN_TIMEOUT_S, "heartbeat_timeout_seconds": HEARTBEAT_TIMEOUT_S,
-                "shutdown_timeout_seconds": JOIN_TIMEOUT_S}
+    timeouts = {"initialization_timeout": cluster.join_timeout_s, "heartbeat_timeout_seconds": HEARTBEAT_TIMEOUT_S,
+                "shutdown_timeout_seconds": cluster.join_timeout_s}
     try:
         if cluster.coordinator == "auto":
             jax.distributed.initialize(**timeouts)  # type: ignore[arg-type]
@@ -37,7 +37,7 @@ def join(cluster: Cluster) -> None:
     except Exception as e:  # noqa: BLE001 - whatever JAX raises, the run fails saying who did not join
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise DeviceError(f"process {cluster.process_id} could not join the other {cluster.processes - 1} "
-                          f"within {JOIN_TIMEOUT_S} s at {cluster.coordinator}: {first}") from None
+                          f"within {cluster.join_timeout_s} s at {cluster.coordinator}: {first}") from None
 
 
 def leave() -> None:
