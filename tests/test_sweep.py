@@ -100,9 +100,14 @@ def test_a_2x2_sweep_end_to_end_is_kept_and_shown_again(tmp_path):
     assert [p["values"] for p in points if p["article"]] == [{"batch_size": 128, "shards": 1}]
     assert all(p["status"] == "finished" and p["examples_per_s"] > 0 for p in points)
     assert summary["best"] == max(points, key=lambda p: p["examples_per_s"])["values"]
-    assert summary["speedup_over_article"] > 0 and summary["knee"]["batch_size"] in (4, 8, 128)
+    assert summary["speedup_over_article"] > 0
+    # The knee: the smallest batch within 5% of the best throughput, the other values as the best's.
+    near = [p["values"]["batch_size"] for p in points
+            if p["values"]["shards"] == summary["best"]["shards"]
+            and p["examples_per_s"] >= 0.95 * max(q["examples_per_s"] for q in points)]
+    assert summary["knee"]["batch_size"] == min(near)
     shown = run_cli("results", "--db", db, "sweep", summary["id"][:8])
-    assert shown.returncode == 0 and "sorted" not in shown.stderr
+    assert shown.returncode == 0 and shown.stderr == ""
     for text in ("batch size", "shards", "best:", "the article's configuration", "examples/s against batch size"):
         assert text in shown.stdout, text
     listing = run_cli("results", "--db", db, "sweep")

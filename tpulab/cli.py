@@ -42,9 +42,11 @@ def _workload_named(argv: Sequence[str]) -> str | None:
 def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool = False) -> None:
     """One flag per declared parameter; with `lists`, each takes a comma list (or a doubling range)."""
     g = parser.add_argument_group(f"{w.name} parameters", w.summary + " Presets: " + ", ".join(w.presets) + ".")
-    from .sweep import DEFAULT_STEPS
+    set_by_sweep: set[str] = set()
+    if lists:
+        from .sweep import DEFAULT_STEPS
 
-    set_by_sweep = w.set_by_sweeps(DEFAULT_STEPS) if lists else set()
+        set_by_sweep = w.set_by_sweeps(DEFAULT_STEPS)
     for spec in w.params:
         if spec.name in set_by_sweep:  # accepted, so that the sweep can say why it refuses it; not offered
             g.add_argument(spec.flag, dest=spec.name, default=None, help=argparse.SUPPRESS)

@@ -25,6 +25,7 @@ STARTUP_S = 8.0  # a worker's start and its framework's import
 class Estimate:
     seconds: float | None
     basis: str
+    kind: str = "none"  # run (a kept run of this configuration), device (its best rate), peak (assumed), none
 
     def __str__(self) -> str:
         return f"~{fmt.duration(self.seconds)} ({self.basis})" if self.seconds is not None else "unknown"
@@ -54,16 +55,19 @@ def estimate(workload: Workload, p: Params, limits: Limits, report: RuntimeRepor
         startup += best.summary.compile_seconds or 0
         basis = (f"at the {rate / 1e9:.1f} GFLOP/s of run {best.short_id}, this configuration "
                  f"at {_work_ratio(best, flops):.1f}x the work per step")
+        kind = "run"
     elif kept:
         best = max(kept, key=lambda r: r.summary.gflops_per_s or 0)
         rate = (best.summary.gflops_per_s or 0) * 1e9
         basis = f"at this device's best sustained {rate / 1e9:.1f} GFLOP/s (run {best.short_id})"
+        kind = "device"
     else:
         name = {"gpu": report.gpus[0].name if report.gpus else "",
                 "tpu": (report.tpu.generation or "") if report.tpu else ""}.get(device, "")
         peak = device_peak(device, name, dtype, p.get("shards", 1), report.cpu)
         if peak is None:
             return Estimate(None, "no kept run of similar work and no known peak for this device")
+        kind = "peak"
         rate = peak.flops * ASSUMED_PEAK_FRACTION
         basis = f"assuming {ASSUMED_PEAK_FRACTION:.0%} of peak: no kept run of similar work on this device"
-    return Estimate(startup + steps * flops / rate, basis)
+    return Estimate(startup + steps * flops / rate, basis, kind)

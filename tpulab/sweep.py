@@ -11,6 +11,7 @@ points are short; the first call is excluded as always.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 import math
 import time
 import uuid
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .backends import BACKENDS, BackendError
-from .estimate import Estimate, estimate
+from .estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate
 from .events import Event, RunRecord
 from .record import now_iso
 from .runner import Run
@@ -294,9 +295,13 @@ class Sweep:
         guesses = [estimate(self.grid.workload, p.params, self.limits, self.report, records) for p in self.points]
         if any(g.seconds is None for g in guesses):
             return Estimate(None, "no basis for some points")
-        bases = {g.basis.split(" (")[0].split(" at ")[0] for g in guesses}
-        basis = guesses[0].basis if len(guesses) == 1 else f"{len(guesses)} points; " + "; ".join(sorted(bases))[:120]
-        return Estimate(sum(g.seconds or 0 for g in guesses) * self.repeat, basis)
+        if len(guesses) == 1:
+            return Estimate((guesses[0].seconds or 0) * self.repeat, guesses[0].basis, guesses[0].kind)
+        words = {"run": "from a kept run of the same configuration", "device": "at this device's best rate",
+                 "peak": f"assuming {ASSUMED_PEAK_FRACTION:.0%} of peak"}
+        counts = Counter(g.kind for g in guesses)
+        basis = "; ".join(f"{n} point(s) {words[kind]}" for kind, n in counts.items())
+        return Estimate(sum(g.seconds or 0 for g in guesses) * self.repeat, basis, "mixed")
 
     def stop(self, why: str = "stopped by the user") -> None:
         """Finish the current point, then stop; every finished point is kept."""
