@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 def step(args: argparse.Namespace, backend: str) -> tuple[float, float]:
     """(median steady step, first call) of one short training run."""
-    from tpulab.runner import Run
+    from tpulab.core.runner import Run
     from tpulab.runtime.detect import detect
     from tpulab.workloads import WORKLOADS
 

@@ -31,7 +31,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from tpulab.callbacks import StepTimer
-    from tpulab.data import load
+    from tpulab.workloads.data import load
     from tpulab.workloads import WORKLOADS
     from tpulab.workloads.fashion_mnist import build_model, compile_model
     from tpulab.workloads.fashion_mnist_tf import training_input
@@ -70,7 +70,7 @@ def main() -> None:
 
 
 def _has_real_data() -> bool:
-    from tpulab.data import DataError, find
+    from tpulab.workloads.data import DataError, find
     try:
         find()
         return True

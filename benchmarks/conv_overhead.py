@@ -66,7 +66,7 @@ def baseline(args: argparse.Namespace, backend: str) -> float:
 
 
 def tpulab(args: argparse.Namespace, backend: str, mode: str) -> float:
-    from tpulab.runner import Run
+    from tpulab.core.runner import Run
     from tpulab.runtime.detect import detect
     from tpulab.workloads import WORKLOADS
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tpulab.data import FILES
-from tpulab.events import Compiled, Device, Event, RunRecord, Started, Step
-from tpulab.record import RunRecorder
-from tpulab.runner import Run
+from tpulab.workloads.data import FILES
+from tpulab.core.events import Compiled, Device, Event, RunRecord, Started, Step
+from tpulab.core.record import RunRecorder
+from tpulab.core.runner import Run
 from tpulab.runtime.detect import RuntimeReport, detect
 from tpulab.workloads import WORKLOADS
 

@@ -11,13 +11,13 @@ import pytest
 from rich.console import Console
 from textual.widgets import Button, Checkbox, DataTable, Input, OptionList, Select, Static, Switch
 
-from tpulab.app import TpulabApp
-from tpulab.events import RunRecord
-from tpulab.results import Store
+from tpulab.lab.app import TpulabApp
+from tpulab.core.events import RunRecord
+from tpulab.core.store import Store
 from tpulab.runtime.detect import detect
-from tpulab.screens.run import RunPane
-from tpulab.widgets.charts import SeriesPlot
-from tpulab.widgets.param_form import ParamForm
+from tpulab.lab.screens.run import RunPane
+from tpulab.lab.widgets.charts import SeriesPlot
+from tpulab.lab.widgets.param_form import ParamForm
 
 from .helpers import cpu_only, make_record, v5e_tree
 
@@ -311,7 +311,7 @@ async def test_compare_at_80_columns_keeps_every_speedup_readable(tmp_path):
 
 
 def test_estimate_trusts_similar_work_and_says_which_basis(tmp_path):
-    from tpulab.estimate import estimate
+    from tpulab.core.estimate import estimate
     from tpulab.workloads import WORKLOADS
     from tpulab.workloads.base import Limits
 
@@ -333,7 +333,7 @@ def test_estimate_trusts_similar_work_and_says_which_basis(tmp_path):
 
 @pytest.mark.slow
 async def test_sweep_mode_and_view(tmp_path):
-    from tpulab.screens.sweep import SweepPane
+    from tpulab.lab.screens.sweep import SweepPane
 
     app = TpulabApp(probe=False, report=cpu_only(tmp_path))
     async with app.run_test(size=SIZE) as pilot:

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from tpulab.events import Failed
-from tpulab.runner import Run
+from tpulab.core.events import Failed
+from tpulab.core.runner import Run
 from tpulab.runtime.detect import detect
-from tpulab.timing import conv_flops
+from tpulab.core.timing import conv_flops
 from tpulab.workloads import WORKLOADS
 
 from .helpers import ROOT, json_events, run_cli

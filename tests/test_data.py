@@ -7,7 +7,7 @@ import gzip
 import numpy as np
 import pytest
 
-from tpulab.data import DEBIAN_DIR, FILES, DataError, find, load, load_dir, read_idx, synthetic
+from tpulab.workloads.data import DEBIAN_DIR, FILES, DataError, find, load, load_dir, read_idx, synthetic
 
 from .helpers import write_idx, write_set
 

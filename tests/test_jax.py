@@ -120,7 +120,7 @@ def test_the_articles_generator_feeds_jax_too():
 
 NO_TENSORFLOW = """
 import json, sys
-from tpulab import worker
+from tpulab.core import worker
 code = worker.main([sys.argv[1]])
 imported = sorted(m for m in sys.modules if (m == "tensorflow" or m.startswith("tensorflow."))
                   and sys.modules[m] is not None)

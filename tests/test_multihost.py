@@ -10,8 +10,8 @@ import time
 import pytest
 
 from tpulab.backends import Cluster
-from tpulab.events import Step
-from tpulab.runner import Run, free_port
+from tpulab.core.events import Step
+from tpulab.core.runner import Run, free_port
 from tpulab.runtime.detect import detect
 from tpulab.workloads import WORKLOADS
 from tpulab.workloads.base import Limits, ParamError
@@ -28,8 +28,8 @@ def test_processes_are_jax_only_and_share_the_devices_evenly(capsys, monkeypatch
         conv.resolve({"processes": "2", "shards": "3", "batch_size": "6", "backend": "jax"}, CPU)
     with pytest.raises(ParamError, match="--mode naive runs one device after another on one host"):
         conv.resolve({"processes": "2", "shards": "2", "mode": "naive", "backend": "jax"}, CPU)
-    from tpulab.cli import main
-    monkeypatch.setattr("tpulab.cli.fast_report", lambda: cpu_only(tmp_path, {"jax": "0.10.2"}))
+    from tpulab.cli.main import main
+    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_only(tmp_path, {"jax": "0.10.2"}))
     with pytest.raises(SystemExit) as exc:
         main(["--run", "conv", "--no-ui", "--processes", "2", "--shards", "2", "--backend", "tensorflow"])
     err = capsys.readouterr().err

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tpulab.cli import main
+from tpulab.cli.main import main
 from tpulab.workloads import WORKLOADS
 from tpulab.workloads.base import Limits, ParamError
 
@@ -41,18 +41,18 @@ def bad(capsys, *argv: str) -> str:
 ])
 def test_bad_values_give_one_line_naming_the_parameter(capsys, monkeypatch, tmp_path, argv, expected):
     # A machine with no accelerator, with TensorFlow installed.
-    monkeypatch.setattr("tpulab.cli.fast_report", lambda: cpu_only(tmp_path))
+    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_only(tmp_path))
     assert expected in bad(capsys, *argv)
 
 
 def test_a_backend_that_is_not_installed_names_its_install_command(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr("tpulab.cli.fast_report", lambda: cpu_only(tmp_path, {"jax": None}))
+    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_only(tmp_path, {"jax": None}))
     line = bad(capsys, "--backend", "jax", "--preset", "smoke")
     assert "--backend jax: JAX is not installed; install it with: pip install 'tpulab[jax]'" in line
 
 
 def test_a_switch_the_backend_ignores_is_refused(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr("tpulab.cli.fast_report", lambda: cpu_only(tmp_path, {"jax": "0.10.2"}))
+    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_only(tmp_path, {"jax": "0.10.2"}))
     with pytest.raises(SystemExit) as exc:
         main(["--run", "fashion-mnist", "--no-ui", "--backend", "jax", "--xla", "--dataset", "synthetic"])
     assert exc.value.code == 2
@@ -88,7 +88,7 @@ def test_every_parameter_has_a_flag_with_help_and_range(capsys):
 
 
 def test_bool_flags_take_on_and_off():
-    from tpulab.cli import build_parser
+    from tpulab.cli.main import build_parser
     args = build_parser("fashion-mnist").parse_args(["--run", "fashion-mnist", "--no-validation", "--xla"])
     assert args.validation is False and args.xla is True
     spec = WORKLOADS["fashion-mnist"].spec("xla")

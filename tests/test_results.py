@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tpulab.results import Store, StoreError, compare, export_csv, export_json, read_export
+from tpulab.core.store import Store, StoreError, compare, export_csv, export_json, read_export
 
 from .helpers import ROOT, json_events, make_record, run_cli
 
@@ -74,7 +74,7 @@ def test_a_version_1_store_gains_sweeps_and_keeps_its_runs(tmp_path):
 SAVER = """
 import sys
 from tests.helpers import make_record
-from tpulab.results import Store
+from tpulab.core.store import Store
 store = Store(sys.argv[1])
 for _ in range(50):
     store.save(make_record())

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tpulab.sweep import Point, build_grid, findings, parse_values
+from tpulab.core.sweep import Point, build_grid, findings, parse_values
 from tpulab.workloads import WORKLOADS
 from tpulab.workloads.base import Limits, ParamError
 
@@ -47,7 +47,7 @@ def test_impossible_combinations_are_named_not_dropped():
 
 def test_points_are_short_and_the_articles_configuration_is_added():
     from tpulab.runtime.detect import detect
-    from tpulab.sweep import Sweep
+    from tpulab.core.sweep import Sweep
 
     grid, _ = build_grid(FASHION, {"batch_size": "32,64", "precision": "float32,mixed_bfloat16",
                                    "dataset": "synthetic"}, CPU, steps=5)

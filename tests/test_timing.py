@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from tpulab.events import Compiled, Device, Finished, Started, Step
-from tpulab.record import RunRecorder
-from tpulab.timing import conv_flops, conv_output_size, percentile, summarize
+from tpulab.core.events import Compiled, Device, Finished, Started, Step
+from tpulab.core.record import RunRecorder
+from tpulab.core.timing import conv_flops, conv_output_size, percentile, summarize
 from tpulab.workloads.conv import CONV
 
 from .helpers import cpu_only

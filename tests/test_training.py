@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tpulab.data import DEBIAN_DIR, FILES
-from tpulab.runner import Run
+from tpulab.workloads.data import DEBIAN_DIR, FILES
+from tpulab.core.runner import Run
 from tpulab.runtime.detect import detect
 from tpulab.workloads import WORKLOADS
 from tpulab.workloads.base import Limits

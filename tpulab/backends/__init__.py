@@ -16,10 +16,10 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, cast
 
-from ..events import Device
+from tpulab.core.events import Device
 
 if TYPE_CHECKING:
-    from ..runtime.detect import RuntimeReport
+    from tpulab.runtime.detect import RuntimeReport
 
 class BackendError(RuntimeError):
     """A backend cannot run here; the message names the command that fixes it."""

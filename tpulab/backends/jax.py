@@ -15,8 +15,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from ..runtime.detect import detect
-from . import HEARTBEAT_TIMEOUT_S, Cluster, DeviceError, Placement
+from tpulab.runtime.detect import detect
+from tpulab.backends import HEARTBEAT_TIMEOUT_S, Cluster, DeviceError, Placement
 
 
 def join(cluster: Cluster) -> None:

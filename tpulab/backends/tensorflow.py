@@ -12,8 +12,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from ..runtime.detect import detect
-from . import BackendError, Cluster, DeviceError, Placement
+from tpulab.runtime.detect import detect
+from tpulab.backends import BackendError, Cluster, DeviceError, Placement
 
 
 def _placement(strategy: Any, kind: str, name: str, replicas: int, note: str | None = None,

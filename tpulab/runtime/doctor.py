@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .detect import RuntimeReport
+from tpulab.runtime.detect import RuntimeReport
 
 # The newest tensorflow-tpu on PyPI: 2.20.0 (published 2025-08; still the newest on 2026-11-30 by
 # `pip index versions tensorflow-tpu`). It is a whole TensorFlow build and pulls libtpu from PyPI.

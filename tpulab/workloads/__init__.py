@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .base import Workload
-from .conv import CONV
-from .fashion_mnist import FASHION_MNIST
+from tpulab.workloads.base import Workload
+from tpulab.workloads.conv import CONV
+from tpulab.workloads.fashion_mnist import FASHION_MNIST
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (CONV, FASHION_MNIST)}
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..backends import CHOICES
-from ..events import Started
+from tpulab.backends import CHOICES
+from tpulab.core.events import Started
 
 if TYPE_CHECKING:
-    from ..backends import Placement
-    from ..events import Event
-    from ..runtime.detect import RuntimeReport
+    from tpulab.backends import Placement
+    from tpulab.core.events import Event
+    from tpulab.runtime.detect import RuntimeReport
 
 Params = dict[str, Any]
 Sink = Callable[["Event"], None]
@@ -117,7 +117,7 @@ class Limits:
     @classmethod
     def of(cls, report: RuntimeReport, hosts: int = 1) -> Limits:
         """What the detected hardware and the installed frameworks allow; `hosts` bring their own devices."""
-        from ..backends import BackendError, choose
+        from tpulab.backends import BackendError, choose
 
         backends = {}
         for device in ("auto", "cpu", "gpu", "tpu"):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..timing import conv_flops
-from .base import BACKEND, DEVICE, PROCESSES, Chart, Limits, ParamError, Params, ParamSpec, Workload, check_shards
+from tpulab.core.timing import conv_flops
+from tpulab.workloads.base import BACKEND, DEVICE, PROCESSES, Chart, Limits, ParamError, Params, ParamSpec, Workload, check_shards
 
 MODES = ("sharded", "naive", "batch-parallel")
 

@@ -24,12 +24,12 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ..backends import Placement
-from ..backends.jax import place, versions
-from ..callbacks import StepTimer
-from ..events import from_dicts
-from .base import CancelToken, Params, Sink
-from .conv import CONV, DATA_BY_MODE
+from tpulab.backends import Placement
+from tpulab.backends.jax import place, versions
+from tpulab.callbacks import StepTimer
+from tpulab.core.events import from_dicts
+from tpulab.workloads.base import CancelToken, Params, Sink
+from tpulab.workloads.conv import CONV, DATA_BY_MODE
 
 
 def conv(x: jax.Array, k: jax.Array, stride: int, padding: str) -> jax.Array:

@@ -12,12 +12,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..backends import Placement
-from ..backends.tensorflow import place, versions
-from ..callbacks import StepTimer
-from ..events import from_dicts
-from .base import CancelToken, Params, Sink
-from .conv import CONV, DATA_BY_MODE
+from tpulab.backends import Placement
+from tpulab.backends.tensorflow import place, versions
+from tpulab.callbacks import StepTimer
+from tpulab.core.events import from_dicts
+from tpulab.workloads.base import CancelToken, Params, Sink
+from tpulab.workloads.conv import CONV, DATA_BY_MODE
 
 
 class ConvSum(keras.layers.Layer):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..data import DataError, find
-from .base import (BACKEND, DEVICE, PROCESSES, CancelToken, Chart, Limits, Metric, ParamError, Params, ParamSpec, Sink, Workload,
-                   check_shards)
+from tpulab.workloads.data import DataError, find
+from tpulab.workloads.base import (BACKEND, DEVICE, PROCESSES, CancelToken, Chart, Limits, Metric, ParamError, Params,
+                                  ParamSpec, Sink, Workload,
+                                  check_shards)
 
 if TYPE_CHECKING:
-    from ..backends import Placement
-    from ..data import Dataset
+    from tpulab.backends import Placement
+    from tpulab.workloads.data import Dataset
 
 # (kind, output height/width, output channels, kernel size, input channels) of each layer with weights
 LAYERS = [("conv", 28, 64, 5, 1), ("conv", 14, 128, 5, 64), ("conv", 7, 256, 5, 128),
@@ -95,9 +96,9 @@ def train(p: Params, sink: Sink, cancel: CancelToken, placement: Placement, vers
     """The article's training run on any backend: each backend brings its placement, inputs and compiler."""
     import keras
 
-    from ..callbacks import StepTimer
-    from ..data import load
-    from ..events import from_dicts
+    from tpulab.callbacks import StepTimer
+    from tpulab.workloads.data import load
+    from tpulab.core.events import from_dicts
 
     if p["precision"] != "float32":
         keras.mixed_precision.set_global_policy(p["precision"])

@@ -13,10 +13,10 @@ import jax
 import keras
 import numpy as np
 
-from ..backends.jax import place, versions
-from ..data import Dataset, random_slices
-from .base import CancelToken, Params, Sink
-from .fashion_mnist import train
+from tpulab.backends.jax import place, versions
+from tpulab.workloads.data import Dataset, random_slices
+from tpulab.workloads.base import CancelToken, Params, Sink
+from tpulab.workloads.fashion_mnist import train
 
 
 class Batches(keras.utils.PyDataset):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ..backends.tensorflow import place, to_tpu_model, versions
-from ..data import Dataset, random_slices
-from .base import CancelToken, Params, Sink
-from .fashion_mnist import train
+from tpulab.backends.tensorflow import place, to_tpu_model, versions
+from tpulab.workloads.data import Dataset, random_slices
+from tpulab.workloads.base import CancelToken, Params, Sink
+from tpulab.workloads.fashion_mnist import train
 
 
 def _as_float_images(x, y):

@@ -12,9 +12,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from . import fmt
-from .events import RunRecord
-from .sweep import Findings, Point, findings, kept_points
+from tpulab.core import fmt
+from tpulab.core.events import RunRecord
+from tpulab.core.sweep import Findings, Point, findings, kept_points
 
 FIGURES = ("median", "throughput", "GFLOP/s", "peak", "flags")
 WIDTHS = {"median": 8, "throughput": 11, "GFLOP/s": 7, "peak": 6}

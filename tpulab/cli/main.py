@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
-from . import __version__
+from tpulab import __version__
 
 if TYPE_CHECKING:
-    from .backends import Cluster
-    from .workloads.base import Workload
+    from tpulab.backends import Cluster
+    from tpulab.workloads.base import Workload
 
 EXIT_BAD_USAGE = 2
 METAVARS = {int: "N", float: "X", str: "PATH"}
@@ -44,7 +44,7 @@ def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool
     g = parser.add_argument_group(f"{w.name} parameters", w.summary + " Presets: " + ", ".join(w.presets) + ".")
     set_by_sweep: set[str] = set()
     if lists:
-        from .sweep import DEFAULT_STEPS
+        from tpulab.core.sweep import DEFAULT_STEPS
 
         set_by_sweep = w.set_by_sweeps(DEFAULT_STEPS)
     for spec in w.params:
@@ -68,7 +68,7 @@ def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool
 
 
 def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = None) -> Parser:
-    from .workloads import WORKLOADS
+    from tpulab.workloads import WORKLOADS
 
     p = Parser(prog="tpulab", description="How fast is this machine for deep learning, and why. "
                "With no arguments, opens the lab (a terminal UI).")
@@ -152,10 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("detect", "doctor"):
             return cmd_detect(args)
         if args.command == "sweep":
-            from .sweep_cli import cmd_sweep
+            from tpulab.cli.sweep import cmd_sweep
             return cmd_sweep(args, parser)
         if args.command == "results":
-            from .results_cli import cmd_results
+            from tpulab.cli.results import cmd_results
             return cmd_results(args)
         if args.run and args.no_ui:
             return cmd_run(args, parser)
@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--no-ui needs --run WORKLOAD")
         report = fast_report()
         params = resolve_params(args, parser, report) if args.run else None
-        from .app import TpulabApp
+        from tpulab.lab.app import TpulabApp
         TpulabApp(workload=args.run, params=params, db=args.db, report=report).run()
         return 0
     except BrokenPipeError:
@@ -171,14 +171,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def fast_report():
-    from .runtime.detect import detect
+    from tpulab.runtime.detect import detect
     return detect()
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
-    from .console import runtime_table
-    from .runtime.doctor import diagnose
-    from .worker import probe_installed
+    from tpulab.views.console import runtime_table
+    from tpulab.runtime.doctor import diagnose
+    from tpulab.core.worker import probe_installed
 
     report = fast_report()
     if not args.fast:
@@ -192,7 +192,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from rich.console import Console
     console = Console()
     if args.command == "doctor":
-        from .console import LEVEL_STYLE
+        from tpulab.views.console import LEVEL_STYLE
         for v in verdicts:
             about = f" ({v.framework})" if v.framework else ""
             console.print(f"[{LEVEL_STYLE[v.level]}]{v.level}[/] {v.device}{about}: {v.message}", highlight=False)
@@ -206,8 +206,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def resolve_params(args: argparse.Namespace, parser: Parser, report: Any, hosts: int = 1) -> dict[str, Any]:
-    from .workloads import get_workload
-    from .workloads.base import Limits, ParamError
+    from tpulab.workloads import get_workload
+    from tpulab.workloads.base import Limits, ParamError
 
     w = get_workload(args.run)
     try:
@@ -220,7 +220,7 @@ def cluster_of(args: argparse.Namespace, parser: Parser) -> Cluster | None:
     """The multi-host run this process joins: the explicit flags, else a TPU pod slice's own, else none."""
     import os
 
-    from .backends import Cluster
+    from tpulab.backends import Cluster
 
     given = [args.coordinator, args.num_processes, args.process_id]
     if not 1 <= args.join_timeout <= 3600:
@@ -240,7 +240,7 @@ def cluster_of(args: argparse.Namespace, parser: Parser) -> Cluster | None:
 
 def check_cluster(parser: Parser, params: dict[str, Any], report: Any) -> None:
     """Joining a multi-host run: JAX only, and not with local processes of its own."""
-    from .backends import choose
+    from tpulab.backends import choose
 
     if params.get("processes", 1) > 1:
         parser.error("--processes starts local processes; it does not combine with joining a multi-host run")
@@ -252,10 +252,10 @@ def check_cluster(parser: Parser, params: dict[str, Any], report: Any) -> None:
 def cmd_run(args: argparse.Namespace, parser: Parser) -> int:
     from rich.console import Console
 
-    from .backends import BackendError
-    from .console import RunPrinter, summary_table
-    from .results import Store, StoreError, default_path
-    from .runner import Run
+    from tpulab.backends import BackendError
+    from tpulab.views.console import RunPrinter, summary_table
+    from tpulab.core.store import Store, StoreError, default_path
+    from tpulab.core.runner import Run
 
     report = fast_report()
     cluster = cluster_of(args, parser)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import fmt
-from .events import RunRecord
-from .runtime.detect import RuntimeReport
-from .runtime.peaks import device_peak
-from .workloads.base import Limits, Params, Workload
+from tpulab.core import fmt
+from tpulab.core.events import RunRecord
+from tpulab.runtime.detect import RuntimeReport
+from tpulab.runtime.peaks import device_peak
+from tpulab.workloads.base import Limits, Params, Workload
 
 ASSUMED_PEAK_FRACTION = 0.25
 SIMILAR_WORK = 4.0  # a kept run counts if its work per step is within this factor of the plan's

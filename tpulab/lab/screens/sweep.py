@@ -17,12 +17,12 @@ from textual.message import Message
 from textual.widgets import DataTable, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
-from .. import fmt
-from ..events import RunRecord
-from ..sweep import Point, PointFinished, PointStarted, Sweep
-from ..sweep_view import (FIGURES, chart_series, chart_title, figures, findings_lines, label, marks, ranked, value_text,
+from tpulab.core import fmt
+from tpulab.core.events import RunRecord
+from tpulab.core.sweep import Point, PointFinished, PointStarted, Sweep
+from tpulab.views.sweep import (FIGURES, chart_series, chart_title, figures, findings_lines, label, marks, ranked, value_text,
                           x_values)
-from . import lab
+from tpulab.lab.screens import lab
 
 
 class SweepPane(Vertical):
@@ -48,7 +48,7 @@ class SweepPane(Vertical):
         self.sweep: Sweep | None = None
 
     def compose(self) -> ComposeResult:
-        from ..widgets.charts import SeriesPlot  # plotext loads after the first paint (this pane is lazy)
+        from tpulab.lab.widgets.charts import SeriesPlot  # plotext loads after the first paint (this pane is lazy)
 
         yield Static("No sweep yet: in Workloads, tick sweep, give fields lists (8,16,32), then Sweep (ctrl+r).",
                      id="sweep-header")
@@ -82,7 +82,7 @@ class SweepPane(Vertical):
         return list(self.sweep.grid.axes) if self.sweep else []
 
     def start(self, sweep: Sweep) -> None:
-        from ..widgets.charts import SeriesPlot
+        from tpulab.lab.widgets.charts import SeriesPlot
 
         self.sweep = sweep
         axes = self.axes
@@ -135,7 +135,7 @@ class SweepPane(Vertical):
 
     def _show(self) -> None:
         """Chart, table and findings from the points so far."""
-        from ..widgets.charts import SeriesPlot
+        from tpulab.lab.widgets.charts import SeriesPlot
 
         assert self.sweep is not None
         axes = self.axes

@@ -10,11 +10,11 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, DataTable, Static
 
-from .. import fmt
-from ..console import comparison_table
-from ..events import RunRecord
-from ..results import StoreError, compare
-from . import lab
+from tpulab.core import fmt
+from tpulab.views.console import comparison_table
+from tpulab.core.events import RunRecord
+from tpulab.core.store import StoreError, compare
+from tpulab.lab.screens import lab
 
 
 class ResultsPane(Vertical):
@@ -29,7 +29,7 @@ class ResultsPane(Vertical):
         self.marked: list[str] = []
 
     def compose(self) -> ComposeResult:
-        from ..widgets.charts import BarPlot  # plotext loads after the first paint (this pane is lazy)
+        from tpulab.lab.widgets.charts import BarPlot  # plotext loads after the first paint (this pane is lazy)
 
         yield Static("space marks a run, m compares the marked runs (the first marked is the baseline)",
                      id="results-help")
@@ -74,7 +74,7 @@ class ResultsPane(Vertical):
 
     @on(Button.Pressed, "#compare-button")
     def action_compare(self) -> None:
-        from ..widgets.charts import BarPlot
+        from tpulab.lab.widgets.charts import BarPlot
 
         by_id = {r.id: r for r in self.records}
         chosen = [by_id[i] for i in self.marked if i in by_id]

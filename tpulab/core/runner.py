@@ -14,13 +14,13 @@ import threading
 import time
 from typing import Iterator
 
-from .backends import Cluster, choose
-from .events import Event, Failed
-from .record import RunRecorder
-from .runtime.detect import RuntimeReport
-from .worker import EXIT_CANCELLED, RunHandle
-from .workloads import get_workload
-from .workloads.base import Params
+from tpulab.backends import Cluster, choose
+from tpulab.core.events import Event, Failed
+from tpulab.core.record import RunRecorder
+from tpulab.runtime.detect import RuntimeReport
+from tpulab.core.worker import EXIT_CANCELLED, RunHandle
+from tpulab.workloads import get_workload
+from tpulab.workloads.base import Params
 
 EXIT_CODES = {"finished": 0, "failed": 1, "cancelled": EXIT_CANCELLED}
 FOLLOWERS_GRACE_S = 10.0  # after process 0 ends, the others have this long to end by themselves

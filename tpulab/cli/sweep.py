@@ -10,20 +10,20 @@ from types import FrameType
 from rich.console import Console
 
 
-from .backends import BackendError, choose
-from .events import RunRecord
-from .results import Store, StoreError, default_path
-from .sweep import DEFAULT_STEPS, PointFinished, PointStarted, Sweep, build_grid
-from .sweep_view import (findings_lines, impossible_lines, label, live_header, live_line, point_json, summary_json,
+from tpulab.backends import BackendError, choose
+from tpulab.core.events import RunRecord
+from tpulab.core.store import Store, StoreError, default_path
+from tpulab.core.sweep import DEFAULT_STEPS, PointFinished, PointStarted, Sweep, build_grid
+from tpulab.views.sweep import (findings_lines, impossible_lines, label, live_header, live_line, point_json, summary_json,
                          sweep_table, text_chart)
-from .workloads import get_workload
-from .workloads.base import Limits, ParamError
+from tpulab.workloads import get_workload
+from tpulab.workloads.base import Limits, ParamError
 
 EXIT_STOPPED = 130
 
 
 def cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .cli import fast_report
+    from tpulab.cli.main import fast_report
 
     report = fast_report()
     limits = Limits.of(report)

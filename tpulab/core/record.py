@@ -9,11 +9,11 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timezone
 
-from .events import Cancelled, Compiled, Epoch, Event, Failed, Finished, Log, RunRecord, Started, Step, Summary
-from .runtime.detect import RuntimeReport
-from .runtime.peaks import device_peak
-from .timing import Flag, sanity_flags, summarize
-from .workloads.base import Params, Workload
+from tpulab.core.events import Cancelled, Compiled, Epoch, Event, Failed, Finished, Log, RunRecord, Started, Step, Summary
+from tpulab.runtime.detect import RuntimeReport
+from tpulab.runtime.peaks import device_peak
+from tpulab.core.timing import Flag, sanity_flags, summarize
+from tpulab.workloads.base import Params, Workload
 
 SYNTHETIC = Flag("synthetic-data", "trained on synthetic random data: accuracy is meaningless")
 

@@ -17,14 +17,14 @@ from textual.message import Message
 from textual.widgets import ProgressBar, RichLog, Static
 from textual.worker import Worker, WorkerState
 
-from .. import fmt
-from ..console import summary_table
-from ..events import Epoch, Event, RunRecord, Started, Step
-from ..narrate import describe
-from ..runner import Run
+from tpulab.core import fmt
+from tpulab.views.console import summary_table
+from tpulab.core.events import Epoch, Event, RunRecord, Started, Step
+from tpulab.core.narrate import describe
+from tpulab.core.runner import Run
 
 if TYPE_CHECKING:
-    from ..widgets.charts import SeriesPlot
+    from tpulab.lab.widgets.charts import SeriesPlot
 
 
 POST_EVERY_S = 0.1
@@ -58,7 +58,7 @@ class RunPane(Vertical):
         self.next_chart = 0
 
     def compose(self) -> ComposeResult:
-        from ..widgets.charts import SeriesPlot  # plotext loads after the first paint (this pane is lazy)
+        from tpulab.lab.widgets.charts import SeriesPlot  # plotext loads after the first paint (this pane is lazy)
 
         yield Static("No run yet: pick a workload, then Run.", id="run-header")
         yield ProgressBar(id="run-progress", show_eta=False)
@@ -91,7 +91,7 @@ class RunPane(Vertical):
         return self.charts.get(quantity)
 
     def start(self, run: Run) -> Run:
-        from ..widgets.charts import SeriesPlot
+        from tpulab.lab.widgets.charts import SeriesPlot
 
         self.run = run
         self.ended = False

@@ -6,10 +6,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ..console import runtime_table
-from ..runtime.detect import RuntimeReport
-from ..runtime.doctor import diagnose
-from . import lab
+from tpulab.views.console import runtime_table
+from tpulab.runtime.detect import RuntimeReport
+from tpulab.runtime.doctor import diagnose
+from tpulab.lab.screens import lab
 
 
 class RuntimePane(VerticalScroll, can_focus=True):

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from .events import STATUSES, RunRecord
-from .workloads import WORKLOADS
+from tpulab.core.events import STATUSES, RunRecord
+from tpulab.workloads import WORKLOADS
 
 SCHEMA_VERSION = 2  # 2: sweeps
 BUSY_TIMEOUT_S = 60  # how long a writer waits for another process's transaction

@@ -11,15 +11,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
-from . import fmt
-from .events import Event, RunRecord, Started, Step
-from .narrate import backend_line, describe, step_status
-from .record import RunRecorder
-from .results import Comparison
-from .runtime.detect import RuntimeReport
-from .runtime.doctor import Verdict
-from .workloads import WORKLOADS
-from .workloads.base import Workload
+from tpulab.core import fmt
+from tpulab.core.events import Event, RunRecord, Started, Step
+from tpulab.core.narrate import backend_line, describe, step_status
+from tpulab.core.record import RunRecorder
+from tpulab.core.store import Comparison
+from tpulab.runtime.detect import RuntimeReport
+from tpulab.runtime.doctor import Verdict
+from tpulab.workloads import WORKLOADS
+from tpulab.workloads.base import Workload
 
 ESTIMATE_AFTER = 3  # steady steps before the total-time estimate is printed
 LEVEL_STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "error": "red"}
@@ -117,7 +117,7 @@ def summary_table(record: RunRecord) -> Table:
 
 
 def runtime_table(report: RuntimeReport, verdicts: list[Verdict], probing: bool = False) -> Table:
-    from .backends import BACKENDS
+    from tpulab.backends import BACKENDS
 
     t = Table(title="tpulab runtime", show_header=False)
     t.add_column(style="bold")

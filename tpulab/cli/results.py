@@ -10,9 +10,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from . import fmt
-from .console import comparison_table
-from .results import Store, StoreError, compare, default_path, export_csv, export_json, read_export, row
+from tpulab.core import fmt
+from tpulab.views.console import comparison_table
+from tpulab.core.store import Store, StoreError, compare, default_path, export_csv, export_json, read_export, row
 
 
 def cmd_results(args: argparse.Namespace) -> int:
@@ -44,7 +44,7 @@ def _list(args, store: Store, console: Console) -> int:
 
 
 def _show(args, store: Store, console: Console) -> int:
-    from .console import summary_table
+    from tpulab.views.console import summary_table
 
     record = store.get(args.id)
     if args.json:
@@ -103,7 +103,7 @@ def _import(args, store: Store, console: Console) -> int:
 
 def _sweep(args, store: Store, console: Console) -> int:
     """Sweeps listed, or one shown again: its table sorted by throughput, its findings and its chart."""
-    from .sweep_view import sweep_report, sweep_summary_json
+    from tpulab.views.sweep import sweep_report, sweep_summary_json
 
     if not args.id:
         sweeps = store.sweeps()

@@ -14,11 +14,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Label, Select, Static, Switch
 
-from ..glossary import GLOSSARY
-from ..workloads.base import Limits, ParamError, Params, ParamSpec, Workload
+from tpulab.core.glossary import GLOSSARY
+from tpulab.workloads.base import Limits, ParamError, Params, ParamSpec, Workload
 
 if TYPE_CHECKING:
-    from ..sweep import Grid
+    from tpulab.core.sweep import Grid
 
 NO_PRESET = "(defaults)"
 
@@ -124,7 +124,7 @@ class ParamForm(VerticalScroll):
         self.post_message(self.Changed(self, self.params, errors))
 
     def _revalidate_grid(self) -> None:
-        from ..sweep import DEFAULT_STEPS, build_grid
+        from tpulab.core.sweep import DEFAULT_STEPS, build_grid
 
         errors: dict[str, str] = {}
         raw = {k: v for k, v in self.raw_values().items() if k not in self.workload.set_by_sweeps(DEFAULT_STEPS)}
@@ -148,7 +148,7 @@ class ParamForm(VerticalScroll):
 
     def _grey_out_sweep(self) -> None:
         """In sweep mode, what the sweep sets itself (the steps of each point) is no field of the grid."""
-        from ..sweep import DEFAULT_STEPS
+        from tpulab.core.sweep import DEFAULT_STEPS
 
         for name in self.workload.set_by_sweeps(DEFAULT_STEPS):
             self.control(name).disabled = True

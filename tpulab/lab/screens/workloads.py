@@ -13,14 +13,14 @@ from textual.message import Message
 from textual.widgets import Button, Checkbox, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..estimate import estimate
-from ..sweep import Grid, Sweep
-from ..sweep_view import impossible_lines
-from ..runtime.detect import RuntimeReport
-from ..widgets.param_form import ParamForm, explain
-from ..workloads import WORKLOADS
-from ..workloads.base import Limits, Params, Workload
-from . import lab
+from tpulab.core.estimate import estimate
+from tpulab.core.sweep import Grid, Sweep
+from tpulab.views.sweep import impossible_lines
+from tpulab.runtime.detect import RuntimeReport
+from tpulab.lab.widgets.param_form import ParamForm, explain
+from tpulab.workloads import WORKLOADS
+from tpulab.workloads.base import Limits, Params, Workload
+from tpulab.lab.screens import lab
 
 OPEN_MARK = "▶ "
 
@@ -176,7 +176,7 @@ class WorkloadsPane(Horizontal):
                 f"{self.workload.unit}s each | estimate {sweep.estimate(lab(self).records)}{skipped}")
 
     def plan(self, p: Params) -> str:
-        from .. import fmt
+        from tpulab.core import fmt
 
         w = self.workload
         limits = self.limits()

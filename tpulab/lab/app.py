@@ -18,19 +18,19 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Checkbox, Footer, Header, TabbedContent, TabPane
 
-from .backends import BACKENDS, BackendError
-from .events import RunRecord
-from .results import Store, StoreError, default_path
-from .runtime.detect import RuntimeReport, detect
-from .screens.glossary import GlossaryScreen
-from .screens.results import ResultsPane
-from .screens.run import RunPane
-from .screens.runtime import RuntimePane
-from .screens.sweep import SweepPane
-from .screens.workloads import WorkloadsPane
-from .sweep import Grid, Sweep
-from .workloads import WORKLOADS
-from .workloads.base import Limits, Workload
+from tpulab.backends import BACKENDS, BackendError
+from tpulab.core.events import RunRecord
+from tpulab.core.store import Store, StoreError, default_path
+from tpulab.runtime.detect import RuntimeReport, detect
+from tpulab.lab.screens.glossary import GlossaryScreen
+from tpulab.lab.screens.results import ResultsPane
+from tpulab.lab.screens.run import RunPane
+from tpulab.lab.screens.runtime import RuntimePane
+from tpulab.lab.screens.sweep import SweepPane
+from tpulab.lab.screens.workloads import WorkloadsPane
+from tpulab.core.sweep import Grid, Sweep
+from tpulab.workloads import WORKLOADS
+from tpulab.workloads.base import Limits, Workload
 
 # What takes the focus when a tab opens, so arrows and Enter work at once.
 FIRST_CONTROL = {"runtime": "#runtime-pane", "workloads": "#workload-list", "run": "#run-log",
@@ -92,7 +92,7 @@ class TpulabApp(App[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="probe")
     def probe_frameworks(self, fresh: bool = False) -> None:
         """Each installed framework's view, one after another (only one process may hold a TPU)."""
-        from .worker import probe
+        from tpulab.core.worker import probe
 
         if fresh:
             self.report = detect()
@@ -197,7 +197,7 @@ class TpulabApp(App[None]):
 
     @on(WorkloadsPane.RunRequested)
     def _run_requested(self, event: WorkloadsPane.RunRequested) -> None:
-        from .runner import Run
+        from tpulab.core.runner import Run
 
         pane = self.query_one(RunPane)
         if self._busy():

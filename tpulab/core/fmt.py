@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .events import RunRecord
-    from .timing import Stats
+    from tpulab.core.events import RunRecord
+    from tpulab.core.timing import Stats
 
 
 def seconds(x: float | None) -> str:

@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
-from .timing import Flag, Stats
+from tpulab.core.timing import Flag, Stats
 
 SCHEMA = 2  # 2: backend, backend_reason, sweep and hosts joined the record
 STATUSES = ("finished", "failed", "cancelled")

@@ -5,9 +5,9 @@ Lines are Rich markup. The lab adds charts around them; it never words an event 
 
 from __future__ import annotations
 
-from . import fmt
-from .events import Cancelled, Compiled, Epoch, Event, Failed, Log, Started, Step
-from .record import RunRecorder
+from tpulab.core import fmt
+from tpulab.core.events import Cancelled, Compiled, Epoch, Event, Failed, Log, Started, Step
+from tpulab.core.record import RunRecorder
 
 SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, cast
 from textual.widget import Widget
 
 if TYPE_CHECKING:
-    from ..app import TpulabApp
+    from tpulab.lab.app import TpulabApp
 
 
 def lab(widget: Widget) -> TpulabApp:

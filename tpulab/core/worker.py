@@ -6,7 +6,7 @@ device count at start-up, so each run needs a fresh runtime; the parent (CLI or 
 imports a framework; a crash or out-of-memory kills the worker, not the app. Cancel is graceful
 first (SIGINT: stop after this step), then firm (kill).
 
-Child side: ``python -m tpulab.worker '{"workload": "conv", "backend": "jax", "params": {...}}'``
+Child side: ``python -m tpulab.core.worker '{"workload": "conv", "backend": "jax", "params": {...}}'``
 or ``--probe BACKEND``.
 """
 
@@ -26,10 +26,10 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
-from .backends import BACKENDS, Cluster, FrameworkBackend, worker_env
-from .events import Cancelled, Compiled, Event, Failed, Finished, Step, parse_line
-from .workloads import get_workload
-from .workloads.base import CancelToken, Params, Sink
+from tpulab.backends import BACKENDS, Cluster, FrameworkBackend, worker_env
+from tpulab.core.events import Cancelled, Compiled, Event, Failed, Finished, Step, parse_line
+from tpulab.workloads import get_workload
+from tpulab.workloads.base import CancelToken, Params, Sink
 
 EXIT_CANCELLED = 130
 FATAL_LINE = re.compile(r"^F\d{4} [\d:.]+\s+\d+ [^\]]+\] (.+)$", re.M)  # absl's "F1130 09:19:44.06 27587 x.h:80] ..."
@@ -50,7 +50,7 @@ class RunHandle:
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self._stderr = tempfile.TemporaryFile(mode="w+b")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tpulab.worker", *args], stdout=subprocess.PIPE, stderr=self._stderr,
+            [sys.executable, "-m", "tpulab.core.worker", *args], stdout=subprocess.PIPE, stderr=self._stderr,
             stdin=subprocess.DEVNULL, env=child_env(env), start_new_session=True)
         self.cancel_requested = False
 

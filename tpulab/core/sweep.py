@@ -19,13 +19,13 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backends import BACKENDS, BackendError
-from .estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate
-from .events import Event, RunRecord
-from .record import now_iso
-from .runner import Run
-from .runtime.detect import RuntimeReport
-from .workloads.base import Limits, ParamError, Params, ParamSpec, Workload
+from tpulab.backends import BACKENDS, BackendError
+from tpulab.core.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate
+from tpulab.core.events import Event, RunRecord
+from tpulab.core.record import now_iso
+from tpulab.core.runner import Run
+from tpulab.runtime.detect import RuntimeReport
+from tpulab.workloads.base import Limits, ParamError, Params, ParamSpec, Workload
 
 KNEE_WITHIN = 0.05  # the knee: the smallest batch whose throughput is within this of the best
 DEFAULT_STEPS = 12  # timed steps per point; the first call is extra and excluded
@@ -334,8 +334,8 @@ class Sweep:
         try:
             self.run = Run(self.grid.workload.name, point.params, self.report, sweep=self.id)
         except BackendError as e:
-            from .events import Failed
-            from .record import RunRecorder
+            from tpulab.core.events import Failed
+            from tpulab.core.record import RunRecorder
 
             recorder = RunRecorder(self.grid.workload, point.params, self.report, sweep=self.id)
             recorder.feed(Failed(error=str(e)))

@@ -1,0 +1,1 @@
+"""The command line: headless runs, sweeps, results, detect and doctor."""

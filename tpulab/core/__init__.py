@@ -1,0 +1,1 @@
+"""The core: events, records, runs and their workers, estimates, the store and sweeps. No Textual, no framework."""

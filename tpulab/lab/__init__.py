@@ -1,0 +1,1 @@
+"""The lab: the Textual app, its screens and widgets."""
