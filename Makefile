@@ -24,6 +24,7 @@ quick: install
 check: install
 	$(VENV)/bin/ruff check tpulab tests benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 bench: install
 	$(PY) benchmarks/conv_overhead.py

@@ -22,13 +22,14 @@ sys.path.insert(0, str(ROOT))
 def step(args: argparse.Namespace, backend: str) -> tuple[float, float]:
     """(median steady step, first call) of one short training run."""
     from tpulab.core.runner import Run
+    from tpulab.core.spec import spec_of
     from tpulab.runtime.detect import detect
-    from tpulab.workloads import WORKLOADS
+    from tpulab.workloads import registry
 
-    params = {**WORKLOADS["fashion-mnist"].defaults(), "batch_size": args.batch_size, "epochs": 1,
+    params = {**registry()["fashion-mnist"].defaults(), "batch_size": args.batch_size, "epochs": 1,
               "steps_per_epoch": args.steps, "validation": False, "dataset": "synthetic",
               "precision": args.precision, "device": "cpu", "backend": backend}
-    run = Run("fashion-mnist", params, detect())
+    run = Run(spec_of("fashion-mnist", params, detect()), detect())
     for _ in run.events():
         pass
     rec = run.recorder.record()

@@ -32,11 +32,11 @@ def main() -> None:
 
     from tpulab.callbacks import StepTimer
     from tpulab.workloads.data import load
-    from tpulab.workloads import WORKLOADS
+    from tpulab.workloads import registry
     from tpulab.workloads.fashion_mnist import build_model, compile_model
     from tpulab.workloads.fashion_mnist_tf import training_input
 
-    params = {**WORKLOADS["fashion-mnist"].defaults(), "batch_size": args.batch_size}
+    params = {**registry()["fashion-mnist"].defaults(), "batch_size": args.batch_size}
     data = load("fashion-mnist") if _has_real_data() else load("synthetic")
     model = build_model()
     compile_model(model, params, jit_compile=False)

@@ -67,12 +67,13 @@ def baseline(args: argparse.Namespace, backend: str) -> float:
 
 def tpulab(args: argparse.Namespace, backend: str, mode: str) -> float:
     from tpulab.core.runner import Run
+    from tpulab.core.spec import spec_of
     from tpulab.runtime.detect import detect
-    from tpulab.workloads import WORKLOADS
+    from tpulab.workloads import registry
 
-    params = {**WORKLOADS["conv"].defaults(), "batch_size": args.batch_size, "image_size": args.image_size,
+    params = {**registry()["conv"].defaults(), "batch_size": args.batch_size, "image_size": args.image_size,
               "iterations": args.iterations, "warmup": 1, "mode": mode, "device": "cpu", "backend": backend}
-    run = Run("conv", params, detect())
+    run = Run(spec_of("conv", params, detect()), detect())
     for _ in run.events():
         pass
     rec = run.recorder.record()

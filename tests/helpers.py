@@ -16,8 +16,9 @@ from tpulab.workloads.data import FILES
 from tpulab.core.events import Compiled, Device, Event, RunRecord, Started, Step
 from tpulab.core.record import RunRecorder
 from tpulab.core.runner import Run
+from tpulab.core.spec import RunSpec
 from tpulab.runtime.detect import RuntimeReport, detect
-from tpulab.workloads import WORKLOADS
+from tpulab.workloads import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,9 +96,9 @@ def make_record(shards: int = 1, median: float = 1.0, batch: int = 8, status: st
                 flops: float = 1e9, backend: str = "tensorflow", workload: str = "conv",
                 report: RuntimeReport | None = None) -> RunRecord:
     """A record built the way every run builds it: events fed to the recorder."""
-    w = WORKLOADS[workload]
+    w = registry()[workload]
     params = {**w.defaults(), "batch_size": batch, "shards": shards, "device": "cpu", "backend": backend}
-    rec = RunRecorder(w, params, report or detect(), backend, "asked for")
+    rec = RunRecorder(RunSpec(w, params, backend, "asked for", "cpu"), report or detect())
     events: list[Event] = [
         Started(workload=workload, device=Device(kind="cpu", name="test CPU", replicas=shards), dtype="float32",
                 flops_per_step=flops, steps_total=5, per_replica_batch=batch // shards, backend=backend),

@@ -50,9 +50,9 @@ async def wait_for(pilot, condition, timeout: float = 120.0) -> None:
         await pilot.pause(0.1)
 
 
-def chart(app, quantity: str) -> SeriesPlot:
-    plot = app.query_one(RunPane).chart(quantity)
-    assert plot is not None, quantity
+def chart(app, title: str) -> SeriesPlot:
+    plot = app.query_one(RunPane).chart(title)
+    assert plot is not None, title
     return plot
 
 
@@ -88,11 +88,11 @@ async def test_conv_run_streams_points_and_a_result():
         assert record.status == "finished" and record.params["batch_size"] == 8
         await pilot.pause(0.5)
         pane = app.query_one(RunPane)
-        times = chart(app, "time").points("iteration")
-        rates = chart(app, "gflops").points("iteration")
+        times = chart(app, "ms per iteration").points("iteration")
+        rates = chart(app, "GFLOP/s").points("iteration")
         assert len(times) == 4 and len(rates) == 4 and all(y > 0 for _, y in rates)
-        assert chart(app, "gflops").lines["peak"] > 0
-        assert pane.chart("metrics") is None  # conv declares no metrics chart
+        assert chart(app, "GFLOP/s").lines["peak"] > 0
+        assert pane.chart("loss, accuracy") is None  # conv declares no metrics chart
         assert "steady iteration time" in text(pane.query_one("#run-summary", Static))
         assert app.query_one("#tabs").active == "run"
         table = app.query_one("#results-table", DataTable)
@@ -133,7 +133,7 @@ async def test_training_streams_and_cancels_keeping_partial_results():
         for name, value in (("batch_size", "16"), ("epochs", "3"), ("steps_per_epoch", "1000")):
             await type_into(pilot, app, name, value)
         await pilot.press("ctrl+r")
-        plot = chart(app, "time")
+        plot = chart(app, "ms per step")
         await wait_for(pilot, lambda: len(plot.points("step")) >= 1)
         # While steps stream, the event loop keeps its pace: a 10 ms timer's lateness is the lag.
         last = [time.perf_counter()]
@@ -152,7 +152,7 @@ async def test_training_streams_and_cancels_keeping_partial_results():
         record = app.records[0]
         assert record.status == "cancelled" and record.synthetic
         assert len(record.steps) >= 5 and record.summary.step_seconds and record.summary.step_seconds.count >= 5
-        assert len(chart(app, "metrics").points("loss")) >= 5
+        assert len(chart(app, "loss, accuracy").points("loss")) >= 5
         assert "SYNTHETIC DATA" in text(app.query_one("#run-header", Static))
     lags.sort()
     p99 = lags[int(0.99 * (len(lags) - 1))]
@@ -312,11 +312,11 @@ async def test_compare_at_80_columns_keeps_every_speedup_readable(tmp_path):
 
 def test_estimate_trusts_similar_work_and_says_which_basis(tmp_path):
     from tpulab.core.estimate import estimate
-    from tpulab.workloads import WORKLOADS
+    from tpulab.workloads import registry
     from tpulab.workloads.base import Limits
 
     report = cpu_only(tmp_path)
-    conv, limits = WORKLOADS["conv"], Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
+    conv, limits = registry()["conv"], Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
     article = conv.resolve({"device": "cpu", "backend": "tensorflow"}, limits)
     tiny = make_record(median=0.003, batch=8, flops=conv.flops_per_step({**article, "batch_size": 8,
                                                                          "image_size": 32, "filters": 16}))

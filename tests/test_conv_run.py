@@ -11,9 +11,10 @@ import pytest
 
 from tpulab.core.events import Failed
 from tpulab.core.runner import Run
+from tpulab.core.spec import spec_of
 from tpulab.runtime.detect import detect
 from tpulab.core.timing import conv_flops
-from tpulab.workloads import WORKLOADS
+from tpulab.workloads import registry
 
 from .helpers import ROOT, json_events, run_cli
 
@@ -66,10 +67,10 @@ def test_human_output_has_a_line_per_iteration_and_a_summary():
 
 def test_batch_parallel_graph_consumes_every_shards_output():
     tf = pytest.importorskip("tensorflow")
-    from tpulab.workloads import WORKLOADS
+    from tpulab.workloads import registry
     from tpulab.workloads.conv_tf import batch_parallel_graph
 
-    params = {**WORKLOADS["conv"].defaults(), "batch_size": 8, "image_size": 16, "filters": 4, "shards": 8}
+    params = {**registry()["conv"].defaults(), "batch_size": 8, "image_size": 16, "filters": 4, "shards": 8}
     graph, total = batch_parallel_graph(params)
     ops = {op.type for op in graph.get_operations()}
     assert {"TPUReplicateMetadata", "TPUReplicatedOutput", "Conv2D"} <= ops
@@ -87,9 +88,9 @@ def test_batch_parallel_graph_consumes_every_shards_output():
 
 @pytest.mark.skipif(bool(detect().tpu), reason="asks for a TPU to see the failure: this host has one")
 def test_worker_failure_is_reported_with_its_reason():
-    params = {**WORKLOADS["conv"].defaults(), "batch_size": 8, "image_size": 16, "filters": 4, "iterations": 2,
+    params = {**registry()["conv"].defaults(), "batch_size": 8, "image_size": 16, "filters": 4, "iterations": 2,
               "device": "tpu", "backend": "tensorflow"}
-    run = Run("conv", params, detect())
+    run = Run(spec_of("conv", params, detect()), detect())
     events = list(run.events())
     assert isinstance(events[-1], Failed)
     rec = run.recorder.record()

@@ -119,7 +119,7 @@ def test_doctor_tpu_version_mismatch(tmp_path):
 
 
 def test_doctor_fixes_name_published_versions():
-    from tpulab.runtime.doctor import TF_TPU_LATEST, tf_tpu_install
+    from tpulab.backends.tensorflow import TF_TPU_LATEST, tf_tpu_install
     assert TF_TPU_LATEST == "2.20.0"  # the newest tensorflow-tpu on PyPI (see the table's note)
     assert tf_tpu_install("2.19.0").endswith("tensorflow-tpu==2.19.0")  # one that exists keeps its pair
     assert tf_tpu_install("2.21.0").endswith("tensorflow-tpu==2.20.0")

@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from tpulab.backends import BackendError, choose, worker_env
+import os
+
+from tpulab.backends import BackendError, choose, get
 from tpulab.runtime.detect import detect
 
 from .helpers import ROOT, TF, gpu_tree, json_events, run_cli, tree, v5e_tree
@@ -44,19 +46,19 @@ def test_auto_takes_jax_where_tensorflow_cannot_drive_the_tpu(tmp_path):
 
 
 def test_auto_takes_jax_when_tensorflow_is_absent_and_names_installs_when_nothing_is(tmp_path):
-    assert choose("auto", detect(tree(tmp_path / "a"), {}, JAX)) == ("jax", "TensorFlow is not installed")
+    assert choose("auto", detect(tree(tmp_path / "a"), {}, JAX)) == ("jax", "TensorFlow is not installed; JAX can")
     with pytest.raises(BackendError, match=r"neither TensorFlow nor JAX is installed; install one with: pip install"):
         choose("auto", detect(tree(tmp_path / "b"), {}, {}))
-    with pytest.raises(BackendError, match=r"JAX is not installed; install it with: pip install 'jax\[tpu\]'"):
+    with pytest.raises(BackendError, match=r"JAX is not installed; install it with: pip install -U 'jax\[tpu\]'"):
         choose("auto", detect(v5e_tree(tmp_path / "c"), {}, TF))
 
 
 def test_worker_environment_sets_the_backend_and_host_devices_before_import():
-    env = worker_env("jax", "cpu", 4)
+    env = get("jax").worker_env("cpu", 4, os.environ)
     assert env["KERAS_BACKEND"] == "jax" and env["JAX_PLATFORMS"] == "cpu"
     assert "--xla_force_host_platform_device_count=4" in env["XLA_FLAGS"].split()
-    assert "JAX_PLATFORMS" not in worker_env("jax", "tpu", 4)  # a TPU must not be hidden
-    assert worker_env("tensorflow", "cpu", 4)["KERAS_BACKEND"] == "tensorflow"
+    assert "JAX_PLATFORMS" not in get("jax").worker_env("tpu", 4, os.environ)  # a TPU must not be hidden
+    assert get("tensorflow").worker_env("cpu", 4, os.environ)["KERAS_BACKEND"] == "tensorflow"
 
 
 # --- real runs ----------------------------------------------------------------------------------
@@ -136,11 +138,11 @@ print(json.dumps({"code": code, "tensorflow": imported}), file=sys.stderr)
 ])
 def test_a_jax_worker_never_imports_tensorflow(workload, params):
     """On a TPU the first framework to initialise it wins: a JAX worker must leave TensorFlow alone."""
-    from tpulab.workloads import WORKLOADS
+    from tpulab.workloads import registry
 
-    full = {**WORKLOADS[workload].defaults(), **params, "device": "cpu", "shards": 2, "backend": "jax"}
+    full = {**registry()[workload].defaults(), **params, "device": "cpu", "shards": 2, "backend": "jax"}
     spec = json.dumps({"workload": workload, "backend": "jax", "params": full})
-    env = {**worker_env("jax", "cpu", 2), "PYTHONPATH": str(ROOT)}
+    env = {**get("jax").worker_env("cpu", 2, os.environ), "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", NO_TENSORFLOW, spec], capture_output=True, text=True, cwd=ROOT,
                          env={**__import__("os").environ, **env}, timeout=300)
     verdict = json.loads(out.stderr.strip().splitlines()[-1])

@@ -12,8 +12,9 @@ import pytest
 from tpulab.backends import Cluster
 from tpulab.core.events import Step
 from tpulab.core.runner import Run, free_port
+from tpulab.core.spec import spec_of
 from tpulab.runtime.detect import detect
-from tpulab.workloads import WORKLOADS
+from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, ParamError
 
 from .helpers import ROOT, cancel_after, cpu_only, json_events, run_cli
@@ -23,7 +24,7 @@ TINY = ["--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterati
 
 
 def test_processes_are_jax_only_and_share_the_devices_evenly(capsys, monkeypatch, tmp_path):
-    conv = WORKLOADS["conv"]
+    conv = registry()["conv"]
     with pytest.raises(ParamError, match=r"--shards must be a multiple of --processes 2"):
         conv.resolve({"processes": "2", "shards": "3", "batch_size": "6", "backend": "jax"}, CPU)
     with pytest.raises(ParamError, match="--mode naive runs one device after another on one host"):
@@ -49,9 +50,9 @@ pytest.importorskip("jax")
 
 
 def local_run(workload: str, **values: str) -> Run:
-    params = WORKLOADS[workload].resolve({"backend": "jax", "device": "cpu", "processes": "2", "shards": "4",
+    params = registry()[workload].resolve({"backend": "jax", "device": "cpu", "processes": "2", "shards": "4",
                                           **values}, CPU)
-    return Run(workload, params, detect())
+    return Run(spec_of(workload, params, detect()), detect())
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tpulab.cli.main import main
-from tpulab.workloads import WORKLOADS
+from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, ParamError
 
 from .helpers import cpu_only
@@ -60,7 +60,7 @@ def test_a_switch_the_backend_ignores_is_refused(capsys, monkeypatch, tmp_path):
 
 
 def test_shards_bound_follows_the_device():
-    w = WORKLOADS["conv"]
+    w = registry()["conv"]
     tpu = Limits({"cpu": 8, "gpu": 0, "tpu": 8}, "tpu")
     assert w.resolve({"shards": "8", "device": "tpu"}, tpu)["shards"] == 8
     one_gpu = Limits({"cpu": 8, "gpu": 1, "tpu": 0}, "gpu")
@@ -70,14 +70,14 @@ def test_shards_bound_follows_the_device():
 
 
 def test_preset_then_user_values_override_defaults(fashion_data):
-    w = WORKLOADS["fashion-mnist"]
+    w = registry()["fashion-mnist"]
     p = w.resolve({"epochs": "3", "xla": True}, CPU, preset="smoke")
     assert p["batch_size"] == 64 and p["epochs"] == 3 and p["xla"] is True
     assert p["learning_rate"] == pytest.approx(1e-3)
 
 
 def test_every_parameter_has_a_flag_with_help_and_range(capsys):
-    for name, w in WORKLOADS.items():
+    for name, w in registry().items():
         with pytest.raises(SystemExit) as exc:
             main(["--run", name, "--help"])
         assert exc.value.code == 0
@@ -91,7 +91,7 @@ def test_bool_flags_take_on_and_off():
     from tpulab.cli.main import build_parser
     args = build_parser("fashion-mnist").parse_args(["--run", "fashion-mnist", "--no-validation", "--xla"])
     assert args.validation is False and args.xla is True
-    spec = WORKLOADS["fashion-mnist"].spec("xla")
+    spec = registry()["fashion-mnist"].spec("xla")
     assert spec.parse("off") is False and spec.parse("on") is True
     with pytest.raises(ParamError, match="--xla must be on or off"):
         spec.parse("maybe")

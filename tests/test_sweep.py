@@ -10,14 +10,14 @@ import sys
 import pytest
 
 from tpulab.core.sweep import Point, build_grid, findings, parse_values
-from tpulab.workloads import WORKLOADS
+from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, ParamError
 
 from .helpers import ROOT, json_events, make_record, run_cli, write_set
 
 CPU = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
-CONV = WORKLOADS["conv"]
-FASHION = WORKLOADS["fashion-mnist"]
+CONV = registry()["conv"]
+FASHION = registry()["fashion-mnist"]
 TINY = ["--preset", "smoke", "--steps", "2", "--device", "cpu"]
 
 

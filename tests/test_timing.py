@@ -8,6 +8,7 @@ import pytest
 
 from tpulab.core.events import Compiled, Device, Finished, Started, Step
 from tpulab.core.record import RunRecorder
+from tpulab.core.spec import RunSpec
 from tpulab.core.timing import conv_flops, conv_output_size, percentile, summarize
 from tpulab.workloads.conv import CONV
 
@@ -65,7 +66,7 @@ def test_the_articles_artifact_is_flagged(tmp_path):
         t0 = time.perf_counter()
         conv_op()
         seconds.append(time.perf_counter() - t0)
-    rec = RunRecorder(CONV, {"batch_size": 16}, cpu_only(tmp_path))
+    rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 16}, "tensorflow", "asked for", "cpu"), cpu_only(tmp_path))
     run_events(rec, conv_flops(16, 128, 128, 3, 64, 5, 2, "SAME"), seconds)
     s = rec.summary()
     assert s.peak_fraction is not None and s.peak_fraction > 1
@@ -74,7 +75,7 @@ def test_the_articles_artifact_is_flagged(tmp_path):
 
 
 def test_a_credible_run_is_not_flagged(tmp_path):
-    rec = RunRecorder(CONV, {"batch_size": 128}, cpu_only(tmp_path))
+    rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 128}, "tensorflow", "asked for", "cpu"), cpu_only(tmp_path))
     run_events(rec, 80.5e9, [2.0, 2.1, 1.9, 2.05])
     s = rec.summary()
     assert s.peak_fraction is not None and 0 < s.peak_fraction < 1 and s.flags == []
@@ -86,9 +87,9 @@ def test_a_credible_run_is_not_flagged(tmp_path):
 
 
 def test_few_and_noisy_samples_are_flagged(tmp_path):
-    rec = RunRecorder(CONV, {"batch_size": 1}, cpu_only(tmp_path))
+    rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 1}, "tensorflow", "asked for", "cpu"), cpu_only(tmp_path))
     run_events(rec, 1e6, [1.0, 1.0])
     assert [f.code for f in rec.summary().flags] == ["few-samples"]
-    rec = RunRecorder(CONV, {"batch_size": 1}, cpu_only(tmp_path))
+    rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 1}, "tensorflow", "asked for", "cpu"), cpu_only(tmp_path))
     run_events(rec, 1e6, [1.0] * 5 + [3.0] * 5)
     assert [f.code for f in rec.summary().flags] == ["noisy"]

@@ -7,8 +7,9 @@ import pytest
 
 from tpulab.workloads.data import DEBIAN_DIR, FILES
 from tpulab.core.runner import Run
+from tpulab.core.spec import spec_of
 from tpulab.runtime.detect import detect
-from tpulab.workloads import WORKLOADS
+from tpulab.workloads import registry
 from tpulab.workloads.base import Limits
 from tpulab.workloads.fashion_mnist import build_model, forward_flops_per_example
 
@@ -160,9 +161,9 @@ def test_two_shards_on_synthetic_data_are_labelled():
 
 @pytest.mark.slow
 def test_cancel_mid_run_keeps_partial_results():
-    params = WORKLOADS["fashion-mnist"].resolve(
+    params = registry()["fashion-mnist"].resolve(
         {"dataset": "synthetic", "batch_size": "16", "epochs": "3", "steps_per_epoch": "1000", "device": "cpu"}, CPU)
-    run = Run("fashion-mnist", params, detect())
+    run = Run(spec_of("fashion-mnist", params, detect()), detect())
     rec = cancel_after(run)
     assert rec.status == "cancelled" and run.exit_code == 130
     assert 3 <= len(rec.steps) < 50 and rec.summary.step_seconds and rec.summary.step_seconds.count >= 3

@@ -1,31 +1,42 @@
-"""The framework boundary: what tpulab needs from TensorFlow or JAX, and nothing more.
+"""The framework boundary: the contract a backend keeps, and the registry that finds them.
 
-This module names each backend and says, without importing any framework, whether it is
-installed, how to install it, what a worker must set before the import, and which one `auto`
-picks for the hardware found. Each framework's own code lives in one module beside this one
-(`tensorflow.py`, `jax.py`), loaded only inside a worker, and keeps the `FrameworkBackend`
-protocol. Adding a backend: a `BackendInfo` here, a module there, and a runner per workload.
+A backend is one module (`tensorflow.py`, `jax.py` beside this one, or a plugin's) holding a
+`Backend` object registered under the `tpulab.backends` entry point. Its framework-free part
+(install hint, the environment its worker sets before the import, how much `auto` prefers it,
+its doctor verdicts) is asked in any process; `runtime()` imports the framework and is called
+only inside a worker, where it places shards, joins other hosts and probes the machine.
+Nothing outside `backends/` and `workloads/` knows a backend by its name.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
+from tpulab.core.errors import TpulabError, UsageError
 from tpulab.core.events import Device
 
 if TYPE_CHECKING:
     from tpulab.runtime.detect import RuntimeReport
+    from tpulab.runtime.verdict import Verdict
+    from tpulab.workloads.base import Runner as WorkloadRunner
+    from tpulab.workloads.base import Workload
 
-class BackendError(RuntimeError):
+
+# tpulab's own backends, as pyproject.toml registers them (found here too when its metadata is stale).
+BUILTIN = {
+    "tensorflow": "tpulab.backends.tensorflow:BACKEND",
+    "jax": "tpulab.backends.jax:BACKEND",
+}
+
+
+class BackendError(UsageError):
     """A backend cannot run here; the message names the command that fixes it."""
 
 
-class DeviceError(RuntimeError):
+class DeviceError(TpulabError):
     """The requested device cannot be used; the message says why and what to do."""
 
 
@@ -93,8 +104,8 @@ class Cluster:
         return cls("auto", len(hosts), int(environ.get("TPU_WORKER_ID") or 0))
 
 
-class FrameworkBackend(Protocol):
-    """What each framework module provides, inside a worker."""
+class Runtime(Protocol):
+    """A backend's framework side, inside a worker (`Backend.runtime()` returns it)."""
 
     def join(self, cluster: Cluster) -> None:
         """Join the other processes of a multi-host run; before anything else touches a device."""
@@ -102,103 +113,143 @@ class FrameworkBackend(Protocol):
     def leave(self) -> None:
         """Leave it together, after the last step (every process gets here after the same step)."""
 
-    def place(self, device: str, shards: int) -> Placement: ...
+    def place(self, device: str, shards: int) -> Placement:
+        """`shards` replicas on `device` (auto, cpu, gpu, tpu); before any other framework op."""
 
-    def versions(self) -> dict[str, str]: ...
+    def versions(self) -> dict[str, str]:
+        """The framework's and Keras's versions, kept in the record."""
 
-    def probe(self) -> dict[str, Any]: ...
+    def probe(self) -> dict[str, Any]:
+        """The framework's view of the machine: {"tpu_cores", "gpus": [{"name"}], versions...}."""
 
     def gather(self, values: list[float]) -> list[list[float]]:
         """Every process's `values`, in process order (a collective: every process calls it)."""
 
+    def keras_scope(self, placement: Placement) -> AbstractContextManager[Any]:
+        """Where a Keras model is built and compiled so that `fit` runs over the placement's replicas."""
+
+    def keras_inputs(self, x: Any, y: Any, batch: int, seed: int, train: bool, pipeline: str, shards: int) -> Any:
+        """What `fit` reads: `x`, `y` (numpy) in global batches of `batch` over `shards` replicas, shuffled
+        and repeated when `train`.
+
+        `pipeline` is the workload's choice ("tf.data", "generator"); a backend without that pipeline
+        uses its own numpy one. On several processes each feeds its own shard of every global batch.
+        """
+
+    def keras_jit(self, requested: bool) -> bool | str:
+        """`jit_compile` for `Model.compile`: the backend's answer to the workload's `--xla` setting."""
+
 
 @dataclass(frozen=True)
-class BackendInfo:
+class Fitness:
+    """Whether a backend can drive a device here, and why; `auto` takes the most preferred that can."""
+
+    usable: bool
+    why: str
+    preference: int = 0
+
+
+class Backend:
+    """A framework tpulab runs workloads on: its framework-free declaration.
+
+    Subclasses set the attributes and override `fitness`, `verdicts` and `runtime`. Every method
+    but `runtime` is called in processes that must never import the framework (the lab, the CLI).
+    """
+
     name: str
     title: str
+    short: str  # for narrow tables
     distributions: tuple[str, ...]  # any one installed means the framework is there
     install: str  # the command that installs it
     excludes: tuple[str, ...] = ()  # frameworks its worker must never load (they would compete for a TPU)
+    keras: bool = False  # Keras 3 runs on it: every Keras workload runs here through the shared runner
+    article: bool = False  # the article's framework: what sweeps compare against, and what schema-1 records ran on
+    multi_host: str | None = None  # None: runs over several processes; else why not, and what to use instead
+    tpu_install: str | None = None  # how to make it drive a TPU, where it can
 
     def installed(self, packages: Mapping[str, str | None]) -> bool:
         return any(packages.get(d) for d in self.distributions)
 
+    def version(self, packages: Mapping[str, str | None]) -> str | None:
+        return next((v for d in self.distributions if (v := packages.get(d))), None)
+
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
         """What the worker's environment must hold before the framework is imported."""
-        env = {"KERAS_BACKEND": self.name}
-        if self.name == "tensorflow":
-            env["TF_CPP_MIN_LOG_LEVEL"] = environ.get("TF_CPP_MIN_LOG_LEVEL", "2")
-        elif self.name == "jax" and device == "cpu":
-            env["JAX_PLATFORMS"] = "cpu"
-            flags = [f for f in environ.get("XLA_FLAGS", "").split()
-                     if not f.startswith("--xla_force_host_platform_device_count")]
-            env["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={max(1, shards)}"])
-        return env
+        return {"KERAS_BACKEND": self.name} if self.keras else {}
 
-    def load(self) -> FrameworkBackend:
-        """The framework module (imports the framework: call it in a worker only, before anything else).
+    def fitness(self, report: RuntimeReport, device: str) -> Fitness:
+        """Whether it drives `device` (cpu, gpu, tpu) here, and how much `auto` prefers it."""
+        return Fitness(self.installed(report.packages), f"{self.title} is installed")
 
-        Frameworks it excludes become unimportable in this process: an attempt raises ImportError,
-        which Keras and others take as "not installed".
+    def verdicts(self, report: RuntimeReport, others: list[Backend]) -> list[Verdict]:
+        """The doctor's findings about this framework on the devices found; `others` may drive them instead."""
+        return []
+
+    def provides(self, workload: Workload) -> bool:
+        """Whether it brings its own runner for a workload declared elsewhere (without importing it)."""
+        return False
+
+    def runner_for(self, workload: Workload) -> WorkloadRunner | None:
+        """Its own runner for a workload declared elsewhere (imported now, in the worker), or None."""
+        return None
+
+    def runtime(self) -> Runtime:
+        """The framework side (imports the framework: call it in a worker only, before anything else)."""
+        raise NotImplementedError
+
+    def load(self) -> Runtime:
+        """`runtime()`, after making the frameworks it excludes unimportable in this process.
+
+        An attempt to import one then raises ImportError, which Keras and others take as "not installed".
         """
         for name in self.excludes:
             sys.modules.setdefault(name, None)  # type: ignore[arg-type]
-        return cast(FrameworkBackend, importlib.import_module(f"{__name__}.{self.name}"))
+        return self.runtime()
 
 
-BACKENDS: dict[str, BackendInfo] = {
-    "tensorflow": BackendInfo("tensorflow", "TensorFlow", ("tensorflow", "tensorflow-cpu", "tensorflow-tpu"),
-                              "pip install 'tensorflow>=2.16'"),
-    # Keras reaches for TensorFlow when it is installed (to seed it, for tf.data); on a TPU the first
-    # framework to initialise it wins (jax-ml/jax #13260), so a JAX worker keeps TensorFlow out.
-    "jax": BackendInfo("jax", "JAX", ("jax",), "pip install 'tpulab[jax]'  # or: pip install 'jax[cpu]'",
-                       excludes=("tensorflow",)),
-}
-CHOICES = ("auto", *BACKENDS)
+def registry() -> dict[str, Backend]:
+    """Every backend that loaded, tpulab's own first, by name."""
+    from tpulab import plugins
+
+    return {name: obj for name, (obj, _) in plugins.discover(plugins.BACKENDS)[0].items()}
 
 
-def tensorflow_drives_tpu(report: RuntimeReport) -> tuple[bool, str]:
-    """Whether TensorFlow can use the TPU found, and if not, why (framework-free)."""
-    tf = report.frameworks.get("tensorflow") or {}
-    if tf.get("tpu_cores"):
-        return True, "TensorFlow initialised the TPU"
-    if "tpu_cores" in tf or tf.get("tpu_error"):
-        return False, "TensorFlow could not initialise the TPU" + (f" ({tf['tpu_error'].splitlines()[0][:120]})"
-                                                                    if tf.get("tpu_error") else "")
-    pk = report.packages
-    if not BACKENDS["tensorflow"].installed(pk):
-        return False, "TensorFlow is not installed"
-    if not (pk.get("tensorflow-tpu") or pk.get("libtpu") or pk.get("libtpu-nightly")):
-        return False, "TensorFlow has no TPU runtime (tensorflow-tpu / libtpu) installed"
-    return True, "TensorFlow and its TPU runtime are installed"
+def get(name: str) -> Backend:
+    found = registry()
+    if name not in found:
+        raise BackendError(f"--backend must be one of {', '.join(choices())} (got {name!r})")
+    return found[name]
+
+
+def choices() -> tuple[str, ...]:
+    return ("auto", *registry())
+
+
+def article() -> Backend | None:
+    """The article's framework, where one is registered."""
+    return next((b for b in registry().values() if b.article), None)
 
 
 def choose(requested: str, report: RuntimeReport, device: str = "auto") -> tuple[str, str]:
-    """The backend a run uses, and why: `auto` keeps TensorFlow where it can drive the device."""
-    pk = report.packages
+    """The backend a run uses, and why: `auto` takes the most preferred installed backend that drives the device."""
+    backends = registry()
     if requested != "auto":
-        info = BACKENDS[requested]
-        if not info.installed(pk):
-            raise BackendError(f"--backend {requested}: {info.title} is not installed; install it with: {info.install}")
+        b = get(requested)
+        if not b.installed(report.packages):
+            raise BackendError(f"--backend {requested}: {b.title} is not installed; install it with: {b.install}")
         return requested, "asked for"
-    tf_ok = BACKENDS["tensorflow"].installed(pk)
-    jax_ok = BACKENDS["jax"].installed(pk)
-    wants_tpu = device == "tpu" or (device == "auto" and report.tpu is not None)
-    if wants_tpu and report.tpu is not None:
-        drives, why = tensorflow_drives_tpu(report)
-        if drives and tf_ok:
-            return "tensorflow", f"{why}"
-        if jax_ok:
-            return "jax", f"a TPU is present and TensorFlow cannot drive it ({why}); JAX can"
-        raise BackendError(f"a TPU is present, TensorFlow cannot drive it ({why}) and JAX is not installed; "
-                           "install it with: pip install 'jax[tpu]'")
-    if tf_ok:
-        return "tensorflow", "TensorFlow is installed and drives this device (the article's framework)"
-    if jax_ok:
-        return "jax", "TensorFlow is not installed"
-    raise BackendError("neither TensorFlow nor JAX is installed; install one with: "
-                       f"{BACKENDS['tensorflow'].install} (or {BACKENDS['jax'].install.split('  #')[0]})")
-
-
-def worker_env(backend: str, device: str, shards: int) -> dict[str, str]:
-    return BACKENDS[backend].worker_env(device, shards, os.environ)
+    kind = device if device != "auto" else "tpu" if report.tpu is not None else report.default_device
+    ranked = sorted(backends.values(), key=lambda b: -b.fitness(report, kind).preference)
+    passed: list[str] = []
+    for b in ranked:
+        fit = b.fitness(report, kind)
+        if fit.usable and b.installed(report.packages):
+            return b.name, "; ".join([*passed, fit.why])
+        passed.append(fit.why)
+    if not any(b.installed(report.packages) for b in ranked):
+        first, *rest = [b.install.split("  #")[0] for b in ranked]
+        alternatives = f" (or {', or '.join(rest)})" if rest else ""
+        raise BackendError(f"neither {' nor '.join(b.title for b in ranked)} is installed; "
+                           f"install one with: {first}{alternatives}")
+    fix = next((b.tpu_install for b in ranked if kind == "tpu" and b.tpu_install), None)
+    raise BackendError("; ".join(passed) + (f"; install it with: {fix}" if fix else ""))

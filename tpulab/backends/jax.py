@@ -1,30 +1,105 @@
-"""JAX behind tpulab's backend protocol: devices, a mesh over N of them, versions, the deep probe.
+"""JAX, what today's TPUs run: devices, a mesh over N of them, multi-host, the deep probe, the doctor.
 
-Imported only inside a worker whose environment the parent set (`KERAS_BACKEND=jax`, and for N
-CPU shards `--xla_force_host_platform_device_count=N`), so the very code that shards over TPU
-cores runs over host devices here. It never imports TensorFlow: on a TPU, the first framework
-to initialise it wins (jax-ml/jax #13260).
+The declaration (`BACKEND`) is framework-free; the functions below it import JAX and run only
+inside a worker whose environment the declaration set (`KERAS_BACKEND=jax`, and for N CPU shards
+`--xla_force_host_platform_device_count=N`), so the very code that shards over TPU cores runs over
+host devices here. Its worker never imports TensorFlow: on a TPU, the first framework to
+initialise it wins (jax-ml/jax #13260).
 """
 
 from __future__ import annotations
 
 import os
 import platform
-from typing import Any
+import sys
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any, Mapping
 
-import jax
 import numpy as np
 
+from tpulab.backends import HEARTBEAT_TIMEOUT_S, Backend, Cluster, DeviceError, Fitness, Placement, Runtime
 from tpulab.runtime.detect import detect
-from tpulab.backends import HEARTBEAT_TIMEOUT_S, Cluster, DeviceError, Placement
+from tpulab.runtime.verdict import Verdict
+
+if TYPE_CHECKING:
+    from tpulab.runtime.detect import RuntimeReport
+
+JAX_TPU_INSTALL = "pip install -U 'jax[tpu]'"
+JAX_CUDA_INSTALL = "pip install -U 'jax[cuda12]'"
 
 
+class JaxBackend(Backend):
+    name = "jax"
+    title = "JAX"
+    short = "jax"
+    distributions = ("jax",)
+    install = "pip install 'tpulab[jax]'  # or: pip install 'jax[cpu]'"
+    # Keras reaches for TensorFlow when it is installed (to seed it, for tf.data); on a TPU the first
+    # framework to initialise it wins (jax-ml/jax #13260), so a JAX worker keeps TensorFlow out.
+    excludes = ("tensorflow",)
+    keras = True
+    tpu_install = JAX_TPU_INSTALL
+
+    def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
+        env = super().worker_env(device, shards, environ)
+        if device == "cpu":
+            env["JAX_PLATFORMS"] = "cpu"
+            flags = [f for f in environ.get("XLA_FLAGS", "").split()
+                     if not f.startswith("--xla_force_host_platform_device_count")]
+            env["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={max(1, shards)}"])
+        return env
+
+    def fitness(self, report: RuntimeReport, device: str) -> Fitness:
+        if not self.installed(report.packages):
+            return Fitness(False, "JAX is not installed", 1)
+        return Fitness(True, "JAX can", 1)
+
+    def verdicts(self, report: RuntimeReport, others: list[Backend]) -> list[Verdict]:
+        view = report.frameworks.get(self.name)
+        out: list[Verdict] = []
+        if report.tpu is not None and self.installed(report.packages):
+            gen = report.tpu.generation or "unknown generation"
+            if view is None:
+                out.append(Verdict("info", "tpu", f"TPU {gen} found and JAX {report.packages['jax']} is installed; "
+                                   "its view is checked when a run starts (or run `tpulab detect`).",
+                                   framework=self.name))
+            elif view.get("tpu_cores"):
+                out.append(Verdict("ok", "tpu", f"TPU {gen} in use by JAX: {view['tpu_cores']} device(s).",
+                                   framework=self.name))
+            else:
+                why = view.get("error") or (f"JAX's platform is {view.get('platform', 'cpu')}: libtpu is missing "
+                                            "or does not match")
+                out.append(Verdict("error", "tpu", f"TPU {gen} found, but JAX cannot use it: "
+                                   f"{why.splitlines()[0][:200]}", JAX_TPU_INSTALL, self.name))
+        if report.gpus and self.installed(report.packages) and view is not None:
+            names = ", ".join(g.name for g in report.gpus)
+            if view.get("gpus"):
+                out.append(Verdict("ok", "gpu", f"{len(view['gpus'])} GPU(s) in use by JAX: {names}.",
+                                   framework=self.name))
+            else:
+                out.append(Verdict("warn", "gpu", f"{names} found, but JAX sees no GPU (platform "
+                                   f"{view.get('platform', '?')}): its CUDA build is not installed.",
+                                   JAX_CUDA_INSTALL, self.name))
+        return out
+
+    def runtime(self) -> Runtime:
+        import jax  # noqa: F401 - the framework, first, in the worker
+
+        return sys.modules[__name__]  # the module keeps the `Runtime` protocol
+
+
+BACKEND = JaxBackend()
+
+
+# --- the framework side: in a worker only ------------------------------------------------------
 def join(cluster: Cluster) -> None:
     """One program over every process's devices: JAX's distributed runtime, gloo for CPU collectives.
 
     Bounded: a process that never joins fails the run after the cluster's join timeout, one that
     goes silent after HEARTBEAT_TIMEOUT_S.
     """
+    import jax
+
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     timeouts = {"initialization_timeout": cluster.join_timeout_s, "heartbeat_timeout_seconds": HEARTBEAT_TIMEOUT_S,
                 "shutdown_timeout_seconds": cluster.join_timeout_s}
@@ -42,11 +117,15 @@ def join(cluster: Cluster) -> None:
 
 def leave() -> None:
     """Leave together: without it, the process hosting the coordinator may exit first and abort the others."""
+    import jax
+
     jax.distributed.shutdown()
 
 
 def gather(values: list[float]) -> list[list[float]]:
     """Every process's values, in process order; a no-op on one process."""
+    import jax
+
     if jax.process_count() == 1:
         return [values]
     from jax.experimental import multihost_utils
@@ -56,6 +135,7 @@ def gather(values: list[float]) -> list[list[float]]:
 
 
 def versions() -> dict[str, str]:
+    import jax
     import jaxlib
     import keras
 
@@ -65,6 +145,8 @@ def versions() -> dict[str, str]:
 
 def devices_of(kind: str) -> list[Any]:
     """JAX's devices of one kind (cpu, gpu, tpu), or of its default kind for auto."""
+    import jax
+
     if kind == "auto":
         return list(jax.devices())
     try:
@@ -75,6 +157,8 @@ def devices_of(kind: str) -> list[Any]:
 
 def place(device: str, shards: int) -> Placement:
     """`shards` devices of the requested kind, as a one-axis mesh named "batch"."""
+    import jax
+
     found = devices_of(device)
     kind = found[0].platform
     if shards > len(found):
@@ -98,8 +182,50 @@ def place(device: str, shards: int) -> Placement:
                      devices=chosen, handle=mesh, hosts=hosts, machines=machines)
 
 
+def keras_scope(placement: Placement) -> Any:
+    """`keras.distribution.DataParallel` over the placement's devices: the successor of `keras_to_tpu_model`.
+
+    Set before the model is built: the weights are replicated, each batch split over the devices.
+    Across processes each feeds its own shard of every global batch (Keras must not split it again).
+    """
+    import keras
+
+    if placement.replicas > 1:
+        keras.distribution.set_distribution(keras.distribution.DataParallel(
+            devices=[f"{d.platform}:{d.id}" for d in placement.devices],
+            auto_shard_dataset=placement.hosts == 1))
+    return nullcontext()
+
+
+def keras_jit(requested: bool) -> bool | str:
+    return True  # JAX always compiles the step with XLA
+
+
+def keras_inputs(x: Any, y: Any, batch: int, seed: int, train: bool, pipeline: str, shards: int) -> Any:
+    """numpy batches without TensorFlow; on several processes, this process's shard and share of each batch.
+
+    Sharded batches must split evenly over the devices: validation takes the largest batch that
+    does (and divides the examples, where one does, so that every example is kept).
+    """
+    import jax
+
+    from tpulab.workloads.data import random_slices
+    from tpulab.workloads.keras_inputs import Batches, validation_batch
+
+    n, i = jax.process_count(), jax.process_index()
+    x, y, batch = x[i::n], y[i::n], batch // n
+    if train:
+        if pipeline == "generator":
+            return random_slices(x, y, batch, seed + i)
+        return Batches(x, y, batch, seed, shuffle=True)
+    batch = validation_batch(len(x), batch, shards // n)
+    return Batches(x, y, batch, seed, shuffle=False, steps=max(1, len(x) // batch))
+
+
 def probe() -> dict[str, Any]:
     """JAX's own view of the machine, for `tpulab detect`, the doctor and `auto`."""
+    import jax
+
     out: dict[str, Any] = dict(versions())
     backend = jax.default_backend()
     found = jax.devices()

@@ -1,30 +1,172 @@
-"""TensorFlow behind tpulab's backend protocol: devices, TPU connection, strategies, the deep probe.
+"""TensorFlow, the article's framework: devices, TPU connection, strategies, the deep probe, the doctor.
 
-Imported only inside a worker process: the logical-device split must happen before
-TensorFlow's first op, which is why each run gets a fresh process.
+The declaration (`BACKEND`) is framework-free; the functions below it import TensorFlow and run
+only inside a worker process: the logical-device split must happen before TensorFlow's first
+op, which is why each run gets a fresh process.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
-import tensorflow as tf
-
+from tpulab.backends import Backend, BackendError, Cluster, DeviceError, Fitness, Placement, Runtime
 from tpulab.runtime.detect import detect
-from tpulab.backends import BackendError, Cluster, DeviceError, Placement
+from tpulab.runtime.verdict import Verdict, version_tuple
+
+if TYPE_CHECKING:
+    from tpulab.runtime.detect import RuntimeReport
+
+# The newest tensorflow-tpu on PyPI: 2.20.0 (published 2025-08; still the newest on 2026-11-30 by
+# `pip index versions tensorflow-tpu`). It is a whole TensorFlow build and pulls libtpu from PyPI.
+TF_TPU_LATEST = "2.20.0"
+MULTI_HOST = ("multi-host runs go through JAX's distributed runtime (TensorFlow's MultiWorkerMirroredStrategy "
+              "fails under Keras 3 fit): use --backend jax")
 
 
+def tf_tpu_install(installed_tf: str | None) -> str:
+    """A TensorFlow with TPU support that exists: the installed version if tensorflow-tpu has it, else the newest."""
+    version = installed_tf if installed_tf and version_tuple(installed_tf) <= version_tuple(TF_TPU_LATEST) \
+        else TF_TPU_LATEST
+    remove = "pip uninstall -y tensorflow && " if installed_tf else ""
+    return f"{remove}pip install tensorflow-tpu=={version}"
+
+
+def drives_tpu(report: RuntimeReport) -> tuple[bool, str]:
+    """Whether TensorFlow can use the TPU found, and if not, why (framework-free)."""
+    tf = report.frameworks.get("tensorflow") or {}
+    if tf.get("tpu_cores"):
+        return True, "TensorFlow initialised the TPU"
+    if "tpu_cores" in tf or tf.get("tpu_error"):
+        return False, "TensorFlow could not initialise the TPU" + (f" ({tf['tpu_error'].splitlines()[0][:120]})"
+                                                                    if tf.get("tpu_error") else "")
+    pk = report.packages
+    if not BACKEND.installed(pk):
+        return False, "TensorFlow is not installed"
+    if not (pk.get("tensorflow-tpu") or pk.get("libtpu") or pk.get("libtpu-nightly")):
+        return False, "TensorFlow has no TPU runtime (tensorflow-tpu / libtpu) installed"
+    return True, "TensorFlow and its TPU runtime are installed"
+
+
+class TensorFlowBackend(Backend):
+    name = "tensorflow"
+    title = "TensorFlow"
+    short = "tf"
+    distributions = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu")
+    install = "pip install 'tensorflow>=2.16'"
+    keras = True
+    article = True
+    multi_host = MULTI_HOST
+
+    def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
+        return {**super().worker_env(device, shards, environ),
+                "TF_CPP_MIN_LOG_LEVEL": environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+
+    def fitness(self, report: RuntimeReport, device: str) -> Fitness:
+        """Preferred wherever it drives the device: the article's framework."""
+        if device == "tpu" and report.tpu is not None:
+            drives, why = drives_tpu(report)
+            return Fitness(drives, why if drives else f"a TPU is present and TensorFlow cannot drive it ({why})", 2)
+        if not self.installed(report.packages):
+            return Fitness(False, "TensorFlow is not installed", 2)
+        return Fitness(True, "TensorFlow is installed and drives this device (the article's framework)", 2)
+
+    def verdicts(self, report: RuntimeReport, others: list[Backend]) -> list[Verdict]:
+        out: list[Verdict] = []
+        if report.tpu is not None:
+            tpu = report.tpu
+            if tpu.address and tpu.address.startswith("grpc://"):
+                out.append(Verdict("warn", "tpu", f"COLAB_TPU_ADDR is set: a legacy TPU Node at {tpu.address}, which "
+                                   "Colab retired in 2024; tpulab connects with TPUClusterResolver(tpu=that address), "
+                                   "and if that fails, switch to a TPU VM runtime.",
+                                   "Colab: Runtime > Change runtime type > v5e-1 TPU", self.name))
+            out += self._tpu(report, tpu.generation or "unknown generation", others)
+        if report.gpus:
+            out += self._gpu(report, ", ".join(g.name for g in report.gpus))
+        return out
+
+    def _tpu(self, report: RuntimeReport, gen: str, others: list[Backend]) -> list[Verdict]:
+        pk = report.packages
+        tf = report.frameworks.get(self.name) or {}
+        installed = self.version(pk)
+        driver = next((b for b in others if b.fitness(report, "tpu").usable and b.name in report.frameworks
+                       and report.frameworks[b.name].get("tpu_cores")), None)
+        other = next((b for b in others if b.installed(pk)), None)
+        level = "warn" if driver else "error"  # with another framework driving the TPU, tpulab still runs
+        alt = (f"; tpulab runs on {driver.title} here (--backend auto picks it)" if driver
+               else f"; or run on {other.title}, which drives it as shipped: --backend {other.name}" if other else "")
+        if tf.get("tpu_cores"):
+            return [Verdict("ok", "tpu", f"TPU {gen} in use by TensorFlow: {tf['tpu_cores']} core(s).",
+                            framework=self.name)]
+        error = tf.get("tpu_error") or ""
+        if "ConfigureDistributedTPU" in error:
+            return [Verdict(level, "tpu", f"TPU {gen} found, but this TensorFlow build has no TPU kernels (No "
+                            f"OpKernel registered for ConfigureDistributedTPU): it is the CPU/GPU build{alt}.",
+                            tf_tpu_install(pk.get("tensorflow")), self.name)]
+        if not installed:
+            if driver or other:
+                return [Verdict("info", "tpu", f"TPU {gen}: TensorFlow is not installed (Colab TPU runtimes no "
+                                f"longer ship it); tpulab runs on {(driver or other).title} here. "  # type: ignore[union-attr]
+                                "For the TensorFlow path too:", tf_tpu_install(None), self.name)]
+            return []
+        if pk.get("tensorflow-tpu") and pk.get("tensorflow") and pk["tensorflow-tpu"] != pk["tensorflow"]:
+            return [Verdict(level, "tpu", f"TPU {gen} found, but tensorflow {pk['tensorflow']} and tensorflow-tpu "
+                            f"{pk['tensorflow-tpu']} differ: TensorFlow cannot load its TPU runtime{alt}.",
+                            tf_tpu_install(pk.get("tensorflow")), self.name)]
+        if not (pk.get("libtpu") or pk.get("libtpu-nightly") or pk.get("tensorflow-tpu")):
+            newest = (f" (tensorflow-tpu stops at {TF_TPU_LATEST})"
+                      if version_tuple(installed) > version_tuple(TF_TPU_LATEST) else "")
+            return [Verdict(level, "tpu", f"TPU {gen} found, but TensorFlow {installed} has no TPU runtime (libtpu) "
+                            f"installed{newest}{alt}.", tf_tpu_install(pk.get("tensorflow")), self.name)]
+        if error:
+            first = error.strip().splitlines()[0][:200]
+            return [Verdict(level, "tpu", f"TPU {gen} found, but TensorFlow could not initialise it: {first}{alt}",
+                            "sudo lsof -w /dev/accel* /dev/vfio/*  # another process may hold the TPU; stop it",
+                            self.name)]
+        if self.name not in report.frameworks:
+            found_by = ", ".join(report.tpu.found_by) if report.tpu else ""
+            return [Verdict("info", "tpu", f"TPU {gen} found ({found_by}); TensorFlow's view is checked when a run "
+                            "starts (or run `tpulab detect`).", framework=self.name)]
+        return []
+
+    def _gpu(self, report: RuntimeReport, names: str) -> list[Verdict]:
+        pk = report.packages
+        if not (pk.get("tensorflow") or pk.get("tensorflow-cpu")):
+            return []
+        tf = report.frameworks.get(self.name)
+        if tf is None:
+            if not (pk.get("nvidia-cudnn-cu12") or pk.get("nvidia-cuda-runtime-cu12")):
+                return [Verdict("warn", "gpu", f"{names} found, but TensorFlow's CUDA libraries are not installed "
+                                "from pip; unless CUDA and cuDNN are installed system-wide, TensorFlow runs will use "
+                                "the CPU.", "pip install 'tensorflow[and-cuda]'", self.name)]
+            return []
+        if tf.get("gpus"):
+            return [Verdict("ok", "gpu", f"{len(tf['gpus'])} GPU(s) in use by TensorFlow: {names}.",
+                            framework=self.name)]
+        if not tf.get("built_with_cuda"):
+            return [Verdict("error", "gpu", f"{names} found, but this TensorFlow build is CPU-only.",
+                            "pip uninstall -y tensorflow-cpu; pip install 'tensorflow[and-cuda]'", self.name)]
+        return [Verdict("error", "gpu", f"{names} found, but TensorFlow sees no GPU: its CUDA libraries are missing "
+                        "or do not match the driver.", "pip install 'tensorflow[and-cuda]'", self.name)]
+
+    def runtime(self) -> Runtime:
+        import sys
+
+        import tensorflow  # noqa: F401 - the framework, first, in the worker
+
+        return sys.modules[__name__]  # the module keeps the `Runtime` protocol
+
+
+BACKEND = TensorFlowBackend()
+
+
+# --- the framework side: in a worker only ------------------------------------------------------
 def _placement(strategy: Any, kind: str, name: str, replicas: int, note: str | None = None,
                master: str | None = None) -> Placement:
     return Placement(kind=kind, name=name, replicas=replicas, strategy=type(strategy).__name__,
                      devices=list(strategy.extended.worker_devices), handle=strategy, note=note, master=master,
                      scope=strategy.scope)
-
-
-MULTI_HOST = ("multi-host runs go through JAX's distributed runtime (TensorFlow's MultiWorkerMirroredStrategy "
-              "fails under Keras 3 fit): use --backend jax")
 
 
 def join(cluster: Cluster) -> None:
@@ -41,11 +183,15 @@ def gather(values: list[float]) -> list[list[float]]:
 
 def versions() -> dict[str, str]:
     import keras
+    import tensorflow as tf
+
     return {"tensorflow": tf.__version__, "keras": keras.__version__, "python": platform.python_version()}
 
 
-def connect_tpu(address: str | None = None):
+def connect_tpu(address: str | None = None) -> tuple[Any, Any]:
     """The TF2 successor of the article's grpc session: resolver, connect, initialise."""
+    import tensorflow as tf
+
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address or "local")
     tf.config.experimental_connect_to_cluster(resolver)
     topology = tf.tpu.experimental.initialize_tpu_system(resolver)
@@ -57,6 +203,8 @@ def place(device: str, shards: int) -> Placement:
 
     Must run before any other TensorFlow op in the process.
     """
+    import tensorflow as tf
+
     report = detect()
     note = None
     if device == "tpu" or (device == "auto" and report.tpu is not None):
@@ -90,6 +238,8 @@ def place(device: str, shards: int) -> Placement:
 
 
 def _cpu_placement(shards: int, model: str, note: str | None) -> Placement:
+    import tensorflow as tf
+
     tf.config.set_visible_devices([], "GPU")
     cpu = tf.config.list_physical_devices("CPU")[0]
     if shards > 1:
@@ -102,17 +252,52 @@ def _cpu_placement(shards: int, model: str, note: str | None) -> Placement:
     return _placement(strategy, "cpu", model, shards, note)
 
 
-def to_tpu_model(model, strategy):
+def to_tpu_model(model: Any, strategy: Any) -> Any:
     """What `keras_to_tpu_model` did: the same architecture and weights, rebuilt under the strategy."""
     import keras
+
     with strategy.scope():
         clone = keras.models.clone_model(model)
         clone.set_weights(model.get_weights())
     return clone
 
 
+def keras_scope(placement: Placement) -> Any:
+    """The strategy's scope: a model built and compiled in it trains over every replica."""
+    return placement.scope()
+
+
+def keras_jit(requested: bool) -> bool | str:
+    return requested  # XLA only when asked: on a CPU, oneDNN's kernels are faster (tf-facts)
+
+
+def _widen(x: Any, y: Any) -> Any:
+    """Bytes are kept compact (images, labels) and widened per batch, as the numpy pipeline does."""
+    import tensorflow as tf
+
+    return (tf.cast(x, tf.float32) if x.dtype == tf.uint8 else x), (tf.cast(y, tf.int32) if y.dtype == tf.uint8 else y)
+
+
+def keras_inputs(x: Any, y: Any, batch: int, seed: int, train: bool, pipeline: str, shards: int) -> Any:
+    """tf.data: shuffled, repeated, batched and prefetched; or the article's generator of random slices."""
+    import tensorflow as tf
+
+    from tpulab.workloads.data import random_slices
+
+    if train and pipeline == "generator":
+        return random_slices(x, y, batch, seed)
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    if train:
+        ds = ds.shuffle(10000, seed=seed).repeat().batch(batch, drop_remainder=True)
+    else:
+        ds = ds.batch(batch)
+    return ds.map(_widen, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
 def probe() -> dict[str, Any]:
     """TensorFlow's own view of the machine, for `tpulab detect`, the doctor and `auto`."""
+    import tensorflow as tf
+
     report = detect()
     out: dict[str, Any] = dict(versions())
     out["built_with_cuda"] = tf.test.is_built_with_cuda()

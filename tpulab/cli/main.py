@@ -17,6 +17,7 @@ from tpulab import __version__
 
 if TYPE_CHECKING:
     from tpulab.backends import Cluster
+    from tpulab.runtime.detect import RuntimeReport
     from tpulab.workloads.base import Workload
 
 EXIT_BAD_USAGE = 2
@@ -52,7 +53,7 @@ def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool
             g.add_argument(spec.flag, dest=spec.name, default=None, help=argparse.SUPPRESS)
             continue
         extra = f" [{spec.unit}]" if spec.unit else ""
-        only = f" ({'/'.join(spec.backends)} only: {spec.why_not})" if spec.backends else ""
+        only = f" ({'/'.join(spec.only)} only: {spec.why_not})" if spec.only else ""
         help_text = f"{spec.help}{extra}{only}; {spec.allowed()}; default {spec.show(spec.default) or 'none'}"
         if lists:
             ranged = ", or a doubling range like 16..1024" if spec.kind is int else ""
@@ -68,13 +69,16 @@ def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool
 
 
 def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = None) -> Parser:
-    from tpulab.workloads import WORKLOADS
+    from tpulab.workloads import registry
+
+    from tpulab.plugins import broken
 
     p = Parser(prog="tpulab", description="How fast is this machine for deep learning, and why. "
-               "With no arguments, opens the lab (a terminal UI).")
+               "With no arguments, opens the lab (a terminal UI).",
+               epilog="\n".join(b.line() for b in broken()) or None)
     p.add_argument("--version", action="version", version=f"tpulab {__version__}")
-    p.add_argument("--run", metavar="WORKLOAD", choices=list(WORKLOADS),
-                   help=f"workload to run: {', '.join(WORKLOADS)} (`tpulab --run NAME --help` lists its parameters)")
+    p.add_argument("--run", metavar="WORKLOAD", choices=list(registry()),
+                   help=f"workload to run: {', '.join(registry())} (`tpulab --run NAME --help` lists its parameters)")
     p.add_argument("--no-ui", action="store_true", help="run headless in this terminal, without the lab")
     p.add_argument("--json", action="store_true", help="print events as JSON lines; the last line is the result")
     p.add_argument("--preset", help="start from a preset of the workload's parameters")
@@ -88,15 +92,15 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
     mh.add_argument("--join-timeout", type=int, metavar="S", default=60,
                     help="seconds for every process to join before the run fails, naming who is missing; default 60")
     sweeping = "sweep" in (argv or ())
-    if workload_name in WORKLOADS and not sweeping:
-        add_workload_flags(p, WORKLOADS[workload_name])
+    if workload_name in registry() and not sweeping:
+        add_workload_flags(p, registry()[workload_name])
 
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sw = sub.add_parser("sweep", help="run a grid of a workload's parameters and find the fastest configuration",
                         description="Every parameter flag takes a comma list (--batch-size 32,64,128) or, for "
                         "integers, a doubling range (--batch-size 16..1024). Each point is a run, kept in the "
                         "results with the sweep's id; the article's configuration is run too when the grid lacks it.")
-    sw.add_argument("workload", choices=list(WORKLOADS), help=f"one of {', '.join(WORKLOADS)}")
+    sw.add_argument("workload", choices=list(registry()), help=f"one of {', '.join(registry())}")
     sw.add_argument("--steps", type=int, default=None, help="timed steps per point (training: one epoch of this many "
                     "steps, no validation); the first call is extra and excluded; default 12")
     sw.add_argument("--repeat", type=int, default=1, help="runs per point, to show the spread; default 1")
@@ -106,8 +110,10 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
                     help="print a JSON line per finished point, then the sweep's summary")
     sw.add_argument("--db", type=Path, dest="db", default=argparse.SUPPRESS)
     sw.add_argument("--no-save", action="store_true", help="do not keep the sweep or its runs")
-    if workload_name in WORKLOADS and sweeping:
-        add_workload_flags(sw, WORKLOADS[workload_name], lists=True)
+    sw.add_argument("--no-ui", action="store_true", help="accepted for symmetry: a sweep from the command line "
+                    "always runs headless (the lab's Sweep tab is the other way)")
+    if workload_name in registry() and sweeping:
+        add_workload_flags(sw, registry()[workload_name], lists=True)
     d = sub.add_parser("detect", help="what hardware is here, and what TensorFlow and JAX make of it")
     d.add_argument("--json", action="store_true", dest="json")
     d.add_argument("--fast", action="store_true", help="skip the frameworks (no import, no TPU initialisation)")
@@ -148,30 +154,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_workload_named(argv), argv)
     args = parser.parse_args(argv)
+    from tpulab.core.errors import TpulabError
+
     try:
         if args.command in ("detect", "doctor"):
             return cmd_detect(args)
         if args.command == "sweep":
             from tpulab.cli.sweep import cmd_sweep
-            return cmd_sweep(args, parser)
+            return cmd_sweep(args)
         if args.command == "results":
             from tpulab.cli.results import cmd_results
             return cmd_results(args)
         if args.run and args.no_ui:
-            return cmd_run(args, parser)
+            return cmd_run(args)
         if args.no_ui:
             parser.error("--no-ui needs --run WORKLOAD")
         report = fast_report()
-        params = resolve_params(args, parser, report) if args.run else None
+        params = resolve_params(args, report) if args.run else None
         from tpulab.lab.app import TpulabApp
         TpulabApp(workload=args.run, params=params, db=args.db, report=report).run()
         return 0
+    except TpulabError as e:  # the one place errors become exit codes: one line, no traceback
+        parser.exit(e.exit_code, f"{parser.prog}: error: {e}\n")
     except BrokenPipeError:
         return 0
 
 
-def fast_report():
+def fast_report() -> RuntimeReport:
     from tpulab.runtime.detect import detect
+
     return detect()
 
 
@@ -183,10 +194,13 @@ def cmd_detect(args: argparse.Namespace) -> int:
     report = fast_report()
     if not args.fast:
         report.frameworks = probe_installed(report.packages)
+    from tpulab.plugins import broken
+
     verdicts = diagnose(report)
+    failed = [b.line() for b in broken()]
     if args.json:
         out: Any = ({"verdicts": [v.to_dict() for v in verdicts]} if args.command == "doctor"
-                    else {**report.to_dict(), "verdicts": [v.to_dict() for v in verdicts]})
+                    else {**report.to_dict(), "verdicts": [v.to_dict() for v in verdicts], "plugins_failed": failed})
         print(json.dumps(out, indent=1))
         return 0
     from rich.console import Console
@@ -202,71 +216,59 @@ def cmd_detect(args: argparse.Namespace) -> int:
             console.print("ok: nothing to fix")
     else:
         console.print(runtime_table(report, verdicts))
+    for line in failed:
+        console.print(f"[yellow]plugin: {line}[/]", highlight=False)
     return 0
 
 
-def resolve_params(args: argparse.Namespace, parser: Parser, report: Any, hosts: int = 1) -> dict[str, Any]:
+def resolve_params(args: argparse.Namespace, report: RuntimeReport, hosts: int = 1) -> dict[str, Any]:
+    """The run's parameters from its flags, checked (a `UsageError` names the flag and the allowed range)."""
     from tpulab.workloads import get_workload
-    from tpulab.workloads.base import Limits, ParamError
+    from tpulab.workloads.base import Limits
 
     w = get_workload(args.run)
-    try:
-        return w.resolve({s.name: getattr(args, s.name) for s in w.params}, Limits.of(report, hosts), args.preset)
-    except ParamError as e:
-        parser.error(str(e))
+    return w.resolve({s.name: getattr(args, s.name) for s in w.params}, Limits.of(report, hosts), args.preset)
 
 
-def cluster_of(args: argparse.Namespace, parser: Parser) -> Cluster | None:
+def cluster_of(args: argparse.Namespace) -> Cluster | None:
     """The multi-host run this process joins: the explicit flags, else a TPU pod slice's own, else none."""
     import os
 
     from tpulab.backends import Cluster
+    from tpulab.core.errors import UsageError
 
     given = [args.coordinator, args.num_processes, args.process_id]
     if not 1 <= args.join_timeout <= 3600:
-        parser.error(f"--join-timeout must be an integer from 1 to 3600 (got {args.join_timeout})")
+        raise UsageError(f"--join-timeout must be an integer from 1 to 3600 (got {args.join_timeout})")
     if all(v is None for v in given):
         pod = Cluster.tpu_pod(os.environ)
         return dataclasses.replace(pod, join_timeout_s=args.join_timeout) if pod else None
     if any(v is None for v in given):
-        parser.error("--coordinator, --num-processes and --process-id go together")
+        raise UsageError("--coordinator, --num-processes and --process-id go together")
     if not 1 <= args.num_processes <= 4096 or not 0 <= args.process_id < args.num_processes:
-        parser.error(f"--process-id must be an integer from 0 to --num-processes - 1 = {args.num_processes - 1} "
-                     f"(got {args.process_id})")
+        raise UsageError(f"--process-id must be an integer from 0 to --num-processes - 1 = {args.num_processes - 1} "
+                         f"(got {args.process_id})")
     if ":" not in args.coordinator:
-        parser.error(f"--coordinator must be HOST:PORT (got {args.coordinator!r})")
+        raise UsageError(f"--coordinator must be HOST:PORT (got {args.coordinator!r})")
     return Cluster(args.coordinator, args.num_processes, args.process_id, join_timeout_s=args.join_timeout)
 
 
-def check_cluster(parser: Parser, params: dict[str, Any], report: Any) -> None:
-    """Joining a multi-host run: JAX only, and not with local processes of its own."""
-    from tpulab.backends import choose
-
-    if params.get("processes", 1) > 1:
-        parser.error("--processes starts local processes; it does not combine with joining a multi-host run")
-    if choose(params.get("backend", "auto"), report, params.get("device", "auto"))[0] != "jax":
-        parser.error("a multi-host run needs --backend jax: multi-host runs go through JAX's distributed runtime "
-                     "(TensorFlow's MultiWorkerMirroredStrategy fails under Keras 3 fit)")
-
-
-def cmd_run(args: argparse.Namespace, parser: Parser) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tpulab.backends import BackendError
-    from tpulab.views.console import RunPrinter, summary_table
-    from tpulab.core.store import Store, StoreError, default_path
+    from tpulab.core.errors import UsageError
     from tpulab.core.runner import Run
+    from tpulab.core.spec import spec_of
+    from tpulab.core.store import Store, StoreError, default_path
+    from tpulab.views.console import RunPrinter, summary_table
 
     report = fast_report()
-    cluster = cluster_of(args, parser)
-    params = resolve_params(args, parser, report, cluster.processes if cluster else 1)
+    cluster = cluster_of(args)
+    params = resolve_params(args, report, cluster.processes if cluster else 1)
     console = Console(stderr=args.json)
-    try:
-        if cluster is not None:
-            check_cluster(parser, params, report)
-        run = Run(args.run, params, report, cluster=cluster)
-    except BackendError as e:
-        parser.error(str(e))
+    if cluster is not None and params.get("processes", 1) > 1:
+        raise UsageError("--processes starts local processes; it does not combine with joining a multi-host run")
+    run = Run(spec_of(args.run, params, report, cluster), report)
     printer = RunPrinter(run.recorder, console)
     store = None if args.no_save or run.following else Store(args.db or default_path())
     if run.following and cluster is not None:

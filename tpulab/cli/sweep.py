@@ -10,37 +10,33 @@ from types import FrameType
 from rich.console import Console
 
 
-from tpulab.backends import BackendError, choose
+from tpulab.core.errors import UsageError
+from tpulab.core.spec import spec_of
+from tpulab.runtime.detect import detect
 from tpulab.core.events import RunRecord
 from tpulab.core.store import Store, StoreError, default_path
 from tpulab.core.sweep import DEFAULT_STEPS, PointFinished, PointStarted, Sweep, build_grid
 from tpulab.views.sweep import (findings_lines, impossible_lines, label, live_header, live_line, point_json, summary_json,
                          sweep_table, text_chart)
 from tpulab.workloads import get_workload
-from tpulab.workloads.base import Limits, ParamError
+from tpulab.workloads.base import Limits
 
 EXIT_STOPPED = 130
 
 
-def cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from tpulab.cli.main import fast_report
-
-    report = fast_report()
+def cmd_sweep(args: argparse.Namespace) -> int:
+    report = detect()
     limits = Limits.of(report)
     w = get_workload(args.workload)
     console = Console(stderr=args.json)
     if args.steps is not None and not 1 <= args.steps <= 100000:
-        parser.error(f"--steps must be an integer from 1 to 100000 (got {args.steps})")
+        raise UsageError(f"--steps must be an integer from 1 to 100000 (got {args.steps})")
     if not 1 <= args.repeat <= 100:
-        parser.error(f"--repeat must be an integer from 1 to 100 (got {args.repeat})")
-    try:
-        grid, impossible = build_grid(w, {s.name: getattr(args, s.name) for s in w.params}, limits, args.preset,
-                                      args.steps or DEFAULT_STEPS)
-        for combo in grid.combinations():
-            params = {**grid.base, **combo}
-            choose(limits.backend_for(params["backend"], params["device"]), report, params["device"])
-    except (ParamError, BackendError) as e:
-        parser.error(str(e))
+        raise UsageError(f"--repeat must be an integer from 1 to 100 (got {args.repeat})")
+    grid, impossible = build_grid(w, {s.name: getattr(args, s.name) for s in w.params}, limits, args.preset,
+                                  args.steps or DEFAULT_STEPS)
+    for combo in grid.combinations():  # every backend the grid names can run here, or the sweep says why now
+        spec_of(w, grid.params(combo), report)
     axes = list(grid.axes)
     for line in impossible_lines(impossible):
         console.print(f"[yellow]{line}[/]", highlight=False)

@@ -41,13 +41,13 @@ def estimate(workload: Workload, p: Params, limits: Limits, report: RuntimeRepor
              records: list[RunRecord]) -> Estimate:
     device = limits.device_for(p.get("device", "auto"))
     backend = limits.backend_for(p.get("backend", "auto"), p.get("device", "auto"))
-    flops = workload.flops_per_step(p)
+    flops = workload.flops_per_step(p) or 0.0
     steps = workload.total_steps(p)
     dtype = workload.compute_dtype(p)
     kept = [r for r in records if r.status == "finished" and r.summary.gflops_per_s and r.device
             and r.device.kind == device and _work_ratio(r, flops) <= SIMILAR_WORK]
     same = [r for r in kept if r.workload == workload.name and r.backend == backend and r.dtype == dtype
-            and r.params.get("mode") == p.get("mode") and r.params.get("shards") == p.get("shards")]
+            and workload.configuration(r.params) == workload.configuration(p)]
     startup = STARTUP_S
     if same:
         best = min(same, key=lambda r: _work_ratio(r, flops))  # records come newest first: ties go to the newest
@@ -64,7 +64,7 @@ def estimate(workload: Workload, p: Params, limits: Limits, report: RuntimeRepor
     else:
         name = {"gpu": report.gpus[0].name if report.gpus else "",
                 "tpu": (report.tpu.generation or "") if report.tpu else ""}.get(device, "")
-        peak = device_peak(device, name, dtype, p.get("shards", 1), report.cpu)
+        peak = device_peak(device, name, dtype, workload.replicas(p), report.cpu)
         if peak is None:
             return Estimate(None, "no kept run of similar work and no known peak for this device")
         kind = "peak"

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 from tpulab.core.timing import Flag, Stats
 
-SCHEMA = 2  # 2: backend, backend_reason, sweep and hosts joined the record
+SCHEMA = 3  # 2: backend, backend_reason, sweep and hosts joined the record; 3: plugins and model
 STATUSES = ("finished", "failed", "cancelled")
 
 T = TypeVar("T")
@@ -68,7 +68,7 @@ class Started(Event):
     steps_total: int
     per_replica_batch: int
     versions: dict[str, str] = field(default_factory=dict)
-    backend: str = "tensorflow"
+    backend: str = ""  # the worker names it
     note: str | None = None  # e.g. why auto fell back to the CPU
     dataset: str | None = None  # what the inputs are and where they live
 
@@ -206,7 +206,7 @@ class RunRecord:
     dataset: str | None = None
     synthetic: bool = False
     versions: dict[str, str] | None = None
-    backend: str = "tensorflow"
+    backend: str = ""  # schema-1 records have none: the store fills in the article's framework
     backend_reason: str | None = None
     note: str | None = None
     runtime: dict[str, Any] = field(default_factory=dict)
@@ -216,6 +216,8 @@ class RunRecord:
     error: str | None = None
     logs: list[str] = field(default_factory=list)
     sweep: str | None = None  # the sweep this run is a point of
+    plugins: dict[str, str] = field(default_factory=dict)  # "workload"/"backend" -> the plugin's "name version"
+    model: dict[str, Any] | None = None  # what identifies a user's model (its file, function, hash, parameters)
 
     def __post_init__(self) -> None:
         if isinstance(self.device, Mapping):
@@ -237,6 +239,11 @@ class RunRecord:
     @property
     def short_id(self) -> str:
         return self.id[:8]
+
+    @property
+    def batch(self) -> int | None:
+        """Examples in one step, over all replicas."""
+        return self.per_replica_batch * self.device.replicas if self.per_replica_batch and self.device else None
 
     @property
     def median(self) -> float | None:

@@ -55,15 +55,20 @@ def p10_p90(stats: Stats | None) -> str:
 
 
 LIST_COLUMNS = ("id", "started", "workload", "status", "device", "backend", "batch", "median", "peak")
-BACKEND_SHORT = {"tensorflow": "tf", "jax": "jax"}
+def backend_short(name: str) -> str:
+    """A backend's short name for narrow tables (its own word for it)."""
+    from tpulab.backends import registry
+
+    found = registry().get(name)
+    return found.short if found else name
 
 
 def list_row(record: RunRecord) -> tuple[str, ...]:
     """A run in one line of a listing (the CLI's and the lab's): LIST_COLUMNS, short enough for 80 columns."""
     workload = record.workload if len(record.workload) <= 8 else record.workload[:7] + "…"
     return (record.short_id, record.started_at[5:16].replace("T", " "), workload, record.status,
-            record.device_label(short=True), BACKEND_SHORT.get(record.backend, record.backend),
-            str(record.params.get("batch_size")), seconds(record.median), percent(record.summary.peak_fraction))
+            record.device_label(short=True), backend_short(record.backend),
+            str(record.batch or "-"), seconds(record.median), percent(record.summary.peak_fraction))
 
 
 def bytes_(n: int | None) -> str:

@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 from tpulab.core.events import Cancelled, Compiled, Epoch, Event, Failed, Finished, Log, RunRecord, Started, Step, Summary
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.runtime.peaks import device_peak
-from tpulab.core.timing import Flag, sanity_flags, summarize
-from tpulab.workloads.base import Params, Workload
+from tpulab.core.timing import Flag, median, sanity_flags, summarize
+from tpulab.core.spec import RunSpec
 
 SYNTHETIC = Flag("synthetic-data", "trained on synthetic random data: accuracy is meaningless")
 
@@ -22,15 +22,29 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def origins(spec: RunSpec) -> dict[str, str]:
+    """The plugin distributions (name and version) that brought this run's workload or backend."""
+    from tpulab import plugins
+
+    out = {}
+    for group, kind, name in ((plugins.WORKLOADS, "workload", spec.workload.name), (plugins.BACKENDS, "backend",
+                                                                                     spec.backend)):
+        found = plugins.discover(group)[0].get(name)
+        if found is not None and not found[1].own:
+            out[kind] = str(found[1])
+    return out
+
+
 class RunRecorder:
-    def __init__(self, workload: Workload, params: Params, runtime: RuntimeReport, backend: str = "tensorflow",
-                 backend_reason: str | None = None, sweep: str | None = None) -> None:
-        self.workload = workload
-        self.params = dict(params)
+    def __init__(self, spec: RunSpec, runtime: RuntimeReport) -> None:
+        self.workload = spec.workload
+        self.params = dict(spec.params)
         self.runtime = runtime
-        self.backend = backend
-        self.backend_reason = backend_reason
-        self.sweep = sweep
+        self.backend = spec.backend
+        self.backend_reason = spec.backend_reason
+        self.sweep = spec.sweep
+        self.plugins = origins(spec)
+        self.model = spec.workload.model_info(spec.params)
         self.id = uuid.uuid4().hex
         self.started_at = now_iso()
         self.ended_at: str | None = None
@@ -89,10 +103,9 @@ class RunRecorder:
 
     def eta_seconds(self) -> float | None:
         total = self.steps_total
-        recent = sorted(s.seconds for s in self.steps[-20:])
-        if not total or not recent:
+        per_step = median([s.seconds for s in self.steps[-20:]])
+        if not total or per_step is None:
             return None
-        per_step = recent[len(recent) // 2]
         left = max(0, total - self.steps_done())
         epoch_extra = 0.0
         if self.epochs and left:  # validation and epoch overhead, as seen so far
@@ -110,7 +123,7 @@ class RunRecorder:
             d = info.device
             peak = device_peak(d.kind, d.name, info.dtype, d.replicas, self.runtime.cpu, d.machines)
         flops_per_s = flops / stats.median if stats and flops and stats.median > 0 else None
-        batch = self.params.get("batch_size")
+        batch = self.workload.batch_size(self.params)
         peak_fraction = flops_per_s / peak.flops if flops_per_s and peak else None
         flags = sanity_flags(peak_fraction, stats)
         if info is not None and info.synthetic:
@@ -131,8 +144,7 @@ class RunRecorder:
         rows = [s.host_seconds for s in self.steps if s.host_seconds and not s.warmup]
         if not rows:
             return None
-        return [summarize([row[i] for row in rows if i < len(row)]).median  # type: ignore[union-attr]
-                for i in range(max(len(row) for row in rows))]
+        return [median([row[i] for row in rows if i < len(row)]) or 0.0 for i in range(max(len(row) for row in rows))]
 
     def record(self) -> RunRecord:
         info = self.info
@@ -145,4 +157,4 @@ class RunRecorder:
             versions=info.versions if info else None, backend=self.backend, backend_reason=self.backend_reason,
             note=info.note if info else None, runtime=self.runtime.to_dict(), summary=self.summary(),
             steps=list(self.steps), epochs=list(self.epochs), error=self.error, logs=self.logs[-50:],
-            sweep=self.sweep)
+            sweep=self.sweep, plugins=self.plugins, model=self.model)

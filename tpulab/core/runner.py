@@ -14,13 +14,12 @@ import threading
 import time
 from typing import Iterator
 
-from tpulab.backends import Cluster, choose
+from tpulab.backends import Cluster
 from tpulab.core.events import Event, Failed
 from tpulab.core.record import RunRecorder
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.core.worker import EXIT_CANCELLED, RunHandle
-from tpulab.workloads import get_workload
-from tpulab.workloads.base import Params
+from tpulab.core.spec import RunSpec
 
 EXIT_CODES = {"finished": 0, "failed": 1, "cancelled": EXIT_CANCELLED}
 FOLLOWERS_GRACE_S = 10.0  # after process 0 ends, the others have this long to end by themselves
@@ -33,21 +32,17 @@ def free_port() -> int:
 
 
 class Run:
-    def __init__(self, workload: str, params: Params, runtime: RuntimeReport, sweep: str | None = None,
-                 cluster: Cluster | None = None) -> None:
-        """Raises `BackendError` (naming the install command) when the backend cannot run here.
-
-        `cluster`: this process is one of a multi-host run started elsewhere (a pod slice, or
+    def __init__(self, spec: RunSpec, runtime: RuntimeReport) -> None:
+        """`spec.cluster`: this process is one of a multi-host run started elsewhere (a pod slice, or
         --coordinator); None with `processes` > 1 in the params starts them all here.
         """
-        self.workload = get_workload(workload)
-        self.params = params
-        self.device = "cpu"
-        if "device" in params:
-            self.device = runtime.default_device if params["device"] == "auto" else params["device"]
-        self.backend, self.backend_reason = choose(params.get("backend", "auto"), runtime, params.get("device", "auto"))
-        self.recorder = RunRecorder(self.workload, params, runtime, self.backend, self.backend_reason, sweep)
-        self.cluster = cluster
+        self.spec = spec
+        self.workload = spec.workload
+        self.params = spec.params
+        self.device = spec.device
+        self.backend, self.backend_reason = spec.backend, spec.backend_reason
+        self.recorder = RunRecorder(spec, runtime)
+        self.cluster: Cluster | None = spec.cluster
         self.handles: list[RunHandle] = []
         self.failures: list[tuple[float, str]] = []  # (when, why) of processes other than 0
         self._watchers: list[threading.Thread] = []
@@ -65,16 +60,16 @@ class Run:
 
     def _start(self) -> None:
         name, p, backend, device = self.workload.name, self.params, self.backend, self.device
-        processes = p.get("processes", 1)
+        processes, replicas = self.spec.processes, self.workload.replicas(p)
         if self.cluster is not None:  # one process of a run started elsewhere: its share of the devices
-            local = max(1, p.get("shards", 1) // self.cluster.processes)
+            local = max(1, replicas // self.cluster.processes)
             self.handles = [RunHandle.start(name, p, backend, device, self.cluster, local)]
             return
         if processes == 1:
             self.handles = [RunHandle.start(name, p, backend, device)]
             return
         coordinator = f"127.0.0.1:{free_port()}"
-        local = p.get("shards", processes) // processes  # each process its share of the host devices
+        local = replicas // processes  # each process its share of the host devices
         self.handles = [RunHandle.start(name, p, backend, device, Cluster(coordinator, processes, i, local=True), local)
                         for i in range(processes)]
 
@@ -136,7 +131,7 @@ class Run:
         if self.failures and index == 0:
             return "failed", min(self.failures)[1]
         words = handle.last_words()
-        processes = self.cluster.processes if self.cluster else self.params.get("processes", 1)
+        processes = self.cluster.processes if self.cluster else self.spec.processes
         if processes > 1 and "RegisterTask" in handle.stderr_text():  # JAX aborts a process that cannot join
             return "failed", (f"process {index} could not join the other {processes - 1} process(es) in time "
                               f"(is every process started, with the same --coordinator?): {words}")

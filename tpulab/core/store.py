@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from tpulab.core.basis import GFLOPS, TIME, Work, basis
+from tpulab.core.errors import TpulabError
 from tpulab.core.events import STATUSES, RunRecord
-from tpulab.workloads import WORKLOADS
+from tpulab.workloads import registry
 
 SCHEMA_VERSION = 2  # 2: sweeps
 BUSY_TIMEOUT_S = 60  # how long a writer waits for another process's transaction
@@ -26,7 +28,7 @@ EXPORT_FORMAT = "tpulab-results"
 COMPARED_BY_DESIGN = ("device", "shards", "backend")  # what a comparison across runtimes varies on purpose
 
 
-class StoreError(RuntimeError):
+class StoreError(TpulabError):
     """The store or a file cannot be used; the message names the path and the way out."""
 
 
@@ -114,7 +116,7 @@ class Store:
         with self._db() as con:
             q = "SELECT record FROM runs" + (" WHERE workload = ?" if workload else "") + \
                 " ORDER BY started_at DESC, rowid DESC"
-            return [RunRecord.from_json(json.loads(r[0])) for r in con.execute(q, (workload,) if workload else ())]
+            return [load_record(json.loads(r[0])) for r in con.execute(q, (workload,) if workload else ())]
 
     def _by_prefix(self, table: str, column: str, wanted: str, listing: str) -> Any:
         """One row's JSON by its id or a unique prefix of it; the error says how to list them."""
@@ -129,7 +131,7 @@ class Store:
 
     def get(self, run_id: str) -> RunRecord:
         """A run by its id or a unique prefix of it."""
-        return RunRecord.from_json(self._by_prefix("runs", "record", run_id, "tpulab results"))
+        return load_record(self._by_prefix("runs", "record", run_id, "tpulab results"))
 
     def save_sweep(self, sweep: dict[str, Any]) -> None:
         """A sweep: its grid, its points' run ids and its findings (the runs are saved as runs)."""
@@ -152,7 +154,7 @@ class Store:
         with self._db() as con:
             rows = con.execute(f"SELECT record FROM runs WHERE id IN ({','.join('?' * len(wanted))})",
                                wanted).fetchall()
-        records = [RunRecord.from_json(json.loads(r[0])) for r in rows]
+        records = [load_record(json.loads(r[0])) for r in rows]
         return {r.id: r for r in records}
 
     def import_records(self, exported: Exported) -> tuple[int, int]:
@@ -189,6 +191,16 @@ def _insert_sweep(con: sqlite3.Connection, sweep: dict[str, Any], replace: bool)
                 (sweep["id"], sweep["workload"], sweep["started_at"], json.dumps(sweep)))
 
 
+def load_record(data: dict[str, Any]) -> RunRecord:
+    """A stored or imported record; one from before backends were named ran on the article's framework."""
+    if not data.get("backend"):
+        from tpulab.backends import article
+
+        legacy = article()
+        data = {**data, "backend": legacy.name if legacy else ""}
+    return RunRecord.from_json(data)
+
+
 REQUIRED: dict[str, type] = {
     "id": str, "workload": str, "params": dict, "status": str, "started_at": str,
     "summary": dict, "steps": list, "epochs": list,
@@ -212,7 +224,7 @@ def validate(r: Any) -> str | None:
         if not isinstance(s, dict) or not isinstance(s.get("seconds"), (int, float)):
             return f"step {j} has no number 'seconds'"
     try:  # every part must read back as the classes every view reads
-        RunRecord.from_json(r)
+        load_record(r)
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         return f"not a tpulab record ({e})"
     return None
@@ -244,7 +256,7 @@ def export_json(records: list[RunRecord], path: Path, sweeps: list[dict[str, Any
 
 def _metric_columns() -> list[tuple[str, str]]:
     """(column, metric key) for every metric any workload declares, training's then validation's."""
-    seen = {m.label.replace(" ", "_"): m.key for w in WORKLOADS.values() for m in w.metrics}
+    seen = {m.label.replace(" ", "_"): m.key for w in registry().values() for m in w.metrics}
     return [*seen.items(), *((f"val_{label}", f"val_{key}") for label, key in seen.items())]
 
 
@@ -322,16 +334,14 @@ def compare(records: list[RunRecord]) -> Comparison:
     workloads = {r.workload for r in records}
     if len(workloads) > 1:
         raise StoreError(f"compare runs of one workload (found {', '.join(sorted(workloads))})")
-    work = {(r.summary.flops_per_step, r.params.get("batch_size")) for r in records}
-    if len(work) == 1:
-        by, header = "time", "speedup = the first run's median time / this run's"
+    found = basis([Work(r.summary.flops_per_step, r.batch) for r in records])
+    by = found.by
+    if by == TIME:
+        header = "speedup = the first run's median time / this run's"
         values = [1 / m if m else None for m in (r.median for r in records)]
-    elif all(r.summary.gflops_per_s for r in records):
-        by, header = "GFLOP/s", "the work per step differs: speedup = this run's GFLOP/s / the first run's"
-        values = [r.summary.gflops_per_s for r in records]
     else:
-        by, header = "examples/s", "the work per step differs: speedup = this run's examples/s / the first run's"
-        values = [r.summary.examples_per_s for r in records]
+        header = f"{found.why}: speedup = this run's {by} / the first run's"
+        values = [r.summary.gflops_per_s if by == GFLOPS else r.summary.examples_per_s for r in records]
     base = values[0]
     speedups = [v / base if v and base and math.isfinite(v / base) else None for v in values]
     warnings = [f"{k} differs: " + " vs ".join(str(r.params.get(k)) for r in records)

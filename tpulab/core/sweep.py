@@ -19,13 +19,17 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tpulab.backends import BACKENDS, BackendError
+from tpulab.backends import BackendError
+from tpulab.backends import article as article_backend
+from tpulab.core.basis import Work, basis
 from tpulab.core.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate
 from tpulab.core.events import Event, RunRecord
 from tpulab.core.record import now_iso
 from tpulab.core.runner import Run
 from tpulab.runtime.detect import RuntimeReport
-from tpulab.workloads.base import Limits, ParamError, Params, ParamSpec, Workload
+from tpulab.core.spec import RunSpec, spec_of
+from tpulab.core.timing import median
+from tpulab.workloads.base import BACKEND, BATCH_SIZE, PROCESSES, Limits, ParamError, Params, ParamSpec, Workload
 
 KNEE_WITHIN = 0.05  # the knee: the smallest batch whose throughput is within this of the best
 DEFAULT_STEPS = 12  # timed steps per point; the first call is extra and excluded
@@ -99,7 +103,7 @@ def build_grid(workload: Workload, raw: dict[str, Any], limits: Limits, preset: 
             impossible.append((combo, str(e)))
     if not runnable:
         why = impossible[0][1] if impossible else "no values"
-        raise ParamError(next(iter(axes), "batch_size"), f"no combination of the grid can run: {why}")
+        raise ParamError(next(iter(axes), BATCH_SIZE), f"no combination of the grid can run: {why}")
     return grid, impossible
 
 
@@ -122,14 +126,10 @@ class Point:
             return "finished"
         return self.records[-1].status if self.records else "pending"
 
-    def _median(self, xs: list[float]) -> float | None:
-        xs = sorted(xs)
-        return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2 if xs else None
-
     @property
     def throughput(self) -> float | None:
         """examples/s at the median step, the median over repeats."""
-        return self._median([r.summary.examples_per_s or 0 for r in self.finished])
+        return median([r.summary.examples_per_s or 0 for r in self.finished])
 
     @property
     def throughput_range(self) -> tuple[float, float] | None:
@@ -143,7 +143,7 @@ class Point:
     @property
     def flops_per_example(self) -> float | None:
         r = self.finished[0] if self.finished else None
-        return r.summary.flops_per_step / r.params["batch_size"] if r and r.summary.flops_per_step else None
+        return r.summary.flops_per_step / r.batch if r and r.summary.flops_per_step and r.batch else None
 
     @property
     def machines(self) -> int:
@@ -152,15 +152,15 @@ class Point:
 
     @property
     def step_seconds(self) -> float | None:
-        return self._median([r.median or 0 for r in self.finished])
+        return median([r.median or 0 for r in self.finished])
 
     @property
     def gflops(self) -> float | None:
-        return self._median([r.summary.gflops_per_s for r in self.finished if r.summary.gflops_per_s])
+        return median([r.summary.gflops_per_s for r in self.finished if r.summary.gflops_per_s])
 
     @property
     def peak_fraction(self) -> float | None:
-        return self._median([r.summary.peak_fraction for r in self.finished if r.summary.peak_fraction])
+        return median([r.summary.peak_fraction for r in self.finished if r.summary.peak_fraction])
 
     @property
     def flags(self) -> list[str]:
@@ -186,13 +186,12 @@ class Findings:
 
 
 def objective(points: list[Point]) -> str:
-    """Like with like: examples/s when every point does the same work per example, else GFLOP/s.
+    """Like with like (`basis`): examples/s when every point does the same work per example, else GFLOP/s.
 
     Sweeping an image size or a filter count changes the work per example: the smallest problem would
     win on examples/s, so the points are compared by the rate at which they did their work instead.
     """
-    work = {round(p.flops_per_example or 0, 3) for p in points if p.finished}
-    return "examples/s" if len(work) <= 1 else "GFLOP/s"
+    return basis([Work(p.finished[0].summary.flops_per_step, p.finished[0].batch) for p in points if p.finished]).rate
 
 
 def findings(points: list[Point], article_values: dict[str, Any] | None) -> Findings:
@@ -205,11 +204,11 @@ def findings(points: list[Point], article_values: dict[str, Any] | None) -> Find
     article = next((p for p in done if p.article), None) or (
         next((p for p in done if article_values is not None and p.values == article_values), None))
     knee = None
-    if "batch_size" in best.values:
-        others = {k: v for k, v in best.values.items() if k != "batch_size"}
-        near = [p for p in done if {k: v for k, v in p.values.items() if k != "batch_size"} == others
+    if BATCH_SIZE in best.values:
+        others = {k: v for k, v in best.values.items() if k != BATCH_SIZE}
+        near = [p for p in done if {k: v for k, v in p.values.items() if k != BATCH_SIZE} == others
                 and (p.rate(by) or 0) >= (1 - KNEE_WITHIN) * (best.rate(by) or 0)]
-        knee = min(near, key=lambda p: p.values["batch_size"])
+        knee = min(near, key=lambda p: p.values[BATCH_SIZE])
     return Findings(best, slowest, article, _ratio(best.rate(by), article.rate(by) if article else None),
                     _ratio(best.rate(by), slowest.rate(by)), knee, scaling(done, best), by)
 
@@ -224,11 +223,12 @@ def scaling(points: list[Point], best: Point | None) -> list[tuple[int, float, f
     The ideal grows with the machines the processes bring: processes sharing one machine share its
     devices, so their ideal is to lose nothing (1x); processes on N machines may reach N x.
     """
-    if best is None or "processes" not in best.values:
+    n = PROCESSES.name
+    if best is None or n not in best.values:
         return []
-    others = {k: v for k, v in best.values.items() if k != "processes"}
-    line = sorted((p.values["processes"], p.throughput or 0, p.machines) for p in points if p.throughput
-                  and {k: v for k, v in p.values.items() if k != "processes"} == others)
+    others = {k: v for k, v in best.values.items() if k != n}
+    line = sorted((p.values[n], p.throughput or 0, p.machines) for p in points if p.throughput
+                  and {k: v for k, v in p.values.items() if k != n} == others)
     if len(line) < 2:
         return []
     _, base, base_machines = line[0]
@@ -241,8 +241,9 @@ def article_configuration(grid: Grid, report: RuntimeReport) -> dict[str, Any]:
     What is not a knob (the device, the data, the seed) keeps the grid's first value.
     """
     article = {**grid.workload.defaults(), **grid.workload.presets.get("article", {})}
-    if "backend" in grid.axes:
-        article["backend"] = "tensorflow" if BACKENDS["tensorflow"].installed(report.packages) else "auto"
+    if BACKEND.name in grid.axes:
+        framework = article_backend()
+        article[BACKEND.name] = framework.name if framework and framework.installed(report.packages) else "auto"
     return {name: article[name] if grid.workload.spec(name).tunes else values[0]
             for name, values in grid.axes.items()}
 
@@ -332,12 +333,15 @@ class Sweep:
 
     def _run_point(self, point: Point) -> Generator[Event, None, RunRecord]:
         try:
-            self.run = Run(self.grid.workload.name, point.params, self.report, sweep=self.id)
+            self.run = Run(spec_of(self.grid.workload, point.params, self.report, sweep=self.id), self.report)
         except BackendError as e:
             from tpulab.core.events import Failed
             from tpulab.core.record import RunRecorder
 
-            recorder = RunRecorder(self.grid.workload, point.params, self.report, sweep=self.id)
+            params = point.params
+            unresolved = RunSpec(self.grid.workload, params, params.get(BACKEND.name, "auto"), str(e),
+                                 params.get("device", "auto"), sweep=self.id)
+            recorder = RunRecorder(unresolved, self.report)
             recorder.feed(Failed(error=str(e)))
             return recorder.record()
         try:

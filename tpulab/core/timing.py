@@ -30,6 +30,11 @@ def percentile(sorted_xs: Sequence[float], q: float) -> float:
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 
 
+def median(samples: Sequence[float]) -> float | None:
+    """The middle value (the mean of the two middle ones for an even count), or None for no samples."""
+    return percentile(sorted(samples), 0.5) if samples else None
+
+
 def summarize(samples: Sequence[float]) -> Stats | None:
     if not samples:
         return None

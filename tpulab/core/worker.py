@@ -12,7 +12,6 @@ or ``--probe BACKEND``.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -26,8 +25,9 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
-from tpulab.backends import BACKENDS, Cluster, FrameworkBackend, worker_env
-from tpulab.core.events import Cancelled, Compiled, Event, Failed, Finished, Step, parse_line
+from tpulab import backends
+from tpulab.backends import Cluster, Runtime
+from tpulab.core.events import Cancelled, Compiled, Event, Failed, Finished, Started, Step, parse_line
 from tpulab.workloads import get_workload
 from tpulab.workloads.base import CancelToken, Params, Sink
 
@@ -58,7 +58,8 @@ class RunHandle:
     def start(cls, workload: str, params: Params, backend: str, device: str, cluster: Cluster | None = None,
               local_devices: int | None = None) -> RunHandle:
         """A worker for one run (or one process of it); `device` is the kind (cpu, gpu, tpu) it must see."""
-        env = worker_env(backend, device, local_devices or params.get("shards", 1))
+        env = backends.get(backend).worker_env(device, local_devices or get_workload(workload).replicas(params),
+                                               os.environ)
         return cls([json.dumps({"workload": workload, "backend": backend, "params": params})],
                    {**env, **(cluster.env() if cluster else {})})
 
@@ -112,8 +113,9 @@ def probe(backend: str, timeout_s: float = 120.0) -> dict[str, Any]:
     A TPU held by another process can make initialisation block: the probe is killed after
     `timeout_s` rather than hang the caller.
     """
-    title = BACKENDS[backend].title
-    handle = RunHandle(["--probe", backend], worker_env(backend, "auto", 1))
+    info = backends.get(backend)
+    title = info.title
+    handle = RunHandle(["--probe", backend], info.worker_env("auto", 1, os.environ))
     timed_out = threading.Event()
 
     def expire() -> None:
@@ -141,7 +143,7 @@ def probe(backend: str, timeout_s: float = 120.0) -> dict[str, Any]:
 
 def probe_installed(packages: dict[str, str | None]) -> dict[str, dict[str, Any]]:
     """Every installed framework's view, probed one after another (only one may hold a TPU)."""
-    return {name: probe(name) for name, info in BACKENDS.items() if info.installed(packages)}
+    return {name: probe(name) for name, info in backends.registry().items() if info.installed(packages)}
 
 
 # --- child side ----------------------------------------------------------------------------
@@ -156,33 +158,40 @@ def main(argv: list[str]) -> int:
     out = _stdout_writer()
     if argv[:1] == ["--probe"]:
         try:
-            view = BACKENDS[argv[1]].load().probe()
+            view = backends.get(argv[1]).load().probe()
         except Exception as e:  # noqa: BLE001 - the probe's answer is then the reason, in one line
             traceback.print_exc()
             view = {"error": _one_line(e)}
         out.write(json.dumps({"probe": view}) + "\n")
         return 0
 
+    spec = json.loads(argv[0])
+
     def emit(event: Event) -> None:
         if event.t is None:
             event.t = time.time()
+        if isinstance(event, Started):
+            event.backend = spec["backend"]
         out.write(json.dumps(event.to_json()) + "\n")
         out.flush()
 
-    spec = json.loads(argv[0])
     cluster = Cluster.from_env(os.environ)
     requested = CancelToken()  # Ctrl+C or the lab's x reached this process
     signal.signal(signal.SIGINT, lambda *_: requested.set())
     # On one process a request is the decision; across processes they decide together (see `shared`).
     cancel = requested if cluster is None else CancelToken()
     try:
-        backend = BACKENDS[spec["backend"]].load()  # first: its framework, and none that would compete with it
+        info = backends.get(spec["backend"])
+        runtime = info.load()  # first: its framework, and none that would compete with it
         sink: Sink = emit
         if cluster is not None:
-            backend.join(cluster)
-            sink = shared(emit, backend, requested, cancel, leader=cluster.process_id == 0)
-        runner = importlib.import_module(get_workload(spec["workload"]).runners[spec["backend"]])
-        runner.run(spec["params"], sink, cancel)
+            runtime.join(cluster)
+            sink = shared(emit, runtime, requested, cancel, leader=cluster.process_id == 0)
+        workload = get_workload(spec["workload"])
+        runner = workload.runner(info)
+        if runner is None:
+            raise backends.BackendError(f"{workload.name} does not run on --backend {info.name}")
+        runner(workload, spec["params"], sink, cancel, runtime)
     except Exception as e:  # noqa: BLE001 - reported as the run's failure, with its traceback on stderr
         traceback.print_exc()
         where = f"process {cluster.process_id}: " if cluster is not None and cluster.process_id else ""
@@ -190,11 +199,11 @@ def main(argv: list[str]) -> int:
         return 1
     emit(Cancelled() if cancel.is_set() else Finished())
     if cluster is not None:
-        backend.leave()
+        runtime.leave()
     return EXIT_CANCELLED if cancel.is_set() else 0
 
 
-def shared(emit: Sink, backend: FrameworkBackend, requested: CancelToken, agreed: CancelToken,
+def shared(emit: Sink, backend: Runtime, requested: CancelToken, agreed: CancelToken,
            leader: bool) -> Sink:
     """A run over several processes: every host's time for each step, one decision to stop, one stream.
 

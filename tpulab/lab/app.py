@@ -18,7 +18,8 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Checkbox, Footer, Header, TabbedContent, TabPane
 
-from tpulab.backends import BACKENDS, BackendError
+from tpulab import backends
+from tpulab.backends import BackendError
 from tpulab.core.events import RunRecord
 from tpulab.core.store import Store, StoreError, default_path
 from tpulab.runtime.detect import RuntimeReport, detect
@@ -29,7 +30,7 @@ from tpulab.lab.screens.runtime import RuntimePane
 from tpulab.lab.screens.sweep import SweepPane
 from tpulab.lab.screens.workloads import WorkloadsPane
 from tpulab.core.sweep import Grid, Sweep
-from tpulab.workloads import WORKLOADS
+from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, Workload
 
 # What takes the focus when a tab opens, so arrows and Enter work at once.
@@ -96,7 +97,7 @@ class TpulabApp(App[None]):
 
         if fresh:
             self.report = detect()
-        names = [name for name, info in BACKENDS.items() if info.installed(self.report.packages)]
+        names = [name for name, info in backends.registry().items() if info.installed(self.report.packages)]
         for i, name in enumerate(names):
             view = probe(name)
             self.call_from_thread(self._probed, name, view, i == len(names) - 1)
@@ -198,12 +199,13 @@ class TpulabApp(App[None]):
     @on(WorkloadsPane.RunRequested)
     def _run_requested(self, event: WorkloadsPane.RunRequested) -> None:
         from tpulab.core.runner import Run
+        from tpulab.core.spec import spec_of
 
         pane = self.query_one(RunPane)
         if self._busy():
             return
         try:
-            run = Run(event.workload.name, event.params, self.report)
+            run = Run(spec_of(event.workload, event.params, self.report), self.report)
         except BackendError as e:
             self.notify(str(e), title="cannot run", severity="error", timeout=15)
             return
@@ -235,7 +237,7 @@ class TpulabApp(App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for w in WORKLOADS.values():
+        for w in registry().values():
             yield SystemCommand(f"Choose {w.title}", f"open the {w.name} form",
                                 lambda name=w.name: self._choose(name))
         yield SystemCommand("Start run", "run the workload with the form's values", self.action_start_run)

@@ -18,7 +18,7 @@ from tpulab.core.record import RunRecorder
 from tpulab.core.store import Comparison
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.runtime.doctor import Verdict
-from tpulab.workloads import WORKLOADS
+from tpulab.workloads import registry
 from tpulab.workloads.base import Workload
 
 ESTIMATE_AFTER = 3  # steady steps before the total-time estimate is printed
@@ -69,7 +69,7 @@ class RunPrinter:
 
 
 def workload_of(record: RunRecord) -> Workload | None:
-    return WORKLOADS.get(record.workload)
+    return registry().get(record.workload)
 
 
 def summary_table(record: RunRecord) -> Table:
@@ -84,7 +84,7 @@ def summary_table(record: RunRecord) -> Table:
         ("device", record.device_label()),
         ("backend", backend_line(record.backend, record.backend_reason, record.versions)),
         ("dtype", str(record.dtype)),
-        ("batch", f"{p.get('batch_size')} global, {record.per_replica_batch} per replica, "
+        ("batch", f"{record.batch} global, {record.per_replica_batch} per replica, "
                   f"{p.get('shards')} shard(s)"),
         ("data", record.dataset or "-"),
         ("first call (trace+compile)", fmt.seconds(s.compile_seconds)),
@@ -117,7 +117,7 @@ def summary_table(record: RunRecord) -> Table:
 
 
 def runtime_table(report: RuntimeReport, verdicts: list[Verdict], probing: bool = False) -> Table:
-    from tpulab.backends import BACKENDS
+    from tpulab.backends import registry
 
     t = Table(title="tpulab runtime", show_header=False)
     t.add_column(style="bold")
@@ -134,7 +134,7 @@ def runtime_table(report: RuntimeReport, verdicts: list[Verdict], probing: bool 
         tp = report.tpu
         t.add_row("TPU", f"{tp.generation or 'unknown generation'}: {tp.chips} chip(s), {tp.cores} core(s); "
                          f"found by {'; '.join(tp.found_by)}")
-    for name, info in BACKENDS.items():
+    for name, info in registry().items():
         t.add_row(info.title, framework_view(name, report, probing))
     t.add_row("Python", report.python + ("  (Colab)" if report.colab else ""))
     t.add_row("default device", report.default_device.upper())
@@ -158,7 +158,9 @@ def framework_view(name: str, report: RuntimeReport, probing: bool) -> str:
         cuda = f", built with CUDA: {view['built_with_cuda']}" if "built_with_cuda" in view else ""
         return (f"{view.get(name)} (Keras {view.get('keras') or '-'}){extra}{cuda}, GPUs: {gpus}, "
                 f"TPU cores: {view.get('tpu_cores', 0)}")
-    version = pk.get(name) or (pk.get("tensorflow-cpu") if name == "tensorflow" else None)
+    from tpulab.backends import get
+
+    version = get(name).version(pk)
     if not version:
         return "not installed"
     return f"{version} (Keras {pk.get('keras') or '-'}); " + ("probing in the background..." if probing
@@ -168,7 +170,7 @@ def framework_view(name: str, report: RuntimeReport, probing: bool) -> str:
 # --- comparisons ----------------------------------------------------------------------------
 def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
     """(figure, one cell per run) in display order; the speedup last, always shown."""
-    w = WORKLOADS.get(cmp.workload)
+    w = registry().get(cmp.workload)
     headline = w.headline if w else None
     rs = cmp.records
     cols: list[tuple[str, list[str]]] = [
@@ -177,7 +179,7 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
         ("backend", [r.backend for r in rs]),
         ("dtype", [str(r.dtype) for r in rs]),
         ("shards", [str(r.params.get("shards")) for r in rs]),
-        ("batch", [str(r.params.get("batch_size")) for r in rs]),
+        ("batch", [str(r.batch) for r in rs]),
         ("median", [fmt.seconds(r.median) for r in rs]),
         ("p10-p90", [fmt.p10_p90(r.summary.step_seconds) for r in rs]),
         ("throughput", [fmt.rate(r.summary.examples_per_s, "ex/s") for r in rs]),

@@ -15,6 +15,7 @@ from rich.text import Text
 from tpulab.core import fmt
 from tpulab.core.events import RunRecord
 from tpulab.core.sweep import Findings, Point, findings, kept_points
+from tpulab.workloads.base import BATCH_SIZE
 
 FIGURES = ("median", "throughput", "GFLOP/s", "peak", "flags")
 WIDTHS = {"median": 8, "throughput": 11, "GFLOP/s": 7, "peak": 6}
@@ -113,7 +114,7 @@ def findings_lines(found: Findings, axes: list[str]) -> list[str]:
     if found.over_slowest is not None and found.slowest is not None and found.slowest is not found.best:
         lines.append(f"{found.over_slowest:.2f}x the slowest point ({label(found.slowest, axes)})")
     if found.knee is not None:
-        lines.append(f"knee: batch {found.knee.values['batch_size']} is within 5% of the best throughput")
+        lines.append(f"knee: batch {found.knee.values[BATCH_SIZE]} is within 5% of the best throughput")
     lines += [f"scaling: {n} processes give {ratio:.2f}x the throughput of the fewest (ideal {ideal:g}x"
               + (": they share one machine's devices)" if ideal == 1 else ")") for n, ratio, ideal in found.scaling]
     return lines

@@ -1,16 +1,44 @@
-"""The workloads tpulab can run, by name. Declarations only: no TensorFlow here."""
+"""The workloads tpulab can run, by name: tpulab's own and every plugin's, found by entry point.
+
+Declarations only: loading them imports no framework.
+"""
 
 from __future__ import annotations
 
-from tpulab.workloads.base import Workload
-from tpulab.workloads.conv import CONV
-from tpulab.workloads.fashion_mnist import FASHION_MNIST
+from typing import TYPE_CHECKING
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (CONV, FASHION_MNIST)}
+from tpulab.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from tpulab.plugins import Origin
+    from tpulab.workloads.base import Workload
+
+# tpulab's own workloads, as pyproject.toml registers them (found here too when its metadata is stale).
+BUILTIN = {
+    "conv": "tpulab.workloads.conv:CONV",
+    "fashion-mnist": "tpulab.workloads.fashion_mnist:FASHION_MNIST",
+}
+
+
+def registry() -> dict[str, Workload]:
+    """Every workload that loaded, tpulab's own first, by name."""
+    from tpulab import plugins
+    from tpulab.workloads.base import Workload
+
+    return {name: obj for name, (obj, _) in plugins.discover(plugins.WORKLOADS)[0].items()
+            if isinstance(obj, Workload)}
+
+
+def origin(name: str) -> Origin | None:
+    """The distribution that declared a workload, and its version."""
+    from tpulab import plugins
+
+    found = plugins.discover(plugins.WORKLOADS)[0].get(name)
+    return found[1] if found else None
 
 
 def get_workload(name: str) -> Workload:
-    try:
-        return WORKLOADS[name]
-    except KeyError:
-        raise KeyError(f"unknown workload {name!r}: choose one of {', '.join(WORKLOADS)}") from None
+    found = registry()
+    if name not in found:
+        raise UsageError(f"unknown workload {name!r}: choose one of {', '.join(found)}")
+    return found[name]

@@ -1,19 +1,25 @@
-"""What a workload is: its parameters, declared once, and the contract its runner keeps.
+"""What a workload is: the contract every workload keeps, and the parameters they share.
 
-The CLI flags, the TUI form, validation, help, presets and the stored record are all
-derived from a workload's `ParamSpec`s; nothing else lists them again.
+A workload is a `Workload` subclass instance registered under the `tpulab.workloads` entry point.
+Its `ParamSpec`s drive the CLI flags, the lab's form, validation, help, presets and the stored
+record; nothing else lists them again. Its hooks (documented below) tell the core how much work a
+step is, how many steps a run takes, how to check a combination, and which function runs it on a
+backend. Declarations import no framework: the runner is imported only inside a worker.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
-from tpulab.backends import CHOICES
+from tpulab.core.errors import UsageError
 from tpulab.core.events import Started
 
 if TYPE_CHECKING:
-    from tpulab.backends import Placement
+    from tpulab.backends import Backend, Placement, Runtime
+    from tpulab.callbacks import StepTimer
+    from tpulab.core.charts import Chart
     from tpulab.core.events import Event
     from tpulab.runtime.detect import RuntimeReport
 
@@ -21,7 +27,7 @@ Params = dict[str, Any]
 Sink = Callable[["Event"], None]
 
 
-class ParamError(ValueError):
+class ParamError(UsageError):
     """A bad value: the message is one line that names the parameter and what is allowed."""
 
     def __init__(self, param: str, message: str) -> None:
@@ -39,16 +45,25 @@ class ParamSpec:
     help: str
     min: float | None = None
     max: float | None = None
-    choices: tuple[str, ...] = ()
+    options: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # the allowed values, or where to find them
     unit: str = ""
     term: str = ""  # glossary entry that explains it
     advanced: bool = False
-    backends: tuple[str, ...] = ()  # the backends it means something to (empty: all)
+    backends: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # those it means something to (empty: all)
     why_not: str = ""  # what the others do instead, e.g. "JAX always compiles with XLA"
     tunes: bool = True  # a knob of the configuration (a sweep sets it to the article's value to compare)
 
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return self.options() if callable(self.options) else self.options
+
+    @property
+    def only(self) -> tuple[str, ...]:
+        """The backends it means something to (empty: all)."""
+        return self.backends() if callable(self.backends) else self.backends
+
     def applies(self, backend: str) -> bool:
-        return not self.backends or backend in self.backends
+        return not self.only or backend in self.only
 
     @property
     def flag(self) -> str:
@@ -111,7 +126,7 @@ class Limits:
 
     max_shards: Mapping[str, int]  # per device kind: cpu, gpu, tpu
     default_device: str = "cpu"
-    default_backend: str = "tensorflow"  # what `--backend auto` resolves to here
+    default_backend: str = "auto"  # what `--backend auto` resolves to here
     backends: Mapping[str, str] = field(default_factory=dict)  # ... for each --device, where it differs
 
     @classmethod
@@ -124,7 +139,7 @@ class Limits:
             try:
                 backends[device] = choose("auto", report, device)[0]
             except BackendError:
-                backends[device] = "tensorflow"  # nothing installed: a run says so, with the install command
+                backends[device] = "auto"  # nothing can run there: a run says so, with the install command
         shards = {kind: n * hosts for kind, n in report.max_shards().items()}
         return cls(shards, report.default_device, backends["auto"], backends)
 
@@ -150,36 +165,105 @@ class Metric:
         return "-" if value is None else f"{value:.4f}"
 
 
-@dataclass(frozen=True)
-class Chart:
-    """A live chart the lab draws for a workload; `quantity` is one of CHART_QUANTITIES."""
+class Runner(Protocol):
+    """The function that runs a workload inside a worker, on one backend.
 
-    quantity: str
-    title: str
+    `w`: the workload's declaration (its hooks). `p`: the checked parameters. `sink`: takes every
+    event, first a `Started`, then `Compiled`, `Step`, `Epoch`, `Log` as they happen: `w.begin(...)`
+    says `Started` and returns the `StepTimer` that writes the timed ones. `cancel`: stop after the
+    current step once it is set. `runtime`: the backend's framework side, already loaded (placement,
+    versions, Keras hooks). Return normally when done or cancelled; raise to fail the run (the
+    message becomes its error, in one line).
+    """
+
+    def __call__(self, w: Any, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None: ...
 
 
-CHART_QUANTITIES = ("time", "gflops", "throughput", "metrics")
+class Workload(ABC):
+    """A workload's declaration: its parameters and presets, what it reports, and its hooks.
 
-
-@dataclass(frozen=True)
-class Workload:
-    """A workload's declaration; `runner` names the module whose `run()` does the work."""
+    Subclasses set the class attributes and implement `flops_per_step`, `total_steps` and
+    `runner`; the other hooks have defaults that fit most workloads. The core calls the hooks
+    with checked parameters (`Params`: every declared parameter, by name).
+    """
 
     name: str
     title: str
     summary: str
     params: tuple[ParamSpec, ...]
-    runners: Mapping[str, str]  # backend name -> module whose `run(params, sink, cancel)` does the work
-    flops_per_step: Callable[[Params], float]
-    check: Callable[[Params, Limits], None]
-    total_steps: Callable[[Params], int]  # every step the run executes, the first call included
-    compute_dtype: Callable[[Params], str]  # the number format the math runs in, for peaks
-    shorten: Callable[[Params, int], Params]  # the same configuration, timed over this many steps (sweeps)
-    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    presets: Mapping[str, Mapping[str, Any]] = {}
     unit: str = "step"  # what one timed step is called
     trains: bool = False  # a training run: loss and metrics per step, epochs with validation
     metrics: tuple[Metric, ...] = ()
-    charts: tuple[Chart, ...] = ()
+    charts: tuple[Chart, ...] = ()  # the live charts the lab draws (see tpulab.core.charts)
+    how: tuple[str, ...] = ()  # parameters that choose how the work is done (see `configuration`)
+    runners: Mapping[str, Callable[[], Runner]] = {}  # backend name -> a function that imports its runner
+
+    # --- hooks ---------------------------------------------------------------------------------
+    @abstractmethod
+    def flops_per_step(self, p: Params) -> float | None:
+        """Floating-point operations in one timed step, or None when unknown (no fraction of peak is shown)."""
+
+    @abstractmethod
+    def total_steps(self, p: Params) -> int:
+        """Every step the run executes, the first call included: progress and ETA count them."""
+
+    def runner(self, backend: Backend) -> Runner | None:
+        """The function that runs this workload on `backend`, imported now (in the worker only), or None.
+
+        The workload's own `runners` first, else what the backend brings for it (a plugin backend
+        may run tpulab's workloads).
+        """
+        load = self.runners.get(backend.name)
+        return load() if load is not None else backend.runner_for(self)
+
+    def runs_on(self, backend: Backend) -> bool:
+        """Whether `runner` has an answer for `backend`, said without importing anything."""
+        return backend.name in self.runners or backend.provides(self)
+
+    def compute_dtype(self, p: Params) -> str:
+        """The number format the math runs in: the device's peak is looked up for it."""
+        return "float32"
+
+    def batch_size(self, p: Params) -> int:
+        """Examples in one timed step, over all replicas: throughput is this over the step's time."""
+        return int(p[BATCH_SIZE])
+
+    def replicas(self, p: Params) -> int:
+        """Devices the run spreads over (the shards)."""
+        return int(p.get(SHARDS.name, 1))
+
+    def processes(self, p: Params) -> int:
+        """Processes joined into one run (multi-host)."""
+        return int(p.get(PROCESSES.name, 1))
+
+    def configuration(self, p: Params) -> dict[str, Any]:
+        """What decides how the work is done, not how much: kept runs with the same values are the same
+        configuration to an estimate (the backend, device and compute dtype are compared besides)."""
+        return {name: p.get(name) for name in (SHARDS.name, PROCESSES.name, *self.how)}
+
+    def check(self, p: Params, limits: Limits) -> None:
+        """Checks across parameters, after each was parsed: raise `ParamError` naming the parameter."""
+        check_shards(p, limits)
+
+    def shorten(self, p: Params, steps: int) -> Params:
+        """The same configuration timed over `steps` steps (a sweep's point)."""
+        return p
+
+    def describe_data(self, p: Params) -> str:
+        """What the inputs are and where they live, in words, for the run's record."""
+        return ""
+
+    def model_info(self, p: Params) -> dict[str, Any] | None:
+        """What identifies the model when the parameters do not (a user's file): kept in the record."""
+        return None
+
+    # --- derived -------------------------------------------------------------------------------
+    def backends(self) -> list[str]:
+        """The registered backends this workload runs on."""
+        from tpulab.backends import registry
+
+        return [name for name, b in registry().items() if self.runs_on(b)]
 
     def metric(self, key: str) -> Metric | None:
         return next((m for m in self.metrics if m.key == key), None)
@@ -214,29 +298,49 @@ class Workload:
         return params
 
     def resolve(self, values: Mapping[str, Any], limits: Limits, preset: str | None = None) -> Params:
-        """Defaults, then the preset, then the user's values; each checked, then the whole."""
+        """Defaults, then the preset, then the user's values; each checked, then the whole.
+
+        Processes given without shards take one device each.
+        """
         params = self.preset(preset)
         for name, raw in values.items():
             if raw is not None:
                 params[name] = self.spec(name).parse(raw)
+        if values.get(SHARDS.name) is None and PROCESSES.name in params and SHARDS.name in params:
+            params[SHARDS.name] = max(params[SHARDS.name], params[PROCESSES.name])
         self.validate(params, limits)
         return params
 
     def validate(self, params: Params, limits: Limits) -> None:
         """The checks across parameters: what the backend ignores, then the workload's own."""
-        backend = limits.backend_for(params.get("backend", "auto"), params.get("device", "auto"))
-        for spec in self.params:
-            if not spec.applies(backend) and params[spec.name] != spec.default:
+        backend = limits.backend_for(params.get(BACKEND.name, "auto"), params.get(DEVICE.name, "auto"))
+        for spec in self.params:  # (with no backend resolved yet, the run's spec says what is missing)
+            if backend != "auto" and not spec.applies(backend) and params[spec.name] != spec.default:
                 raise ParamError(spec.name, f"{spec.flag} means nothing on --backend {backend}: {spec.why_not}")
         self.check(params, limits)
 
-    def started(self, p: Params, placement: Placement, versions: dict[str, str], backend: str,
-                dataset: str, synthetic: bool = False) -> Started:
-        """The first event of every run of this workload, whatever the backend."""
+    def started(self, p: Params, placement: Placement, versions: dict[str, str], dataset: str,
+                synthetic: bool = False) -> Started:
+        """The first event of every run of this workload, whatever the backend (the worker adds its name)."""
         return Started(workload=self.name, device=placement.device(), dtype=self.compute_dtype(p),
                        flops_per_step=self.flops_per_step(p), steps_total=self.total_steps(p),
-                       per_replica_batch=p["batch_size"] // p["shards"], versions=versions, backend=backend,
+                       per_replica_batch=self.batch_size(p) // self.replicas(p), versions=versions,
                        note=placement.note, dataset=dataset, synthetic=synthetic)
+
+    def begin(self, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime, dataset: str,
+              synthetic: bool = False, warmup: int = 0) -> tuple[Placement, StepTimer]:
+        """What every runner does first: place the replicas, say `Started`, and make the step timer.
+
+        In a worker only (the timer is a Keras callback). Every event of a run on synthetic data says
+        so, so that no figure travels without the warning.
+        """
+        from tpulab.callbacks import StepTimer
+        from tpulab.core.events import from_dicts
+
+        placement = runtime.place(p.get(DEVICE.name, "auto"), self.replicas(p))
+        sink(self.started(p, placement, runtime.versions(), dataset, synthetic))
+        timer = StepTimer(from_dicts(sink, synthetic), batch_size=self.batch_size(p), warmup=warmup, cancel=cancel)
+        return placement, timer
 
     def set_by_sweeps(self, steps: int) -> set[str]:
         """The parameters a sweep sets itself (through `shorten`), which its grid cannot hold."""
@@ -265,14 +369,40 @@ class CancelToken:
         return self._set
 
 
+def _backend_choices() -> tuple[str, ...]:
+    from tpulab.backends import choices
+
+    return choices()
+
+
+# --- the parameters workloads share: declared once, reused by each ---------------------------------
+BATCH_SIZE = "batch_size"
+
+
+def batch_size(default: int, maximum: int, unit: str = "examples", what: str = "examples per step") -> ParamSpec:
+    """The global batch: the work of one step, split evenly over the shards."""
+    return ParamSpec(BATCH_SIZE, int, default, f"{what}, split evenly across the shards (global batch)", 1, maximum,
+                     unit=unit, term="batch")
+
+
+SHARDS = ParamSpec("shards", int, 1, "replicas the batch is split over (1 = no sharding)", 1, 64, term="shard")
+PRECISION = ParamSpec("precision", str, "float32", "float32, or mixed: bfloat16/float16 compute with float32 weights",
+                      options=("float32", "mixed_bfloat16", "mixed_float16"), term="precision")
+COMPUTE_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
 DEVICE = ParamSpec("device", str, "auto", "where to run: auto picks TPU, then GPU, then CPU",
-                   choices=("auto", "cpu", "gpu", "tpu"), tunes=False)
+                   options=("auto", "cpu", "gpu", "tpu"), tunes=False)
+def _multi_host() -> tuple[str, ...]:
+    from tpulab.backends import registry
+
+    return tuple(name for name, b in registry().items() if b.multi_host is None)
+
+
 PROCESSES = ParamSpec("processes", int, 1, "processes joined into one run over loopback, each with its share of the "
                       "devices: the multi-host path of a TPU pod, on this machine", 1, 8, term="multi-host",
-                      backends=("jax",), why_not="multi-host runs go through JAX's distributed runtime "
+                      backends=_multi_host, why_not="multi-host runs go through JAX's distributed runtime "
                       "(TensorFlow's MultiWorkerMirroredStrategy fails under Keras 3 fit): use --backend jax")
 BACKEND = ParamSpec("backend", str, "auto", "framework that runs it: auto keeps TensorFlow where it can drive the "
-                    "device, else Keras 3 on JAX (today's TPUs)", choices=CHOICES,
+                    "device, else Keras 3 on JAX (today's TPUs)", options=_backend_choices,
                     term="backend")
 
 

@@ -24,12 +24,8 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from tpulab.backends import Placement
-from tpulab.backends.jax import place, versions
-from tpulab.callbacks import StepTimer
-from tpulab.core.events import from_dicts
-from tpulab.workloads.base import CancelToken, Params, Sink
-from tpulab.workloads.conv import CONV, DATA_BY_MODE
+from tpulab.backends import Placement, Runtime
+from tpulab.workloads.base import CancelToken, Params, Sink, Workload
 
 
 def conv(x: jax.Array, k: jax.Array, stride: int, padding: str) -> jax.Array:
@@ -83,10 +79,8 @@ def on_mesh(p: Params, placement: Placement) -> tuple[jax.Array, jax.Array]:
             jax.make_array_from_callback(kernel.shape, NamedSharding(mesh, P()), lambda i: kernel[i]))
 
 
-def run(p: Params, sink: Sink, cancel: CancelToken) -> None:
-    placement = place(p["device"], p["shards"])
-    sink(CONV.started(p, placement, versions(), "jax", DATA_BY_MODE[p["mode"]].format(seed=p["seed"])))
-    timer = StepTimer(from_dicts(sink), batch_size=p["batch_size"], warmup=p["warmup"], cancel=cancel)
+def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
+    placement, timer = w.begin(p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"])
     if p["mode"] == "naive":
         step = naive(p, placement)
     else:
@@ -97,7 +91,7 @@ def run(p: Params, sink: Sink, cancel: CancelToken) -> None:
         def step() -> np.ndarray:
             return np.asarray(f(x, k))  # the host copy waits for the work to finish
 
-    for i in range(CONV.total_steps(p)):
+    for i in range(w.total_steps(p)):
         timer.on_predict_batch_begin(i)
         timer.on_predict_batch_end(i, {"outputs": step()})
         if cancel.is_set():

@@ -12,12 +12,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tpulab.backends import Placement
-from tpulab.backends.tensorflow import place, versions
+from tpulab.backends import Placement, Runtime
 from tpulab.callbacks import StepTimer
-from tpulab.core.events import from_dicts
-from tpulab.workloads.base import CancelToken, Params, Sink
-from tpulab.workloads.conv import CONV, DATA_BY_MODE
+from tpulab.workloads.base import CancelToken, Params, Sink, Workload
 
 
 class ConvSum(keras.layers.Layer):
@@ -55,22 +52,20 @@ def build_model(p: Params, placement: Placement) -> keras.Model:
         return keras.Model(inputs, outputs)
 
 
-def run(p: Params, sink: Sink, cancel: CancelToken) -> None:
-    placement = place(p["device"], p["shards"])
-    sink(CONV.started(p, placement, versions(), "tensorflow", DATA_BY_MODE[p["mode"]].format(seed=p["seed"])))
-    timer = StepTimer(from_dicts(sink), batch_size=p["batch_size"], warmup=p["warmup"], cancel=cancel)
+def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
+    placement, timer = w.begin(p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"])
     if p["mode"] == "naive":
-        run_naive(p, timer, cancel, placement.devices)
+        run_naive(p, timer, cancel, placement.devices, w.total_steps(p))
     elif p["mode"] == "batch-parallel":
-        run_batch_parallel(p, timer, cancel, placement)
+        run_batch_parallel(p, timer, cancel, placement, w.total_steps(p))
     else:
         model = build_model(p, placement)
         # One dummy row per replica: each replica convolves the images it holds.
         rows = tf.data.Dataset.from_tensors(tf.zeros((p["shards"], 1))).repeat()
-        model.predict(rows, steps=CONV.total_steps(p), callbacks=[timer], verbose=0)
+        model.predict(rows, steps=w.total_steps(p), callbacks=[timer], verbose=0)
 
 
-def run_naive(p: Params, timer: StepTimer, cancel: CancelToken, devices: list[str]) -> None:
+def run_naive(p: Params, timer: StepTimer, cancel: CancelToken, devices: list[str], steps: int) -> None:
     """The article's first attempt: numpy arrays in, the whole output copied back, every time.
 
     With shards, each device gets its slice in turn: eager ops placed by hand run one after
@@ -81,7 +76,7 @@ def run_naive(p: Params, timer: StepTimer, cancel: CancelToken, devices: list[st
     images_shape, kernel_shape = shapes(p)
     slices = [rng.standard_normal(images_shape, dtype=np.float32).astype(np_dtype) for _ in devices]
     kernel = rng.standard_normal(kernel_shape, dtype=np.float32).astype(np_dtype)
-    for i in range(CONV.total_steps(p)):
+    for i in range(steps):
         timer.on_predict_batch_begin(i)
         first = []
         for device, images in zip(devices, slices):
@@ -111,12 +106,12 @@ def batch_parallel_graph(p: Params) -> tuple[tf.Graph, tf.Tensor]:
     return graph, total
 
 
-def run_batch_parallel(p: Params, timer: StepTimer, cancel: CancelToken, placement: Placement) -> None:
+def run_batch_parallel(p: Params, timer: StepTimer, cancel: CancelToken, placement: Placement, steps: int) -> None:
     graph, total = batch_parallel_graph(p)
     with graph.as_default(), tf.compat.v1.Session(placement.master, graph=graph) as session:
         session.run(tf.compat.v1.tpu.initialize_system())
         try:
-            for i in range(CONV.total_steps(p)):
+            for i in range(steps):
                 timer.on_predict_batch_begin(i)
                 timer.on_predict_batch_end(i, {"outputs": session.run(total)})
                 if cancel.is_set():

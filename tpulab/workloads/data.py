@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping
 
+from tpulab.core.errors import TpulabError
+
 if TYPE_CHECKING:  # numpy loads when data is read, not when the CLI starts
     import numpy as np
 
@@ -28,7 +30,7 @@ DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
 IDX_TYPES = {0x08: "uint8"}
 
 
-class DataError(RuntimeError):
+class DataError(TpulabError):
     """Data missing or unreadable; the message names the file or folder and the way out."""
 
 
@@ -141,4 +143,4 @@ def random_slices(x: np.ndarray, y: np.ndarray, batch: int, seed: int) -> Iterat
     rng = np.random.default_rng(seed)
     while True:
         offset = int(rng.integers(0, len(x) - batch + 1))
-        yield np.expand_dims(x[offset:offset + batch], -1).astype(np.float32), y[offset:offset + batch]
+        yield x[offset:offset + batch].astype(np.float32), y[offset:offset + batch]

@@ -19,7 +19,8 @@ from textual.worker import Worker, WorkerState
 
 from tpulab.core import fmt
 from tpulab.views.console import summary_table
-from tpulab.core.events import Epoch, Event, RunRecord, Started, Step
+from tpulab.core.charts import Chart, ChartContext
+from tpulab.core.events import Event, RunRecord, Started, Step
 from tpulab.core.narrate import describe
 from tpulab.core.runner import Run
 
@@ -53,8 +54,8 @@ class RunPane(Vertical):
         super().__init__(**kwargs)
         self.run: Run | None = None
         self.ended = True
-        self.charts: dict[str, SeriesPlot] = {}  # by quantity, for the current workload
-        self.step_x = 0
+        self.charts: list[tuple[Chart, SeriesPlot]] = []  # the current workload's, as it declares them
+        self.context: ChartContext | None = None
         self.next_chart = 0
 
     def compose(self) -> ComposeResult:
@@ -87,23 +88,24 @@ class RunPane(Vertical):
         """Until the run's worker processes have all ended, not merely until its last event."""
         return self.run is not None and not self.ended
 
-    def chart(self, quantity: str) -> SeriesPlot | None:
-        return self.charts.get(quantity)
+    def chart(self, title: str) -> SeriesPlot | None:
+        """The current workload's chart of that title, if it declares one."""
+        return next((plot for chart, plot in self.charts if chart.title == title), None)
 
     def start(self, run: Run) -> Run:
         from tpulab.lab.widgets.charts import SeriesPlot
 
         self.run = run
         self.ended = False
-        self.step_x = 0
         workload = run.workload
-        self.charts = {}
+        self.context = ChartContext(workload)
+        self.charts = []
         for chart_id, spec in zip(CHART_IDS, (*workload.charts, *[None] * len(CHART_IDS))):
             plot = self.query_one(f"#{chart_id}", SeriesPlot)
             plot.display = spec is not None
             if spec is not None:
                 plot.configure(spec.title)
-                self.charts[spec.quantity] = plot
+                self.charts.append((spec, plot))
         self.query_one("#run-summary", Static).update("")
         self.log_view.clear()
         self.log_view.write(f"starting {workload.name}: {workload.changed(run.params) or 'defaults'}")
@@ -160,34 +162,23 @@ class RunPane(Vertical):
                 + (" | [yellow]SYNTHETIC DATA[/]" if info.synthetic else ""))
 
     def _chart(self, e: Event, peak_flops: float | None) -> None:
-        """Points for the workload's declared charts; nothing is worded here."""
-        assert self.run is not None
-        rec = self.run.recorder
-        gflops = self.chart("gflops")
-        if isinstance(e, Started) and peak_flops and gflops is not None:
-            gflops.lines["peak"] = peak_flops / 1e9
-            gflops.dirty = True
-        elif isinstance(e, Step):
-            self.step_x = e.step
-            name = "warm-up" if e.warmup else rec.workload.unit
-            if (plot := self.chart("time")) is not None:
-                plot.add(name, e.step, e.seconds * 1e3)
-            flops = rec.info.flops_per_step if rec.info else None
-            if gflops is not None and flops:
-                gflops.add(name, e.step, flops / e.seconds / 1e9)
-            if (plot := self.chart("throughput")) is not None and e.examples_per_s:
-                plot.add("examples/s", e.step, e.examples_per_s)
-            if (plot := self.chart("metrics")) is not None:
-                for m in rec.workload.metrics:
-                    if m.key in e.metrics:
-                        plot.add(m.label, e.step, e.metrics[m.key])
-        elif isinstance(e, Epoch) and (plot := self.chart("metrics")) is not None:
-            for key, value in e.metrics.items():
-                if key.startswith("val_"):
-                    plot.add(rec.workload.label(key).replace("validation", "val"), self.step_x, value)
+        """Points for the workload's declared charts: each chart says what it plots; nothing is worded here."""
+        ctx = self.context
+        if ctx is None:
+            return
+        if isinstance(e, Started):
+            ctx.flops_per_step, ctx.peak_flops = e.flops_per_step, peak_flops
+        for chart, plot in self.charts:
+            if isinstance(e, Started):
+                plot.lines.update(chart.lines(ctx))
+                plot.dirty = True
+            for series, x, y in chart.points(e, ctx):
+                plot.add(series, x, y)
+        if isinstance(e, Step):
+            ctx.last_step = e.step
 
     def _redraw(self, everything: bool = False) -> None:
-        plots = list(self.charts.values())
+        plots = [plot for _, plot in self.charts]
         for i in range(len(plots)):
             plot = plots[(self.next_chart + i) % len(plots)]
             if plot.dirty:

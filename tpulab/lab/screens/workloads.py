@@ -18,7 +18,7 @@ from tpulab.core.sweep import Grid, Sweep
 from tpulab.views.sweep import impossible_lines
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.lab.widgets.param_form import ParamForm, explain
-from tpulab.workloads import WORKLOADS
+from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, Params, Workload
 from tpulab.lab.screens import lab
 
@@ -41,7 +41,7 @@ class WorkloadsPane(Horizontal):
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.report = report
-        self.workload = WORKLOADS[workload] if workload else next(iter(WORKLOADS.values()))
+        self.workload = registry()[workload] if workload else next(iter(registry().values()))
         self.initial_params = params
         self._replacing = asyncio.Lock()  # one form at a time: a quick second choice waits for the first
 
@@ -58,8 +58,12 @@ class WorkloadsPane(Horizontal):
 
     def _options(self) -> list[Option]:
         """One entry per workload; the open one is marked, so the list says which form is shown."""
+        from tpulab.plugins import WORKLOADS, discover
+
+        broken = [Option(f"[dim]{b.name}: could not be loaded[/]\n  [dim]{b.error[:60]}[/]", id=f"broken-{b.name}",
+                         disabled=True) for b in discover(WORKLOADS)[1]]
         return [Option(f"[b]{OPEN_MARK if w is self.workload else '  '}{w.title}[/b]\n  {w.name}", id=w.name)
-                for w in WORKLOADS.values()]
+                for w in registry().values()] + broken
 
     def limits(self) -> Limits:
         return Limits.of(self.report)
@@ -85,16 +89,16 @@ class WorkloadsPane(Horizontal):
     async def select(self, name: str) -> None:
         if name == self.workload.name and self.query(ParamForm):
             return
-        self.workload = WORKLOADS[name]
+        self.workload = registry()[name]
         await self._replace_form()
         options = self.workload_list
         options.clear_options()
         options.add_options(self._options())
-        options.highlighted = list(WORKLOADS).index(name)
+        options.highlighted = list(registry()).index(name)
         self.query_one("#explain", Static).update(self.workload.summary)
 
     def on_mount(self) -> None:
-        self.workload_list.highlighted = list(WORKLOADS).index(self.workload.name)
+        self.workload_list.highlighted = list(registry()).index(self.workload.name)
 
     def refresh_limits(self, report: RuntimeReport) -> None:
         """A framework's view arrived: shard bounds and `auto` may change; keep what the user typed."""
@@ -184,6 +188,7 @@ class WorkloadsPane(Horizontal):
         steps = w.total_steps(p)
         flops = w.flops_per_step(p)
         guess = estimate(w, p, limits, self.report, lab(self).records)
-        return (f"global batch {p['batch_size']} = {p['batch_size'] // p['shards']} per replica x {p['shards']} "
+        batch, shards = w.batch_size(p), w.replicas(p)
+        return (f"global batch {batch} = {batch // shards} per replica x {shards} "
                 f"shard(s) on {device.upper()} via {limits.backend_for(p['backend'], p['device'])} | "
                 f"{fmt.rate(flops, 'FLOP')} per {w.unit}, {steps} {w.unit}s | estimate {guess}")

@@ -158,7 +158,7 @@ class ParamForm(VerticalScroll):
     def _grey_out(self, backend: str) -> None:
         """A field that means nothing on the chosen backend is disabled, and says why."""
         for spec in self.workload.params:
-            if spec.backends and not self.sweep:
+            if spec.only and not self.sweep:
                 applies = spec.applies(backend)
                 control = self.control(spec.name)
                 control.disabled = not applies

@@ -1,0 +1,188 @@
+"""Extension points: workloads and backends found by entry point, a plugin's failure kept to one line,
+a third backend and a plugin workload run from the command line to the store, and the architecture's rules."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tpulab import plugins
+from tpulab.core.store import Store
+
+from .helpers import ROOT
+
+EXAMPLE = ROOT / "examples" / "plugin"
+
+
+def dist_info(where: Path, name: str, version: str, entry_points: dict[str, dict[str, str]]) -> Path:
+    """What installing a package leaves for importlib.metadata: its metadata and its entry points."""
+    info = where / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) for group, eps in entry_points.items()))
+    return where
+
+
+def tpulab(*args: str, path: list[Path], home: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, [ROOT, *path])), "TPULAB_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "tpulab", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, cwd=home)
+
+
+def test_builtin_entries_are_the_ones_pyproject_declares():
+    tomllib = pytest.importorskip("tomllib")
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert {group: dict(entries) for group, entries in declared.items()} == \
+        {group: plugins.builtin(group) for group in (plugins.WORKLOADS, plugins.BACKENDS)}
+
+
+@pytest.mark.slow
+def test_the_hello_plugin_runs_from_the_cli_and_is_kept_with_its_name(tmp_path):
+    site = dist_info(tmp_path / "site", "tpulab-hello", "0.1.0", {plugins.WORKLOADS: {"hello": "tpulab_hello:HELLO"}})
+    listed = tpulab("--help", path=[EXAMPLE, site], home=tmp_path)
+    assert listed.returncode == 0 and "hello" in listed.stdout
+    done = tpulab("--run", "hello", "--no-ui", "--preset", "smoke", "--backend", "jax", path=[EXAMPLE, site],
+                  home=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = Store(tmp_path / "results.db").records()[0]
+    assert record.workload == "hello" and record.status == "finished" and record.backend == "jax"
+    assert record.plugins == {"workload": "tpulab-hello 0.1.0"}
+    assert record.summary.flops_per_step == 2 * 64**3 and record.summary.step_seconds.count == 3
+
+
+@pytest.mark.slow
+def test_a_third_backend_registered_by_entry_point_runs_conv_to_the_store(tmp_path):
+    site = dist_info(tmp_path / "site", "fake-numpy", "0.1",
+                     {plugins.BACKENDS: {"numpy": "fake_numpy_backend:BACKEND"}})
+    path = [ROOT / "tests" / "plugins", site]
+    assert "numpy" in tpulab("--run", "conv", "--help", path=path, home=tmp_path).stdout  # a --backend choice
+    done = tpulab("--run", "conv", "--no-ui", "--preset", "smoke", "--backend", "numpy", "--json", path=path,
+                  home=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = Store(tmp_path / "results.db").records()[0]
+    assert record.backend == "numpy" and record.status == "finished"
+    assert record.plugins == {"backend": "fake-numpy 0.1"} and record.versions and "numpy" in record.versions
+    assert record.summary.step_seconds.count == 5 and all(s.value is not None for s in record.steps)
+    # What it cannot do is refused before a worker starts, in the backend's own words.
+    refused = tpulab("--run", "conv", "--no-ui", "--preset", "smoke", "--backend", "numpy", "--processes", "2",
+                     path=path, home=tmp_path)
+    assert refused.returncode == 2 and "NumPy runs in one process" in refused.stderr
+    wrong = tpulab("--run", "fashion-mnist", "--no-ui", "--backend", "numpy", "--dataset", "synthetic",
+                   path=path, home=tmp_path)
+    assert wrong.returncode == 2 and "fashion-mnist does not run on --backend numpy" in wrong.stderr
+
+
+def test_a_broken_plugin_is_one_line_and_breaks_nothing_else(tmp_path):
+    (tmp_path / "broken_plugin.py").write_text("import a_module_that_is_not_there\n")
+    site = dist_info(tmp_path / "site", "broken-plugin", "0.3", {plugins.WORKLOADS: {"broken": "broken_plugin:W"}})
+    path = [tmp_path, site]
+    help_ = tpulab("--help", path=path, home=tmp_path, timeout=60)
+    assert help_.returncode == 0 and "conv" in help_.stdout and "fashion-mnist" in help_.stdout
+    line = ("workload 'broken' from broken-plugin 0.3 could not be loaded (broken_plugin:W): "
+            "ModuleNotFoundError: No module named 'a_module_that_is_not_there'")
+    assert line in " ".join(help_.stdout.split())
+    detect = tpulab("detect", "--fast", path=path, home=tmp_path, timeout=60)
+    assert detect.returncode == 0 and "broken-plugin 0.3" in detect.stdout
+    assert "Traceback" not in help_.stderr + detect.stderr
+
+
+def _modules() -> dict[str, Path]:
+    return {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+            for p in (ROOT / "tpulab").rglob("*.py")}
+
+
+def test_no_import_cycles_between_modules_lazy_imports_included():
+    """Two modules that need each other are one module, or a missing third."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("tpulab", exclude_type_checking_imports=True)  # annotations only: no cycle at run time
+    edges = {m: {i for i in graph.find_modules_directly_imported_by(m) if i.startswith("tpulab")}
+             for m in graph.modules}
+    assert strongly_connected(edges) == []
+
+
+def strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that reach each other (Tarjan's algorithm), largest first."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return sorted(groups, key=len, reverse=True)
+
+
+BACKEND_NAMES = {"tensorflow", "jax"}
+PACKAGE_NAMES_OK = {"tpulab/runtime/detect.py"}  # package names in detection are not backend names
+
+
+def test_nothing_outside_backends_and_workloads_keys_on_a_backend_name():
+    found = []
+    for path in _modules().values():
+        rel = str(path.relative_to(ROOT))
+        if rel.startswith(("tpulab/backends/", "tpulab/workloads/")) or rel in PACKAGE_NAMES_OK:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in BACKEND_NAMES:
+                found.append(f"{rel}:{node.lineno} {node.value!r}")
+    assert found == []
+
+
+def test_a_workload_declares_what_its_charts_plot():
+    """The lab knows no quantity by name: each chart of each workload plots from events alone."""
+    from tpulab.core.charts import ChartContext
+    from tpulab.core.events import Step
+    from tpulab.workloads import registry
+
+    for w in registry().values():
+        ctx = ChartContext(w, flops_per_step=1e9, peak_flops=2e9)
+        step = Step(step=3, seconds=0.5, examples_per_s=16.0, metrics={m.key: 0.5 for m in w.metrics})
+        plotted = [chart.points(step, ctx) for chart in w.charts]
+        assert plotted and all(points for points in plotted), w.name
+
+
+def test_the_article_backend_fills_records_from_before_backends_were_named(tmp_path):
+    from .helpers import make_record
+
+    old = make_record().to_json()
+    del old["backend"]
+    old["schema"] = 1
+    store = Store(tmp_path / "r.db")
+    from tpulab.core.store import Exported
+
+    store.import_records(Exported([old], []))
+    assert store.get(old["id"]).backend == "tensorflow"
+
+
+def test_the_plugin_example_is_what_the_readme_walks_through():
+    readme = (ROOT / "README.md").read_text()
+    for text in ("## Writing a workload", "## Writing a backend", "pip install ./examples/plugin",
+                 "tpulab --run hello --no-ui"):
+        assert text in readme
+    assert 'hello = "tpulab_hello:HELLO"' in (EXAMPLE / "pyproject.toml").read_text()

@@ -1,0 +1,47 @@
+"""Like with like: on what basis runs (or sweep points) are compared, decided here for compare and sweeps.
+
+Times compare only when every run did the same work per step; runs that did the same work per
+example (another batch) compare by examples per second; otherwise (another shape, another model)
+by the rate at which the device did its work, GFLOP/s, where the work is known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+TIME, EXAMPLES, GFLOPS = "time", "examples/s", "GFLOP/s"
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one step of a run did: its FLOPs (None: unknown) and its examples."""
+
+    flops: float | None
+    examples: int | None
+
+    @property
+    def per_example(self) -> float | None:
+        return round(self.flops / self.examples, 3) if self.flops and self.examples else None
+
+
+@dataclass(frozen=True)
+class Basis:
+    by: str  # TIME, EXAMPLES or GFLOPS
+    why: str  # in words, for a header
+
+    @property
+    def rate(self) -> str:
+        """What is ranked, higher being better: examples/s stands in for time (the same work per step)."""
+        return EXAMPLES if self.by == TIME else self.by
+
+
+def basis(works: Sequence[Work]) -> Basis:
+    if len(set(works)) <= 1:
+        return Basis(TIME, "the same work per step")
+    per_example = {w.per_example for w in works}
+    if len(per_example) == 1:
+        return Basis(EXAMPLES, "the work per step differs, the work per example does not")
+    if None not in per_example:
+        return Basis(GFLOPS, "the work per example differs")
+    return Basis(EXAMPLES, "the work per step differs and is not known for every run")

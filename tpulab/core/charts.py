@@ -1,0 +1,77 @@
+"""The live charts a workload can declare: what each plots from the run's events, by name of series.
+
+The lab draws whatever a workload's `charts` list; each `Chart` turns an event into points
+(series, x, y) and may draw reference lines (the device's peak). A new quantity is one `Chart`
+here or in a workload's module, never a name the lab knows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from tpulab.core.events import Epoch, Event, Step
+
+if TYPE_CHECKING:
+    from tpulab.workloads.base import Workload
+
+Point = tuple[str, float, float]  # (series, x, y)
+
+
+@dataclass
+class ChartContext:
+    """What a chart may read besides the event: the workload, its work per step and the device's peak."""
+
+    workload: Workload
+    flops_per_step: float | None = None
+    peak_flops: float | None = None
+    last_step: int = 0
+
+
+@dataclass(frozen=True)
+class Chart:
+    title: str
+    points: Callable[[Event, ChartContext], list[Point]]
+    lines: Callable[[ChartContext], dict[str, float]] = field(default=lambda ctx: {})
+
+
+def _series(e: Step, ctx: ChartContext) -> str:
+    return "warm-up" if e.warmup else ctx.workload.unit
+
+
+def _time(e: Event, ctx: ChartContext) -> list[Point]:
+    return [(_series(e, ctx), e.step, e.seconds * 1e3)] if isinstance(e, Step) else []
+
+
+def _gflops(e: Event, ctx: ChartContext) -> list[Point]:
+    if isinstance(e, Step) and ctx.flops_per_step and e.seconds > 0:
+        return [(_series(e, ctx), e.step, ctx.flops_per_step / e.seconds / 1e9)]
+    return []
+
+
+def _throughput(e: Event, ctx: ChartContext) -> list[Point]:
+    return [("examples/s", e.step, e.examples_per_s)] if isinstance(e, Step) and e.examples_per_s else []
+
+
+def _metrics(e: Event, ctx: ChartContext) -> list[Point]:
+    w = ctx.workload
+    if isinstance(e, Step):
+        return [(m.label, e.step, e.metrics[m.key]) for m in w.metrics if m.key in e.metrics]
+    if isinstance(e, Epoch):
+        return [(w.label(k).replace("validation", "val"), ctx.last_step, v) for k, v in e.metrics.items()
+                if k.startswith("val_")]
+    return []
+
+
+def _peak(ctx: ChartContext) -> dict[str, float]:
+    return {"peak": ctx.peak_flops / 1e9} if ctx.peak_flops else {}
+
+
+def step_time(unit: str = "step") -> Chart:
+    return Chart(f"ms per {unit}", _time)
+
+
+STEP_TIME = step_time()
+GFLOPS = Chart("GFLOP/s", _gflops, _peak)
+THROUGHPUT = Chart("examples/s", _throughput)
+METRICS = Chart("loss, accuracy", _metrics)

@@ -1,0 +1,69 @@
+"""A Keras workload: a model, its data and `fit`, declared once and run on every Keras backend.
+
+Subclass `KerasWorkload`, declare the parameters (the shared ones below included), and write
+`build_model`, `compile_model` and `data`; the shared runner (`keras_runner.py`) places the
+replicas, sets the precision and the seed, builds the model in the backend's scope, feeds the
+data through the backend's pipeline and times `fit` with the `StepTimer`. No framework is
+imported here: the hooks import Keras when a worker calls them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tpulab.workloads.base import COMPUTE_DTYPES, PRECISION, ParamError, Params, Runner, Workload, check_shards
+from tpulab.workloads.keras_params import EPOCHS, STEPS_PER_EPOCH, STEPS_PER_EXECUTION, VALIDATION
+
+__all__ = ["KerasWorkload"]
+
+if TYPE_CHECKING:
+    from tpulab.backends import Backend
+    from tpulab.workloads.base import Limits
+    from tpulab.workloads.data import Dataset
+
+class KerasWorkload(Workload):
+    """A model trained with `fit` on any Keras backend; declare the shared parameters above."""
+
+    trains = True
+    how: tuple[str, ...] = ("precision", "xla", "steps_per_execution")
+
+    # --- hooks, called in the worker -----------------------------------------------------------
+    def build_model(self, p: Params) -> Any:
+        """The Keras model, uncompiled (called inside the backend's distribution scope)."""
+        raise NotImplementedError
+
+    def compile_model(self, model: Any, p: Params, jit_compile: bool | str) -> None:
+        """`model.compile(...)` with the workload's optimizer, loss and metrics; `jit_compile` is the backend's."""
+        raise NotImplementedError
+
+    def data(self, p: Params) -> Dataset:
+        """The training and validation arrays (numpy; bytes are widened per batch) and where they came from."""
+        raise NotImplementedError
+
+    # --- the contract's hooks, for every Keras workload -----------------------------------------
+    def runs_on(self, backend: Backend) -> bool:
+        return backend.keras or super().runs_on(backend)
+
+    def runner(self, backend: Backend) -> Runner | None:
+        if not backend.keras:
+            return super().runner(backend)
+        from tpulab.workloads.keras_runner import run
+
+        return run
+
+    def total_steps(self, p: Params) -> int:
+        return int(p[EPOCHS.name] * p[STEPS_PER_EPOCH.name])
+
+    def compute_dtype(self, p: Params) -> str:
+        return COMPUTE_DTYPES[p.get(PRECISION.name, "float32")]
+
+    def shorten(self, p: Params, steps: int) -> Params:
+        """A sweep point: one epoch of `steps` steps without validation (throughput is the objective)."""
+        return {**p, EPOCHS.name: 1, STEPS_PER_EPOCH.name: steps, VALIDATION.name: False,
+                STEPS_PER_EXECUTION.name: min(p.get(STEPS_PER_EXECUTION.name, 1), steps)}
+
+    def check(self, p: Params, limits: Limits) -> None:
+        check_shards(p, limits)
+        if p.get(STEPS_PER_EXECUTION.name, 1) > p[STEPS_PER_EPOCH.name]:
+            raise ParamError(STEPS_PER_EXECUTION.name, f"--steps-per-execution must be an integer from 1 to "
+                             f"--steps-per-epoch {p[STEPS_PER_EPOCH.name]} (got {p[STEPS_PER_EXECUTION.name]})")

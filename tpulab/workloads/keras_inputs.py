@@ -1,0 +1,53 @@
+"""Keras input pipelines from numpy, for backends without tf.data: no framework of their own."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+
+
+class Batches(keras.utils.PyDataset):
+    """tf.data's counterpart in numpy: shuffled each epoch, batched, prefetched by background threads.
+
+    Infinite when `steps` is None (training: `fit` takes steps_per_epoch batches at a time).
+    """
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, batch: int, seed: int, shuffle: bool,
+                 steps: int | None = None) -> None:
+        super().__init__(workers=2, use_multiprocessing=False, max_queue_size=4)
+        self.x, self.y, self.batch, self.seed, self.shuffle, self.steps = x, y, batch, seed, shuffle, steps
+        self.per_pass = max(1, len(x) // batch)
+        self._orders: dict[int, np.ndarray] = {}
+
+    @property
+    def num_batches(self) -> int | None:
+        return self.steps
+
+    def _order(self, epoch: int) -> np.ndarray:
+        """One permutation per pass over the data, reproducible from the seed (worker threads share it)."""
+        order = self._orders.get(epoch)
+        if order is None:
+            n = self.per_pass * self.batch
+            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.x))[:n] if self.shuffle \
+                else np.arange(n)
+            self._orders = {epoch: order}  # one assignment: another thread sees the old dict or the new one
+        return order
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        epoch, i = divmod(index, self.per_pass)
+        rows = self._order(epoch)[i * self.batch:(i + 1) * self.batch]
+        return widen(self.x[rows], np.float32), widen(self.y[rows], np.int32)
+
+
+def widen(a: np.ndarray, dtype: type) -> np.ndarray:
+    """Bytes are kept compact (images, labels) and widened per batch; other arrays pass as they are."""
+    return a.astype(dtype) if a.dtype == np.uint8 else a
+
+
+def validation_batch(n: int, batch: int, shards: int) -> int:
+    """The largest batch up to `batch` that splits evenly over the shards and, if one does, divides n.
+
+    Sharded batches must split evenly over the devices; dividing n keeps every example in.
+    """
+    even = [b for b in range(min(batch, n), 0, -1) if b % shards == 0]
+    return next((b for b in even if n % b == 0), even[0] if even else shards)

@@ -1,0 +1,19 @@
+"""The parameters Keras workloads share: declared once, reused by each (and read by the shared runner)."""
+
+from __future__ import annotations
+
+from tpulab.workloads.base import ParamSpec
+
+EPOCHS = ParamSpec("epochs", int, 5, "passes of steps-per-epoch steps, each followed by validation", 1, 1000,
+                   term="epoch")
+STEPS_PER_EPOCH = ParamSpec("steps_per_epoch", int, 100, "training steps per epoch", 1, 100000)
+XLA = ParamSpec("xla", bool, False, "compile the training step with XLA (jit_compile)", term="XLA",
+                backends=("tensorflow",), why_not="JAX always compiles with XLA")
+VALIDATION = ParamSpec("validation", bool, True, "evaluate on the test set after each epoch", term="validation")
+STEPS_PER_EXECUTION = ParamSpec("steps_per_execution", int, 1, "steps run per call into the device (helps TPUs; "
+                                "timings stay per step)", 1, 1000, term="steps per execution")
+SEED = ParamSpec("seed", int, 0, "seed of weights, shuffling and dropout", 0, 2**31 - 1,
+                 advanced=True, tunes=False)
+PIPELINE = "pipeline"  # a workload's choice of input pipeline, where it declares one
+
+
