@@ -189,3 +189,19 @@ def test_points_of_different_work_are_ranked_by_the_rate_of_work():
     found = findings([small, large], None)
     assert found.by == "GFLOP/s" and found.best is large
     assert found.over_slowest == pytest.approx((large.gflops or 0) / (small.gflops or 1))
+
+
+def test_a_kept_sweep_is_typed_and_round_trips_through_json():
+    from tpulab.core.events import SweepPoint, SweepRecord
+
+    kept = SweepRecord(id="ab" * 16, workload="conv", started_at="2026-11-30T12:00:00+00:00", status="finished",
+                       axes={"batch_size": [4, 8]}, base={"iterations": 3}, steps=3, repeat=2,
+                       points=[SweepPoint(values={"batch_size": 4}, runs=["c1"]),
+                               SweepPoint(values={"batch_size": 8}, runs=["c2", "c3"], article=True)],
+                       findings={"best": 1, "over_article": None})
+    again = SweepRecord.from_json(json.loads(json.dumps(kept.to_json())))
+    assert again == kept and again.run_ids() == ["c1", "c2", "c3"] and again.points[1].article
+    with pytest.raises(ValueError, match="'steps' should be int"):
+        SweepRecord.from_json({**kept.to_json(), "steps": "3"})
+    with pytest.raises(ValueError, match="point 2 needs 'values' and a list of run ids 'runs'"):
+        SweepRecord.from_json({**kept.to_json(), "points": [{"values": {}, "runs": []}, {"values": {}}]})

@@ -108,8 +108,8 @@ def _sweep(args, store: Store, console: Console) -> int:
     if not args.id:
         sweeps = store.sweeps()
         if args.json:
-            print(json.dumps([{k: s[k] for k in ("id", "workload", "started_at", "status", "axes")}
-                              for s in sweeps], indent=1))
+            print(json.dumps([{"id": s.id, "workload": s.workload, "started_at": s.started_at, "status": s.status,
+                               "axes": s.axes} for s in sweeps], indent=1))
             return 0
         if not sweeps:
             console.print(f"no sweeps kept yet in {store.path}: try `tpulab sweep conv --preset smoke "
@@ -120,8 +120,8 @@ def _sweep(args, store: Store, console: Console) -> int:
         for col in ("id", "started", "workload", "status", "points", "swept"):
             t.add_column(col, no_wrap=col != "swept")
         for s in sweeps:
-            t.add_row(s["id"][:8], s["started_at"][5:16].replace("T", " "), s["workload"], s["status"],
-                      str(len(s["points"])), ", ".join(f"{k} {len(v)}" for k, v in s["axes"].items()))
+            t.add_row(s.short_id, s.started_at[5:16].replace("T", " "), s.workload, s.status,
+                      str(len(s.points)), ", ".join(f"{k} {len(v)}" for k, v in s.axes.items()))
         console.print(t)
         return 0
     sweep = store.get_sweep(args.id)

@@ -82,7 +82,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     found = sweep.findings()
     if store is not None:
         try:
-            store.save_sweep(sweep.to_json())
+            store.save_sweep(sweep.record())
         except StoreError as e:
             console.print(f"[red]tpulab: {e}[/]", highlight=False)
     if args.json:

@@ -256,3 +256,66 @@ class RunRecord:
         """A metric's value at the end: the validation figure when there is one, else training's."""
         val = (self.summary.validation or {}).get("val_" + key)
         return val if val is not None else (self.summary.final_metrics or {}).get(key)
+
+
+# --- sweeps, kept ------------------------------------------------------------------------------------
+def _typed(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind):
+        raise ValueError(f"{key!r} should be {what}")
+    return value
+
+
+@dataclass(kw_only=True)
+class SweepPoint:
+    """One configuration of a kept sweep: its values, and the ids of its runs (kept as runs)."""
+
+    values: dict[str, Any]
+    runs: list[str]
+    article: bool = False  # the article's configuration, run because the grid lacked it
+
+
+@dataclass(kw_only=True)
+class SweepRecord:
+    """A sweep, as kept: its grid, its points' run ids, and what it found (indices into `points`)."""
+
+    id: str
+    workload: str
+    started_at: str
+    status: str
+    axes: dict[str, list[Any]]
+    base: dict[str, Any]
+    steps: int
+    points: list[SweepPoint]
+    ended_at: str | None = None
+    stopped: str | None = None
+    repeat: int = 1
+    article_values: dict[str, Any] | None = None
+    findings: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Any) -> SweepRecord:
+        """A sweep from its JSON object; a `ValueError` says what is wrong with one that is not."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"expected an object, found {type(data).__name__}")
+        for key, kind, what in (("id", str, "str"), ("workload", str, "str"), ("started_at", str, "str"),
+                                ("status", str, "str"), ("axes", dict, "dict"), ("base", dict, "dict"),
+                                ("steps", int, "int"), ("points", list, "list")):
+            _typed(data, key, kind, what)
+        points = []
+        for j, p in enumerate(data["points"], 1):
+            if not (isinstance(p, Mapping) and isinstance(p.get("values"), dict) and isinstance(p.get("runs"), list)
+                    and all(isinstance(i, str) for i in p["runs"])):
+                raise ValueError(f"point {j} needs 'values' and a list of run ids 'runs'")
+            points.append(_known(SweepPoint, p))
+        return _known(cls, {**data, "points": points})
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def short_id(self) -> str:
+        return self.id[:8]
+
+    def run_ids(self) -> list[str]:
+        return sorted({i for p in self.points for i in p.runs})

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from tpulab.core.basis import GFLOPS, TIME, Work, basis
 from tpulab.core.errors import TpulabError
-from tpulab.core.events import STATUSES, RunRecord
+from tpulab.core.events import STATUSES, RunRecord, SweepRecord
 from tpulab.workloads import registry
 
 SCHEMA_VERSION = 2  # 2: sweeps
@@ -133,24 +133,24 @@ class Store:
         """A run by its id or a unique prefix of it."""
         return load_record(self._by_prefix("runs", "record", run_id, "tpulab results"))
 
-    def save_sweep(self, sweep: dict[str, Any]) -> None:
+    def save_sweep(self, sweep: SweepRecord) -> None:
         """A sweep: its grid, its points' run ids and its findings (the runs are saved as runs)."""
         with self._db(write=True) as con:
-            _insert_sweep(con, sweep, replace=True)
+            _insert_sweep(con, sweep.to_json(), replace=True)
 
-    def sweeps(self) -> list[dict[str, Any]]:
+    def sweeps(self) -> list[SweepRecord]:
         """All sweeps, newest first."""
         with self._db() as con:
             rows = con.execute("SELECT sweep FROM sweeps ORDER BY started_at DESC, rowid DESC").fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [SweepRecord.from_json(json.loads(r[0])) for r in rows]
 
-    def get_sweep(self, sweep_id: str) -> dict[str, Any]:
+    def get_sweep(self, sweep_id: str) -> SweepRecord:
         """A sweep by its id or a unique prefix of it."""
-        return dict(self._by_prefix("sweeps", "sweep", sweep_id, "tpulab results sweep"))
+        return SweepRecord.from_json(self._by_prefix("sweeps", "sweep", sweep_id, "tpulab results sweep"))
 
-    def sweep_runs(self, sweep: dict[str, Any]) -> dict[str, RunRecord]:
+    def sweep_runs(self, sweep: SweepRecord) -> dict[str, RunRecord]:
         """The kept runs of a sweep's points, by id."""
-        wanted = sorted({i for p in sweep["points"] for i in p["runs"]})
+        wanted = sweep.run_ids()
         with self._db() as con:
             rows = con.execute(f"SELECT record FROM runs WHERE id IN ({','.join('?' * len(wanted))})",
                                wanted).fetchall()
@@ -230,28 +230,20 @@ def validate(r: Any) -> str | None:
     return None
 
 
-SWEEP_REQUIRED: dict[str, type] = {"id": str, "workload": str, "started_at": str, "status": str, "axes": dict,
-                                   "base": dict, "steps": int, "points": list}
-
-
 def validate_sweep(sw: Any) -> str | None:
     """Why a sweep cannot be imported, or None."""
-    if not isinstance(sw, dict):
-        return f"expected an object, found {type(sw).__name__}"
-    for key, kind in SWEEP_REQUIRED.items():
-        if not isinstance(sw.get(key), kind):
-            return f"{key!r} should be {kind.__name__}"
-    for j, p in enumerate(sw["points"], 1):
-        if not (isinstance(p, dict) and isinstance(p.get("values"), dict) and isinstance(p.get("runs"), list)
-                and all(isinstance(i, str) for i in p["runs"])):
-            return f"point {j} needs 'values' and a list of run ids 'runs'"
+    try:
+        SweepRecord.from_json(sw)
+    except (ValueError, TypeError) as e:
+        return str(e)
     return None
 
 
 # --- files ----------------------------------------------------------------------------------
-def export_json(records: list[RunRecord], path: Path, sweeps: list[dict[str, Any]] | None = None) -> None:
+def export_json(records: list[RunRecord], path: Path, sweeps: list[SweepRecord] | None = None) -> None:
     path.write_text(json.dumps({"format": EXPORT_FORMAT, "schema": SCHEMA_VERSION,
-                                "records": [r.to_json() for r in records], "sweeps": sweeps or []}, indent=1))
+                                "records": [r.to_json() for r in records],
+                                "sweeps": [s.to_json() for s in sweeps or []]}, indent=1))
 
 
 def _metric_columns() -> list[tuple[str, str]]:

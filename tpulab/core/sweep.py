@@ -23,7 +23,7 @@ from tpulab.backends import BackendError
 from tpulab.backends import article as article_backend
 from tpulab.core.basis import Work, basis
 from tpulab.core.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate
-from tpulab.core.events import Event, RunRecord
+from tpulab.core.events import Event, RunRecord, SweepPoint, SweepRecord
 from tpulab.core.record import now_iso
 from tpulab.core.runner import Run
 from tpulab.runtime.detect import RuntimeReport
@@ -353,7 +353,7 @@ class Sweep:
     def findings(self) -> Findings:
         return findings(self.points, self.article_values)
 
-    def to_json(self) -> dict[str, Any]:
+    def record(self) -> SweepRecord:
         """The sweep as kept in the store: its grid, its points' run ids, and what it found."""
         f = self.findings()
         index = {id(p): i for i, p in enumerate(self.points)}
@@ -361,21 +361,17 @@ class Sweep:
         def at(p: Point | None) -> int | None:
             return index[id(p)] if p is not None else None
 
-        return {
-            "id": self.id, "workload": self.grid.workload.name, "started_at": self.started_at,
-            "ended_at": self.ended_at, "status": self.status, "stopped": self.stopping,
-            "axes": self.grid.axes, "base": self.grid.base, "steps": self.grid.steps, "repeat": self.repeat,
-            "article_values": self.article_values,
-            "points": [{"values": p.values, "article": p.article, "runs": [r.id for r in p.records]}
-                       for p in self.points],
-            "findings": {"best": at(f.best), "slowest": at(f.slowest), "article": at(f.article),
-                         "knee": at(f.knee), "over_article": f.over_article, "over_slowest": f.over_slowest},
-        }
+        return SweepRecord(
+            id=self.id, workload=self.grid.workload.name, started_at=self.started_at, ended_at=self.ended_at,
+            status=self.status, stopped=self.stopping, axes=self.grid.axes, base=self.grid.base,
+            steps=self.grid.steps, repeat=self.repeat, article_values=self.article_values,
+            points=[SweepPoint(values=p.values, article=p.article, runs=[r.id for r in p.records]) for p in self.points],
+            findings={"best": at(f.best), "slowest": at(f.slowest), "article": at(f.article), "knee": at(f.knee),
+                      "over_article": f.over_article, "over_slowest": f.over_slowest})
 
 
-
-def kept_points(sweep: dict[str, Any], records: dict[str, RunRecord]) -> list[Point]:
+def kept_points(sweep: SweepRecord, records: dict[str, RunRecord]) -> list[Point]:
     """A kept sweep's points again, with their runs from the store (a run deleted since is left out)."""
-    return [Point(p["values"], next((records[i].params for i in p["runs"] if i in records), {}),
-                  p.get("article", False), [records[i] for i in p["runs"] if i in records])
-            for p in sweep["points"]]
+    return [Point(p.values, next((records[i].params for i in p.runs if i in records), {}), p.article,
+                  [records[i] for i in p.runs if i in records])
+            for p in sweep.points]

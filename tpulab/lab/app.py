@@ -145,7 +145,7 @@ class TpulabApp(App[None]):
     @work(thread=True, exit_on_error=False, group="store")
     def keep_sweep(self, sweep: Sweep) -> None:
         try:
-            self.store.save_sweep(sweep.to_json())
+            self.store.save_sweep(sweep.record())
         except StoreError as e:
             self.call_from_thread(self.notify, str(e), title="sweep not kept", severity="error", timeout=15)
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tpulab.core import fmt
-from tpulab.core.events import RunRecord
+from tpulab.core.events import RunRecord, SweepRecord
 from tpulab.core.sweep import Findings, Point, findings, kept_points
 from tpulab.workloads.base import BATCH_SIZE
 
@@ -184,15 +184,15 @@ def text_chart(points: list[Point], axes: list[str], found: Findings, width: int
     return Text.from_ansi(plt.build())
 
 
-def sweep_report(sweep: dict[str, Any], runs: dict[str, RunRecord], width: int) -> Group:
+def sweep_report(sweep: SweepRecord, runs: dict[str, RunRecord], width: int) -> Group:
     points = kept_points(sweep, runs)
-    axes = list(sweep["axes"])
-    found = findings(points, sweep.get("article_values"))
-    title = (f"sweep {sweep['id'][:8]} of {sweep['workload']}: {sweep['status']}, {len(points)} point(s), "
-             f"{sweep['steps']} steps each" + (f", {sweep['repeat']} repeats" if sweep.get("repeat", 1) > 1 else ""))
+    axes = list(sweep.axes)
+    found = findings(points, sweep.article_values)
+    title = (f"sweep {sweep.short_id} of {sweep.workload}: {sweep.status}, {len(points)} point(s), "
+             f"{sweep.steps} steps each" + (f", {sweep.repeat} repeats" if sweep.repeat > 1 else ""))
     parts: list[Any] = [sweep_table(points, axes, found, title), *findings_lines(found, axes)]
-    if sweep.get("stopped"):
-        parts.append(Text(f"stopped early: {sweep['stopped']}", style="yellow"))
+    if sweep.stopped:
+        parts.append(Text(f"stopped early: {sweep.stopped}", style="yellow"))
     if axes and found.best is not None:
         parts.append(text_chart(points, axes, found, width))
     return Group(*parts)
@@ -216,7 +216,7 @@ def summary_json(points: list[Point], found: Findings, sweep_id: str, status: st
             "scaling": [{"processes": n, "ratio": r, "ideal": i} for n, r, i in found.scaling]}
 
 
-def sweep_summary_json(sweep: dict[str, Any], runs: dict[str, RunRecord]) -> dict[str, Any]:
+def sweep_summary_json(sweep: SweepRecord, runs: dict[str, RunRecord]) -> dict[str, Any]:
     points = kept_points(sweep, runs)
-    return {**summary_json(points, findings(points, sweep.get("article_values")), sweep["id"], sweep["status"]),
-            "workload": sweep["workload"], "axes": sweep["axes"], "steps": sweep["steps"]}
+    return {**summary_json(points, findings(points, sweep.article_values), sweep.id, sweep.status),
+            "workload": sweep.workload, "axes": sweep.axes, "steps": sweep.steps}

@@ -132,14 +132,15 @@ class Limits:
     @classmethod
     def of(cls, report: RuntimeReport, hosts: int = 1) -> Limits:
         """What the detected hardware and the installed frameworks allow; `hosts` bring their own devices."""
-        from tpulab.backends import BackendError, choose
+        from tpulab.backends import BackendError, article, choose
 
+        fallback = article()
         backends = {}
         for device in ("auto", "cpu", "gpu", "tpu"):
             try:
                 backends[device] = choose("auto", report, device)[0]
-            except BackendError:
-                backends[device] = "auto"  # nothing can run there: a run says so, with the install command
+            except BackendError:  # nothing can run there: a run says so, with the install command
+                backends[device] = fallback.name if fallback else "auto"
         shards = {kind: n * hosts for kind, n in report.max_shards().items()}
         return cls(shards, report.default_device, backends["auto"], backends)
 
