@@ -30,18 +30,17 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=256)
     args = ap.parse_args()
 
+    from tpulab.backends import tensorflow as runtime
     from tpulab.callbacks import StepTimer
-    from tpulab.workloads.data import load
-    from tpulab.workloads import registry
-    from tpulab.workloads.fashion_mnist import build_model, compile_model
-    from tpulab.workloads.fashion_mnist_tf import training_input
+    from tpulab.workloads.fashion_mnist import FASHION_MNIST as W
 
-    params = {**registry()["fashion-mnist"].defaults(), "batch_size": args.batch_size}
-    data = load("fashion-mnist") if _has_real_data() else load("synthetic")
-    model = build_model()
-    compile_model(model, params, jit_compile=False)
-    tf_data = training_input(data, params)
-    generator = training_input(data, {**params, "pipeline": "generator"})
+    params = {**W.defaults(), "batch_size": args.batch_size,
+              "dataset": "fashion-mnist" if _has_real_data() else "synthetic"}
+    data = W.data(params)
+    model = W.build_model(params)
+    W.compile_model(model, params, jit_compile=False)
+    tf_data = runtime.keras_inputs(data.x_train, data.y_train, args.batch_size, 0, True, "tf.data", 1)
+    generator = runtime.keras_inputs(data.x_train, data.y_train, args.batch_size, 0, True, "generator", 1)
     sink_file = open(os.devnull, "w")
 
     def sink(event: dict) -> None:  # what the worker does with each event

@@ -102,3 +102,20 @@ def test_no_ui_without_a_workload_is_a_usage_error(capsys):
         main(["--no-ui"])
     assert exc.value.code == 2
     assert "--no-ui needs --run WORKLOAD" in capsys.readouterr().err
+
+
+def test_processes_without_shards_take_one_device_each():
+    w = registry()["conv"]
+    assert w.resolve({"backend": "jax", "device": "cpu", "processes": "2", "batch_size": "8"}, CPU)["shards"] == 2
+    assert w.resolve({"backend": "jax", "device": "cpu", "processes": "2", "shards": "4", "batch_size": "8"},
+                     CPU)["shards"] == 4  # given shards are kept, and checked against the processes
+    with pytest.raises(ParamError, match="--shards must be a multiple of --processes 2"):
+        w.resolve({"backend": "jax", "device": "cpu", "processes": "2", "shards": "3", "batch_size": "6"}, CPU)
+
+
+def test_sweep_takes_no_ui_like_every_command():
+    from tpulab.cli.main import build_parser
+
+    argv = ["sweep", "conv", "--no-ui", "--batch-size", "4,8"]
+    args = build_parser("conv", argv).parse_args(argv)
+    assert args.command == "sweep" and args.no_ui and args.batch_size == "4,8"

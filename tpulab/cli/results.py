@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from rich import box
 from rich.console import Console
@@ -16,13 +15,8 @@ from tpulab.core.store import Store, StoreError, compare, default_path, export_c
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    store = Store(args.db or default_path())
-    console = Console()
-    try:
-        return ACTIONS[args.action](args, store, console)
-    except StoreError as e:
-        print(f"tpulab: {e}", file=sys.stderr)
-        return 1
+    """A store that cannot be used raises `StoreError`: the command line's one handler words it."""
+    return ACTIONS[args.action](args, Store(args.db or default_path()), Console())
 
 
 def _list(args, store: Store, console: Console) -> int:
