@@ -61,7 +61,7 @@ def run_conv(w: Any, p: dict[str, Any], sink: Any, cancel: Any, runtime: Any) ->
     rng = np.random.default_rng(p["seed"])
     n, size, c, f, k, s = p["batch_size"], p["image_size"], p["channels"], p["filters"], p["kernel_size"], p["stride"]
     x = rng.standard_normal((n, size, size, c), np.float32)
-    w = rng.standard_normal((k, k, c, f), np.float32)
+    kernel = rng.standard_normal((k, k, c, f), np.float32)
     out = conv_output_size(size, k, s, p["padding"])
     if p["padding"] == "SAME":
         total = max((out - 1) * s + k - size, 0)
@@ -69,6 +69,6 @@ def run_conv(w: Any, p: dict[str, Any], sink: Any, cancel: Any, runtime: Any) ->
     for i in range(w.total_steps(p)):
         timer.on_predict_batch_begin(i)
         windows = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(1, 2))[:, ::s, ::s][:, :out, :out]
-        timer.on_predict_batch_end(i, {"outputs": np.einsum("nhwckl,klcf->", windows, w)})
+        timer.on_predict_batch_end(i, {"outputs": np.einsum("nhwckl,klcf->", windows, kernel)})
         if cancel.is_set():
             break

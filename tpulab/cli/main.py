@@ -53,7 +53,8 @@ def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool
             g.add_argument(spec.flag, dest=spec.name, default=None, help=argparse.SUPPRESS)
             continue
         extra = f" [{spec.unit}]" if spec.unit else ""
-        only = f" ({'/'.join(spec.only)} only: {spec.why_not})" if spec.only else ""
+        said = f": {spec.why_not}" if isinstance(spec.why_not, str) and spec.why_not else ""
+        only = f" ({'/'.join(spec.only)} only{said})" if spec.only else ""
         help_text = f"{spec.help}{extra}{only}; {spec.allowed()}; default {spec.show(spec.default) or 'none'}"
         if lists:
             ranged = ", or a doubling range like 16..1024" if spec.kind is int else ""

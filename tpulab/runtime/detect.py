@@ -238,9 +238,13 @@ def probe_tpu(root: Path, environ: Mapping[str, str]) -> TpuInfo | None:
 
 
 def probe_packages() -> dict[str, str | None]:
-    """Versions of the packages that decide what TensorFlow can use; no imports."""
+    """Versions of the packages that decide what the frameworks can use, and of every registered backend's
+    own distributions; read from metadata, nothing imported."""
+    from tpulab.backends import registry
+
     names = ["tensorflow", "tensorflow-cpu", "tensorflow-tpu", "libtpu", "libtpu-nightly", "keras",
              "nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12", "jax"]
+    names += [d for b in registry().values() for d in b.distributions if d not in names]
     out: dict[str, str | None] = {}
     for name in names:
         try:

@@ -50,7 +50,7 @@ class ParamSpec:
     term: str = ""  # glossary entry that explains it
     advanced: bool = False
     backends: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # those it means something to (empty: all)
-    why_not: str = ""  # what the others do instead, e.g. "JAX always compiles with XLA"
+    why_not: str | Callable[[str], str] = ""  # what the others do instead (or, given a backend's name, its words)
     tunes: bool = True  # a knob of the configuration (a sweep sets it to the article's value to compare)
 
     @property
@@ -64,6 +64,10 @@ class ParamSpec:
 
     def applies(self, backend: str) -> bool:
         return not self.only or backend in self.only
+
+    def why(self, backend: str) -> str:
+        """Why it means nothing on `backend`, and what to use instead."""
+        return self.why_not(backend) if callable(self.why_not) else self.why_not
 
     @property
     def flag(self) -> str:
@@ -317,7 +321,7 @@ class Workload(ABC):
         backend = limits.backend_for(params.get(BACKEND.name, "auto"), params.get(DEVICE.name, "auto"))
         for spec in self.params:  # (with no backend resolved yet, the run's spec says what is missing)
             if backend != "auto" and not spec.applies(backend) and params[spec.name] != spec.default:
-                raise ParamError(spec.name, f"{spec.flag} means nothing on --backend {backend}: {spec.why_not}")
+                raise ParamError(spec.name, f"{spec.flag} means nothing on --backend {backend}: {spec.why(backend)}")
         self.check(params, limits)
 
     def started(self, p: Params, placement: Placement, versions: dict[str, str], dataset: str,
@@ -398,10 +402,16 @@ def _multi_host() -> tuple[str, ...]:
     return tuple(name for name, b in registry().items() if b.multi_host is None)
 
 
+def _no_multi_host(backend: str) -> str:
+    from tpulab.backends import registry
+
+    found = registry().get(backend)
+    return (found.multi_host if found else None) or f"use --backend {' or '.join(_multi_host())}"
+
+
 PROCESSES = ParamSpec("processes", int, 1, "processes joined into one run over loopback, each with its share of the "
                       "devices: the multi-host path of a TPU pod, on this machine", 1, 8, term="multi-host",
-                      backends=_multi_host, why_not="multi-host runs go through JAX's distributed runtime "
-                      "(TensorFlow's MultiWorkerMirroredStrategy fails under Keras 3 fit): use --backend jax")
+                      backends=_multi_host, why_not=_no_multi_host)
 BACKEND = ParamSpec("backend", str, "auto", "framework that runs it: auto keeps TensorFlow where it can drive the "
                     "device, else Keras 3 on JAX (today's TPUs)", options=_backend_choices,
                     term="backend")

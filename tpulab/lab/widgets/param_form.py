@@ -166,7 +166,7 @@ class ParamForm(VerticalScroll):
                 if not applies and control.value != default:
                     control.value = default  # a greyed-out field holds nothing the run would ignore
                 self.query_one(f"#help-{spec.name}", Static).update(
-                    f"{spec.help}; {spec.allowed()}" if applies else f"[i]not on {backend}: {spec.why_not}[/i]")
+                    f"{spec.help}; {spec.allowed()}" if applies else f"[i]not on {backend}: {spec.why(backend)}[/i]")
 
     # --- events -----------------------------------------------------------------------------
     def on_input_changed(self, event: Input.Changed) -> None:
