@@ -101,7 +101,10 @@ class Run:
                 said = (event.t or time.time(), event.error)
         if self._stopping or handle.returncode in (0, EXIT_CANCELLED) or handle.cancel_requested:
             return  # ended with the run, or stopped by it
-        self.failures.append(said or (time.time(), f"process {index}: " + self._death(handle, index)[1]))
+        # Killed from outside (the kernel's OOM killer, a user): a cause, never a consequence of another's
+        # failure, even when the watcher hears of it after process 0 reported the broken collective.
+        when = 0.0 if handle.returncode == -signal.SIGKILL else time.time()
+        self.failures.append(said or (when, f"process {index}: " + self._death(handle, index)[1]))
         self._stop_all()  # process 0 would otherwise wait for it in a collective
 
     def _stop_all(self) -> None:
