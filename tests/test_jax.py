@@ -148,3 +148,18 @@ def test_a_jax_worker_never_imports_tensorflow(workload, params):
     verdict = json.loads(out.stderr.strip().splitlines()[-1])
     assert verdict == {"code": 0, "tensorflow": []}, out.stderr[-2000:]
     assert '"event": "finished"' in out.stdout
+
+
+@pytest.mark.slow
+def test_a_configuration_run_before_compiles_from_the_cache_and_says_so(tmp_path):
+    """JAX's persistent compilation cache lives in tpulab's home: the second run's first call loads it."""
+    env = {"TPULAB_HOME": str(tmp_path)}
+    runs = [run_cli("--run", "conv", "--no-ui", "--json", "--backend", "jax", "--device", "cpu", *TINY, env=env)
+            for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-2000:]
+    first, again = ([e for e in json_events(r.stdout) if e["event"] == "compiled"][0] for r in runs)
+    assert first["cache_hit"] is False and again["cache_hit"] is True
+    assert json_events(runs[1].stdout)[-1]["summary"]["cache_hit"] is True
+    assert any((tmp_path / "jax-cache").iterdir())
+    human = run_cli("--run", "conv", "--no-ui", "--backend", "jax", "--device", "cpu", *TINY, env=env)
+    assert "first call (compiled (cache)" in human.stdout

@@ -219,3 +219,11 @@ def test_an_import_that_would_break_the_listing_is_refused(tmp_path, damage, why
     with pytest.raises(StoreError, match="nothing was imported") as e:
         store.import_records(read_export(path))
     assert why in str(e.value) and store.records() == []
+
+
+def test_compare_says_when_first_calls_differ_in_kind():
+    cold, warm = make_record(), make_record()
+    cold.summary.cache_hit, warm.summary.cache_hit = False, True
+    result = compare([cold, warm])
+    assert f"first calls differ in kind: {cold.short_id} compiled, {warm.short_id} compiled (cache)" in result.warnings
+    assert not any("first calls" in w for w in compare([make_record(), make_record()]).warnings)

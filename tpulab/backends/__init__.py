@@ -139,6 +139,9 @@ class Runtime(Protocol):
     def keras_jit(self, requested: bool) -> bool | str:
         """`jit_compile` for `Model.compile`: the backend's answer to the workload's `--xla` setting."""
 
+    def cache_hit(self) -> bool | None:
+        """Whether every program compiled so far came from the persistent compilation cache (None: no cache)."""
+
 
 @dataclass(frozen=True)
 class Fitness:

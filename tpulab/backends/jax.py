@@ -9,6 +9,7 @@ initialise it wins (jax-ml/jax #13260).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import sys
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from tpulab.runtime.detect import RuntimeReport
 
 JAX_TPU_INSTALL = "pip install -U 'jax[tpu]'"
+CACHE_MAX_BYTES = 1 << 30  # the compilation cache's bound: least recently used programs go first
 JAX_CUDA_INSTALL = "pip install -U 'jax[cuda12]'"
 
 
@@ -41,7 +43,16 @@ class JaxBackend(Backend):
     tpu_install = JAX_TPU_INSTALL
 
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
+        """Keras on JAX, N host devices for N CPU shards, and JAX's persistent compilation cache in tpulab's
+        home (every program kept, the cache bounded), unless the user set their own."""
+        from tpulab.core.store import home
+
         env = super().worker_env(device, shards, environ)
+        cache = {"JAX_COMPILATION_CACHE_DIR": str(home(environ) / "jax-cache"),
+                 "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+        if importlib.util.find_spec("filelock"):  # JAX bounds its cache only with it (tpulab[jax] installs it)
+            cache["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(CACHE_MAX_BYTES)
+        env.update({k: v for k, v in cache.items() if k not in environ})
         if device == "cpu":
             env["JAX_PLATFORMS"] = "cpu"
             flags = [f for f in environ.get("XLA_FLAGS", "").split()
@@ -83,8 +94,9 @@ class JaxBackend(Backend):
         return out
 
     def runtime(self) -> Runtime:
-        import jax  # noqa: F401 - the framework, first, in the worker
+        import jax
 
+        jax.monitoring.register_event_listener(_count_cache_events)
         return sys.modules[__name__]  # the module keeps the `Runtime` protocol
 
 
@@ -92,6 +104,24 @@ BACKEND = JaxBackend()
 
 
 # --- the framework side: in a worker only ------------------------------------------------------
+_cache = {"/jax/compilation_cache/cache_hits": 0, "/jax/compilation_cache/cache_misses": 0}
+
+
+def _count_cache_events(event: str, **kwargs: Any) -> None:
+    if event in _cache:
+        _cache[event] += 1
+
+
+def cache_hit() -> bool | None:
+    """True when every program compiled so far was loaded from the persistent cache; None without a cache."""
+    import jax
+
+    if not jax.config.values.get("jax_compilation_cache_dir"):
+        return None
+    hits, misses = _cache.values()
+    return hits > 0 and misses == 0
+
+
 def join(cluster: Cluster) -> None:
     """One program over every process's devices: JAX's distributed runtime, gloo for CPU collectives.
 

@@ -267,6 +267,10 @@ def keras_scope(placement: Placement) -> Any:
     return placement.scope()
 
 
+def cache_hit() -> bool | None:
+    return None  # TensorFlow keeps no persistent compilation cache
+
+
 def keras_jit(requested: bool) -> bool | str:
     return requested  # XLA only when asked: on a CPU, oneDNN's kernels are faster (tf-facts)
 

@@ -83,6 +83,7 @@ class Compiled(Event):
     seconds: float  # the first execution: trace, compile and its steps
     steps: int = 1
     phase: str = ""
+    cache_hit: bool | None = None  # its programs loaded from the persistent compilation cache (None: no cache)
 
 
 @dataclass(kw_only=True)
@@ -164,6 +165,7 @@ class Summary:
     """The figures a run is judged by, derived once by the recorder."""
 
     compile_seconds: float | None = None
+    cache_hit: bool | None = None  # the first call loaded its programs from the compilation cache (None: no cache)
     step_seconds: Stats | None = None  # the steady state
     flops_per_step: float | None = None
     gflops_per_s: float | None = None  # at the median

@@ -20,7 +20,8 @@ def describe(event: Event, rec: RunRecorder) -> str | None:
         case Started():
             return header(event, rec)
         case Compiled():
-            return (f"first call (trace + compile, {event.steps} {w.unit}(s)): {fmt.seconds(event.seconds)}  "
+            how = {True: "compiled (cache)", False: "trace + compile", None: "trace + compile"}[event.cache_hit]
+            return (f"first call ({how}, {event.steps} {w.unit}(s)): {fmt.seconds(event.seconds)}  "
                     "[dim]reported apart from the steady state[/]")
         case Step():
             return step_line(event, rec) + tag

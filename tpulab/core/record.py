@@ -52,6 +52,7 @@ class RunRecorder:
         self.info: Started | None = None
         self.compile_seconds: float | None = None
         self.compile_steps = 0
+        self.cache_hit: bool | None = None
         self.steps: list[Step] = []
         self.epochs: list[Epoch] = []
         self.steps_at_epoch_end = 0
@@ -66,6 +67,7 @@ class RunRecorder:
             case Compiled():
                 self.compile_seconds = event.seconds
                 self.compile_steps = event.steps
+                self.cache_hit = event.cache_hit
             case Step():
                 self.steps.append(event)
             case Epoch():
@@ -129,7 +131,7 @@ class RunRecorder:
         if info is not None and info.synthetic:
             flags.append(SYNTHETIC)
         return Summary(
-            compile_seconds=self.compile_seconds, step_seconds=stats, flops_per_step=flops,
+            compile_seconds=self.compile_seconds, cache_hit=self.cache_hit, step_seconds=stats, flops_per_step=flops,
             gflops_per_s=flops_per_s / 1e9 if flops_per_s else None,
             peak_flops=peak.flops if peak else None, peak_source=peak.source if peak else None,
             peak_fraction=peak_fraction,

@@ -32,6 +32,11 @@ class StoreError(TpulabError):
     """The store or a file cannot be used; the message names the path and the way out."""
 
 
+def home(environ: Mapping[str, str] | None = None) -> Path:
+    """tpulab's own folder: the results database, the compilation cache ($TPULAB_HOME, else the user data dir)."""
+    return default_path(environ).parent
+
+
 def default_path(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get("TPULAB_HOME"):
@@ -341,6 +346,10 @@ def compare(records: list[RunRecord]) -> Comparison:
     warnings += [f"run {r.short_id} is {r.status}: its figures cover only what completed"
                  for r in records if r.status != "finished"]
     warnings += [f"run {r.short_id} used synthetic data" for r in records if r.synthetic]
+    if len({r.summary.cache_hit for r in records if r.summary.cache_hit is not None}) > 1:
+        warnings.append("first calls differ in kind: " + ", ".join(
+            f"{r.short_id} {'compiled (cache)' if r.summary.cache_hit else 'compiled'}"
+            for r in records if r.summary.cache_hit is not None))
     return Comparison(records[0].workload, list(records), speedups, by, f"{records[0].workload}: {header}", warnings)
 
 

@@ -183,10 +183,10 @@ def main(argv: list[str]) -> int:
     try:
         info = backends.get(spec["backend"])
         runtime = info.load()  # first: its framework, and none that would compete with it
-        sink: Sink = emit
+        sink: Sink = marked(emit, runtime)
         if cluster is not None:
             runtime.join(cluster)
-            sink = shared(emit, runtime, requested, cancel, leader=cluster.process_id == 0)
+            sink = marked(shared(emit, runtime, requested, cancel, leader=cluster.process_id == 0), runtime)
         workload = get_workload(spec["workload"])
         runner = workload.runner(info)
         if runner is None:
@@ -201,6 +201,16 @@ def main(argv: list[str]) -> int:
     if cluster is not None:
         runtime.leave()
     return EXIT_CANCELLED if cancel.is_set() else 0
+
+
+def marked(emit: Sink, runtime: Runtime) -> Sink:
+    """The first call says whether its programs were compiled or loaded from the persistent cache."""
+    def sink(event: Event) -> None:
+        if isinstance(event, Compiled):
+            event.cache_hit = runtime.cache_hit()
+        emit(event)
+
+    return sink
 
 
 def shared(emit: Sink, backend: Runtime, requested: CancelToken, agreed: CancelToken,

@@ -87,7 +87,7 @@ def summary_table(record: RunRecord) -> Table:
         ("batch", f"{record.batch} global, {record.per_replica_batch} per replica, "
                   f"{p.get('shards')} shard(s)"),
         ("data", record.dataset or "-"),
-        ("first call (trace+compile)", fmt.seconds(s.compile_seconds)),
+        ("first call (compiled (cache))" if s.cache_hit else "first call (trace+compile)", fmt.seconds(s.compile_seconds)),
         (f"steady {unit} time", fmt.spread(s.step_seconds)),
         ("throughput", fmt.rate(s.examples_per_s, "examples/s")),
         ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s")),
