@@ -17,7 +17,7 @@ import pytest
 import tpulab
 from tpulab.core.events import Step
 from tpulab.core.store import Store, default_path
-from tpulab.notebook import api, html
+from tpulab.notebook import api
 from tpulab.notebook.live import Throttled
 from tpulab.notebook.results import RunResult
 from tpulab.runtime.detect import detect
@@ -35,6 +35,7 @@ def test_import_tpulab_and_its_api_names_load_no_framework_ui_or_plotting():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+    assert set(tpulab.__all__) == {"__version__", *tpulab._LAZY}
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         tpulab.nothing  # noqa: B018
 

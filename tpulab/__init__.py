@@ -15,7 +15,7 @@ library (importing Keras would fix the notebook's Keras backend).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # not `typing`'s: importing typing would cost more than all of this module
 
 __version__ = "0.1.0"
 
@@ -27,9 +27,12 @@ _LAZY = {
     "RunList": "tpulab.notebook.results", "ParamError": "tpulab.workloads.base",
     "StepTimer": "tpulab.callbacks", "FitTimer": "tpulab.notebook.fit",
 }
-__all__ = ["__version__", *_LAZY]
+__all__ = ["__version__", "run", "sweep", "results", "compare", "detect", "AcceleratorBusy", "RunResult",
+           "SweepResult", "ComparisonResult", "RuntimeResult", "RunList", "ParamError", "StepTimer", "FitTimer"]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from tpulab.callbacks import StepTimer
     from tpulab.notebook.api import AcceleratorBusy, compare, detect, results, run, sweep
     from tpulab.notebook.fit import FitTimer

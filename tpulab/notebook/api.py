@@ -73,7 +73,7 @@ def kernel_holds(device: str) -> str | None:
     else:
         context = sys.modules.get("tensorflow.python.eager.context")
         try:
-            held = context is not None and context.context()._context_handle is not None  # type: ignore[attr-defined]
+            held = context is not None and context.context()._context_handle is not None
         except Exception:  # noqa: BLE001 - a TensorFlow without that attribute: assume it does not hold it
             held = False
         if not held:

@@ -42,6 +42,7 @@ class FitTimer(StepTimer):
         self.result: RunResult | None = None
 
     def on_train_begin(self, logs: dict | None = None) -> None:
+        self._executions, self._steps_done, self.compile_seconds, self.step_seconds = 0, 0, None, []  # a new fit
         report = detect()
         epochs, steps = int(self.params.get("epochs") or 0), int(self.params.get("steps") or 0)
         params = {"model": self.name, "batch_size": self.batch_size or 0, "epochs": epochs, "steps_per_epoch": steps}
@@ -86,32 +87,20 @@ class FitTimer(StepTimer):
 
 
 def device_of(backend: str, report: RuntimeReport) -> Device:
-    """Where Keras runs the model in this process, as its backend sees it."""
-    kind = "cpu"
-    if backend == "jax":
-        import jax
-
-        kind = jax.devices()[0].platform
-    elif backend == "tensorflow":
-        import tensorflow as tf
-
-        kind = "tpu" if tf.config.list_logical_devices("TPU") else "gpu" if tf.config.list_logical_devices("GPU") \
-            else "cpu"
-    elif backend == "torch":
-        import torch
-
-        kind = "gpu" if torch.cuda.is_available() else "cpu"
+    """Where Keras runs the model in this process, as Keras sees it ('gpu:0'), named from the detected hardware."""
+    first = (keras.distribution.list_devices() or ["cpu:0"])[0]
+    kind = first.split(":")[0].lower()
     names = {"cpu": report.cpu.model, "gpu": report.gpus[0].name if report.gpus else "GPU",
              "tpu": report.tpu.generation if report.tpu and report.tpu.generation else "TPU"}
     return Device(kind=kind if kind in names else "cpu", name=names.get(kind, report.cpu.model))
 
 
 def versions(backend: str) -> dict[str, str]:
-    import importlib
+    from importlib.metadata import PackageNotFoundError, version
 
     out = {"keras": keras.__version__}
     try:
-        out[backend] = importlib.import_module(backend).__version__
-    except (ImportError, AttributeError):
+        out[backend] = version(backend)
+    except PackageNotFoundError:
         pass
     return out

@@ -24,7 +24,7 @@ INTERVAL_S = 1.0
 def in_notebook() -> bool:
     """True in a Jupyter (or Colab) kernel: IPython is loaded and its shell has a kernel."""
     ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    shell = ipython.get_ipython() if ipython is not None else None
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
