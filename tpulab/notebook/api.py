@@ -282,13 +282,16 @@ def record_of(run: RunResult | RunRecord | str, store: Store) -> RunRecord:
 
 
 def compare(*runs: RunResult | RunRecord | str, db: str | Path | None = None) -> ComparisonResult:
-    """Runs side by side (results, records or ids), with speedups against the first."""
+    """Runs side by side (results, records or ids), with speedups against the first.
+
+    Runs of different workloads (your `FitTimer` run against tpulab's CNN) are set side by side by examples/s.
+    """
     from tpulab.core.store import compare as compare_records
 
     if len(runs) == 1 and isinstance(runs[0], (list, tuple)):
         runs = tuple(runs[0])
     store = Store(Path(db) if db else default_path())
-    return ComparisonResult(compare_records([record_of(r, store) for r in runs]))
+    return ComparisonResult(compare_records([record_of(r, store) for r in runs], across_workloads=True))
 
 
 def detect(probe: bool = False) -> RuntimeResult:

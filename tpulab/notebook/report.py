@@ -27,7 +27,7 @@ def report_page(store: Store, ids: list[str]) -> str:
                                  "`tpulab results sweep` list them") from None
     bodies = [html.sweep_body(sw, store.sweep_runs(sw)) for sw in sweeps]
     if len(runs) > 1:
-        bodies.append(html.comparison_body(compare(runs)))
+        bodies.append(html.comparison_body(compare(runs, across_workloads=True)))
     bodies += [html.run_body(r) for r in runs]
     what = [f"sweep {sw['id'][:8]}" for sw in sweeps] + [f"run {r.short_id}" for r in runs]
     title = ("tpulab: " + ("comparison of " if len(runs) > 1 and not sweeps else "") + ", ".join(what))
