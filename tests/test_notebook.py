@@ -180,6 +180,11 @@ def test_sweep_runs_each_point_and_keeps_it_with_the_sweep():
     page = s._repr_html_()
     assert page.count("<tr") >= 4 and "examples/s against batch size" in page and "<svg" in page
     assert s.to_pandas()["batch_size"].tolist() == [8, 16, 128]
+    out = default_path().parent / "sweep.html"
+    done = run_cli("results", "report", s.id[:8], "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    page = out.read_text()
+    assert f"tpulab: sweep {s.id[:8]}" in page and page.count("<svg") == 1 and "best: batch_size" in page
 
 
 def _execute(nb_path: Path, params: str, workdir: Path):

@@ -143,7 +143,7 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
             a.add_argument("file", type=Path)
         elif name == "report":
             a.add_argument("ids", nargs="+", metavar="ID", help="runs or sweeps (their ids or first characters)")
-            a.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html")
+            a.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html", help="the page to write")
     r.set_defaults(action="list")
     return p
 

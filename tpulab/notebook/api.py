@@ -187,7 +187,7 @@ def sweep(workload: str, preset: str | None = None, *, steps: int | None = None,
     from tpulab.core.sweep import DEFAULT_STEPS, PointFinished, PointStarted, Sweep, build_grid
     from tpulab.notebook import html
     from tpulab.notebook.live import LiveSweep
-    from tpulab.views.sweep import impossible_lines, label, live_line
+    from tpulab.views.sweep import impossible_lines, label, live_header, live_line
 
     w, _, report, limits = resolve(workload, preset, {})
     check_names(w, lists)
@@ -213,6 +213,8 @@ def sweep(workload: str, preset: str | None = None, *, steps: int | None = None,
     job = Sweep(grid, report, limits, repeat, max_minutes)
     axes = list(grid.axes)
     view = LiveSweep() if live else None
+    if view is not None and not view.notebook:
+        print(live_header(grid.axes), flush=True)
 
     def kept() -> dict[str, RunRecord]:
         return {r.id: r for p in job.points for r in p.records}

@@ -103,8 +103,9 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
             rows.append((f"final {m.label}", m.show(final)))
         if val is not None:
             rows.append((f"validation {m.label}", m.show(val)))
-    if w is None and s.final_metrics:
-        rows += [(f"final {k}", f"{v:.4f}") for k, v in s.final_metrics.items()]
+    if w is None:  # a model tpulab does not declare (a FitTimer run): its metrics by Keras's names
+        rows += [(f"final {k}", f"{v:.4f}") for k, v in (s.final_metrics or {}).items()]
+        rows += [(f"validation {k.removeprefix('val_')}", f"{v:.4f}") for k, v in (s.validation or {}).items()]
     rows.append(("versions", ", ".join(f"{k} {v}" for k, v in (record.versions or {}).items()) or "-"))
     out: list[tuple[str, str, str | None]] = [(name, value, None) for name, value in rows]
     out += [(f"flag: {f.code}", f.message, "bold red" if f.code == "beats-peak" else "yellow") for f in s.flags]
