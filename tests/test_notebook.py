@@ -214,7 +214,10 @@ def test_the_example_notebook_runs_in_a_real_kernel(tmp_path, monkeypatch):
     assert not [o for o in outputs if o.output_type == "error"]
     htmls = [o.data["text/html"] for o in outputs if "text/html" in o.get("data", {})]
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert all('class="tpulab"' in h for h in htmls)  # every HTML output is tpulab's own, none a stray console's
     assert any("tpulab runtime" in h for h in htmls)
+    [shown] = [o for o in outputs if o.output_type == "execute_result" and "speedup" in o.data.get("text/html", "")]
+    assert "speedup" in shown.data["text/plain"]  # the plain repr too, for frontends without HTML
     assert any("conv run" in h and ": finished" in h and "<svg" in h for h in htmls)
     assert any("fashion-mnist run" in h and "final loss" in h for h in htmls)
     assert any("sweep " in h and "examples/s against batch size" in h for h in htmls)

@@ -126,6 +126,10 @@ def pump(events: Iterator[Any], each: Callable[[Any], None], stop: Callable[[], 
         except KeyboardInterrupt:
             interrupted = True
             stop()
+        except Exception:
+            stop()  # the caller's own error ends the run: asked to stop, then killed, never left running
+            stop()
+            raise
 
 
 def _store(save: bool, db: str | Path | None) -> Store | None:

@@ -27,7 +27,7 @@ def text(*renderables: Any, width: int = 100) -> str:
     from rich.console import Console
 
     out = io.StringIO()
-    console = Console(file=out, width=width, color_system=None, force_terminal=False)
+    console = Console(file=out, width=width, color_system=None, force_terminal=False, force_jupyter=False)
     for r in renderables:
         console.print(r, highlight=False)
     return out.getvalue().rstrip()
