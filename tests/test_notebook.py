@@ -5,10 +5,12 @@ the example notebook."""
 from __future__ import annotations
 
 import _thread
+import os
 import re
 import subprocess
 import sys
 import threading
+import time
 import types
 from pathlib import Path
 
@@ -231,3 +233,31 @@ def test_the_example_notebook_runs_in_a_real_kernel(tmp_path, monkeypatch):
     assert fit.status == "finished" and fit.summary.examples_per_s and fit.summary.peak_fraction is None
     assert len(fit.steps) == 2 * (256 // 64) - 1 and fit.params["model"] == "small cnn"
     assert (tmp_path / "tpulab-report.html").read_text().count("<svg") >= 2
+
+
+def _workers_of_this_process() -> list[str]:
+    """The worker processes this test process started that are still alive."""
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes().decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and "tpulab.core.worker" in cmdline:
+            alive.append(cmdline)
+    return alive
+
+
+@pytest.mark.slow
+def test_an_error_in_the_callers_display_ends_the_run_instead_of_leaving_its_worker():
+    def on_event(event):
+        if isinstance(event, Step):
+            raise RuntimeError("the display broke")
+
+    with pytest.raises(RuntimeError, match="the display broke"):
+        tpulab.run("conv", preset="smoke", device="cpu", iterations=100000, warmup=0, on_event=on_event)
+    deadline = time.monotonic() + 30
+    while _workers_of_this_process() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _workers_of_this_process() == []
