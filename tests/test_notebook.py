@@ -50,6 +50,8 @@ def test_bad_values_raise_one_error_naming_the_parameter_and_its_range():
         tpulab.run("conv", batchsize=8)
     with pytest.raises(ParamError, match="preset must be one of smoke, article"):
         tpulab.run("conv", preset="huge")
+    with pytest.raises(ParamError, match="workload must be one of conv, fashion-mnist"):
+        tpulab.sweep("resnet", batch_size=[8, 16])
     with pytest.raises(ParamError, match=r"^padding must be one of SAME, VALID"):
         tpulab.sweep("conv", preset="smoke", padding=["SAME", "FULL"])
     with pytest.raises(ParamError, match="steps must be an integer from 1 to 100000"):

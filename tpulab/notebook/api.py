@@ -27,20 +27,32 @@ class AcceleratorBusy(RuntimeError):
     """This process holds the accelerator a run needs, so no worker could open it."""
 
 
-# --- the spec: the one place the API resolves a workload's values (as `tpulab --run` does) --------------
+# --- the spec: the one place the API reads the machine and resolves values (as `tpulab --run` does) ----
+def machine() -> tuple[RuntimeReport, Limits]:
+    """This machine's report (no framework started) and what it allows."""
+    from tpulab.runtime.detect import detect as detect_report
+
+    report = detect_report()
+    return report, Limits.of(report)
+
+
+def workload_named(name: str) -> Workload:
+    from tpulab.workloads import WORKLOADS
+
+    if name not in WORKLOADS:
+        raise ParamError("workload", f"workload must be one of {', '.join(WORKLOADS)} (got {name!r})")
+    return WORKLOADS[name]
+
+
 def resolve(workload: str, preset: str | None, values: Mapping[str, Any]) -> tuple[Workload, Params, RuntimeReport,
                                                                                     Limits]:
     """The workload, its checked parameters, this machine's report and its limits.
 
     Raises `ParamError` (a ValueError) naming the parameter and what it allows.
     """
-    from tpulab.runtime.detect import detect as detect_report
-    from tpulab.workloads import get_workload
-
-    w = get_workload(workload)
+    w = workload_named(workload)
     check_names(w, values)
-    report = detect_report()
-    limits = Limits.of(report)
+    report, limits = machine()
     try:
         return w, w.resolve(values, limits, preset), report, limits
     except ParamError as e:
@@ -193,8 +205,9 @@ def sweep(workload: str, preset: str | None = None, *, steps: int | None = None,
     from tpulab.notebook.live import LiveSweep
     from tpulab.views.sweep import impossible_lines, label, live_header, live_line
 
-    w, _, report, limits = resolve(workload, preset, {})
+    w = workload_named(workload)
     check_names(w, lists)
+    report, limits = machine()
     if steps is not None and not 1 <= steps <= 100000:
         raise ParamError("steps", f"steps must be an integer from 1 to 100000 (got {steps})")
     if not 1 <= repeat <= 100:
