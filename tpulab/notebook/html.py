@@ -88,10 +88,16 @@ def svg(fig: Any) -> str:
 
 
 def figure(n: int, width: float = 4.2, height: float = 2.5) -> tuple[Any, list[Any]]:
+    """`n` charts, two to a row, so each keeps a readable size in a cell."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width * n, height), layout="constrained")
-    axes = fig.subplots(1, n, squeeze=False)[0]
+    cols, rows = min(n, 2), -(-n // 2)
+    fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
+    grid = fig.subplots(rows, cols, squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[n:]:
+        ax.remove()
+    axes = axes[:n]
     for ax in axes:
         ax.grid(True, alpha=0.3)
         ax.spines[["top", "right"]].set_visible(False)
