@@ -263,3 +263,31 @@ def test_an_error_in_the_callers_display_ends_the_run_instead_of_leaving_its_wor
     while _workers_of_this_process() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _workers_of_this_process() == []
+
+
+@pytest.mark.slow
+def test_interrupting_a_real_kernel_stops_the_loop_and_keeps_the_measured_run(monkeypatch):
+    """The kernel's interrupt, as the notebook's stop button sends it, during a loop of long runs."""
+    manager = pytest.importorskip("jupyter_client.manager")
+    pytest.importorskip("ipykernel")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    km, kc = manager.start_new_kernel(kernel_name="python3")
+    try:
+        msg_id = kc.execute("import tpulab\nfor _ in range(3):\n    tpulab.run('conv', preset='smoke', device='cpu', "
+                            "iterations=100000, warmup=0)")
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:  # until the live cell shows measured steps
+            msg = kc.get_iopub_msg(timeout=180)
+            html_out = msg["content"].get("data", {}).get("text/html", "")
+            if msg["parent_header"].get("msg_id") == msg_id and "of 100001 iterations, median" in html_out:
+                break
+        km.interrupt_kernel()
+        reply = kc.get_shell_msg(timeout=120)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = kc.get_shell_msg(timeout=120)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+    [kept] = Store(default_path()).records()  # the loop stopped at its first run
+    assert kept.status == "cancelled" and 1 <= len(kept.steps) < 100000
