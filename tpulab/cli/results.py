@@ -134,7 +134,7 @@ def _sweep(args, store: Store, console: Console) -> int:
 
 
 def _report(args, store: Store, console: Console) -> int:
-    from tpulab.notebook.report import report_page
+    from tpulab.views.report import report_page
 
     page = report_page(store, args.ids)
     try:

@@ -201,7 +201,7 @@ def sweep(workload: str, preset: str | None = None, *, steps: int | None = None,
     """
     from tpulab.backends import choose
     from tpulab.core.sweep import DEFAULT_STEPS, PointFinished, PointStarted, Sweep, build_grid
-    from tpulab.notebook import html
+    from tpulab.views import html
     from tpulab.notebook.live import LiveSweep
     from tpulab.views.sweep import impossible_lines, label, live_header, live_line
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from tpulab.core import fmt
 from tpulab.core.events import Event, RunRecord, Started, Step
 from tpulab.core.record import RunRecorder
-from tpulab.notebook import html
+from tpulab.views import html
 
 INTERVAL_S = 1.0
 

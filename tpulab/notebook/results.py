@@ -11,7 +11,7 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from tpulab.core.events import RunRecord
-from tpulab.notebook import html
+from tpulab.views import html
 
 if TYPE_CHECKING:
     import numpy as np

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tpulab.core.events import RunRecord
 from tpulab.core.store import Store, StoreError, compare
-from tpulab.notebook import html
+from tpulab.views import html
 
 
 def report_page(store: Store, ids: list[str]) -> str:

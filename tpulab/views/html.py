@@ -1,7 +1,7 @@
 """Results as HTML: a run, a sweep, a comparison, the runtime, a listing; charts as inline SVG.
 
 The notebook's representations, its live cell and `tpulab results report` all come from here,
-and their tables read the same rows as the terminal's (views/). Nothing here refers to anything
+and their tables read the same rows as the terminal's (console.py, sweep.py). Nothing here refers to anything
 by URL: a page written by `page()` opens without a network. Matplotlib is imported only to draw,
 through its object API (never pyplot), so the notebook's own plotting state is left alone.
 """
