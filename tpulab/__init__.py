@@ -1,3 +1,55 @@
-"""tpulab: how fast is this machine for deep learning, and why."""
+"""tpulab: how fast is this machine for deep learning, and why.
+
+The Python API (see the README)::
+
+    import tpulab
+    tpulab.detect()                                   # this machine, and what to fix
+    r = tpulab.run("conv", preset="smoke", device="cpu")
+    s = tpulab.sweep("conv", preset="smoke", batch_size=[8, 16, 32])
+    tpulab.compare(r, s.best)
+    tpulab.results(limit=10)
+
+Names are loaded on first use: `import tpulab` imports no framework, Keras, IPython or plotting
+library (importing Keras would fix the notebook's Keras backend).
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # not `typing`'s: importing typing would cost more than all of this module
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "run": "tpulab.notebook.api", "sweep": "tpulab.notebook.api", "results": "tpulab.notebook.api",
+    "compare": "tpulab.notebook.api", "detect": "tpulab.notebook.api", "AcceleratorBusy": "tpulab.notebook.api",
+    "RunResult": "tpulab.notebook.results", "SweepResult": "tpulab.notebook.results",
+    "ComparisonResult": "tpulab.notebook.results", "RuntimeResult": "tpulab.notebook.results",
+    "RunList": "tpulab.notebook.results", "ParamError": "tpulab.workloads.base",
+    "StepTimer": "tpulab.callbacks", "FitTimer": "tpulab.notebook.fit",
+}
+__all__ = ["__version__", "run", "sweep", "results", "compare", "detect", "AcceleratorBusy", "RunResult",
+           "SweepResult", "ComparisonResult", "RuntimeResult", "RunList", "ParamError", "StepTimer", "FitTimer"]
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tpulab.callbacks import StepTimer
+    from tpulab.notebook.api import AcceleratorBusy, compare, detect, results, run, sweep
+    from tpulab.notebook.fit import FitTimer
+    from tpulab.notebook.results import ComparisonResult, RunList, RunResult, RuntimeResult, SweepResult
+    from tpulab.workloads.base import ParamError
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tpulab' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -130,7 +130,8 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
                            ("compare", "runs side by side, with speedups against the first"),
                            ("sweep", "sweeps, newest first, or one again: its table, findings and chart"),
                            ("export", "runs (and sweeps, whole) to a file"),
-                           ("import", "runs and sweeps from an exported JSON file")):
+                           ("import", "runs and sweeps from an exported JSON file"),
+                           ("report", "runs (compared) or sweeps as one self-contained HTML page to share")):
         a = rs.add_parser(name, help=helptext)
         a.add_argument("--db", type=Path, dest="db", default=argparse.SUPPRESS)
         if name in ("list", "show", "compare", "sweep"):
@@ -147,6 +148,9 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
             a.add_argument("-o", "--output", type=Path, required=True)
         elif name == "import":
             a.add_argument("file", type=Path)
+        elif name == "report":
+            a.add_argument("ids", nargs="+", metavar="ID", help="runs or sweeps (their ids or first characters)")
+            a.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html", help="the page to write")
     r.set_defaults(action="list")
     return p
 

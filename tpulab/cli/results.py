@@ -127,5 +127,18 @@ def _sweep(args, store: Store, console: Console) -> int:
     return 0
 
 
+def _report(args, store: Store, console: Console) -> int:
+    from tpulab.views.report import report_page
+
+    page = report_page(store, args.ids)
+    try:
+        args.output.write_text(page, encoding="utf-8")
+    except OSError as e:
+        raise StoreError(f"cannot write {args.output}: {e.strerror}; choose another -o FILE") from None
+    console.print(f"wrote {args.output} ({len(page) // 1024} KiB): it opens in any browser, no network needed",
+                  highlight=False)
+    return 0
+
+
 ACTIONS = {"list": _list, "show": _show, "compare": _compare, "export": _export, "import": _import,
-           "sweep": _sweep}
+           "sweep": _sweep, "report": _report}

@@ -1,8 +1,9 @@
 """Like with like: on what basis runs (or sweep points) are compared, decided here for compare and sweeps.
 
 Times compare only when every run did the same work per step; runs that did the same work per
-example (another batch) compare by examples per second; otherwise (another shape, another model)
-by the rate at which the device did its work, GFLOP/s, where the work is known.
+example (another batch) compare by examples per second; otherwise (another shape) by the rate at
+which the device did its work, GFLOP/s, where the work is known. Different models compare by
+examples per second, and say so.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class Work:
 
     flops: float | None
     examples: int | None
+    model: str = ""  # what did the work: runs of different models never do the same work
 
     @property
     def per_example(self) -> float | None:
@@ -37,6 +39,8 @@ class Basis:
 
 
 def basis(works: Sequence[Work]) -> Basis:
+    if len({w.model for w in works}) > 1:
+        return Basis(EXAMPLES, "different models: not the same work")
     if len(set(works)) <= 1:
         return Basis(TIME, "the same work per step")
     per_example = {w.per_example for w in works}

@@ -320,18 +320,21 @@ class Comparison:
     warnings: list[str]
 
 
-def compare(records: list[RunRecord]) -> Comparison:
+def compare(records: list[RunRecord], across_workloads: bool = False) -> Comparison:
     """Like with like: wall-time ratios only when every run did the same work per step.
 
     When the work differs (another batch or shape), a ratio of times says nothing; the runs are
     compared by what they achieved per second instead (GFLOP/s, else examples/s), and the header says so.
+    Runs of different workloads (your own model against the article's CNN) only with `across_workloads`:
+    by examples/s, each having done its own work per example.
     """
     if len(records) < 2:
         raise StoreError("compare needs at least two runs")
     workloads = {r.workload for r in records}
-    if len(workloads) > 1:
+    mixed = len(workloads) > 1
+    if mixed and not across_workloads:
         raise StoreError(f"compare runs of one workload (found {', '.join(sorted(workloads))})")
-    found = basis([Work(r.summary.flops_per_step, r.batch) for r in records])
+    found = basis([Work(r.summary.flops_per_step, r.batch, r.workload) for r in records])
     by = found.by
     if by == TIME:
         header = "speedup = the first run's median time / this run's"
@@ -342,7 +345,8 @@ def compare(records: list[RunRecord]) -> Comparison:
     base = values[0]
     speedups = [v / base if v and base and math.isfinite(v / base) else None for v in values]
     warnings = [f"{k} differs: " + " vs ".join(str(r.params.get(k)) for r in records)
-                for k in differing(records) if k not in COMPARED_BY_DESIGN]
+                for k in differing(records) if k not in COMPARED_BY_DESIGN and not mixed]
+    warnings += [f"workloads differ: {' vs '.join(r.workload for r in records)}"] if mixed else []
     warnings += [f"run {r.short_id} is {r.status}: its figures cover only what completed"
                  for r in records if r.status != "finished"]
     warnings += [f"run {r.short_id} used synthetic data" for r in records if r.synthetic]
@@ -350,7 +354,8 @@ def compare(records: list[RunRecord]) -> Comparison:
         warnings.append("first calls differ in kind: " + ", ".join(
             f"{r.short_id} {'compiled (cache)' if r.summary.cache_hit else 'compiled'}"
             for r in records if r.summary.cache_hit is not None))
-    return Comparison(records[0].workload, list(records), speedups, by, f"{records[0].workload}: {header}", warnings)
+    name = " vs ".join(sorted(workloads)) if mixed else records[0].workload
+    return Comparison(name, list(records), speedups, by, f"{name}: {header}", warnings)
 
 
 def differing(records: Iterable[RunRecord]) -> list[str]:

@@ -72,20 +72,17 @@ def workload_of(record: RunRecord) -> Workload | None:
     return registry().get(record.workload)
 
 
-def summary_table(record: RunRecord) -> Table:
+def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
+    """(figure, value, style) of a run's summary: the terminal's table and the notebook's HTML read these."""
     s = record.summary
     w = workload_of(record)
     unit = w.unit if w else "step"
-    t = Table(title=f"{record.workload} run {record.short_id}: {record.status}", show_header=False)
-    t.add_column(style="bold")
-    t.add_column()
-    p = record.params
     rows = [
         ("device", record.device_label()),
         ("backend", backend_line(record.backend, record.backend_reason, record.versions)),
         ("dtype", str(record.dtype)),
-        ("batch", f"{record.batch} global, {record.per_replica_batch} per replica, "
-                  f"{p.get('shards')} shard(s)"),
+        ("batch", f"{record.batch or '-'} global, {record.per_replica_batch} per replica, "
+                  f"{record.device.replicas if record.device else 1} shard(s)"),
         ("data", record.dataset or "-"),
         ("first call (compiled (cache))" if s.cache_hit else "first call (trace+compile)", fmt.seconds(s.compile_seconds)),
         (f"steady {unit} time", fmt.spread(s.step_seconds)),
@@ -105,43 +102,64 @@ def summary_table(record: RunRecord) -> Table:
             rows.append((f"final {m.label}", m.show(final)))
         if val is not None:
             rows.append((f"validation {m.label}", m.show(val)))
+    if w is None:  # a model tpulab does not declare (a FitTimer run): its metrics by Keras's names
+        rows += [(f"final {k}", f"{v:.4f}") for k, v in (s.final_metrics or {}).items()]
+        rows += [(f"validation {k.removeprefix('val_')}", f"{v:.4f}") for k, v in (s.validation or {}).items()]
     rows.append(("versions", ", ".join(f"{k} {v}" for k, v in (record.versions or {}).items()) or "-"))
-    for name, value in rows:
-        t.add_row(name, value)
-    for f in s.flags:
-        style = "bold red" if f.code == "beats-peak" else "yellow"
-        t.add_row(f"[{style}]flag: {f.code}[/]", f"[{style}]{f.message}[/]")
+    out: list[tuple[str, str, str | None]] = [(name, value, None) for name, value in rows]
+    out += [(f"flag: {f.code}", f.message, "bold red" if f.code == "beats-peak" else "yellow") for f in s.flags]
     if record.error:
-        t.add_row("[red]error[/]", f"[red]{record.error}[/]")
+        out.append(("error", record.error, "red"))
+    return out
+
+
+def summary_title(record: RunRecord) -> str:
+    return f"{record.workload} run {record.short_id}: {record.status}"
+
+
+def summary_table(record: RunRecord) -> Table:
+    t = Table(title=summary_title(record), show_header=False)
+    t.add_column(style="bold")
+    t.add_column()
+    for name, value, style in summary_rows(record):
+        t.add_row(Text(name, style=style or ""), Text(value, style=style or ""))
     return t
 
 
-def runtime_table(report: RuntimeReport, verdicts: list[Verdict], probing: bool = False) -> Table:
+def runtime_rows(report: RuntimeReport, verdicts: list[Verdict], probing: bool = False) -> list[tuple[str, str]]:
+    """(what, Rich markup) of the runtime: the terminal's table and the notebook's HTML read these."""
     from tpulab.backends import registry
 
+    rows: list[tuple[str, str]] = []
+    c = report.cpu
+    rows.append(("CPU", f"{c.model}: {c.logical_cores} logical cores, {', '.join(c.features) or 'no SIMD flags'}, "
+                        f"{fmt.bytes_(c.memory_bytes)} memory"))
+    for i, g in enumerate(report.gpus):
+        rows.append((f"GPU {i}", f"{g.name}, {fmt.bytes_(g.memory_bytes)}, compute {g.compute_capability or '?'}, "
+                                 f"driver {g.driver or '?'} (found by {g.found_by})"))
+    if report.gpu_hardware and not report.gpus:
+        rows.append(("GPU", f"{report.gpu_hardware} NVIDIA device(s) on the PCI bus, no driver"))
+    if report.tpu:
+        tp = report.tpu
+        rows.append(("TPU", f"{tp.generation or 'unknown generation'}: {tp.chips} chip(s), {tp.cores} core(s); "
+                            f"found by {'; '.join(tp.found_by)}"))
+    for name, info in registry().items():
+        rows.append((info.title, framework_view(name, report, probing)))
+    rows.append(("Python", report.python + ("  (Colab)" if report.colab else "")))
+    rows.append(("default device", report.default_device.upper()))
+    for v in verdicts:
+        style = LEVEL_STYLE[v.level]
+        rows.append((f"[{style}]{v.level}: {v.device}[/]", f"[{style}]{v.message}[/]" +
+                     (f"\n  fix: [bold]{v.fix}[/]" if v.fix else "")))
+    return rows
+
+
+def runtime_table(report: RuntimeReport, verdicts: list[Verdict], probing: bool = False) -> Table:
     t = Table(title="tpulab runtime", show_header=False)
     t.add_column(style="bold")
     t.add_column()
-    c = report.cpu
-    t.add_row("CPU", f"{c.model}: {c.logical_cores} logical cores, {', '.join(c.features) or 'no SIMD flags'}, "
-                     f"{fmt.bytes_(c.memory_bytes)} memory")
-    for i, g in enumerate(report.gpus):
-        t.add_row(f"GPU {i}", f"{g.name}, {fmt.bytes_(g.memory_bytes)}, compute {g.compute_capability or '?'}, "
-                              f"driver {g.driver or '?'} (found by {g.found_by})")
-    if report.gpu_hardware and not report.gpus:
-        t.add_row("GPU", f"{report.gpu_hardware} NVIDIA device(s) on the PCI bus, no driver")
-    if report.tpu:
-        tp = report.tpu
-        t.add_row("TPU", f"{tp.generation or 'unknown generation'}: {tp.chips} chip(s), {tp.cores} core(s); "
-                         f"found by {'; '.join(tp.found_by)}")
-    for name, info in registry().items():
-        t.add_row(info.title, framework_view(name, report, probing))
-    t.add_row("Python", report.python + ("  (Colab)" if report.colab else ""))
-    t.add_row("default device", report.default_device.upper())
-    for v in verdicts:
-        style = LEVEL_STYLE[v.level]
-        t.add_row(f"[{style}]{v.level}: {v.device}[/]", f"[{style}]{v.message}[/]" +
-                  (f"\n  fix: [bold]{v.fix}[/]" if v.fix else ""))
+    for name, value in runtime_rows(report, verdicts, probing):
+        t.add_row(name, value)
     return t
 
 

@@ -1,0 +1,326 @@
+"""tpulab from Python: run, sweep, results, compare, detect.
+
+Every run takes the CLI's path: the workload's declarations check the values (`resolve` against
+`Limits.of(detect())`), a worker process runs it (`core.runner.Run`), its events build the record
+(`RunRecorder`) and the store keeps it. Only the display differs: the notebook's cell, updated in
+place. Interrupting the cell stops the run after its current step, keeps what was measured, and
+raises KeyboardInterrupt again, so a loop of runs stops too.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from tpulab.core.events import Event, RunRecord, Started, Step
+from tpulab.core.store import Store, default_path
+from tpulab.notebook.results import ComparisonResult, RunList, RunResult, RuntimeResult, SweepResult
+from tpulab.runtime.detect import RuntimeReport
+from tpulab.workloads.base import Limits, ParamError, Params, Workload
+
+
+class AcceleratorBusy(RuntimeError):
+    """This process holds the accelerator a run needs, so no worker could open it."""
+
+
+# --- the spec: the one place the API reads the machine and resolves values (as `tpulab --run` does) ----
+def machine() -> tuple[RuntimeReport, Limits]:
+    """This machine's report (no framework started) and what it allows."""
+    from tpulab.runtime.detect import detect as detect_report
+
+    report = detect_report()
+    return report, Limits.of(report)
+
+
+def workload_named(name: str) -> Workload:
+    from tpulab.workloads import registry
+
+    found = registry()
+    if name not in found:
+        raise ParamError("workload", f"workload must be one of {', '.join(found)} (got {name!r})")
+    return found[name]
+
+
+def resolve(workload: str, preset: str | None, values: Mapping[str, Any]) -> tuple[Workload, Params, RuntimeReport,
+                                                                                    Limits]:
+    """The workload, its checked parameters, this machine's report and its limits.
+
+    Raises `ParamError` (a ValueError) naming the parameter and what it allows.
+    """
+    w = workload_named(workload)
+    check_names(w, values)
+    report, limits = machine()
+    try:
+        return w, w.resolve(values, limits, preset), report, limits
+    except ParamError as e:
+        raise pythonic(e) from None
+
+
+def check_names(w: Workload, values: Iterable[str]) -> None:
+    known = [p.name for p in w.params]
+    for name in values:
+        if name not in known:
+            raise ParamError(name, f"{w.name} has no parameter {name!r}: it takes {', '.join(known)}")
+
+
+def pythonic(e: ParamError) -> ParamError:
+    """The CLI's words for Python: '--batch-size must be...' reads 'batch_size must be...'."""
+    return ParamError(e.param, re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), str(e)))
+
+
+def kernel_holds(device: str) -> str | None:
+    """Why this process keeps a worker from opening `device`, or None.
+
+    Only one process may hold a TPU: once the notebook's kernel initialised JAX (or TensorFlow) on
+    it, a worker would wait for the chip forever. GPUs are shared between processes.
+    """
+    if device != "tpu":
+        return None
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    if bridge is not None and getattr(bridge, "_backends", None):
+        who = "JAX"
+    else:
+        context = sys.modules.get("tensorflow.python.eager.context")
+        try:
+            held = context is not None and context.context()._context_handle is not None
+        except Exception:  # noqa: BLE001 - a TensorFlow without that attribute: assume it does not hold it
+            held = False
+        if not held:
+            return None
+        who = "TensorFlow"
+    return (f"this notebook's own process has initialised {who}, which now holds the TPU (only one process may): "
+            "a tpulab worker could not open it. Restart the session (Colab: Runtime > Restart session) and run "
+            "tpulab before using JAX, TensorFlow or Keras in this notebook, or pass device='cpu'")
+
+
+# --- running -------------------------------------------------------------------------------------------
+class _Raised:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+_DONE = object()
+
+
+def pump(events: Iterator[Any], each: Callable[[Any], None], stop: Callable[[], None]) -> bool:
+    """Consume `events` in a thread and hand each to `each` here; True when the user interrupted.
+
+    The events are read in a thread so that an interrupt (KeyboardInterrupt in this thread) never
+    lands inside the run's generator: `stop()` asks the run to end after its step (again: kill
+    it), and the events that follow are still read, so the record is whole.
+    """
+    q: queue.Queue[Any] = queue.Queue()
+
+    def produce() -> None:
+        try:
+            for event in events:
+                q.put(event)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread, raised there
+            q.put(_Raised(e))
+        finally:
+            q.put(_DONE)
+
+    threading.Thread(target=produce, name="tpulab-events", daemon=True).start()
+    interrupted = False
+    while True:
+        try:
+            item = q.get(timeout=0.2)
+            if item is _DONE:
+                return interrupted
+            if isinstance(item, _Raised):
+                raise item.error
+            each(item)
+        except queue.Empty:
+            continue
+        except KeyboardInterrupt:
+            interrupted = True
+            stop()
+        except Exception:
+            stop()  # the caller's own error ends the run: asked to stop, then killed, never left running
+            stop()
+            raise
+
+
+def _store(save: bool, db: str | Path | None) -> Store | None:
+    return Store(Path(db) if db else default_path()) if save else None
+
+
+def _stopped(what: str) -> KeyboardInterrupt:
+    print(f"tpulab: stopped by the user; {what}", file=sys.stderr, flush=True)
+    return KeyboardInterrupt(what)
+
+
+def run(workload: str, preset: str | None = None, *, live: bool = True, save: bool = True,
+        db: str | Path | None = None, on_event: Callable[[Event], None] | None = None, **params: Any) -> RunResult:
+    """Run a workload in a worker process and return its record; kept in the results unless `save=False`.
+
+    `params` are the workload's parameters by name (`batch_size=8`, `device="cpu"`), checked as the
+    CLI checks its flags; a bad one raises ValueError naming it. `on_event` sees every event.
+    """
+    from tpulab.core.runner import Run
+    from tpulab.core.spec import spec_of
+    from tpulab.notebook.live import LiveRun
+
+    w, values, report, limits = resolve(workload, preset, params)
+    why = kernel_holds(limits.device_for(values.get("device", "auto")))
+    if why:
+        raise AcceleratorBusy(why)
+    store = _store(save, db)
+    job = Run(spec_of(w, values, report), report)  # BackendError (the install command) when a framework is missing
+    view = LiveRun(job.recorder) if live else None
+
+    def each(event: Event) -> None:
+        if view is not None:
+            view(event)
+        if on_event is not None:
+            on_event(event)
+
+    try:
+        interrupted = pump(job.events(), each, job.cancel)
+    finally:
+        record = job.recorder.record()
+        if view is not None:
+            view.close(record)
+    if store is not None:
+        store.save(record)
+    if interrupted:
+        raise _stopped(f"run {record.short_id} is kept as {record.status} with its {len(record.steps)} measured "
+                       f"step(s)" + (" (tpulab.results()[0])" if store else ""))
+    return RunResult(record)
+
+
+def sweep(workload: str, preset: str | None = None, *, steps: int | None = None, repeat: int = 1,
+          max_minutes: float | None = None, live: bool = True, save: bool = True, db: str | Path | None = None,
+          **lists: Any) -> SweepResult:
+    """Run a grid of a workload's parameters, a worker per point; the best is `.best`.
+
+    Each parameter takes a value, a list (`batch_size=[32, 64, 128]`) or the CLI's text
+    (`batch_size="16..1024"`). Combinations that cannot run are named and left out.
+    """
+    from tpulab.core.spec import spec_of
+    from tpulab.core.sweep import DEFAULT_STEPS, PointFinished, PointStarted, Sweep, build_grid
+    from tpulab.views import html
+    from tpulab.notebook.live import LiveSweep
+    from tpulab.views.sweep import impossible_lines, label, live_header, live_line
+
+    w = workload_named(workload)
+    check_names(w, lists)
+    report, limits = machine()
+    if steps is not None and not 1 <= steps <= 100000:
+        raise ParamError("steps", f"steps must be an integer from 1 to 100000 (got {steps})")
+    if not 1 <= repeat <= 100:
+        raise ParamError("repeat", f"repeat must be an integer from 1 to 100 (got {repeat})")
+    raw = {name: _as_text(value) for name, value in lists.items()}
+    try:
+        grid, impossible = build_grid(w, raw, limits, preset, steps or DEFAULT_STEPS)
+    except ParamError as e:
+        raise pythonic(e) from None
+    for combo in grid.combinations():
+        spec = spec_of(w, grid.params(combo), report)  # every backend the grid names can run here
+        why = kernel_holds(spec.device)
+        if why:
+            raise AcceleratorBusy(why)
+    for line in impossible_lines(impossible):
+        print(f"tpulab: {pythonic(ParamError('', line))}", file=sys.stderr)
+    store = _store(save, db)
+    job = Sweep(grid, report, limits, repeat, max_minutes)
+    axes = list(grid.axes)
+    view = LiveSweep() if live else None
+    if view is not None and not view.notebook:
+        print(live_header(grid.axes), flush=True)
+
+    def kept() -> dict[str, RunRecord]:
+        return {r.id: r for p in job.points for r in p.records}
+
+    def each(event: Any) -> None:
+        if isinstance(event, PointFinished):
+            if store is not None:
+                store.save(event.record)
+            if view is not None:
+                view.finished(html.sweep_body(job.record(), kept()), live_line(event.point, grid.axes))
+        elif view is not None and isinstance(event, PointStarted):
+            view.point(f"sweep {job.id[:8]} of {w.name}: point {event.index} of {event.of}: "
+                       f"{label(event.point, axes) or 'one point'}", None)
+        elif view is not None and isinstance(event, Started) and job.run is not None:
+            view.run = job.run.recorder
+        elif view is not None and isinstance(event, Step):
+            view.step(event)
+
+    def stop() -> None:
+        job.stop()
+        job.cancel_point()
+
+    interrupted = pump(job.events(), each, stop)
+    result = SweepResult(job.record(), kept())
+    if store is not None:
+        store.save_sweep(result.sweep)
+    if view is not None:
+        view.head = f"sweep {job.id[:8]} of {w.name}: {job.status}"
+        view.finished(html.sweep_body(result.sweep, result.records), "")
+    if interrupted:
+        done = sum(p.status == "finished" for p in job.points)
+        raise _stopped(f"sweep {job.id[:8]} is kept with its {done} finished point(s)")
+    return result
+
+
+def _as_text(value: Any) -> str:
+    """A value or a list of them as the sweep's text: [32, 64] -> '32,64'; '16..1024' stays."""
+    if isinstance(value, (list, tuple, range)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+# --- kept results ----------------------------------------------------------------------------------------
+def results(workload: str | None = None, *, status: str | None = None, sweep: str | None = None, limit: int = 20,
+            offset: int = 0, db: str | Path | None = None) -> RunList:
+    """Kept runs, newest first: `limit` of them after `offset`, of one workload, status or sweep if given."""
+    from tpulab.core.events import STATUSES
+
+    if status is not None and status not in STATUSES:
+        raise ParamError("status", f"status must be one of {', '.join(STATUSES)} (got {status!r})")
+    if limit < 1 or offset < 0:
+        raise ParamError("limit", f"limit must be at least 1 and offset at least 0 (got {limit}, {offset})")
+    store = Store(Path(db) if db else default_path())
+    records = [r for r in store.records(workload) if (status is None or r.status == status)
+               and (sweep is None or (r.sweep or "").startswith(sweep))]
+    shown = records[offset:offset + limit]
+    more = f" ({offset + 1}-{offset + len(shown)} of {len(records)})" if len(shown) < len(records) else ""
+    return RunList([RunResult(r) for r in shown], f"runs in {store.path}, newest first{more}")
+
+
+def record_of(run: RunResult | RunRecord | str, store: Store) -> RunRecord:
+    if isinstance(run, RunResult):
+        return run.record
+    if isinstance(run, RunRecord):
+        return run
+    return store.get(str(run))
+
+
+def compare(*runs: RunResult | RunRecord | str, db: str | Path | None = None) -> ComparisonResult:
+    """Runs side by side (results, records or ids), with speedups against the first.
+
+    Runs of different workloads (your `FitTimer` run against tpulab's CNN) are set side by side by examples/s.
+    """
+    from tpulab.core.store import compare as compare_records
+
+    if len(runs) == 1 and isinstance(runs[0], (list, tuple)):
+        runs = tuple(runs[0])
+    store = Store(Path(db) if db else default_path())
+    return ComparisonResult(compare_records([record_of(r, store) for r in runs], across_workloads=True))
+
+
+def detect(probe: bool = False) -> RuntimeResult:
+    """This machine: CPU, GPUs, TPU, frameworks, and what to fix. `probe=True` asks each framework, in a worker."""
+    from tpulab.runtime.detect import detect as detect_report
+    from tpulab.runtime.doctor import diagnose
+
+    report = detect_report()
+    if probe:
+        from tpulab.core.worker import probe_installed
+
+        report.frameworks = probe_installed(report.packages)
+    return RuntimeResult(report, diagnose(report))

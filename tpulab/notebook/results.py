@@ -1,0 +1,284 @@
+"""What the Python API returns: a run, a sweep, a comparison, the runtime, a listing.
+
+Each wraps the typed record the rest of tpulab uses (nothing is copied), gives its figures as
+attributes and NumPy arrays, `to_dict()`, `to_pandas()` where pandas is installed, and draws
+itself: HTML with charts in a notebook, the terminal's tables in a REPL.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING, Any
+
+from tpulab.core.events import RunRecord, SweepRecord
+from tpulab.views import html
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tpulab.core.store import Comparison
+    from tpulab.core.sweep import Findings, Point
+    from tpulab.runtime.detect import RuntimeReport
+    from tpulab.runtime.doctor import Verdict
+
+
+def text(*renderables: Any, width: int = 100) -> str:
+    """Rich renderables as plain text, for a terminal REPL's repr."""
+    from rich.console import Console
+
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None, force_terminal=False, force_jupyter=False)
+    for r in renderables:
+        console.print(r, highlight=False)
+    return out.getvalue().rstrip()
+
+
+def pandas() -> Any:
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("to_pandas() needs pandas: pip install pandas (Colab has it)") from None
+    return pd
+
+
+class RunResult:
+    """One run: its record (`.record`, every step and the summary) and its headline figures."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self.record = record
+
+    def __getattr__(self, name: str) -> Any:  # the record's fields: params, steps, device, summary...
+        if name == "record":
+            raise AttributeError(name)
+        return getattr(self.record, name)
+
+    @property
+    def median(self) -> float | None:
+        """Median steady step time, seconds."""
+        return self.record.median
+
+    @property
+    def compile_seconds(self) -> float | None:
+        return self.record.summary.compile_seconds
+
+    @property
+    def examples_per_s(self) -> float | None:
+        return self.record.summary.examples_per_s
+
+    @property
+    def gflops_per_s(self) -> float | None:
+        return self.record.summary.gflops_per_s
+
+    @property
+    def peak_fraction(self) -> float | None:
+        return self.record.summary.peak_fraction
+
+    @property
+    def step_seconds(self) -> np.ndarray:
+        """Every steady (timed, not warm-up) step's seconds, in order."""
+        import numpy as np
+
+        return np.array([s.seconds for s in self.record.steps if not s.warmup for _ in range(s.steps)], dtype=float)
+
+    @property
+    def throughput(self) -> np.ndarray:
+        """Examples/s of every steady step (empty when the batch is unknown)."""
+        import numpy as np
+
+        batch = self.record.params.get("batch_size")
+        if not batch:
+            return np.array([], dtype=float)
+        return batch / self.step_seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.record.to_json()
+
+    def to_pandas(self) -> Any:
+        """One row per timed step: step, seconds, examples/s, warm-up, and the step's metrics."""
+        pd = pandas()
+        return pd.DataFrame([{"step": s.step, "seconds": s.seconds, "steps": s.steps, "warmup": s.warmup,
+                              "examples_per_s": s.examples_per_s, "phase": s.phase, **s.metrics}
+                             for s in self.record.steps])
+
+    def _repr_html_(self) -> str:
+        return html.run_html(self.record)
+
+    def __repr__(self) -> str:
+        from tpulab.views.console import summary_table
+
+        return text(summary_table(self.record))
+
+
+class SweepResult:
+    """A sweep: its grid, its points (each with its runs) and what it found."""
+
+    def __init__(self, sweep: SweepRecord, runs: dict[str, RunRecord]) -> None:
+        self.sweep = sweep
+        self.records = runs
+
+    @property
+    def id(self) -> str:
+        return self.sweep.id
+
+    @property
+    def status(self) -> str:
+        return self.sweep.status
+
+    @property
+    def axes(self) -> dict[str, list[Any]]:
+        return dict(self.sweep.axes)
+
+    @property
+    def points(self) -> list[Point]:
+        from tpulab.core.sweep import kept_points
+
+        return kept_points(self.sweep, self.records)
+
+    @property
+    def findings(self) -> Findings:
+        from tpulab.core.sweep import findings
+
+        return findings(self.points, self.sweep.article_values)
+
+    @property
+    def best(self) -> RunResult | None:
+        """The best point's fastest run."""
+        best = self.findings.best
+        if best is None:
+            return None
+        return RunResult(min(best.finished, key=lambda r: r.median or float("inf")))
+
+    @property
+    def runs(self) -> list[RunResult]:
+        return [RunResult(r) for p in self.points for r in p.records]
+
+    @property
+    def throughput(self) -> np.ndarray:
+        """Each point's examples/s (NaN where it did not finish), in the grid's order."""
+        import numpy as np
+
+        return np.array([p.throughput if p.throughput is not None else np.nan for p in self.points], dtype=float)
+
+    def to_dict(self) -> dict[str, Any]:
+        from tpulab.views.sweep import sweep_summary_json
+
+        return {**sweep_summary_json(self.sweep, self.records), "sweep": self.sweep.to_json()}
+
+    def to_pandas(self) -> Any:
+        """One row per point: its swept values, then its figures."""
+        from tpulab.views.sweep import point_json
+
+        pd = pandas()
+        return pd.DataFrame([{**p.values, **{k: v for k, v in point_json(p).items() if k != "values"}}
+                             for p in self.points])
+
+    def _repr_html_(self) -> str:
+        return html.sweep_html(self.sweep, self.records)
+
+    def __repr__(self) -> str:
+        from tpulab.views.sweep import sweep_report
+
+        return text(sweep_report(self.sweep, self.records, 100))
+
+
+class ComparisonResult:
+    """Runs side by side, with speedups against the first."""
+
+    def __init__(self, comparison: Comparison) -> None:
+        self.comparison = comparison
+
+    def __getattr__(self, name: str) -> Any:  # workload, by, header, warnings
+        if name == "comparison":
+            raise AttributeError(name)
+        return getattr(self.comparison, name)
+
+    @property
+    def runs(self) -> list[RunResult]:
+        return [RunResult(r) for r in self.comparison.records]
+
+    @property
+    def speedups(self) -> np.ndarray:
+        import numpy as np
+
+        return np.array([x if x is not None else np.nan for x in self.comparison.speedups], dtype=float)
+
+    def to_dict(self) -> dict[str, Any]:
+        from tpulab.core.store import row
+
+        c = self.comparison
+        return {"workload": c.workload, "by": c.by, "header": c.header, "warnings": c.warnings,
+                "rows": [{**row(r), "speedup": x} for r, x in zip(c.records, c.speedups)]}
+
+    def to_pandas(self) -> Any:
+        return pandas().DataFrame(self.to_dict()["rows"])
+
+    def _repr_html_(self) -> str:
+        return html.comparison_html(self.comparison)
+
+    def __repr__(self) -> str:
+        from tpulab.views.console import comparison_table
+
+        return text(comparison_table(self.comparison, 100))
+
+
+class RuntimeResult:
+    """What hardware is here and what tpulab makes of it (the report of `tpulab detect`)."""
+
+    def __init__(self, report: RuntimeReport, verdicts: list[Verdict]) -> None:
+        self.report = report
+        self.verdicts = verdicts
+
+    def __getattr__(self, name: str) -> Any:  # cpu, gpus, tpu, colab, packages, frameworks
+        if name in ("report", "verdicts"):
+            raise AttributeError(name)
+        return getattr(self.report, name)
+
+    @property
+    def default_device(self) -> str:
+        return self.report.default_device
+
+    @property
+    def accelerator(self) -> str | None:
+        """'tpu' or 'gpu' when one can be used here, else None."""
+        device = self.report.default_device
+        return None if device == "cpu" else device
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.report.to_dict(), "verdicts": [v.to_dict() for v in self.verdicts]}
+
+    def _repr_html_(self) -> str:
+        return html.runtime_html(self.report, self.verdicts)
+
+    def __repr__(self) -> str:
+        from tpulab.views.console import runtime_table
+
+        return text(runtime_table(self.report, self.verdicts))
+
+
+class RunList(list):
+    """Kept runs, newest first: a list of `RunResult`, drawn as the CLI's listing."""
+
+    def __init__(self, runs: list[RunResult], caption: str) -> None:
+        super().__init__(runs)
+        self.caption = caption
+
+    def to_pandas(self) -> Any:
+        from tpulab.core.store import row
+
+        return pandas().DataFrame([row(r.record) for r in self])
+
+    def _repr_html_(self) -> str:
+        return html.list_html([r.record for r in self], self.caption)
+
+    def __repr__(self) -> str:
+        from rich import box
+        from rich.table import Table
+
+        from tpulab.core import fmt
+
+        t = Table(title=self.caption, box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
+        for col in fmt.LIST_COLUMNS:
+            t.add_column(col, no_wrap=True)
+        for r in self:
+            t.add_row(*fmt.list_row(r.record))
+        return text(t)
