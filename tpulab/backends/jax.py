@@ -95,6 +95,7 @@ class JaxBackend(Backend):
 
     def runtime(self) -> Runtime:
         import jax
+        import keras  # noqa: F401 - on it: every run times its steps with a Keras callback
 
         jax.monitoring.register_event_listener(_count_cache_events)
         return sys.modules[__name__]  # the module keeps the `Runtime` protocol

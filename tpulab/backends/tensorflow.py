@@ -154,6 +154,7 @@ class TensorFlowBackend(Backend):
         import sys
 
         import tensorflow  # noqa: F401 - the framework, first, in the worker
+        import keras  # noqa: F401 - on it: every run times its steps with a Keras callback
 
         return sys.modules[__name__]  # the module keeps the `Runtime` protocol
 

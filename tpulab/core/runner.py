@@ -18,7 +18,7 @@ from tpulab.backends import Cluster
 from tpulab.core.events import Event, Failed
 from tpulab.core.record import RunRecorder
 from tpulab.runtime.detect import RuntimeReport
-from tpulab.core.worker import EXIT_CANCELLED, RunHandle
+from tpulab.core.worker import EXIT_CANCELLED, RunHandle, worker_env
 from tpulab.core.spec import RunSpec
 
 EXIT_CODES = {"finished": 0, "failed": 1, "cancelled": EXIT_CANCELLED}
@@ -31,11 +31,55 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Standby:
+    """One worker started before the run it will be handed: its framework imported, no device opened.
+
+    The lab keeps one for the form's backend and device while the user edits, so Enter starts the run at
+    once. Never on a TPU host (one process holds a TPU: the worker starts when the run does), never for
+    runs over several processes. Idle, it waits on a pipe and costs no CPU; `drop()` ends it.
+    """
+
+    def __init__(self) -> None:
+        self.handle: RunHandle | None = None
+
+    @staticmethod
+    def fits(spec: RunSpec, runtime: RuntimeReport) -> bool:
+        return runtime.tpu is None and spec.cluster is None and spec.processes == 1
+
+    def want(self, spec: RunSpec, runtime: RuntimeReport) -> None:
+        """Keep a worker ready for runs like `spec`: one made for another backend or device is replaced."""
+        if not self.fits(spec, runtime):
+            self.drop()
+            return
+        env = worker_env(spec.backend, spec.device, spec.workload.replicas(spec.params))
+        if self.handle is not None and self.handle.alive and self.handle.env == env:
+            return
+        self.drop()
+        self.handle = RunHandle.standby(spec.backend, spec.device, spec.workload.replicas(spec.params))
+
+    def take(self, spec: RunSpec) -> RunHandle | None:
+        """The waiting worker, handed `spec`'s run, if it was made for it; else None (and it is kept)."""
+        handle = self.handle
+        env = worker_env(spec.backend, spec.device, spec.workload.replicas(spec.params))
+        if handle is None or not handle.alive or handle.env != env or spec.processes != 1 or spec.cluster:
+            return None
+        self.handle = None
+        return handle.hand(spec.workload.name, spec.params, spec.backend)
+
+    def drop(self) -> None:
+        if self.handle is not None:
+            self.handle.kill()
+            self.handle.proc.wait()
+            self.handle = None
+
+
 class Run:
-    def __init__(self, spec: RunSpec, runtime: RuntimeReport) -> None:
+    def __init__(self, spec: RunSpec, runtime: RuntimeReport, standby: Standby | None = None) -> None:
         """`spec.cluster`: this process is one of a multi-host run started elsewhere (a pod slice, or
-        --coordinator); None with `processes` > 1 in the params starts them all here.
+        --coordinator); None with `processes` > 1 in the params starts them all here. `standby`: a worker
+        waiting for this run is handed it, if it was made for it.
         """
+        self.standby = standby
         self.spec = spec
         self.workload = spec.workload
         self.params = spec.params
@@ -66,7 +110,8 @@ class Run:
             self.handles = [RunHandle.start(name, p, backend, device, self.cluster, local)]
             return
         if processes == 1:
-            self.handles = [RunHandle.start(name, p, backend, device)]
+            waiting = self.standby.take(self.spec) if self.standby is not None else None
+            self.handles = [waiting or RunHandle.start(name, p, backend, device)]
             return
         coordinator = f"127.0.0.1:{free_port()}"
         local = replicas // processes  # each process its share of the host devices

@@ -44,27 +44,62 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def worker_env(backend: str, device: str, replicas: int) -> dict[str, str]:
+    """What a worker's environment holds before its framework is imported: also what a standby must match."""
+    return backends.get(backend).worker_env(device, replicas, os.environ)
+
+
 class RunHandle:
     """A running worker: iterate `events()`, `cancel()` to stop it after its current step."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], standby: bool = False) -> None:
         self._stderr = tempfile.TemporaryFile(mode="w+b")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tpulab.core.worker", *args], stdout=subprocess.PIPE, stderr=self._stderr,
-            stdin=subprocess.DEVNULL, env=child_env(env), start_new_session=True)
+            stdin=subprocess.PIPE if standby else subprocess.DEVNULL, env=child_env(env), start_new_session=True)
+        self.env = env
         self.cancel_requested = False
+        self.ready = threading.Event()  # a standby worker has imported its framework
+        self.ready_at: float | None = None  # when (time.monotonic()), for the first-figure benchmark
+        self._waiting: threading.Thread | None = None
+        if standby:
+            self._waiting = threading.Thread(target=self._await_ready, daemon=True)
+            self._waiting.start()
 
     @classmethod
     def start(cls, workload: str, params: Params, backend: str, device: str, cluster: Cluster | None = None,
               local_devices: int | None = None) -> RunHandle:
         """A worker for one run (or one process of it); `device` is the kind (cpu, gpu, tpu) it must see."""
-        env = backends.get(backend).worker_env(device, local_devices or get_workload(workload).replicas(params),
-                                               os.environ)
+        env = worker_env(backend, device, local_devices or get_workload(workload).replicas(params))
         return cls([json.dumps({"workload": workload, "backend": backend, "params": params})],
                    {**env, **(cluster.env() if cluster else {})})
 
+    @classmethod
+    def standby(cls, backend: str, device: str, replicas: int) -> RunHandle:
+        """A worker that imports its framework now (no device opened) and waits, idle, to be handed a run."""
+        return cls(["--standby", backend], worker_env(backend, device, replicas), standby=True)
+
+    def _await_ready(self) -> None:
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline():
+            self.ready_at = time.monotonic()
+            self.ready.set()
+
+    def hand(self, workload: str, params: Params, backend: str) -> RunHandle:
+        """Give a standby worker its run: it starts at once, its framework already imported."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps({"workload": workload, "backend": backend, "params": params}) + "\n").encode())
+        self.proc.stdin.close()
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
     def events(self) -> Iterator[Event]:
         assert self.proc.stdout is not None
+        if self._waiting is not None:
+            self._waiting.join()  # a standby's first line is its ready signal, read by that thread
         for raw in self.proc.stdout:
             event = parse_line(raw.decode(errors="replace"))
             if event is not None:
@@ -156,6 +191,16 @@ def _stdout_writer() -> Any:
 
 def main(argv: list[str]) -> int:
     out = _stdout_writer()
+    if argv[:1] == ["--standby"]:  # import the framework now, then wait (idle) for the run on stdin
+        try:
+            backends.get(argv[1]).load()
+        except Exception:  # noqa: BLE001 - it fails again, and is reported, when a run is handed to it
+            traceback.print_exc()
+        out.write(json.dumps({"standby": argv[1]}) + "\n")
+        line = sys.stdin.readline()
+        if not line.strip():
+            return 0  # nobody handed it a run: the lab closed or chose another backend
+        argv = [line]
     if argv[:1] == ["--probe"]:
         try:
             view = backends.get(argv[1]).load().probe()

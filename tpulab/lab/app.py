@@ -21,6 +21,7 @@ from textual.widgets import Checkbox, Footer, Header, TabbedContent, TabPane
 from tpulab import backends
 from tpulab.backends import BackendError
 from tpulab.core.events import RunRecord
+from tpulab.core.runner import Standby
 from tpulab.core.store import Store, StoreError, default_path
 from tpulab.runtime.detect import RuntimeReport, detect
 from tpulab.lab.screens.glossary import GlossaryScreen
@@ -29,6 +30,7 @@ from tpulab.lab.screens.run import RunPane
 from tpulab.lab.screens.runtime import RuntimePane
 from tpulab.lab.screens.sweep import SweepPane
 from tpulab.lab.screens.workloads import WorkloadsPane
+from tpulab.lab.widgets.param_form import ParamForm
 from tpulab.core.sweep import Grid, Sweep
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, Workload
@@ -65,6 +67,8 @@ class TpulabApp(App[None]):
         self.probing = probe
         self.store = Store(db or default_path())
         self.records: list[RunRecord] = []  # newest first: this session's and the store's
+        self.standby = Standby()  # a worker for the form's backend, its framework imported before Enter
+        self.wanted: tuple[Workload, dict[str, Any]] | None = None  # the form's last valid single run
 
     def compose(self) -> ComposeResult:
         initial = "workloads" if self.initial_workload else "runtime"
@@ -80,6 +84,9 @@ class TpulabApp(App[None]):
                     # Hidden tabs mount after the first paint; each pane reads the app's state on mount.
                     yield pane if tab == initial else Lazy(pane)
         yield Footer()
+
+    def on_unmount(self) -> None:
+        self.standby.drop()  # no worker outlives the lab
 
     def on_mount(self) -> None:
         self.load_results()
@@ -190,8 +197,11 @@ class TpulabApp(App[None]):
                 return
         self.query_one(RunPane).cancel()
 
+    def _work_going(self) -> bool:
+        return any(p.running for p in self.query(RunPane)) or any(p.running for p in self.query(SweepPane))
+
     def _busy(self) -> bool:
-        if any(p.running for p in self.query(RunPane)) or any(p.running for p in self.query(SweepPane)):
+        if self._work_going():
             self.notify("A run or sweep is in progress: cancel it first (x).", severity="warning")
             return True
         return False
@@ -205,7 +215,7 @@ class TpulabApp(App[None]):
         if self._busy():
             return
         try:
-            run = Run(spec_of(event.workload, event.params, self.report), self.report)
+            run = Run(spec_of(event.workload, event.params, self.report), self.report, self.standby)
         except BackendError as e:
             self.notify(str(e), title="cannot run", severity="error", timeout=15)
             return
@@ -234,6 +244,25 @@ class TpulabApp(App[None]):
         self.keep_record(record)
         severity: Any = {"finished": "information", "cancelled": "warning"}.get(record.status, "error")
         self.notify(f"run {record.short_id} {record.status}", severity=severity)
+        self.prestart()
+
+    @on(ParamForm.Changed)
+    def _form_changed(self, event: ParamForm.Changed) -> None:
+        if not event.form.sweep and event.params is not None:
+            self.wanted = (event.form.workload, dict(event.params))
+            self.prestart()
+
+    def prestart(self) -> None:
+        """Keep a worker ready for the form's run while nothing runs (a run's CPU is the run's alone)."""
+        from tpulab.core.errors import TpulabError
+        from tpulab.core.spec import spec_of
+
+        if self.wanted is None or self._work_going():
+            return
+        try:
+            self.standby.want(spec_of(*self.wanted, self.report), self.report)
+        except TpulabError:
+            self.standby.drop()  # this configuration cannot run here: Enter says why
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
