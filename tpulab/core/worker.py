@@ -28,6 +28,7 @@ from typing import Any, Iterator
 
 from tpulab.backends import BACKENDS, Cluster, FrameworkBackend, worker_env
 from tpulab.core.events import Cancelled, Compiled, Event, Failed, Finished, Step, parse_line
+from tpulab.core.telemetry import RunSampling, enabled as telemetry_enabled
 from tpulab.workloads import get_workload
 from tpulab.workloads.base import CancelToken, Params, Sink
 
@@ -163,11 +164,14 @@ def main(argv: list[str]) -> int:
         out.write(json.dumps({"probe": view}) + "\n")
         return 0
 
+    lock = threading.Lock()  # the telemetry sampler writes from its own thread
+
     def emit(event: Event) -> None:
         if event.t is None:
             event.t = time.time()
-        out.write(json.dumps(event.to_json()) + "\n")
-        out.flush()
+        with lock:
+            out.write(json.dumps(event.to_json()) + "\n")
+            out.flush()
 
     spec = json.loads(argv[0])
     cluster = Cluster.from_env(os.environ)
@@ -175,19 +179,27 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, lambda *_: requested.set())
     # On one process a request is the decision; across processes they decide together (see `shared`).
     cancel = requested if cluster is None else CancelToken()
+    sampling = RunSampling(emit, cluster.process_id if cluster else 0) if telemetry_enabled() else None
     try:
         backend = BACKENDS[spec["backend"]].load()  # first: its framework, and none that would compete with it
         sink: Sink = emit
         if cluster is not None:
             backend.join(cluster)
             sink = shared(emit, backend, requested, cancel, leader=cluster.process_id == 0)
+        if sampling is not None:
+            sampling.memory_stats = getattr(backend, "memory_stats", None)
+            sink = sampling.wrap(sink)
         runner = importlib.import_module(get_workload(spec["workload"]).runners[spec["backend"]])
         runner.run(spec["params"], sink, cancel)
     except Exception as e:  # noqa: BLE001 - reported as the run's failure, with its traceback on stderr
         traceback.print_exc()
+        if sampling is not None:
+            sampling.stop()
         where = f"process {cluster.process_id}: " if cluster is not None and cluster.process_id else ""
         emit(Failed(error=where + _one_line(e), type=type(e).__name__))
         return 1
+    if sampling is not None:
+        sampling.stop()
     emit(Cancelled() if cancel.is_set() else Finished())
     if cluster is not None:
         backend.leave()
