@@ -23,19 +23,31 @@ THROTTLE = 0.90  # steady clock below this fraction of the run's peak
 
 
 class SampleKeeper:
-    """At most `limit` samples per host: when full, every other one goes (phase boundaries stay)."""
+    """At most `limit` samples per host, evenly spaced: when full, every other one goes and from then on
+    only every other one is kept (a stride that doubles); phase boundaries always stay."""
 
     def __init__(self, limit: int = MAX_PER_HOST) -> None:
         self.limit = limit
         self.by_host: dict[int, list[Sample]] = {}
+        self._seq: dict[int, list[int]] = {}  # each kept sample's arrival number
+        self._seen: dict[int, int] = {}
+        self._stride: dict[int, int] = {}
         self.unavailable: dict[str, str] = {}
 
     def add(self, s: Sample) -> None:
         self.unavailable.update({k: v for k, v in s.unavailable.items() if k not in self.unavailable})
-        kept = self.by_host.setdefault(s.host, [])
+        h = s.host
+        n = self._seen[h] = self._seen.get(h, -1) + 1
+        stride = self._stride.get(h, 1)
+        if n % stride and not s.mark:
+            return
+        kept, seq = self.by_host.setdefault(h, []), self._seq.setdefault(h, [])
         kept.append(s)
+        seq.append(n)
         if len(kept) > self.limit:
-            kept[:] = [x for i, x in enumerate(kept) if i % 2 == 0 or x.mark or i == len(kept) - 1]
+            stride = self._stride[h] = stride * 2
+            keep = [i for i, (x, k) in enumerate(zip(kept, seq)) if k % stride == 0 or x.mark]
+            kept[:], seq[:] = [kept[i] for i in keep], [seq[i] for i in keep]
 
     def samples(self) -> list[Sample]:
         return [s for host in sorted(self.by_host) for s in self.by_host[host]]
@@ -73,7 +85,8 @@ def summarize(keeper: SampleKeeper, median_step_s: float | None, batch: int | No
     if not everything:
         return None
     runs = {h: steady(ss) for h, ss in hosts.items()}
-    cur = [s for ss in runs.values() for s in ss]
+    # the sample closing compile marks where the steady state's energy starts; its window was compile's
+    cur = [s for ss in runs.values() for s in ss if s.mark != "compiled"] or everything
     devs = [d for s in cur for d in s.devices]
     all_devs = [d for s in everything for d in s.devices]
     fullest = max((d for d in all_devs if d.mem_used is not None), key=lambda d: d.mem_used or 0, default=None)
@@ -95,7 +108,7 @@ def summarize(keeper: SampleKeeper, median_step_s: float | None, batch: int | No
         power_mean_w=power, temp_peak_c=_peak(d.temp_c for d in all_devs),
         clock_peak_mhz=_peak(d.clock_mhz for d in all_devs), clock_steady_mhz=_mean(d.clock_mhz for d in devs),
         energy_per_step_j=per_step, energy_per_example_j=per_step / batch if per_step is not None and batch else None,
-        host_cpu_mean=[_mean(s.cpu for s in runs[h]) or 0.0 for h in sorted(hosts)] if len(hosts) > 1 else None,
+        host_cpu_mean=[_mean(s.cpu for s in runs[h] if s.mark != "compiled") or 0.0 for h in sorted(hosts)] if len(hosts) > 1 else None,
         host_rss_peak=[_peak(s.rss for s in hosts[h]) or 0.0 for h in sorted(hosts)] if len(hosts) > 1 else None,
         unavailable=dict(keeper.unavailable))
     t.verdicts = verdicts(t)

@@ -19,8 +19,8 @@ from textual.worker import Worker, WorkerState
 
 from tpulab.core import fmt
 from tpulab.views.console import summary_table
-from tpulab.core.events import Epoch, Event, RunRecord, Started, Step
-from tpulab.core.narrate import describe
+from tpulab.core.events import Epoch, Event, RunRecord, Sample, Started, Step
+from tpulab.core.narrate import describe, unavailable_lines
 from tpulab.core.runner import Run
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 POST_EVERY_S = 0.1
 REDRAW_EVERY_S = 0.15  # one chart per tick: a plotext redraw takes ~20 ms, three at once would stall the UI
 CHART_IDS = ("chart-a", "chart-b", "chart-c")  # as many as any workload declares
+TELEMETRY_TITLES = {"tele-util": "busy %", "tele-mem": "memory GiB"}  # x: the step, as the timings
 
 
 class RunPane(Vertical):
@@ -65,6 +66,9 @@ class RunPane(Vertical):
         with Horizontal(id="charts"):
             for chart_id in CHART_IDS:
                 yield SeriesPlot(id=chart_id, classes="chart")
+        with Horizontal(id="telemetry"):
+            for chart_id, title in TELEMETRY_TITLES.items():
+                yield SeriesPlot(title, id=chart_id, classes="chart")
         with Horizontal(id="run-bottom"):
             yield RichLog(id="run-log", wrap=True, markup=True)
             with VerticalScroll(id="run-summary-box"):
@@ -104,6 +108,10 @@ class RunPane(Vertical):
             if spec is not None:
                 plot.configure(spec.title)
                 self.charts[spec.quantity] = plot
+        for chart_id, title in TELEMETRY_TITLES.items():
+            plot = self.query_one(f"#{chart_id}", SeriesPlot)
+            plot.configure(title)
+            self.charts[chart_id] = plot
         self.query_one("#run-summary", Static).update("")
         self.log_view.clear()
         self.log_view.write(f"starting {workload.name}: {workload.changed(run.params) or 'defaults'}")
@@ -146,6 +154,9 @@ class RunPane(Vertical):
         rec = self.run.recorder
         for e in message.events:
             self._chart(e, message.peak_flops)
+            if isinstance(e, Sample):
+                self._sample(e)
+                continue
             line = None if isinstance(e, Step) else describe(e, rec)  # steps are charted, not logged
             if line is not None:
                 self.log_view.write(line)
@@ -186,6 +197,24 @@ class RunPane(Vertical):
                 if key.startswith("val_"):
                     plot.add(rec.workload.label(key).replace("validation", "val"), self.step_x, value)
 
+    def _sample(self, s: Sample) -> None:
+        """Telemetry on the steps' axis: what was busy, and how much memory the worker and devices held."""
+        for line in unavailable_lines(s.unavailable):
+            self.log_view.write(line)
+        util, mem = self.charts["tele-util"], self.charts["tele-mem"]
+        if s.cpu is not None:
+            util.add("CPU", self.step_x, s.cpu)
+        if s.process is not None and s.cores:
+            util.add("worker", self.step_x, s.process / len(s.cores))  # as a share of all cores, like CPU
+        if s.rss is not None:
+            mem.add("worker", self.step_x, s.rss / 2**30)
+        for d in s.devices:
+            name = f"{d.kind.upper()}{d.index}"
+            if d.util is not None:
+                util.add(name, self.step_x, d.util)
+            if d.mem_used is not None:
+                mem.add(name, self.step_x, d.mem_used / 2**30)
+
     def _redraw(self, everything: bool = False) -> None:
         plots = list(self.charts.values())
         for i in range(len(plots)):
@@ -207,6 +236,8 @@ class RunPane(Vertical):
         for flag in record.summary.flags:
             colour = "red" if flag.code == "beats-peak" else "yellow"
             self.log_view.write(f"[{colour}]flag {flag.code}: {flag.message}[/]")
+        for verdict in record.summary.telemetry.verdicts if record.summary.telemetry else ():
+            self.log_view.write(f"[cyan]why {verdict.code}: {verdict.message}[/]")
         self.log_view.write(f"run {record.short_id} {record.status}" + (f": {record.error}" if record.error else ""))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
