@@ -22,7 +22,7 @@ from tpulab.core.events import Accel, Compiled, Event, Sample, Started
 
 INTERVAL_S = 0.5  # 2 Hz: NVML and the TPU runtime refresh about once a second; faster says nothing more
 CALL_TIMEOUT_S = 5.0
-MIN_CPU_WINDOW_S = 0.05  # psutil's CPU figures cover the time since the previous read: too short says nothing
+MIN_CPU_WINDOW_S = 0.2  # psutil's CPU figures cover the time since the previous read, in 10 ms ticks: too short says nothing
 GPU_EXTRA = "pip install 'tpulab[gpu]'"
 TPU_METRICS = {"util": "tensorcore_util", "duty_cycle": "duty_cycle_pct",
                "mem_used": "hbm_capacity_usage", "mem_total": "hbm_capacity_total"}
