@@ -9,7 +9,7 @@
 3. The cost of one sample (the CPU probe through its guarded call).
 Each prints the ratio of medians (goal <= 1.01x) and the spread of the per-pair ratios.
 
-    python benchmarks/telemetry_overhead.py [--blocks 8] [--block-s 1] [--pairs 2] [--iterations 150]
+    python benchmarks/telemetry_overhead.py [--blocks 16] [--block-s 0.5] [--pairs 2] [--iterations 150]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one BLAS thread: on a shared machine, a team of them is noise
 
 
 def run_once(params: dict, report, telemetry: bool) -> tuple[float, int]:
@@ -94,8 +95,8 @@ def show(what: str, on: list[float], off: list[float]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--blocks", type=int, default=8)
-    ap.add_argument("--block-s", type=float, default=1.0)
+    ap.add_argument("--blocks", type=int, default=16)
+    ap.add_argument("--block-s", type=float, default=0.5)
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=150)
     ap.add_argument("--samples", type=int, default=200)
@@ -103,8 +104,8 @@ def main() -> None:
 
     import numpy as np
 
-    a = np.random.default_rng(0).standard_normal((192, 192), dtype=np.float32)
-    in_process("matmul 192x192 (releases the GIL)", lambda: a @ a, args.blocks, args.block_s)
+    a = np.random.default_rng(0).standard_normal((320, 320), dtype=np.float32)
+    in_process("matmul 320x320 (releases the GIL)", lambda: a @ a, args.blocks, args.block_s)
     in_process("pure Python loop (holds the GIL)", lambda: sum(range(20_000)), args.blocks, args.block_s)
     med, p90 = sample_cost(args.samples)
     print(f"one sample (CPU probe, guarded call): median {med * 1e6:.0f} us, p90 {p90 * 1e6:.0f} us "
