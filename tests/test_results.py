@@ -36,7 +36,7 @@ def test_records_keep_every_step_and_the_runtime(tmp_path):
     store.save(r)
     got = store.get(r.id[:6])
     assert got == r and len(got.steps) == 4 and got.runtime["cpu"]["logical_cores"] >= 1
-    assert got.summary.step_seconds is not None and got.summary.step_seconds.count == 4 and got.schema == 2
+    assert got.summary.step_seconds is not None and got.summary.step_seconds.count == 4 and got.schema == 3
 
 
 def test_schema_is_versioned(tmp_path):
