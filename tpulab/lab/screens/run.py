@@ -135,7 +135,7 @@ class RunPane(Vertical):
         for event in run.events():
             batch.append(event)
             now = time.monotonic()
-            if not isinstance(event, Step) or now - last >= POST_EVERY_S:
+            if not isinstance(event, (Step, Sample)) or now - last >= POST_EVERY_S:
                 self._post(run, batch)
                 batch, last = [], now
         self._post(run, batch)
