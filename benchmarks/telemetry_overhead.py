@@ -41,19 +41,22 @@ def run_once(params: dict, report, telemetry: bool) -> tuple[float, int]:
     return record.median, len(record.telemetry)
 
 
-def sample_cost(samples: int) -> tuple[float, float]:
-    """Median and p90 seconds of one sample of the CPU probe (what every run samples), guarded."""
+def sample_cost(samples: int) -> tuple[float, float, float]:
+    """Median and p90 wall seconds of one sample of the CPU probe (what every run samples), guarded; and
+    the CPU seconds it used on average (all threads of this process), which the machine's load does not inflate."""
     from tpulab.core.telemetry import Sampler, probes_for
 
     sampler = Sampler(probes_for(["cpu"], os.getpid()), lambda s: None)
     times = []
+    cpu = 0.0
     for _ in range(samples):
         time.sleep(0.005)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         sampler.sample()
         times.append(time.perf_counter() - t0)
+        cpu += time.process_time() - c0
     times.sort()
-    return statistics.median(times), times[int(0.9 * (len(times) - 1))]
+    return statistics.median(times), times[int(0.9 * (len(times) - 1))], cpu / samples
 
 
 def block(step, seconds: float) -> float:
@@ -107,9 +110,9 @@ def main() -> None:
     a = np.random.default_rng(0).standard_normal((320, 320), dtype=np.float32)
     in_process("matmul 320x320 (releases the GIL)", lambda: a @ a, args.blocks, args.block_s)
     in_process("pure Python loop (holds the GIL)", lambda: sum(range(20_000)), args.blocks, args.block_s)
-    med, p90 = sample_cost(args.samples)
-    print(f"one sample (CPU probe, guarded call): median {med * 1e6:.0f} us, p90 {p90 * 1e6:.0f} us "
-          f"({med * 2 * 100:.3f}% of a core at the default 2 Hz)", flush=True)
+    med, p90, cpu = sample_cost(args.samples)
+    print(f"one sample (CPU probe, guarded call): wall median {med * 1e6:.0f} us, p90 {p90 * 1e6:.0f} us; CPU "
+          f"{cpu * 1e6:.0f} us, {cpu * 2 * 100:.3f}% of a core at the default 2 Hz", flush=True)
     if args.pairs < 1:
         return
 

@@ -330,6 +330,23 @@ def test_compare_and_summary_show_the_telemetry_at_80_columns():
     assert "GPU utilisation" in summary and "why: input-bound" in summary and "J per iteration" in summary
 
 
+def test_a_sweep_shows_its_points_telemetry_in_a_second_table_at_80_columns():
+    from tpulab.core.sweep import Point, findings
+    from tpulab.views.sweep import sweep_table, telemetry_table
+
+    points = [Point({"batch_size": b, "image_size": 256, "filters": 32, "shards": 1}, {}, records=[r])
+              for b, r in ((8, gpu_run(util=20, process=95, batch=8)), (64, gpu_run(util=90, process=60, batch=64)))]
+    found = findings(points, None)
+    table = telemetry_table(points, list(points[0].values), found)
+    assert table is not None
+    shown = text(sweep_table(points, list(points[0].values), found, "sweep")) + text(table)
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    rows = [line for line in text(table).splitlines() if line.lstrip().startswith(("8 ", "64 "))]
+    assert len(rows) == 2 and "20%" in rows[[r.lstrip()[:2] for r in rows].index("8 ")] and "J/step" in text(table)
+    plain = [Point({"batch_size": 8}, {}, records=[make_record()])]
+    assert telemetry_table(plain, ["batch_size"], findings(plain, None)) is None  # nothing measured: no table
+
+
 def test_headless_printer_says_unavailable_once_and_a_line_every_few_seconds():
     buf = io.StringIO()
     w = WORKLOADS["conv"]

@@ -122,8 +122,8 @@ def verdicts(t: Telemetry) -> list[Flag]:
     host_busy = (t.process_mean or 0) >= INPUT_BOUND_HOST or (t.cpu_mean or 0) >= INPUT_BOUND_HOST
     if t.device_util_mean is not None and t.device_util_mean < INPUT_BOUND_DEVICE and host_busy:
         out.append(Flag("input-bound", f"the {kind} was busy {t.device_util_mean:.0f}% of the time while the host "
-                        f"was not idle (CPU {fmt.pct(t.cpu_mean)} of all cores, the worker "
-                        f"{fmt.pct(t.process_mean)} of a core): the host side (input pipeline, Python per step) "
+                        f"was busy (the worker {fmt.pct(t.process_mean)} of a core, CPU {fmt.pct(t.cpu_mean)} "
+                        "of all cores): the host side (input pipeline, Python per step) "
                         "sets the pace; try a larger batch, prefetching, or fewer host operations per step"))
     if (t.cores and t.cores >= 4 and t.busiest_core_mean is not None and t.cpu_mean is not None
             and t.busiest_core_mean >= BUSY_CORE and t.cpu_mean <= 200 / t.cores + 10):
