@@ -210,18 +210,18 @@ def test_tpu_call_that_hangs_is_abandoned(monkeypatch):
 
 # --- the record: summary, verdicts, bounds, export and import -----------------------------------
 def gpu_run(util: float, process: float, mem_used: float = 2 * GiB, clocks: tuple[float, float] = (1400, 1400),
-            cores: int = 8, busiest: float = 20, median: float = 0.1, batch: int = 8) -> RunRecord:
+            cores: int = 8, busiest: float = 20, median: float = 0.1, batch: int = 8, kind: str = "gpu") -> RunRecord:
     """A GPU run's record, built as every run builds it: events, samples among them, fed to the recorder."""
     w = WORKLOADS["conv"]
     rec = RunRecorder(w, {**w.defaults(), "batch_size": batch, "shards": 1}, cpu_only_report(), "tensorflow")
-    rec.feed(Started(workload="conv", device=Device(kind="gpu", name="Tesla T4"), dtype="float32",
+    rec.feed(Started(workload="conv", device=Device(kind=kind, name="Tesla T4" if kind == "gpu" else "v5e"), dtype="float32",
                      flops_per_step=1e9, steps_total=20, per_replica_batch=batch, t=0.0))
 
     def sample(t: float, phase: str, mark: str = "", clock: float = clocks[1]) -> Sample:
         rest = (cores - 1) * [5.0]
         return Sample(t=t, phase=phase, mark=mark, cpu=(busiest + sum(rest)) / cores, cores=[busiest, *rest],
                       process=process, rss=GiB, mem_used=4 * GiB, mem_total=32 * GiB,
-                      devices=[Accel(kind="gpu", index=0, util=util, mem_used=mem_used, mem_total=16 * GiB,
+                      devices=[Accel(kind=kind, index=0, util=util, mem_used=mem_used, mem_total=16 * GiB,
                                      power_w=70, clock_mhz=clock, temp_c=80, energy_j=1000 + 50 * t)])
 
     rec.feed(sample(0.0, "compile", "start", clocks[0]))
@@ -262,8 +262,11 @@ def test_verdicts_name_the_figures_behind_them():
     assert codes(gpu_run(util=20, process=95)) == ["input-bound"]
     (v,) = gpu_run(util=20, process=95).summary.telemetry.verdicts  # type: ignore[union-attr]
     assert "busy 20% of the time" in v.message and "the worker 95% of a core" in v.message
-    full = gpu_run(util=90, process=50, mem_used=15.5 * GiB)
-    assert codes(full) == ["memory-near-full"] and "15.5 GiB of 16.0 GiB (97%)" in full.summary.telemetry.verdicts[0].message  # type: ignore[union-attr]
+    tpu = gpu_run(util=90, process=50, mem_used=15.5 * GiB, kind="tpu")
+    assert codes(tpu) == ["memory-near-full"] and "15.5 GiB of 16.0 GiB (97%)" in tpu.summary.telemetry.verdicts[0].message  # type: ignore[union-attr]
+    # NVML's figure holds the pool a framework reserves up front: a full GPU says nothing about the batch
+    assert codes(gpu_run(util=90, process=50, mem_used=15.5 * GiB)) == []
+    assert "reserves up front" in text(summary_table(gpu_run(util=90, process=50)), width=200)
     hot = gpu_run(util=90, process=50, clocks=(1800, 1200))
     assert codes(hot) == ["throttled"] and "1200 MHz" in hot.summary.telemetry.verdicts[0].message  # type: ignore[union-attr]
     one = gpu_run(util=90, process=100, busiest=98)

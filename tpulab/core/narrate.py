@@ -8,6 +8,7 @@ from __future__ import annotations
 from tpulab.core import fmt
 from tpulab.core.events import Cancelled, Compiled, Epoch, Event, Failed, Log, Sample, Started, Step, Telemetry
 from tpulab.core.record import RunRecorder
+from tpulab.core.telemetry_summary import GPU_POOL_NOTE
 
 SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
 
@@ -108,7 +109,8 @@ def telemetry_rows(t: Telemetry, unit: str = "step") -> list[tuple[str, str]]:
     if t.device_util_mean is not None:
         rows.append((f"{kind} utilisation", f"mean {fmt.pct(t.device_util_mean)}, peak {fmt.pct(t.device_util_peak)}"))
     if t.device_mem_peak is not None:
-        rows.append((f"{kind} memory", f"peak {fmt.bytes_(t.device_mem_peak)} of {fmt.bytes_(t.device_mem_total)}"))
+        pool = f" ({GPU_POOL_NOTE})" if t.device_kind == "gpu" else ""
+        rows.append((f"{kind} memory", f"peak {fmt.bytes_(t.device_mem_peak)} of {fmt.bytes_(t.device_mem_total)}{pool}"))
     if t.power_mean_w is not None:
         rows.append((f"{kind} power", f"mean {t.power_mean_w:.0f} W"
                      + (f", temperature peak {t.temp_peak_c:.0f} C" if t.temp_peak_c is not None else "")))

@@ -19,6 +19,7 @@ INPUT_BOUND_DEVICE = 50.0  # device busy below this (percent) ...
 INPUT_BOUND_HOST = 80.0  # ... while the worker used this much of a core (or the host this much of all)
 BUSY_CORE = 85.0
 MEMORY_NEAR_FULL = 0.90
+GPU_POOL_NOTE = "NVML's figure includes the memory the framework reserves up front"
 THROTTLE = 0.90  # steady clock below this fraction of the run's peak
 
 
@@ -129,7 +130,10 @@ def verdicts(t: Telemetry) -> list[Flag]:
             and t.busiest_core_mean >= BUSY_CORE and t.cpu_mean <= 200 / t.cores + 10):
         out.append(Flag("one-busy-core", f"one core was busy ({t.busiest_core_mean:.0f}% on average) while the "
                         f"{t.cores} cores averaged {t.cpu_mean:.0f}%: the work runs on one thread"))
-    if t.device_mem_peak and t.device_mem_total and t.device_mem_peak / t.device_mem_total >= MEMORY_NEAR_FULL:
+    # NVML counts the pool TensorFlow and JAX reserve up front (most of the GPU), not what the run uses:
+    # a GPU's figure cannot say how near the largest batch is, so only a TPU's (the allocator's) is judged.
+    if (t.device_kind == "tpu" and t.device_mem_peak and t.device_mem_total
+            and t.device_mem_peak / t.device_mem_total >= MEMORY_NEAR_FULL):
         out.append(Flag("memory-near-full", f"{kind} memory peaked at {fmt.bytes_(t.device_mem_peak)} of "
                         f"{fmt.bytes_(t.device_mem_total)} ({t.device_mem_peak / t.device_mem_total:.0%}): "
                         "the largest batch that fits is near"))
