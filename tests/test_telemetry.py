@@ -44,6 +44,14 @@ def test_cpu_probe_reads_this_machine_and_this_process():
     assert r["rss"] > 10 * 2**20 and 0 < r["mem_used"] <= r["mem_total"]
 
 
+def test_without_psutil_the_cpu_is_said_unavailable(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psutil", None)
+    sampler = Sampler([CpuProbe(os.getpid())], lambda s: None)
+    first = sampler.sample()
+    assert first.unavailable == {"cpu": "psutil is not installed: pip install psutil"} and first.cpu is None
+    assert sampler.probes == []
+
+
 def test_sampler_samples_each_phase_boundary_and_stops():
     out: list[Sample] = []
     sampler = Sampler([CpuProbe(os.getpid())], out.append, interval_s=0.25)
@@ -142,6 +150,30 @@ def test_a_hung_call_is_abandoned_and_the_sampling_goes_on(monkeypatch):
         assert sampler.sample().mem_total and time.monotonic() - t0 < 0.2  # not asked again
     finally:
         release.set()
+
+
+def test_a_gpu_run_without_nvml_goes_on_and_says_why(monkeypatch):
+    """The worker's side: the run's Started starts the sampler for its device kind, Compiled marks the steady state."""
+    from tpulab.core.telemetry import RunSampling
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    stream: list = []
+    sampling = RunSampling(stream.append, host=1, interval_s=0.25)
+    sink = sampling.wrap(stream.append)
+    sink(Started(workload="conv", device=Device(kind="gpu", name="Tesla T4"), dtype="float32", flops_per_step=1.0,
+                 steps_total=2, per_replica_batch=8))
+    burn(0.3)
+    sink(Compiled(seconds=0.3))
+    sink(Step(step=2, seconds=0.01))
+    burn(0.3)
+    sampling.stop()
+    kinds = [type(e).__name__ for e in stream]
+    assert kinds[0] == "Started" and "Compiled" in kinds and "Step" in kinds
+    samples = [e for e in stream if isinstance(e, Sample)]
+    assert [s.mark for s in samples if s.mark] == ["start", "compiled", "end"] and {s.host for s in samples} == {1}
+    said = [s.unavailable for s in samples if s.unavailable]
+    assert said == [{"gpu": "nvidia-ml-py is not installed: pip install 'tpulab[gpu]'"}]
+    assert all(s.rss for s in samples)
 
 
 # --- TPU: a stand-in libtpu monitoring SDK -------------------------------------------------------

@@ -79,16 +79,21 @@ class CpuProbe:
     name = "cpu"
 
     def __init__(self, pid: int | None = None) -> None:
-        import psutil
-
+        self.last = time.monotonic()
+        try:
+            import psutil
+        except ImportError:
+            self.psutil: Any = None
+            return
         self.psutil = psutil
         self.process = psutil.Process(pid) if pid is not None else None
         psutil.cpu_percent(percpu=True)  # the first call measures nothing: prime it
         if self.process is not None:
             self.process.cpu_percent()
-        self.last = time.monotonic()
 
     def read(self, notes: dict[str, str]) -> Reading:
+        if self.psutil is None:
+            raise Unavailable("psutil is not installed: pip install psutil")
         ps = self.psutil
         now = time.monotonic()
         out: Reading = {}
@@ -381,8 +386,12 @@ class RunSampling:
             sink(event)
             if isinstance(event, Started) and self.sampler is None:
                 kind = event.device.kind
-                probes = probes_for([kind], os.getpid(), visible_gpus(),
-                                    self.memory_stats if kind == "tpu" else None)
+                try:
+                    probes = probes_for([kind], os.getpid(), visible_gpus(),
+                                        self.memory_stats if kind == "tpu" else None)
+                except Exception as e:  # noqa: BLE001 - telemetry never fails a run: it says why it is absent
+                    self.emit(Sample(host=self.host, unavailable={"telemetry": one_line(e)}))
+                    return
                 self.sampler = Sampler(probes, self.emit, self.interval_s, self.host)
                 self.sampler.start("compile")
             elif isinstance(event, Compiled) and self.sampler is not None:
