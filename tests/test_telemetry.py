@@ -409,8 +409,8 @@ def test_top_json_prints_exactly_count_samples():
 @pytest.mark.slow
 @pytest.mark.parametrize("switch", ["on", "off"])
 def test_a_run_keeps_its_samples_and_the_switch_turns_them_off(tmp_path, switch):
-    out = run_cli("--run", "conv", "--no-ui", "--json", "--batch-size", "8", "--image-size", "32", "--filters", "16",
-                  "--iterations", "4", "--warmup", "1", "--db", str(tmp_path / "r.db"), "--telemetry", switch)
+    out = run_cli("--run", "conv", "--no-ui", "--json", "--batch-size", "8", "--image-size", "64", "--filters", "16",
+                  "--iterations", "80", "--warmup", "1", "--db", str(tmp_path / "r.db"), "--telemetry", switch)
     assert out.returncode == 0, out.stderr
     events = json_events(out.stdout)
     samples = [e for e in events if e["event"] == "sample"]
@@ -419,6 +419,7 @@ def test_a_run_keeps_its_samples_and_the_switch_turns_them_off(tmp_path, switch)
         assert samples == [] and result["telemetry"] == [] and result["summary"]["telemetry"] is None
         return
     assert [s["mark"] for s in samples if s["mark"]] == ["start", "compiled", "end"]
+    assert any(s["process"] for s in samples)  # a sample at least 0.2 s after the previous one measures the CPU
     kinds = [e["event"] for e in events]
     assert kinds.index("started") < kinds.index("sample") and kinds[-3:] == ["sample", "finished", "result"]
     assert len(result["telemetry"]) == len(samples)

@@ -8,7 +8,7 @@ Verdicts are given only for patterns with a clear cause, each naming the figures
 from __future__ import annotations
 
 from statistics import fmean
-from typing import Iterable
+from typing import Callable, Iterable
 
 from tpulab.core import fmt
 from tpulab.core.events import Sample, Telemetry
@@ -88,6 +88,12 @@ def summarize(keeper: SampleKeeper, median_step_s: float | None, batch: int | No
     runs = {h: steady(ss) for h, ss in hosts.items()}
     # the sample closing compile marks where the steady state's energy starts; its window was compile's
     cur = [s for ss in runs.values() for s in ss if s.mark != "compiled"] or everything
+
+    def mean(get: Callable[[Sample], float | None]) -> float | None:
+        """Over the steady state; over the whole run when the steady state was too short to measure it."""
+        found = _mean(get(s) for s in cur)
+        return found if found is not None else _mean(get(s) for s in everything)
+
     devs = [d for s in cur for d in s.devices]
     all_devs = [d for s in everything for d in s.devices]
     fullest = max((d for d in all_devs if d.mem_used is not None), key=lambda d: d.mem_used or 0, default=None)
@@ -97,9 +103,9 @@ def summarize(keeper: SampleKeeper, median_step_s: float | None, batch: int | No
     cores = max((len(s.cores) for s in everything), default=0) or None
     t = Telemetry(
         samples=len(everything), hosts=len(hosts), cores=cores,
-        cpu_mean=_mean(s.cpu for s in cur), cpu_peak=_peak(s.cpu for s in everything),
-        busiest_core_mean=_mean(max(s.cores) if s.cores else None for s in cur),
-        process_mean=_mean(s.process for s in cur), process_peak=_peak(s.process for s in everything),
+        cpu_mean=mean(lambda s: s.cpu), cpu_peak=_peak(s.cpu for s in everything),
+        busiest_core_mean=mean(lambda s: max(s.cores) if s.cores else None),
+        process_mean=mean(lambda s: s.process), process_peak=_peak(s.process for s in everything),
         rss_peak=_peak(s.rss for s in everything),
         host_mem_peak=_peak(s.mem_used for s in everything), host_mem_total=_peak(s.mem_total for s in everything),
         device_kind=all_devs[0].kind if all_devs else None,
