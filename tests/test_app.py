@@ -372,3 +372,29 @@ async def test_sweep_mode_and_view(tmp_path):
         form = app.query_one(ParamForm)
         await wait_for(pilot, lambda: form.params is not None, 5)
         assert form.params["batch_size"] == best.values["batch_size"] and form.params["filters"] == 4
+
+
+@pytest.mark.slow
+async def test_telemetry_chart_has_its_own_row_at_80x24():
+    app = TpulabApp(probe=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        for name, value in (("batch_size", "8"), ("image_size", "64"), ("filters", "16"), ("iterations", "200"),
+                            ("warmup", "1")):
+            await type_into(pilot, app, name, value)
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: len(app.records) > 0)
+        record = app.records[0]
+        await pilot.pause(0.5)
+        pane = app.query_one(RunPane)
+        busy, memory = chart(app, "tele-util"), chart(app, "tele-mem")
+        assert record.status == "finished" and len(record.telemetry) >= 3
+        assert len(busy.points("CPU")) >= 2 and len(memory.points("worker")) == len(record.telemetry)
+        assert all(0 <= y <= 100 for _, y in busy.points("CPU"))
+        steps = [x for x, _ in chart(app, "time").points("iteration")]
+        assert max(x for x, _ in memory.points("worker")) == max(steps)  # the timings' axis: the step
+        row, timings = pane.query_one("#telemetry").region, pane.query_one("#charts").region
+        assert row.height >= 5 and busy.region.width >= 30 and memory.region.width >= 30
+        assert row.y >= timings.bottom  # a row of its own, below the timings
+        assert "worker" in text(pane.query_one("#run-summary", Static))

@@ -72,6 +72,8 @@ def test_two_processes_make_one_record_with_per_host_times(workload, argv, tmp_p
     steady = [s for s in result["steps"] if not s["warmup"]]
     assert steady and all(len(s["host_seconds"]) == 2 and s["seconds"] == max(s["host_seconds"]) for s in steady)
     assert len(result["summary"]["host_seconds"]) == 2
+    assert {s["host"] for s in result["telemetry"]} == {0, 1}  # each process sampled its own host, kept per host
+    assert len(result["summary"]["telemetry"]["host_cpu_mean"]) == 2
     assert len(json.loads(run_cli("results", "--db", db, "list", "--json").stdout)) == 1  # one run, one record
     shown = run_cli("results", "--db", db, "show", result["id"][:8])
     assert "2 hosts x 2 devices" in shown.stdout and "slowest: host" in shown.stdout

@@ -165,6 +165,13 @@ def gather(values: list[float]) -> list[list[float]]:
     return np.asarray(table).reshape(jax.process_count(), len(values)).tolist()
 
 
+def memory_stats() -> list[dict[str, Any]]:
+    """This process's allocator figures per local device (bytes_in_use, bytes_limit...; {} on the CPU)."""
+    import jax
+
+    return [d.memory_stats() or {} for d in jax.local_devices()]
+
+
 def versions() -> dict[str, str]:
     import jax
     import jaxlib

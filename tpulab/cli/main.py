@@ -85,6 +85,8 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
     p.add_argument("--preset", help="start from a preset of the workload's parameters")
     p.add_argument("--db", type=Path, help="results database (default: $TPULAB_HOME/results.db or the user data dir)")
     p.add_argument("--no-save", action="store_true", help="do not keep this run in the results database")
+    p.add_argument("--telemetry", choices=("on", "off"), default="on",
+                   help="sample CPU, memory and the device's utilisation beside the steps; default on")
     mh = p.add_argument_group("joining a multi-host run (JAX backend; on a TPU pod slice JAX finds its peers by "
                               "itself: run the same command on every host)")
     mh.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address, the same on every process")
@@ -113,11 +115,18 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
     sw.add_argument("--no-save", action="store_true", help="do not keep the sweep or its runs")
     sw.add_argument("--no-ui", action="store_true", help="accepted for symmetry: a sweep from the command line "
                     "always runs headless (the lab's Sweep tab is the other way)")
+    sw.add_argument("--telemetry", choices=("on", "off"), default="on", dest="telemetry",
+                    help="sample CPU, memory and the device's utilisation beside the steps; default on")
     if workload_name in registry() and sweeping:
         add_workload_flags(sw, registry()[workload_name], lists=True)
     d = sub.add_parser("detect", help="what hardware is here, and what TensorFlow and JAX make of it")
     d.add_argument("--json", action="store_true", dest="json")
     d.add_argument("--fast", action="store_true", help="skip the frameworks (no import, no TPU initialisation)")
+    top = sub.add_parser("top", help="live CPU, memory and device utilisation of every device detected, without a run",
+                         description="Never holds a device a run may need: no framework is imported.")
+    top.add_argument("--json", action="store_true", dest="json", help="a JSON line per sample on stdout")
+    top.add_argument("--count", type=int, metavar="N", help="take N samples, then exit (default: until Ctrl+C)")
+    top.add_argument("--interval", type=float, metavar="S", default=1.0, help="seconds between samples; default 1")
     doc = sub.add_parser("doctor", help="why an accelerator is not used, and the command that fixes it")
     doc.add_argument("--json", action="store_true", dest="json")
     doc.add_argument("--fast", action="store_true", help="skip the frameworks")
@@ -161,7 +170,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from tpulab.core.errors import TpulabError
 
+    if getattr(args, "telemetry", "on") == "off":
+        import os
+
+        os.environ["TPULAB_TELEMETRY"] = "off"  # read by the workers this process starts
     try:
+        if args.command == "top":
+            from tpulab.cli.top import cmd_top
+            return cmd_top(args, parser)
         if args.command in ("detect", "doctor"):
             return cmd_detect(args)
         if args.command == "sweep":

@@ -17,7 +17,7 @@ from tpulab.core.events import RunRecord
 from tpulab.core.store import Store, StoreError, default_path
 from tpulab.core.sweep import DEFAULT_STEPS, PointFinished, PointStarted, Sweep, build_grid
 from tpulab.views.sweep import (findings_lines, impossible_lines, label, live_header, live_line, point_json, summary_json,
-                         sweep_table, text_chart)
+                         sweep_table, telemetry_table, text_chart)
 from tpulab.workloads import get_workload
 from tpulab.workloads.base import Limits
 
@@ -90,6 +90,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         title = f"sweep {sweep.id[:8]}: {sweep.status}, sorted by throughput"
         console.print(sweep_table(sweep.points, axes, found, title))
+        if (tele := telemetry_table(sweep.points, axes, found)) is not None:
+            console.print(tele)
         for line in findings_lines(found, axes):
             console.print(line, highlight=False)
         if axes and found.best is not None:

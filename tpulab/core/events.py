@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 from tpulab.core.timing import Flag, Stats
 
-SCHEMA = 3  # 2: backend, backend_reason, sweep and hosts joined the record; 3: plugins and model
+SCHEMA = 3  # 2: backend, backend_reason, sweep and hosts joined the record; 3: plugins, model, telemetry (older records read)
 STATUSES = ("finished", "failed", "cancelled")
 
 T = TypeVar("T")
@@ -131,7 +131,45 @@ class Failed(Event):
     type: str = ""
 
 
-EVENTS: dict[str, type[Event]] = {c.name: c for c in (Started, Compiled, Step, Epoch, Log, Finished, Cancelled, Failed)}
+@dataclass(kw_only=True)
+class Accel:
+    """One accelerator's reading in a telemetry sample; None where it could not be read."""
+
+    kind: str  # gpu, tpu
+    index: int
+    util: float | None = None  # percent busy (GPU utilisation, TPU TensorCore utilisation)
+    duty_cycle: float | None = None  # percent (TPU)
+    mem_used: float | None = None  # bytes
+    mem_total: float | None = None
+    power_w: float | None = None
+    clock_mhz: float | None = None  # SM clock
+    temp_c: float | None = None
+    energy_j: float | None = None  # counter since the driver loaded: differences are what mean something
+
+
+@dataclass(kw_only=True)
+class Sample(Event):
+    """What the host and its devices were doing at `t`, taken beside the steps by the telemetry sampler."""
+
+    name: ClassVar[str] = "sample"
+    host: int = 0  # the process that took it (multi-host runs)
+    phase: str = ""  # compile, steady (or "" outside a run: `tpulab top`)
+    mark: str = ""  # start, compiled, end: the samples taken at a phase's boundary
+    cpu: float | None = None  # percent of all cores, since the previous sample
+    cores: list[float] = field(default_factory=list)  # percent per core
+    process: float | None = None  # the worker's own CPU, percent of one core
+    rss: float | None = None  # the worker's resident memory, bytes
+    mem_used: float | None = None  # the host's memory in use, bytes
+    mem_total: float | None = None
+    devices: list[Accel] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)  # what cannot be read, and why: said once
+
+    def __post_init__(self) -> None:
+        self.devices = [d if isinstance(d, Accel) else _known(Accel, d) for d in self.devices]
+
+
+EVENTS: dict[str, type[Event]] = {c.name: c for c in (Started, Compiled, Step, Epoch, Log, Finished, Cancelled, Failed,
+                                                       Sample)}
 
 
 def event_from_json(data: Mapping[str, Any]) -> Event:
@@ -161,6 +199,41 @@ def parse_line(line: str) -> Event | None:
 
 # --- the record ------------------------------------------------------------------------------
 @dataclass(kw_only=True)
+class Telemetry:
+    """What the samples say about a run, derived by the recorder; None where nothing was measured."""
+
+    samples: int = 0
+    hosts: int = 1
+    cores: int | None = None
+    cpu_mean: float | None = None  # percent of all cores (steady state when there is one)
+    cpu_peak: float | None = None
+    busiest_core_mean: float | None = None  # the busiest core of each sample, averaged
+    process_mean: float | None = None  # the worker's, percent of one core
+    process_peak: float | None = None
+    rss_peak: float | None = None  # bytes
+    host_mem_peak: float | None = None
+    host_mem_total: float | None = None
+    device_kind: str | None = None
+    device_util_mean: float | None = None  # percent, over the devices
+    device_util_peak: float | None = None
+    device_mem_peak: float | None = None  # bytes, the fullest device
+    device_mem_total: float | None = None
+    power_mean_w: float | None = None  # over the devices, summed
+    temp_peak_c: float | None = None
+    clock_peak_mhz: float | None = None
+    clock_steady_mhz: float | None = None
+    energy_per_step_j: float | None = None
+    energy_per_example_j: float | None = None
+    host_cpu_mean: list[float] | None = None  # per host (multi-host runs)
+    host_rss_peak: list[float] | None = None
+    unavailable: dict[str, str] = field(default_factory=dict)
+    verdicts: list[Flag] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.verdicts = [f if isinstance(f, Flag) else _known(Flag, f) for f in self.verdicts]
+
+
+@dataclass(kw_only=True)
 class Summary:
     """The figures a run is judged by, derived once by the recorder."""
 
@@ -177,10 +250,13 @@ class Summary:
     validation: dict[str, float] | None = None
     flags: list[Flag] = field(default_factory=list)
     host_seconds: list[float] | None = None  # median step time per host (multi-host runs)
+    telemetry: Telemetry | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.step_seconds, Mapping):
             self.step_seconds = _known(Stats, self.step_seconds)
+        if isinstance(self.telemetry, Mapping):
+            self.telemetry = _known(Telemetry, self.telemetry)
         self.flags = [f if isinstance(f, Flag) else _known(Flag, f) for f in self.flags]
 
     @property
@@ -220,6 +296,7 @@ class RunRecord:
     sweep: str | None = None  # the sweep this run is a point of
     plugins: dict[str, str] = field(default_factory=dict)  # "workload"/"backend" -> the plugin's "name version"
     model: dict[str, Any] | None = None  # what identifies a user's model (its file, function, hash, parameters)
+    telemetry: list[Sample] = field(default_factory=list)  # bounded: thinned evenly per host
 
     def __post_init__(self) -> None:
         if isinstance(self.device, Mapping):
@@ -230,6 +307,7 @@ class RunRecord:
             raise TypeError("'device' and 'summary' must be objects")
         self.steps = [s if isinstance(s, Step) else _known(Step, s) for s in self.steps]
         self.epochs = [e if isinstance(e, Epoch) else _known(Epoch, e) for e in self.epochs]
+        self.telemetry = [x if isinstance(x, Sample) else _known(Sample, x) for x in self.telemetry]
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunRecord:

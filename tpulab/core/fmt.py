@@ -71,7 +71,14 @@ def list_row(record: RunRecord) -> tuple[str, ...]:
             str(record.batch or "-"), seconds(record.median), percent(record.summary.peak_fraction))
 
 
-def bytes_(n: int | None) -> str:
+def pct(x: float | None) -> str:
+    """A figure already in percent (utilisation): '45%'."""
+    return "-" if x is None else f"{x:.0f}%"
+
+
+def bytes_(n: float | None) -> str:
     if n is None:
         return "-"
+    if n < 2**30:
+        return f"{n / 2**20:.0f} MiB"
     return f"{n / 2**30:.1f} GiB"

@@ -6,8 +6,9 @@ Lines are Rich markup. The lab adds charts around them; it never words an event 
 from __future__ import annotations
 
 from tpulab.core import fmt
-from tpulab.core.events import Cancelled, Compiled, Epoch, Event, Failed, Log, Started, Step
+from tpulab.core.events import Cancelled, Compiled, Epoch, Event, Failed, Log, Sample, Started, Step, Telemetry
 from tpulab.core.record import RunRecorder
+from tpulab.core.telemetry_summary import GPU_POOL_NOTE
 
 SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
 
@@ -73,3 +74,52 @@ def step_status(e: Step, rec: RunRecorder) -> str:
     first = next((m for m in rec.workload.metrics if m.key in e.metrics), None)
     figure = f"  {first.label} {first.show(e.metrics[first.key])}" if first else ""
     return f"{fmt.seconds(e.seconds)}/{rec.workload.unit}{figure}" + (SYNTHETIC_TAG if e.synthetic else "")
+
+
+def sample_line(s: Sample) -> str:
+    """A telemetry sample in one short line: 'CPU 45% (worker 98% of a core, 1.2 GiB) | GPU0 80% 10.2/16.0 GiB 210 W'."""
+    host = f"host {s.host}: " if s.host else ""
+    worker = f"worker {fmt.pct(s.process)} of a core, {fmt.bytes_(s.rss)}" if s.process is not None or s.rss else ""
+    parts = [f"CPU {fmt.pct(s.cpu)}" + (f" ({worker})" if worker else "")]
+    for d in s.devices:
+        figures = [fmt.pct(d.util) if d.util is not None else "",
+                   f"duty {fmt.pct(d.duty_cycle)}" if d.duty_cycle is not None else "",
+                   f"{fmt.bytes_(d.mem_used)}/{fmt.bytes_(d.mem_total)}" if d.mem_used is not None else "",
+                   f"{d.power_w:.0f} W" if d.power_w is not None else ""]
+        parts.append(f"{d.kind.upper()}{d.index} " + (" ".join(f for f in figures if f) or "-"))
+    return f"[dim]telemetry {host}" + " | ".join(parts) + "[/]"
+
+
+def unavailable_lines(reasons: dict[str, str]) -> list[str]:
+    return [f"[dim]telemetry: {what} unavailable: {why}[/]" for what, why in reasons.items()]
+
+
+def telemetry_rows(t: Telemetry, unit: str = "step") -> list[tuple[str, str]]:
+    """The telemetry summary as (name, value) rows: only the figures that were measured."""
+    rows = []
+    if t.cpu_mean is not None or t.cpu_peak is not None:
+        busiest = f", busiest core {fmt.pct(t.busiest_core_mean)}" if t.busiest_core_mean is not None else ""
+        rows.append(("host CPU", f"mean {fmt.pct(t.cpu_mean)}, peak {fmt.pct(t.cpu_peak)} of {t.cores or '?'} "
+                                 f"core(s){busiest}"))
+    if t.process_mean is not None or t.rss_peak is not None:
+        rows.append(("worker", f"CPU mean {fmt.pct(t.process_mean)} of a core (peak {fmt.pct(t.process_peak)}), "
+                               f"memory peak {fmt.bytes_(t.rss_peak)}"))
+    if t.host_mem_peak is not None:
+        rows.append(("host memory", f"peak {fmt.bytes_(t.host_mem_peak)} of {fmt.bytes_(t.host_mem_total)}"))
+    kind = (t.device_kind or "device").upper()
+    if t.device_util_mean is not None:
+        rows.append((f"{kind} utilisation", f"mean {fmt.pct(t.device_util_mean)}, peak {fmt.pct(t.device_util_peak)}"))
+    if t.device_mem_peak is not None:
+        pool = f" ({GPU_POOL_NOTE})" if t.device_kind == "gpu" else ""
+        rows.append((f"{kind} memory", f"peak {fmt.bytes_(t.device_mem_peak)} of {fmt.bytes_(t.device_mem_total)}{pool}"))
+    if t.power_mean_w is not None:
+        rows.append((f"{kind} power", f"mean {t.power_mean_w:.0f} W"
+                     + (f", temperature peak {t.temp_peak_c:.0f} C" if t.temp_peak_c is not None else "")))
+    if t.energy_per_step_j is not None:
+        per_example = f", {t.energy_per_example_j:.3g} J per example" if t.energy_per_example_j is not None else ""
+        rows.append(("energy", f"{t.energy_per_step_j:.3g} J per {unit}{per_example}"))
+    if t.host_cpu_mean:
+        rows.append(("per-host CPU", ", ".join(f"host {i} {fmt.pct(x)}" for i, x in enumerate(t.host_cpu_mean))))
+    for what, why in t.unavailable.items():
+        rows.append((f"[dim]{what}[/]", f"[dim]unavailable: {why}[/]"))
+    return rows

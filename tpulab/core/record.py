@@ -9,7 +9,8 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timezone
 
-from tpulab.core.events import Cancelled, Compiled, Epoch, Event, Failed, Finished, Log, RunRecord, Started, Step, Summary
+from tpulab.core.events import Cancelled, Compiled, Epoch, Event, Failed, Finished, Log, RunRecord, Sample, Started, Step, Summary
+from tpulab.core.telemetry_summary import SampleKeeper, summarize as summarize_telemetry
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.runtime.peaks import device_peak
 from tpulab.core.timing import Flag, median, sanity_flags, summarize
@@ -58,6 +59,7 @@ class RunRecorder:
         self.steps_at_epoch_end = 0
         self.logs: list[str] = []
         self.error: str | None = None
+        self.telemetry = SampleKeeper()
 
     # --- feeding --------------------------------------------------------------------------
     def feed(self, event: Event) -> None:
@@ -73,6 +75,8 @@ class RunRecorder:
             case Epoch():
                 self.epochs.append(event)
                 self.steps_at_epoch_end = self.steps_done()
+            case Sample():
+                self.telemetry.add(event)
             case Log() if event.text:
                 self.logs.append(event.text)
             case Finished():
@@ -139,7 +143,8 @@ class RunRecorder:
             final_metrics=next((s.metrics for s in reversed(self.steps) if s.metrics), None),
             validation={k: v for k, v in (self.epochs[-1].metrics if self.epochs else {}).items()
                         if k.startswith("val_")} or None,
-            flags=flags, host_seconds=self.host_medians())
+            flags=flags, host_seconds=self.host_medians(),
+            telemetry=summarize_telemetry(self.telemetry, stats.median if stats else None, batch))
 
     def host_medians(self) -> list[float] | None:
         """Each host's median steady step time, when several processes shared the steps."""
@@ -159,4 +164,4 @@ class RunRecorder:
             versions=info.versions if info else None, backend=self.backend, backend_reason=self.backend_reason,
             note=info.note if info else None, runtime=self.runtime.to_dict(), summary=self.summary(),
             steps=list(self.steps), epochs=list(self.epochs), error=self.error, logs=self.logs[-50:],
-            sweep=self.sweep, plugins=self.plugins, model=self.model)
+            sweep=self.sweep, plugins=self.plugins, model=self.model, telemetry=self.telemetry.samples())

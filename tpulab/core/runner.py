@@ -15,7 +15,7 @@ import time
 from typing import Iterator
 
 from tpulab.backends import Cluster
-from tpulab.core.events import Event, Failed
+from tpulab.core.events import Event, Failed, Sample
 from tpulab.core.record import RunRecorder
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.core.worker import EXIT_CANCELLED, RunHandle, worker_env
@@ -142,6 +142,8 @@ class Run:
         """A process other than 0: when it fails, the run fails, naming it; the others are stopped."""
         said: tuple[float, str] | None = None
         for event in handle.events():
+            if isinstance(event, Sample):  # each process samples its own host: kept per host
+                self.recorder.feed(event)
             if isinstance(event, Failed):
                 said = (event.t or time.time(), event.error)
         if self._stopping or handle.returncode in (0, EXIT_CANCELLED) or handle.cancel_requested:

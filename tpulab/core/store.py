@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from tpulab.core.basis import GFLOPS, TIME, Work, basis
 from tpulab.core.errors import TpulabError
-from tpulab.core.events import STATUSES, RunRecord, SweepRecord
+from tpulab.core.events import STATUSES, RunRecord, SweepRecord, Telemetry
 from tpulab.workloads import registry
 
 SCHEMA_VERSION = 2  # 2: sweeps
@@ -272,13 +272,28 @@ def row(r: RunRecord) -> dict[str, Any]:
         "count": st.count if st else None, "examples_per_s": s.examples_per_s, "gflops_per_s": s.gflops_per_s,
         "peak_fraction": s.peak_fraction,
         **{column: figures.get(key) for column, key in _metric_columns()},
+        **telemetry_row(s.telemetry),
         "dataset": r.dataset, "sweep": r.sweep, "flags": [f.code for f in s.flags], "params": r.params,
     }
+
+
+TELEMETRY_COLUMNS = {"cpu_mean_pct": "cpu_mean", "worker_cpu_mean_pct": "process_mean", "worker_rss_peak_bytes": "rss_peak",
+                     "device_util_mean_pct": "device_util_mean", "device_mem_peak_bytes": "device_mem_peak",
+                     "device_power_mean_w": "power_mean_w", "energy_per_step_j": "energy_per_step_j",
+                     "energy_per_example_j": "energy_per_example_j"}
+
+
+def telemetry_row(t: Telemetry | None) -> dict[str, Any]:
+    """The telemetry summary's figures as flat columns (None where not measured), and its verdicts' codes."""
+    out: dict[str, Any] = {column: getattr(t, name) if t else None for column, name in TELEMETRY_COLUMNS.items()}
+    out["telemetry_verdicts"] = [f.code for f in t.verdicts] if t else []
+    return out
 
 
 def csv_row(r: RunRecord) -> dict[str, Any]:
     out = row(r)
     out["flags"] = ";".join(out["flags"])
+    out["telemetry_verdicts"] = ";".join(out["telemetry_verdicts"])
     out["params"] = json.dumps(out["params"], sort_keys=True)
     return out
 

@@ -28,6 +28,8 @@ from typing import Any, Iterator
 from tpulab import backends
 from tpulab.backends import Cluster, Runtime
 from tpulab.core.events import Cancelled, Compiled, Event, Failed, Finished, Started, Step, parse_line
+from tpulab.core.telemetry import RunSampling
+from tpulab.core.telemetry import enabled as telemetry_enabled
 from tpulab.workloads import get_workload
 from tpulab.workloads.base import CancelToken, Params, Sink
 
@@ -211,20 +213,23 @@ def main(argv: list[str]) -> int:
         return 0
 
     spec = json.loads(argv[0])
+    lock = threading.Lock()  # the telemetry sampler writes from its own thread
 
     def emit(event: Event) -> None:
         if event.t is None:
             event.t = time.time()
         if isinstance(event, Started):
             event.backend = spec["backend"]
-        out.write(json.dumps(event.to_json()) + "\n")
-        out.flush()
+        with lock:
+            out.write(json.dumps(event.to_json()) + "\n")
+            out.flush()
 
     cluster = Cluster.from_env(os.environ)
     requested = CancelToken()  # Ctrl+C or the lab's x reached this process
     signal.signal(signal.SIGINT, lambda *_: requested.set())
     # On one process a request is the decision; across processes they decide together (see `shared`).
     cancel = requested if cluster is None else CancelToken()
+    sampling = RunSampling(emit, cluster.process_id if cluster else 0) if telemetry_enabled() else None
     try:
         info = backends.get(spec["backend"])
         runtime = info.load()  # first: its framework, and none that would compete with it
@@ -232,6 +237,9 @@ def main(argv: list[str]) -> int:
         if cluster is not None:
             runtime.join(cluster)
             sink = marked(shared(emit, runtime, requested, cancel, leader=cluster.process_id == 0), runtime)
+        if sampling is not None:
+            sampling.memory_stats = getattr(runtime, "memory_stats", None)  # where the backend can read them
+            sink = sampling.wrap(sink)
         workload = get_workload(spec["workload"])
         runner = workload.runner(info)
         if runner is None:
@@ -239,9 +247,13 @@ def main(argv: list[str]) -> int:
         runner(workload, spec["params"], sink, cancel, runtime)
     except Exception as e:  # noqa: BLE001 - reported as the run's failure, with its traceback on stderr
         traceback.print_exc()
+        if sampling is not None:
+            sampling.stop()
         where = f"process {cluster.process_id}: " if cluster is not None and cluster.process_id else ""
         emit(Failed(error=where + _one_line(e), type=type(e).__name__))
         return 1
+    if sampling is not None:
+        sampling.stop()
     emit(Cancelled() if cancel.is_set() else Finished())
     if cluster is not None:
         runtime.leave()

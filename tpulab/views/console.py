@@ -12,8 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from tpulab.core import fmt
-from tpulab.core.events import Event, RunRecord, Started, Step
-from tpulab.core.narrate import backend_line, describe, step_status
+from tpulab.core.events import Event, RunRecord, Sample, Started, Step, Telemetry
+from tpulab.core.narrate import backend_line, describe, sample_line, step_status, telemetry_rows, unavailable_lines
 from tpulab.core.record import RunRecorder
 from tpulab.core.store import Comparison
 from tpulab.runtime.detect import RuntimeReport
@@ -22,6 +22,7 @@ from tpulab.workloads import registry
 from tpulab.workloads.base import Workload
 
 ESTIMATE_AFTER = 3  # steady steps before the total-time estimate is printed
+TELEMETRY_EVERY_S = 5.0  # a telemetry line this often, headless
 LEVEL_STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "error": "red"}
 
 
@@ -34,10 +35,13 @@ class RunPrinter:
         self.progress: Progress | None = None
         self.task: TaskID | None = None
         self.estimated = False
+        self.sampled_at: float | None = None
 
     def __call__(self, event: Event) -> None:
         rec = self.recorder
-        if isinstance(event, Step) and self.progress is not None and self.task is not None:
+        if isinstance(event, Sample):
+            self._sample(event)
+        elif isinstance(event, Step) and self.progress is not None and self.task is not None:
             self.progress.update(self.task, status=step_status(event, rec))
         else:
             line = describe(event, rec)
@@ -53,6 +57,16 @@ class RunPrinter:
             self._estimate()
         if self.progress is not None and self.task is not None:
             self.progress.update(self.task, completed=rec.steps_done())
+
+    def _sample(self, s: Sample) -> None:
+        """Reasons for what is unavailable at once; a short line every few seconds and at a phase's end."""
+        for line in unavailable_lines(s.unavailable):
+            self.console.print(line, highlight=False)
+        now = s.t or 0.0
+        if self.sampled_at is None or now - self.sampled_at >= TELEMETRY_EVERY_S or s.mark in ("compiled", "end"):
+            if s.cpu is not None or s.devices:
+                self.sampled_at = now
+                self.console.print(sample_line(s), highlight=False)
 
     def _estimate(self) -> None:
         rec = self.recorder
@@ -105,9 +119,12 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
     if w is None:  # a model tpulab does not declare (a FitTimer run): its metrics by Keras's names
         rows += [(f"final {k}", f"{v:.4f}") for k, v in (s.final_metrics or {}).items()]
         rows += [(f"validation {k.removeprefix('val_')}", f"{v:.4f}") for k, v in (s.validation or {}).items()]
+    if s.telemetry is not None:
+        rows += telemetry_rows(s.telemetry, unit)
     rows.append(("versions", ", ".join(f"{k} {v}" for k, v in (record.versions or {}).items()) or "-"))
     out: list[tuple[str, str, str | None]] = [(name, value, None) for name, value in rows]
     out += [(f"flag: {f.code}", f.message, "bold red" if f.code == "beats-peak" else "yellow") for f in s.flags]
+    out += [(f"why: {f.code}", f.message, "cyan") for f in (s.telemetry.verdicts if s.telemetry else ())]
     if record.error:
         out.append(("error", record.error, "red"))
     return out
@@ -206,8 +223,24 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
     ]
     if headline is not None:
         cols.append((headline.label, [headline.show(r.metric(headline.key)) for r in rs]))
+    cols += telemetry_columns(rs)
     cols.append(("speedup", [f"{x:.2f}x" if x else "-" for x in cmp.speedups]))
     return cols
+
+
+def telemetry_figures(t: Telemetry | None) -> dict[str, str]:
+    """A run's telemetry summary in the short cells comparisons and sweeps show ('-': not measured)."""
+    t = t or Telemetry()
+    mem = t.device_mem_peak if t.device_mem_peak is not None else t.rss_peak
+    return {"CPU": fmt.pct(t.cpu_mean), "dev util": fmt.pct(t.device_util_mean), "peak mem": fmt.bytes_(mem),
+            "J/step": f"{t.energy_per_step_j:.3g}" if t.energy_per_step_j is not None else "-"}
+
+
+def telemetry_columns(records: list[RunRecord]) -> list[tuple[str, list[str]]]:
+    """The telemetry figures that at least one of the runs has."""
+    cells = [telemetry_figures(r.summary.telemetry) for r in records]
+    names = list(cells[0]) if cells else []
+    return [(n, [c[n] for c in cells]) for n in names if any(c[n] != "-" for c in cells)]
 
 
 def comparison_table(cmp: Comparison, width: int) -> Group:

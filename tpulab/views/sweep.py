@@ -5,6 +5,7 @@ Shared by `tpulab sweep`, `tpulab results sweep` and the lab, so a sweep reads t
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from rich import box
@@ -25,6 +26,28 @@ def value_text(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def telemetry_table(points: list[Point], axes: list[str], found: Findings) -> Table | None:
+    """The points' telemetry in a second table (the first has no room left at 80 columns); None without any."""
+    from tpulab.views.console import telemetry_columns
+
+    order = ranked(points, found.by)
+    last = [p.records[-1] if p.records else None for p in order]
+    have = [(p, r) for p, r in zip(order, last) if r is not None]
+    cols = telemetry_columns([r for _, r in have])
+    if not cols:
+        return None
+    t = Table(title="telemetry (steady state means; peak memory: the device's, else the worker's)",
+              box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    for name in axes:
+        t.add_column(name.replace("_", " "), no_wrap=True)
+    for name, _ in cols:
+        t.add_column(name, no_wrap=True)
+    for i, (p, _) in enumerate(have):
+        t.add_row(*(value_text(p.values[n]) for n in axes), *(cells[i] for _, cells in cols),
+                  style="bold" if p is found.best else None)
+    return t
 
 
 def figures(p: Point) -> dict[str, str]:
@@ -190,7 +213,10 @@ def sweep_report(sweep: SweepRecord, runs: dict[str, RunRecord], width: int) -> 
     found = findings(points, sweep.article_values)
     title = (f"sweep {sweep.short_id} of {sweep.workload}: {sweep.status}, {len(points)} point(s), "
              f"{sweep.steps} steps each" + (f", {sweep.repeat} repeats" if sweep.repeat > 1 else ""))
-    parts: list[Any] = [sweep_table(points, axes, found, title), *findings_lines(found, axes)]
+    parts: list[Any] = [sweep_table(points, axes, found, title)]
+    if (tele := telemetry_table(points, axes, found)) is not None:
+        parts.append(tele)
+    parts += findings_lines(found, axes)
     if sweep.stopped:
         parts.append(Text(f"stopped early: {sweep.stopped}", style="yellow"))
     if axes and found.best is not None:
@@ -202,6 +228,7 @@ def point_json(p: Point) -> dict[str, Any]:
     return {"values": p.values, "article": p.article, "status": p.status, "runs": [r.id for r in p.records],
             "median_s": p.step_seconds, "examples_per_s": p.throughput, "examples_per_s_range": p.throughput_range,
             "gflops_per_s": p.gflops, "peak_fraction": p.peak_fraction, "flags": p.flags, "error": p.error,
+            "telemetry": asdict(p.records[-1].summary.telemetry) if p.records and p.records[-1].summary.telemetry else None,
             "loss": next((r.summary.final_metrics or {}).get("loss") for r in p.finished) if p.finished else None}
 
 

@@ -20,8 +20,8 @@ from textual.worker import Worker, WorkerState
 from tpulab.core import fmt
 from tpulab.views.console import summary_table
 from tpulab.core.charts import Chart, ChartContext
-from tpulab.core.events import Event, RunRecord, Started, Step
-from tpulab.core.narrate import describe
+from tpulab.core.events import Event, RunRecord, Sample, Started, Step
+from tpulab.core.narrate import describe, unavailable_lines
 from tpulab.core.runner import Run
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 POST_EVERY_S = 0.1
 REDRAW_EVERY_S = 0.15  # one chart per tick: a plotext redraw takes ~20 ms, three at once would stall the UI
 CHART_IDS = ("chart-a", "chart-b", "chart-c")  # as many as any workload declares
+TELEMETRY_TITLES = {"tele-util": "busy %", "tele-mem": "memory GiB"}  # x: the step, as the timings
 
 
 class RunPane(Vertical):
@@ -56,6 +57,7 @@ class RunPane(Vertical):
         self.ended = True
         self.charts: list[tuple[Chart, SeriesPlot]] = []  # the current workload's, as it declares them
         self.context: ChartContext | None = None
+        self.telemetry_charts: dict[str, SeriesPlot] = {}  # beside the workload's, on the same step axis
         self.next_chart = 0
 
     def compose(self) -> ComposeResult:
@@ -66,6 +68,9 @@ class RunPane(Vertical):
         with Horizontal(id="charts"):
             for chart_id in CHART_IDS:
                 yield SeriesPlot(id=chart_id, classes="chart")
+        with Horizontal(id="telemetry"):
+            for chart_id, title in TELEMETRY_TITLES.items():
+                yield SeriesPlot(title, id=chart_id, classes="chart")
         with Horizontal(id="run-bottom"):
             yield RichLog(id="run-log", wrap=True, markup=True)
             with VerticalScroll(id="run-summary-box"):
@@ -106,6 +111,11 @@ class RunPane(Vertical):
             if spec is not None:
                 plot.configure(spec.title)
                 self.charts.append((spec, plot))
+        self.telemetry_charts = {}
+        for chart_id, title in TELEMETRY_TITLES.items():
+            plot = self.query_one(f"#{chart_id}", SeriesPlot)
+            plot.configure(title)
+            self.telemetry_charts[chart_id] = plot
         self.query_one("#run-summary", Static).update("")
         self.log_view.clear()
         self.log_view.write(f"starting {workload.name}: {workload.changed(run.params) or 'defaults'}")
@@ -129,7 +139,7 @@ class RunPane(Vertical):
         for event in run.events():
             batch.append(event)
             now = time.monotonic()
-            if not isinstance(event, Step) or now - last >= POST_EVERY_S:
+            if not isinstance(event, (Step, Sample)) or now - last >= POST_EVERY_S:
                 self._post(run, batch)
                 batch, last = [], now
         self._post(run, batch)
@@ -148,6 +158,9 @@ class RunPane(Vertical):
         rec = self.run.recorder
         for e in message.events:
             self._chart(e, message.peak_flops)
+            if isinstance(e, Sample):
+                self._sample(e)
+                continue
             line = None if isinstance(e, Step) else describe(e, rec)  # steps are charted, not logged
             if line is not None:
                 self.log_view.write(line)
@@ -177,8 +190,27 @@ class RunPane(Vertical):
         if isinstance(e, Step):
             ctx.last_step = e.step
 
+    def _sample(self, s: Sample) -> None:
+        """Telemetry on the steps' axis: what was busy, and how much memory the worker and devices held."""
+        for line in unavailable_lines(s.unavailable):
+            self.log_view.write(line)
+        util, mem = self.telemetry_charts["tele-util"], self.telemetry_charts["tele-mem"]
+        x = self.context.last_step if self.context else 0
+        if s.cpu is not None:
+            util.add("CPU", x, s.cpu)
+        if s.process is not None and s.cores:
+            util.add("worker", x, s.process / len(s.cores))  # as a share of all cores, like CPU
+        if s.rss is not None:
+            mem.add("worker", x, s.rss / 2**30)
+        for d in s.devices:
+            name = f"{d.kind.upper()}{d.index}"
+            if d.util is not None:
+                util.add(name, x, d.util)
+            if d.mem_used is not None:
+                mem.add(name, x, d.mem_used / 2**30)
+
     def _redraw(self, everything: bool = False) -> None:
-        plots = [plot for _, plot in self.charts]
+        plots = [plot for _, plot in self.charts] + list(self.telemetry_charts.values())
         for i in range(len(plots)):
             plot = plots[(self.next_chart + i) % len(plots)]
             if plot.dirty:
@@ -198,6 +230,8 @@ class RunPane(Vertical):
         for flag in record.summary.flags:
             colour = "red" if flag.code == "beats-peak" else "yellow"
             self.log_view.write(f"[{colour}]flag {flag.code}: {flag.message}[/]")
+        for verdict in record.summary.telemetry.verdicts if record.summary.telemetry else ():
+            self.log_view.write(f"[cyan]why {verdict.code}: {verdict.message}[/]")
         self.log_view.write(f"run {record.short_id} {record.status}" + (f": {record.error}" if record.error else ""))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

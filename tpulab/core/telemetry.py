@@ -1,0 +1,404 @@
+"""Device telemetry beside the timings: a sampler thread and one small probe per device kind.
+
+Why this shape: some device calls block for minutes or crash where no device answers (libtpu tries
+the cloud metadata server first; NVML takes a driver lock), so every probe call runs in a throwaway
+daemon thread with a timeout; a call that hangs is abandoned, its probe retired and the reason kept,
+and the run goes on. Probes are chosen from what detection found and are imported lazily; nothing
+here imports a framework: what only the process holding a device can read (JAX's memory statistics)
+comes in as a callable from the worker. Samples are `Sample` events, posted through the run's sink.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import queue
+import re
+import threading
+import time
+from typing import Any, Callable, Protocol
+
+from tpulab.core.events import Accel, Compiled, Event, Sample, Started
+
+INTERVAL_S = 0.5  # 2 Hz: NVML and the TPU runtime refresh about once a second; faster says nothing more
+CALL_TIMEOUT_S = 5.0
+MIN_CPU_WINDOW_S = 0.2  # psutil's CPU figures cover the time since the previous read, in 10 ms ticks: too short says nothing
+GPU_EXTRA = "pip install 'tpulab[gpu]'"
+TPU_METRICS = {"util": "tensorcore_util", "duty_cycle": "duty_cycle_pct",
+               "mem_used": "hbm_capacity_usage", "mem_total": "hbm_capacity_total"}
+Reading = dict[str, Any]  # Sample fields a probe measured; "devices": a list of Accel
+MemoryStats = Callable[[], list[dict[str, Any]]]  # per local device: bytes_in_use, bytes_limit, ... (JAX)
+
+
+class Unavailable(Exception):
+    """A probe cannot read anything here; the message says why."""
+
+
+class Probe(Protocol):
+    name: str  # cpu, gpu, tpu: the key its unavailable reasons are kept under
+
+    def read(self, notes: dict[str, str]) -> Reading:
+        """What it measures now; a field it cannot read goes into `notes` (name: why) and is left out."""
+        ...
+
+
+class Hung(Exception):
+    pass
+
+
+def guarded(fn: Callable[[], Any], timeout_s: float) -> Any:
+    """`fn()` in a daemon thread; Hung when it has not returned within `timeout_s` (the thread is abandoned)."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed back to the caller's thread as it is
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=target, daemon=True, name="tpulab-telemetry-call").start()
+    if not done.wait(timeout_s):
+        raise Hung(f"did not answer within {timeout_s:g} s (abandoned)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+# --- CPU ---------------------------------------------------------------------------------------
+class CpuProbe:
+    """The host's cores and memory, and (given a pid) that process's own CPU and resident memory."""
+
+    name = "cpu"
+
+    def __init__(self, pid: int | None = None) -> None:
+        self.last = time.monotonic()
+        try:
+            import psutil
+        except ImportError:
+            self.psutil: Any = None
+            return
+        self.psutil = psutil
+        self.process = psutil.Process(pid) if pid is not None else None
+        psutil.cpu_percent(percpu=True)  # the first call measures nothing: prime it
+        if self.process is not None:
+            self.process.cpu_percent()
+
+    def read(self, notes: dict[str, str]) -> Reading:
+        if self.psutil is None:
+            raise Unavailable("psutil is not installed: pip install psutil")
+        ps = self.psutil
+        now = time.monotonic()
+        out: Reading = {}
+        if now - self.last >= MIN_CPU_WINDOW_S:
+            cores = ps.cpu_percent(percpu=True)
+            out["cores"] = [float(c) for c in cores]
+            out["cpu"] = sum(cores) / len(cores) if cores else None
+            if self.process is not None:
+                out["process"] = float(self.process.cpu_percent())
+            self.last = now
+        if self.process is not None:
+            out["rss"] = float(self.process.memory_info().rss)
+        vm = ps.virtual_memory()
+        out["mem_used"], out["mem_total"] = float(vm.total - vm.available), float(vm.total)
+        return out
+
+
+# --- GPU ---------------------------------------------------------------------------------------
+class GpuProbe:
+    """NVIDIA GPUs through NVML (nvidia-ml-py, imported as `pynvml` on the first read).
+
+    A figure whose call fails is said unavailable once and not asked again; the others go on.
+    """
+
+    name = "gpu"
+
+    def __init__(self, indices: list[int] | None = None) -> None:
+        self.indices = indices
+        self.nvml: Any = None
+        self.handles: list[tuple[int, Any]] = []
+        self.dead: set[str] = set()
+
+    def _open(self) -> None:
+        try:
+            nvml = importlib.import_module("pynvml")
+        except ImportError:
+            raise Unavailable(f"nvidia-ml-py is not installed: {GPU_EXTRA}") from None
+        try:
+            nvml.nvmlInit()
+            count = nvml.nvmlDeviceGetCount()
+            wanted = self.indices if self.indices is not None else list(range(count))
+            self.handles = [(i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in wanted if i < count]
+        except Exception as e:  # noqa: BLE001 - NVML's errors are its own class per code
+            raise Unavailable(f"NVML could not start: {one_line(e)}") from None
+        if not self.handles:
+            raise Unavailable("NVML sees no GPU")
+        self.nvml = nvml
+
+    def _figures(self, h: Any) -> dict[str, Callable[[], float]]:
+        n = self.nvml
+        return {
+            "util": lambda: n.nvmlDeviceGetUtilizationRates(h).gpu,
+            "mem_used": lambda: n.nvmlDeviceGetMemoryInfo(h).used,
+            "mem_total": lambda: n.nvmlDeviceGetMemoryInfo(h).total,
+            "power_w": lambda: n.nvmlDeviceGetPowerUsage(h) / 1e3,
+            "clock_mhz": lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+            "temp_c": lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
+            "energy_j": lambda: n.nvmlDeviceGetTotalEnergyConsumption(h) / 1e3,
+        }
+
+    def read(self, notes: dict[str, str]) -> Reading:
+        if self.nvml is None:
+            self._open()
+        devices = []
+        for index, h in self.handles:
+            acc = Accel(kind="gpu", index=index)
+            for field, call in self._figures(h).items():
+                if field in self.dead:
+                    continue
+                try:
+                    setattr(acc, field, float(call()))
+                except Exception as e:  # noqa: BLE001 - this figure is unavailable; the others go on
+                    self.dead.add(field)
+                    notes[f"gpu {field}"] = one_line(e)
+            devices.append(acc)
+        return {"devices": devices}
+
+
+# --- TPU ---------------------------------------------------------------------------------------
+class TpuProbe:
+    """TPU chips through libtpu's monitoring SDK; HBM from JAX's allocator when the worker lends it.
+
+    The SDK reads the runtime's metrics, it does not open the chip; without a TPU its calls can
+    block for minutes, which is why the sampler guards every read.
+    """
+
+    name = "tpu"
+
+    def __init__(self, memory_stats: MemoryStats | None = None) -> None:
+        self.memory_stats = memory_stats
+        self.sdk: Any = None
+        self.sdk_why: str | None = None
+        self.metrics: dict[str, str] = {}
+
+    def _open(self, notes: dict[str, str]) -> None:
+        try:
+            sdk = importlib.import_module("libtpu.sdk")
+            mon = getattr(sdk, "tpumonitoring", None) or getattr(sdk, "monitoring", None)
+            if mon is None:
+                raise Unavailable("this libtpu has no monitoring SDK (libtpu.sdk.tpumonitoring)")
+            supported = set(mon.list_supported_metrics())
+        except ImportError:
+            self.sdk_why = "libtpu's monitoring SDK is not installed (pip install libtpu)"
+        except Unavailable as e:
+            self.sdk_why = str(e)
+        except Exception as e:  # noqa: BLE001 - the SDK's failure is the reason, in one line
+            self.sdk_why = f"libtpu's monitoring SDK failed: {one_line(e)}"
+        else:
+            self.sdk = mon
+            self.metrics = {f: m for f, m in TPU_METRICS.items() if m in supported}
+            for f, m in TPU_METRICS.items():
+                if m not in supported:
+                    notes[f"tpu {f}"] = f"libtpu does not offer the metric {m}"
+        if self.sdk is None:
+            notes["tpu sdk"] = self.sdk_why or ""
+
+    def read(self, notes: dict[str, str]) -> Reading:
+        if self.sdk is None and self.sdk_why is None:
+            self._open(notes)
+        devices: dict[int, Accel] = {}
+        for field, metric in list(self.metrics.items()):
+            try:
+                values = [_number(v) for v in self.sdk.get_metric(metric).data()]
+            except Exception as e:  # noqa: BLE001 - this metric is unavailable; the others go on
+                del self.metrics[field]
+                notes[f"tpu {field}"] = f"{metric}: {one_line(e)}"
+                continue
+            for i, v in enumerate(values):
+                if v is not None:
+                    setattr(devices.setdefault(i, Accel(kind="tpu", index=i)), field, v)
+        if self.memory_stats is not None:
+            self._jax_memory(devices, notes)
+        if not devices and self.sdk is None and self.memory_stats is None:
+            raise Unavailable(self.sdk_why or "no TPU metrics")
+        return {"devices": [devices[i] for i in sorted(devices)]}
+
+    def _jax_memory(self, devices: dict[int, Accel], notes: dict[str, str]) -> None:
+        try:
+            stats = self.memory_stats() if self.memory_stats else []
+        except Exception as e:  # noqa: BLE001
+            self.memory_stats = None
+            notes["tpu memory (JAX)"] = one_line(e)
+            return
+        for i, st in enumerate(stats):
+            acc = devices.setdefault(i, Accel(kind="tpu", index=i))
+            if acc.mem_used is None and st.get("bytes_in_use") is not None:
+                acc.mem_used = float(st["bytes_in_use"])
+            if acc.mem_total is None and st.get("bytes_limit") is not None:
+                acc.mem_total = float(st["bytes_limit"])
+
+
+def _number(text: Any) -> float | None:
+    """A metric's value per chip: the SDK gives strings ('12.5', or '0: 12.5'); the last number counts."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    found = re.findall(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", str(text))
+    return float(found[-1]) if found else None
+
+
+# --- the sampler -------------------------------------------------------------------------------
+class Sampler:
+    """Samples every probe at `interval_s` on its own thread, and at once on `mark` (a phase boundary).
+
+    Each probe call is guarded: a probe that raises `Unavailable` or hangs is retired, and its reason
+    goes out once, on the next sample's `unavailable`. `emit` must be safe to call from this thread.
+    """
+
+    def __init__(self, probes: list[Probe], emit: Callable[[Sample], None], interval_s: float = INTERVAL_S,
+                 host: int = 0, timeout_s: float = CALL_TIMEOUT_S) -> None:
+        self.probes = list(probes)
+        self.emit = emit
+        self.interval_s = interval_s
+        self.host = host
+        self.timeout_s = timeout_s
+        self.phase = ""
+        self.said: dict[str, str] = {}  # reasons already given
+        self.pending: dict[str, str] = {}  # reasons to give on the next sample
+        self._marks: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def note(self, key: str, why: str) -> None:
+        """A reason something is unavailable, given once."""
+        if key not in self.said:
+            self.said[key] = self.pending[key] = why
+
+    def start(self, phase: str = "", mark: str = "start") -> None:
+        self.mark(phase, mark)
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="tpulab-telemetry")
+        self._thread.start()
+
+    def mark(self, phase: str, mark: str) -> None:
+        """A sample now (on the sampler's thread, off the caller's path), then `phase` from here on."""
+        self._marks.put((phase, mark))
+        self._wake.set()
+
+    def stop(self, mark: str = "end") -> None:
+        """A last sample, then the thread ends; waits at most about one guarded call."""
+        if self._thread is None:
+            return
+        self._marks.put((self.phase, mark))
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(self.timeout_s * max(1, len(self.probes)) + 1.0)
+
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+            marked = False
+            while not self._marks.empty():
+                phase, mark = self._marks.get()  # a boundary's sample belongs to the phase it closes
+                self.emit(self.sample(mark, phase if mark == "start" else self.phase))
+                self.phase, marked = phase, True
+            if self._stop.is_set():
+                return
+            if not marked:
+                self.emit(self.sample())
+
+    def sample(self, mark: str = "", phase: str | None = None) -> Sample:
+        """One sample of every live probe (also used directly, without the thread, by `tpulab top`)."""
+        out = Sample(t=time.time(), host=self.host, phase=self.phase if phase is None else phase, mark=mark)
+        for probe in list(self.probes):
+            notes: dict[str, str] = {}
+            try:
+                reading = guarded(lambda p=probe, n=notes: p.read(n), self.timeout_s)  # type: ignore[misc]
+            except (Unavailable, Hung) as e:
+                self.probes.remove(probe)
+                self.note(probe.name, str(e))
+                continue
+            except Exception as e:  # noqa: BLE001 - a probe that breaks is retired, the run goes on
+                self.probes.remove(probe)
+                self.note(probe.name, one_line(e))
+                continue
+            finally:
+                for key, why in notes.items():
+                    self.note(key, why)
+            for key, value in reading.items():
+                if key == "devices":
+                    out.devices.extend(value)
+                else:
+                    setattr(out, key, value)
+        if self.pending:
+            out.unavailable, self.pending = self.pending, {}
+        return out
+
+
+def probes_for(kinds: list[str], pid: int | None = None, gpu_indices: list[int] | None = None,
+               memory_stats: MemoryStats | None = None) -> list[Probe]:
+    """The CPU always; a GPU or TPU probe only for a kind detection found (the caller decides)."""
+    probes: list[Probe] = [CpuProbe(pid)]
+    if "gpu" in kinds:
+        probes.append(GpuProbe(gpu_indices))
+    if "tpu" in kinds:
+        probes.append(TpuProbe(memory_stats))
+    return probes
+
+
+def visible_gpus(environ: dict[str, str] | None = None) -> list[int] | None:
+    """The NVML indices CUDA_VISIBLE_DEVICES leaves to this process (None: all of them)."""
+    env = os.environ if environ is None else environ
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None or not all(p.strip().isdigit() for p in value.split(",") if p.strip()):
+        return None
+    return [int(p) for p in value.split(",") if p.strip()]
+
+
+def enabled(environ: dict[str, str] | None = None) -> bool:
+    """The switch: TPULAB_TELEMETRY=off (what `--telemetry off` sets for the worker) turns sampling off."""
+    env = os.environ if environ is None else environ
+    return env.get("TPULAB_TELEMETRY", "on").lower() not in ("off", "0", "no", "false")
+
+
+class RunSampling:
+    """The sampler's life in a worker: its Started event starts it (probes for the run's device kind),
+    Compiled marks the steady state's start, `stop()` takes the last sample before the run's last word.
+
+    Samples go to `emit` (the process's own stream), not through the run's shared sink: in a run of
+    several processes each samples its own host under its index, and the parent keeps them per host.
+    """
+
+    def __init__(self, emit: Callable[[Sample], None], host: int = 0, memory_stats: MemoryStats | None = None,
+                 interval_s: float = INTERVAL_S) -> None:
+        self.emit, self.host, self.memory_stats, self.interval_s = emit, host, memory_stats, interval_s
+        self.sampler: Sampler | None = None
+
+    def wrap(self, sink: Callable[[Event], None]) -> Callable[[Event], None]:
+        def wrapped(event: Event) -> None:
+            sink(event)
+            if isinstance(event, Started) and self.sampler is None:
+                kind = event.device.kind
+                try:
+                    probes = probes_for([kind], os.getpid(), visible_gpus(),
+                                        self.memory_stats if kind == "tpu" else None)
+                except Exception as e:  # noqa: BLE001 - telemetry never fails a run: it says why it is absent
+                    self.emit(Sample(host=self.host, unavailable={"telemetry": one_line(e)}))
+                    return
+                self.sampler = Sampler(probes, self.emit, self.interval_s, self.host)
+                self.sampler.start("compile")
+            elif isinstance(event, Compiled) and self.sampler is not None:
+                self.sampler.mark("steady", "compiled")
+        return wrapped
+
+    def stop(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
+            self.sampler = None
