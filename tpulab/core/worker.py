@@ -29,6 +29,7 @@ from tpulab import backends
 from tpulab.backends import Cluster, Runtime
 from tpulab.core.events import Cancelled, Compiled, Event, Failed, Finished, Started, Step, parse_line
 from tpulab.core.telemetry import RunSampling
+from tpulab.runtime.detect import detect
 from tpulab.core.telemetry import enabled as telemetry_enabled
 from tpulab.workloads import get_workload
 from tpulab.workloads.base import CancelToken, Params, Sink
@@ -196,6 +197,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--standby"]:  # import the framework now, then wait (idle) for the run on stdin
         try:
             backends.get(argv[1]).load()
+            detect()  # what a run reads first (package metadata, plugins), read once and cached now
         except Exception:  # noqa: BLE001 - it fails again, and is reported, when a run is handed to it
             traceback.print_exc()
         out.write(json.dumps({"standby": argv[1]}) + "\n")
