@@ -27,9 +27,10 @@ CPUINFO = "".join(
 TF = {"tensorflow": "2.21.0", "keras": "3.15.1"}
 
 
-def run_cli(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 300, env: dict | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess:
     """The real command in a child process, as a user would run it, in a wide terminal."""
-    return subprocess.run([sys.executable, "-m", "tpulab", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tpulab", *args], capture_output=True, text=True, input=input,
                           timeout=timeout, cwd=ROOT, env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
