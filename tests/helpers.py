@@ -121,3 +121,15 @@ def cancel_after(run: Run, steps: int = 3) -> RunRecord:
             if seen == steps:
                 run.cancel()
     return run.recorder.record()
+
+
+def copies(record: RunRecord, n: int, backends: tuple[str, ...] = ("tensorflow",)) -> list[dict]:
+    """`n` copies of a record as an export holds them: new ids, one a minute back from its start, the
+    backend taken in turn from `backends` (a large history made fast, for the store's import)."""
+    import uuid
+    from datetime import datetime, timedelta
+
+    base = record.to_json()
+    start = datetime.fromisoformat(record.started_at)
+    return [{**base, "id": uuid.uuid4().hex, "backend": backends[i % len(backends)],
+             "started_at": (start - timedelta(minutes=i)).isoformat(timespec="seconds")} for i in range(n)]
