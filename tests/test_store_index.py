@@ -78,7 +78,7 @@ def test_a_schema_2_store_is_indexed_and_keeps_every_record(tmp_path):
         assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("3",)
         assert [c[1] for c in con.execute("PRAGMA table_info(runs)")] == list(COLUMNS)  # no JSON in the listing
         indexes = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-        assert {"runs_started", "runs_same", "runs_best"} <= indexes
+        assert {"runs_started", "runs_same", "runs_work"} <= indexes
     assert Store(path).count() == 3  # opened again: nothing migrates twice
 
 
@@ -252,3 +252,16 @@ def test_the_estimates_candidates_give_what_every_kept_run_would(tmp_path):
     same = estimate(conv, plan, limits, report, store.candidates(wanted(conv, plan, limits)))
     assert same.kind == "run" and every[1].short_id in same.basis  # the newest of the nearest work
     assert wanted(conv, plan, limits).within == SIMILAR_WORK
+
+
+def test_a_record_that_cannot_be_indexed_is_named_and_the_old_store_kept(tmp_path):
+    path = tmp_path / "old.db"
+    good = make_record()
+    schema_2_db(path, [good], {"id": "5eed", "workload": "conv", "started_at": good.started_at, "points": []})
+    with sqlite3.connect(path) as con:
+        con.execute("INSERT INTO runs VALUES ('bad1', 'conv', 'finished', '2026', '{\"id\": \"bad1\"}')")
+    out = run_cli("results", "--db", str(path))
+    assert out.returncode == 1 and "cannot index run bad1" in out.stderr and "Traceback" not in out.stderr
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("2",)
+        assert con.execute("SELECT COUNT(*) FROM runs").fetchone() == (2,)

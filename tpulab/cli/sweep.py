@@ -46,13 +46,12 @@ def cmd_sweep(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         console.print(f"[yellow]{line}[/]", highlight=False)
     store = None if args.no_save else Store(getattr(args, "db", None) or default_path())
     sweep = Sweep(grid, report, limits, args.repeat, args.max_minutes)
-    guess = sweep.estimate(lambda wanted: [])
-    if store is not None:
-        try:
-            guess = sweep.estimate(store.candidates)
-        except StoreError as e:
-            console.print(f"[red]tpulab: {e}[/]", highlight=False)
-            store = None
+    try:
+        guess = sweep.estimate(store.candidates if store is not None else lambda wanted: [])
+    except StoreError as e:
+        console.print(f"[red]tpulab: {e}[/]", highlight=False)
+        store = None
+        guess = sweep.estimate(lambda wanted: [])
     extra = " (and the article's configuration)" if any(p.article for p in sweep.points) else ""
     console.print(f"sweep {sweep.id[:8]} of {w.name}: {len(sweep.points)} point(s){extra} x {args.repeat} run(s), "
                   f"{grid.steps} timed {w.unit}s each; estimate {guess}", highlight=False)

@@ -29,13 +29,13 @@ EXPORT_FORMAT = "tpulab-results"
 COMPARED_BY_DESIGN = ("device", "shards", "backend")  # what a comparison across runtimes varies on purpose
 USABLE = "status = 'finished' AND gflops_per_s > 0"  # a run an estimate may learn from
 INDEXES = (
-    "CREATE INDEX runs_started ON runs (started_at)",
-    "CREATE INDEX runs_workload ON runs (workload, started_at)",
-    "CREATE INDEX runs_sweep ON runs (sweep)",
+    "CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at)",
+    "CREATE INDEX IF NOT EXISTS runs_workload ON runs (workload, started_at)",
+    "CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep)",
     # The estimate's lookups: this configuration's nearest work, and this device's best rate.
-    "CREATE INDEX runs_same ON runs (device_kind, workload, backend, dtype, mode, shards, flops_per_step, "
+    "CREATE INDEX IF NOT EXISTS runs_same ON runs (device_kind, workload, backend, dtype, mode, shards, flops_per_step, "
     f"started_at) WHERE {USABLE}",
-    f"CREATE INDEX runs_best ON runs (device_kind, gflops_per_s, started_at, flops_per_step) WHERE {USABLE}",
+    f"CREATE INDEX IF NOT EXISTS runs_work ON runs (device_kind, flops_per_step, gflops_per_s, started_at) WHERE {USABLE}",
 )
 EVERY = RunFilter()
 ORDER = "ORDER BY runs.started_at DESC, runs.rowid DESC"  # newest first
@@ -128,6 +128,8 @@ class Store:
             # RunRow gained or lost a column: derive the index again from the records.
             _rebuild(con, "SELECT d.record FROM runs_old o JOIN run_data_old d USING (id) ORDER BY o.rowid",
                      renamed=("runs", "run_data"))
+        for index in INDEXES:  # one added since this database was indexed is made now
+            con.execute(index)
         if version < SCHEMA_VERSION:
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         con.execute("COMMIT")
@@ -168,22 +170,28 @@ class Store:
 
     def candidates(self, w: Wanted) -> list[RunRow]:
         """What an estimate can learn from, in one indexed query: this configuration's runs nearest in
-        work per step (below and above, the newest of each), and this device's best rate. Newest first."""
+        work per step (below and above, the newest of each), and this device's best rate among runs of
+        similar work (the best of each distinct work per step, found by index: never a scan). Newest first."""
         if not w.flops > 0:
             return []
         lo, hi = w.flops / w.within * (1 - 1e-9), w.flops * w.within * (1 + 1e-9)
-        same = (f"{USABLE} AND device_kind = ? AND workload = ? AND backend = ? AND dtype IS ? AND mode IS ? "
-                "AND shards IS ?")
+        device = f"{USABLE} AND device_kind = ?"
+        same = f"{device} AND workload = ? AND backend = ? AND dtype IS ? AND mode IS ? AND shards IS ?"
         config = [w.device, w.workload, w.backend, w.dtype, w.mode, w.shards]
         cols = ", ".join(COLUMNS)
+        newest = "ORDER BY started_at DESC, rowid DESC LIMIT 1"
+        fastest = "ORDER BY gflops_per_s DESC, started_at DESC, rowid DESC LIMIT 1"
         nearest = (f"SELECT * FROM (SELECT {cols}, rowid FROM runs WHERE {same} AND flops_per_step = "
-                   f"(SELECT {{}}(flops_per_step) FROM runs WHERE {same} AND flops_per_step BETWEEN ? AND ?) "
-                   "ORDER BY started_at DESC, rowid DESC LIMIT 1)")
-        sql = " UNION ALL ".join((
-            f"SELECT * FROM (SELECT {cols}, rowid FROM runs WHERE {USABLE} AND device_kind = ? AND flops_per_step "
-            "BETWEEN ? AND ? ORDER BY gflops_per_s DESC, started_at DESC, rowid DESC LIMIT 1)",
-            nearest.format("MAX"), nearest.format("MIN")))
-        args = [w.device, lo, hi, *config, *config, lo, w.flops, *config, *config, w.flops, hi]
+                   f"(SELECT {{}}(flops_per_step) FROM runs WHERE {same} AND flops_per_step BETWEEN ? AND ?) {newest})")
+        sql = (f"WITH RECURSIVE sizes(f) AS (SELECT MIN(flops_per_step) FROM runs WHERE {device} AND flops_per_step "
+               f"BETWEEN ? AND ? UNION ALL SELECT (SELECT MIN(flops_per_step) FROM runs WHERE {device} AND "
+               "flops_per_step > f AND flops_per_step <= ?) FROM sizes WHERE f IS NOT NULL), "
+               f"best(id) AS (SELECT (SELECT rowid FROM runs WHERE {device} AND flops_per_step = f {fastest}) "
+               "FROM sizes WHERE f IS NOT NULL) "
+               f"SELECT * FROM (SELECT {cols}, rowid FROM runs WHERE rowid IN (SELECT id FROM best) {fastest})"
+               f" UNION ALL {nearest.format('MAX')} UNION ALL {nearest.format('MIN')}")
+        args = [w.device, lo, hi, w.device, hi, w.device,
+                *config, *config, lo, w.flops, *config, *config, w.flops, hi]
         with self._db() as con:
             found = {r[0]: r for r in con.execute(sql, args)}
         ordered = sorted(found.values(), key=lambda r: (r[3], r[-1]), reverse=True)
@@ -201,8 +209,10 @@ class Store:
     def _by_prefix(self, table: str, column: str, wanted: str, listing: str) -> Any:
         """One row's JSON by its id or a unique prefix of it; the error says how to list them."""
         noun = "run" if table == "run_data" else table.removesuffix("s")
-        with self._db() as con:
-            rows = con.execute(f"SELECT {column} FROM {table} WHERE id LIKE ? || '%'", (wanted.lower(),)).fetchall()
+        prefix = wanted.lower()
+        with self._db() as con:  # a range on the primary key: a lookup, never a scan of the records
+            rows = con.execute(f"SELECT {column} FROM {table} WHERE id >= ? AND id < ?",
+                               (prefix, prefix + "\U0010ffff")).fetchall()
         if not rows:
             raise StoreError(f"no {noun} {wanted!r} in {self.path}: `{listing}` lists them")
         if len(rows) > 1:
@@ -295,17 +305,23 @@ def _rebuild(con: sqlite3.Connection, source: str, renamed: tuple[str, ...]) -> 
     """The runs table (and run_data) made afresh from the records `source` selects, in their order."""
     for table in renamed:
         con.execute(f"ALTER TABLE {table} RENAME TO {table}_old")
-    for index in ("runs_started", "runs_workload", "runs_sweep", "runs_same", "runs_best"):
+    for index in ("runs_started", "runs_workload", "runs_sweep", "runs_same", "runs_work"):
         con.execute(f"DROP INDEX IF EXISTS {index}")
     con.execute(table_sql("runs"))
     con.execute("CREATE TABLE IF NOT EXISTS run_data (id TEXT PRIMARY KEY, row TEXT NOT NULL, record TEXT NOT NULL)")
     for (text,) in _stream(con, source):
-        data = json.loads(text)
-        _insert(con, RunRecord.from_json(data), data, replace=True)
+        data: Any = None
+        try:
+            data = json.loads(text)
+            record = RunRecord.from_json(data)
+        except (json.JSONDecodeError, TypeError, ValueError, KeyError, AttributeError) as e:
+            con.execute("ROLLBACK")
+            rid = data.get("id") if isinstance(data, dict) else "?"
+            raise StoreError(f"cannot index run {rid}: it is not a tpulab record ({e}); the database was left as "
+                             "it was: move it aside or pass --db OTHER_PATH") from None
+        _insert(con, record, data, replace=True)
     for table in renamed:
         con.execute(f"DROP TABLE {table}_old")
-    for index in INDEXES:
-        con.execute(index)
 
 
 def _stream(con: sqlite3.Connection, source: str) -> Iterator[tuple[str]]:
