@@ -28,9 +28,10 @@ CPUINFO = "".join(
 TF = {"tensorflow": "2.21.0", "keras": "3.15.1"}
 
 
-def run_cli(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 300, env: dict | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess:
     """The real command in a child process, as a user would run it, in a wide terminal."""
-    return subprocess.run([sys.executable, "-m", "tpulab", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tpulab", *args], capture_output=True, text=True, input=input,
                           timeout=timeout, cwd=ROOT, env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
@@ -121,3 +122,15 @@ def cancel_after(run: Run, steps: int = 3) -> RunRecord:
             if seen == steps:
                 run.cancel()
     return run.recorder.record()
+
+
+def copies(record: RunRecord, n: int, backends: tuple[str, ...] = ("tensorflow",)) -> list[dict]:
+    """`n` copies of a record as an export holds them: new ids, one a minute back from its start, the
+    backend taken in turn from `backends` (a large history made fast, for the store's import)."""
+    import uuid
+    from datetime import datetime, timedelta
+
+    base = record.to_json()
+    start = datetime.fromisoformat(record.started_at)
+    return [{**base, "id": uuid.uuid4().hex, "backend": backends[i % len(backends)],
+             "started_at": (start - timedelta(minutes=i)).isoformat(timespec="seconds")} for i in range(n)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import threading
 import time
 
 import pytest
@@ -13,6 +14,7 @@ from textual.widgets import Button, Checkbox, DataTable, Input, OptionList, Sele
 
 from tpulab.lab.app import TpulabApp
 from tpulab.core.events import RunRecord
+from tpulab.core.runindex import RunRow
 from tpulab.core.store import Store
 from tpulab.runtime.detect import detect
 from tpulab.lab.screens.run import RunPane
@@ -96,7 +98,7 @@ async def test_conv_run_streams_points_and_a_result():
         assert "steady iteration time" in text(pane.query_one("#run-summary", Static))
         assert app.query_one("#tabs").active == "run"
         table = app.query_one("#results-table", DataTable)
-        assert table.row_count == 1
+        await wait_for(pilot, lambda: table.row_count == 1, 10)  # listed once saved
         assert Store(app.store.path).get(record.id).status == "finished"  # kept in the real store
 
 
@@ -174,9 +176,9 @@ async def test_two_runs_compare_side_by_side():
         await pilot.pause()
         assert not app.query_one("#compare-button", Button).disabled
         await pilot.press("m")
-        await pilot.pause()
+        await wait_for(pilot, lambda: "1.00x" in text(app.query_one("#comparison", Static)), 10)
         shown = text(app.query_one("#comparison", Static))
-        assert second.short_id in shown and first.short_id in shown and "1.00x" in shown
+        assert second.short_id in shown and first.short_id in shown
         assert app.query_one("#compare-chart").display
 
 
@@ -188,8 +190,15 @@ def test_snapshot_runtime(snap_compare, tmp_path):
     assert snap_compare(TpulabApp(probe=False, report=fixed_report(tmp_path)), terminal_size=SIZE)
 
 
+async def estimated(pilot) -> None:
+    """The workloads tab with its plan's estimate arrived (it is computed in a thread)."""
+    await pilot.press("2")
+    await wait_for(pilot, lambda: "estimate ~" in text(pilot.app.query_one("#plan", Static)), 10)
+
+
 def test_snapshot_workloads(snap_compare, tmp_path):
-    assert snap_compare(TpulabApp(probe=False, report=fixed_report(tmp_path)), press=["2"], terminal_size=SIZE)
+    assert snap_compare(TpulabApp(probe=False, report=fixed_report(tmp_path)), run_before=estimated,
+                        terminal_size=SIZE)
 
 
 def test_snapshot_workloads_invalid(snap_compare, tmp_path):
@@ -204,7 +213,11 @@ def test_snapshot_workloads_invalid(snap_compare, tmp_path):
 
 
 def test_snapshot_results_empty(snap_compare, tmp_path):
-    assert snap_compare(TpulabApp(probe=False, report=fixed_report(tmp_path)), press=["4"], terminal_size=SIZE)
+    async def listed(pilot):
+        await pilot.press("4")
+        await wait_for(pilot, lambda: "0 of 0 runs" in text(pilot.app.query_one("#results-help", Static)), 10)
+
+    assert snap_compare(TpulabApp(probe=False, report=fixed_report(tmp_path)), run_before=listed, terminal_size=SIZE)
 
 
 async def test_presets_and_command_line_values_fill_the_form(fashion_data):
@@ -303,11 +316,48 @@ async def test_compare_at_80_columns_keeps_every_speedup_readable(tmp_path):
         await wait_for(pilot, lambda: app.focused is not None and app.focused.id == "results-table", 5)
         await wait_for(pilot, lambda: app.query_one("#results-table", DataTable).row_count == 3, 10)
         await pilot.press("space", "down", "space", "down", "space", "m")
-        await pilot.pause()
+        await wait_for(pilot, lambda: "0.25x" in text(app.query_one("#comparison", Static)), 10)
         shown = text(app.query_one("#comparison", Static))
         for speedup in ("1.00x", "0.50x", "0.25x"):  # newest first: the fastest run is the baseline
             assert speedup in shown
         assert "…" not in shown and all(r.short_id in shown for r in runs)
+        lines = [line for line in shown.splitlines() if line.strip()]
+        assert "speedup = the first run's median time" in lines[0]  # the basis, then the answer
+        assert "speedup" in lines[4] and "1.00x" in lines[4] and "median" in lines[5]  # after the run ids
+
+
+async def test_results_tab_shows_a_page_of_a_large_store_at_once(tmp_path):
+    """2,000 runs kept: the first page is listed, the rest fetched as the cursor goes down; a filter asks
+    the store again."""
+    from tpulab.core.store import Exported
+    from tpulab.lab.screens.results import PAGE, ResultsPane
+
+    from .helpers import copies
+
+    store = Store(tmp_path / "r.db")
+    store.import_records(Exported(copies(make_record(), 2000, backends=("tensorflow", "jax")), []))
+    app = TpulabApp(probe=False, db=tmp_path / "r.db", report=cpu_only(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_for(pilot, lambda: bool(app.query(ResultsPane)) and app.query_one(ResultsPane).rows, 10)
+        pane = app.query_one(ResultsPane)
+        table = pane.table
+        assert table.row_count == PAGE  # a page, not the history
+        await wait_for(pilot, lambda: "100 of 2,000 runs" in text(pane.query_one("#results-help", Static)), 10)
+        newest = store.page(limit=1).rows[0]
+        assert table.get_row_at(0)[1] == newest.short_id
+        table.focus()
+        await pilot.press("ctrl+end")  # the cursor near the end of what is loaded: the next page comes
+        await wait_for(pilot, lambda: table.row_count == 2 * PAGE, 10)
+        table.scroll_to(y=table.max_scroll_y, animate=False)  # so does scrolling there
+        await wait_for(pilot, lambda: table.row_count == 3 * PAGE, 10)
+        assert [r.id for r in pane.rows] == [r.id for r in store.page(limit=3 * PAGE).rows]
+        filter_field = pane.query_one("#results-filter", Input)
+        filter_field.focus()
+        await pilot.press(*"jax")
+        await wait_for(pilot, lambda: pane.filter.words == ("jax",) and pane.total == 1000, 10)
+        assert table.row_count == PAGE and all(r.backend == "jax" for r in pane.rows)
+        assert "matching 'jax'" in text(pane.query_one("#results-help", Static))
 
 
 def test_estimate_trusts_similar_work_and_says_which_basis(tmp_path):
@@ -318,17 +368,43 @@ def test_estimate_trusts_similar_work_and_says_which_basis(tmp_path):
     report = cpu_only(tmp_path)
     conv, limits = registry()["conv"], Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
     article = conv.resolve({"device": "cpu", "backend": "tensorflow"}, limits)
-    tiny = make_record(median=0.003, batch=8, flops=conv.flops_per_step({**article, "batch_size": 8,
-                                                                         "image_size": 32, "filters": 16}))
+    tiny = RunRow.of(make_record(median=0.003, batch=8, flops=conv.flops_per_step(
+        {**article, "batch_size": 8, "image_size": 32, "filters": 16})))
     # A tiny run says nothing about the article's size: the basis is an assumed share of the peak.
     assert "assuming 25% of peak" in estimate(conv, article, limits, report, [tiny]).basis
-    similar = make_record(median=0.5, batch=128, flops=conv.flops_per_step(article), report=report)
+    similar = RunRow.of(make_record(median=0.5, batch=128, flops=conv.flops_per_step(article), report=report))
     guess = estimate(conv, article, limits, report, [tiny, similar])
     assert similar.short_id in guess.basis and "this configuration" in guess.basis
     steps = conv.total_steps(article)
     assert guess.seconds == pytest.approx(8.0 + 2.0 + steps * 0.5)  # start-up + its first call + steps at its rate
-    other = make_record(median=0.5, batch=128, flops=conv.flops_per_step(article), backend="jax", report=report)
+    other = RunRow.of(make_record(median=0.5, batch=128, flops=conv.flops_per_step(article), backend="jax",
+                                  report=report))
     assert "device's best sustained" in estimate(conv, article, limits, report, [tiny, other]).basis
+
+
+async def test_the_forms_estimate_comes_from_the_store_off_the_ui_thread(tmp_path):
+    """A kept run of this configuration is the basis; typing never waits for the store."""
+    from tpulab.workloads import registry
+    from tpulab.workloads.base import Limits
+
+    report = cpu_only(tmp_path)
+    conv = registry()["conv"]
+    article = conv.resolve({"device": "cpu", "backend": "tensorflow"}, Limits.of(report))
+    kept = make_record(median=0.5, batch=article["batch_size"], flops=conv.flops_per_step(article), report=report)
+    Store(tmp_path / "r.db").save(kept)
+    app = TpulabApp(probe=False, db=tmp_path / "r.db", report=report, workload="conv",
+                    params={"device": "cpu", "backend": "tensorflow"})
+    on_ui_thread: list[bool] = []
+    query = app.store.candidates
+    app.store.candidates = lambda w: on_ui_thread.append(threading.current_thread() is threading.main_thread()) \
+        or query(w)  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        plan = app.query_one("#plan", Static)
+        await wait_for(pilot, lambda: kept.short_id in text(plan), 10)
+        assert "this configuration at 1.0x the work per step" in " ".join(text(plan).split())
+        await type_into(pilot, app, "batch_size", "4")  # far less work: the kept run no longer counts
+        await wait_for(pilot, lambda: "assuming 25% of peak" in text(plan), 10)
+    assert on_ui_thread and not any(on_ui_thread)
 
 
 @pytest.mark.slow

@@ -187,7 +187,7 @@ def test_core_never_imports_a_framework_or_textual():
     code = ("import sys; import tpulab.cli.main, tpulab.runtime.detect, tpulab.runtime.doctor, tpulab.runtime.peaks, "
             "tpulab.workloads, tpulab.core.record, tpulab.core.store, tpulab.cli.results, tpulab.core.runner, tpulab.core.worker, "
             "tpulab.views.console, tpulab.workloads.data, tpulab.core.timing, tpulab.core.events, tpulab.core.estimate, "
-            "tpulab.core.narrate, "
+            "tpulab.core.narrate, tpulab.core.runindex, "
             "tpulab.backends, tpulab.plugins; from tpulab.runtime.detect import detect; detect(); "
             "from tpulab.workloads import registry; from tpulab.backends import registry as b; registry(); b(); "
             "bad = [m for m in ('tensorflow', 'keras', 'jax', 'textual') if m in sys.modules]; print(bad); "

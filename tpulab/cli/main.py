@@ -69,6 +69,27 @@ def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool
                            help=help_text)
 
 
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def add_filter_flags(a: argparse.ArgumentParser, workloads: list[str]) -> None:
+    """The filters `results list`, `export` and `prune` share (the lab's filter field takes them as key:value)."""
+    from tpulab.backends import registry as backend_registry
+    from tpulab.core.events import STATUSES
+
+    g = a.add_argument_group("filters (each narrows the selection)")
+    g.add_argument("--workload", choices=workloads)
+    g.add_argument("--device", metavar="DEVICE", help="a kind (cpu, gpu, tpu) or part of the device's name")
+    g.add_argument("--backend", choices=tuple(backend_registry()))
+    g.add_argument("--status", choices=STATUSES)
+    g.add_argument("--sweep", metavar="ID", help="the runs of a sweep (its id or first characters)")
+    g.add_argument("--since", metavar="WHEN", help="started at or after: 2026-11-01, 2026-11-01T14:00, 7d, 12h")
+    g.add_argument("--before", metavar="WHEN", help="started before: a date, a time or an age, as --since")
+
+
 def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = None) -> Parser:
     from tpulab.workloads import registry
 
@@ -131,7 +152,7 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
     doc.add_argument("--json", action="store_true", dest="json")
     doc.add_argument("--fast", action="store_true", help="skip the frameworks")
 
-    r = sub.add_parser("results", help="list, show, compare, export and import kept runs")
+    r = sub.add_parser("results", help="list, show, compare, export, import and prune kept runs")
     r.add_argument("--db", type=Path, dest="db", default=argparse.SUPPRESS)
     r.add_argument("--json", action="store_true", dest="json", default=argparse.SUPPRESS)
     rs = r.add_subparsers(dest="action", metavar="ACTION")
@@ -140,9 +161,12 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
                            ("sweep", "sweeps, newest first, or one again: its table, findings and chart"),
                            ("export", "runs (and sweeps, whole) to a file"),
                            ("import", "runs and sweeps from an exported JSON file"),
-                           ("report", "runs (compared) or sweeps as one self-contained HTML page to share")):
+                           ("report", "runs (compared) or sweeps as one self-contained HTML page to share"),
+                           ("prune", "remove the runs a filter picks, and reclaim their space")):
         a = rs.add_parser(name, help=helptext)
         a.add_argument("--db", type=Path, dest="db", default=argparse.SUPPRESS)
+        if name in ("list", "export", "prune"):
+            add_filter_flags(a, list(registry()))
         if name in ("list", "show", "compare", "sweep"):
             a.add_argument("--json", action="store_true", dest="json", default=argparse.SUPPRESS)
         if name == "show":
@@ -160,6 +184,13 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
         elif name == "report":
             a.add_argument("ids", nargs="+", metavar="ID", help="runs or sweeps (their ids or first characters)")
             a.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html", help="the page to write")
+        elif name == "list":
+            a.add_argument("--limit", type=positive, metavar="N",
+                           help="the newest N runs (default: what fits the screen)")
+            a.add_argument("--all", action="store_true", help="every run")
+        elif name == "prune":
+            a.add_argument("--all", action="store_true", help="every run, when no filter is given")
+            a.add_argument("--yes", action="store_true", help="do not ask first (for scripts)")
     r.set_defaults(action="list")
     return p
 

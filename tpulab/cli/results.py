@@ -1,17 +1,21 @@
-"""`tpulab results`: list, show, compare, export, import."""
+"""`tpulab results`: list, show, compare, export, import, prune."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from tpulab.core import fmt
+from tpulab.core.runindex import FILTERS, FilterError, RunFilter, make_filter
 from tpulab.views.console import comparison_table
 from tpulab.core.store import Store, StoreError, compare, default_path, export_csv, export_json, read_export, row
+
+SCREEN_LINES = 7  # what a listing prints besides its rows: header, rule, a footer of two lines, the prompt
 
 
 def cmd_results(args: argparse.Namespace) -> int:
@@ -19,21 +23,38 @@ def cmd_results(args: argparse.Namespace) -> int:
     return ACTIONS[args.action](args, Store(args.db or default_path()), Console())
 
 
+def filter_of(args: argparse.Namespace) -> RunFilter:
+    """The filter flags shared by list, export and prune (absent when `results` runs its default list)."""
+    return make_filter((), **{name: getattr(args, name, None) for name in FILTERS})
+
+
 def _list(args, store: Store, console: Console) -> int:
-    records = store.records()
+    filt = filter_of(args)
+    limit = None if getattr(args, "all", False) else getattr(args, "limit", None) or \
+        max(5, console.size.height - SCREEN_LINES)
+    page = store.page(filt, limit)
+    total = store.count(filt) if page.after is not None else len(page.rows)
+    which = f" matching {filt.describe()}" if filt else ""
+    more = f"newest {len(page.rows)} of {total:,} runs{which}: --limit N or --all for more (filters: --help)"
     if args.json:
-        print(json.dumps([row(r) for r in records], indent=1))
+        print(json.dumps(store.listing_json(page.rows), indent=1))
+        if len(page.rows) < total:
+            print(f"tpulab: {more}", file=sys.stderr)
         return 0
-    if not records:
-        console.print(f"no runs kept yet in {store.path}: try `tpulab --run conv --no-ui --preset smoke`")
+    if not page.rows:
+        console.print(f"no runs{which} in {store.path}" if filt else
+                      f"no runs kept yet in {store.path}: try `tpulab --run conv --no-ui --preset smoke`",
+                      highlight=False)
         return 0
-    t = Table(title=f"runs in {store.path}, newest first", box=box.SIMPLE_HEAD, pad_edge=False,
-              padding=0)
-    for col in fmt.LIST_COLUMNS:
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=0)
+    header, *rows = fmt.fit([fmt.LIST_COLUMNS, *(fmt.list_row(r) for r in page.rows)], console.width)
+    for col in header:
         t.add_column(col, no_wrap=True)
-    for r in records:
-        t.add_row(*fmt.list_row(r))
+    for cells in rows:
+        t.add_row(*cells)
     console.print(t)
+    console.print(more if len(page.rows) < total else f"{total:,} run(s){which} in {store.path}, newest first",
+                  highlight=False)
     return 0
 
 
@@ -73,7 +94,9 @@ def _export(args, store: Store, console: Console) -> int:
                 sweeps.append(sweep)
                 records += store.sweep_runs(sweep).values()
     else:
-        records, sweeps = store.records(), store.sweeps()
+        filt = filter_of(args)
+        records = store.records(filt)
+        sweeps = [] if filt else store.sweeps()
     try:
         if args.format == "json":
             export_json(records, args.output, sweeps)
@@ -127,6 +150,30 @@ def _sweep(args, store: Store, console: Console) -> int:
     return 0
 
 
+def _prune(args, store: Store, console: Console) -> int:
+    """Runs matching the filters removed, after a question (--yes answers it), and the space reclaimed."""
+    filt = filter_of(args)
+    if not filt and not args.all:
+        raise FilterError("prune removes the runs a filter picks: give --workload, --device, --backend, --status, "
+                          "--sweep, --since or --before (or --all for every run)")
+    n = store.count(filt)
+    which = f" matching {filt.describe()}" if filt else ""
+    if not n:
+        console.print(f"no runs{which} in {store.path}: nothing to remove", highlight=False)
+        return 0
+    if not args.yes:
+        print(f"remove {n:,} run(s){which} from {store.path}? [y/N] ", end="", flush=True)
+        answer = sys.stdin.readline().strip().lower()
+        if answer not in ("y", "yes"):
+            console.print("nothing removed" + ("" if answer else " (no answer; --yes answers for scripts)"),
+                          highlight=False)
+            return 1
+    removed, reclaimed = store.prune(filt)
+    console.print(f"removed {removed:,} run(s){which}; {reclaimed / 2**20:.1f} MiB reclaimed, "
+                  f"{store.size() / 2**20:.1f} MiB left in {store.path}", highlight=False)
+    return 0
+
+
 def _report(args, store: Store, console: Console) -> int:
     from tpulab.views.report import report_page
 
@@ -140,5 +187,5 @@ def _report(args, store: Store, console: Console) -> int:
     return 0
 
 
-ACTIONS = {"list": _list, "show": _show, "compare": _compare, "export": _export, "import": _import,
+ACTIONS = {"list": _list, "prune": _prune, "show": _show, "compare": _compare, "export": _export, "import": _import,
            "sweep": _sweep, "report": _report}

@@ -42,16 +42,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         console.print(f"[yellow]{line}[/]", highlight=False)
     store = None if args.no_save else Store(getattr(args, "db", None) or default_path())
     sweep = Sweep(grid, report, limits, args.repeat, args.max_minutes)
-    kept: list[RunRecord] = []
-    if store is not None:
-        try:
-            kept = store.records(w.name)
-        except StoreError as e:
-            console.print(f"[red]tpulab: {e}[/]", highlight=False)
-            store = None
+    try:
+        guess = sweep.estimate(store.candidates if store is not None else lambda wanted: [])
+    except StoreError as e:
+        console.print(f"[red]tpulab: {e}[/]", highlight=False)
+        store = None
+        guess = sweep.estimate(lambda wanted: [])
     extra = " (and the article's configuration)" if any(p.article for p in sweep.points) else ""
     console.print(f"sweep {sweep.id[:8]} of {w.name}: {len(sweep.points)} point(s){extra} x {args.repeat} run(s), "
-                  f"{grid.steps} timed {w.unit}s each; estimate {sweep.estimate(kept)}", highlight=False)
+                  f"{grid.steps} timed {w.unit}s each; estimate {guess}", highlight=False)
     if not axes:
         console.print("[yellow]no parameter holds a list: this is a single point[/]")
 

@@ -3,6 +3,7 @@
 Shared by the lab's form, the headless path and sweeps. A small run says little about a large
 one (small work leaves a device idle), so only kept runs whose work per step is within
 `SIMILAR_WORK` of the plan are trusted; otherwise an assumed fraction of the device's peak is used.
+The kept runs come as indexed rows: `wanted` says what to look for, `Store.candidates` finds them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from tpulab.core import fmt
-from tpulab.core.events import RunRecord
+from tpulab.core.runindex import RunRow, Wanted, configuration_key
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.runtime.peaks import device_peak
 from tpulab.workloads.base import Limits, Params, Workload
@@ -31,34 +32,40 @@ class Estimate:
         return f"~{fmt.duration(self.seconds)} ({self.basis})" if self.seconds is not None else "unknown"
 
 
-def _work_ratio(r: RunRecord, flops: float) -> float:
+def _work_ratio(r: RunRow, flops: float) -> float:
     """How far a kept run's work per step is from the plan's, as a factor >= 1."""
-    theirs = r.summary.flops_per_step or 0
+    theirs = r.flops_per_step or 0
     return max(theirs, flops) / min(theirs, flops) if theirs > 0 and flops > 0 else math.inf
 
 
+def wanted(workload: Workload, p: Params, limits: Limits) -> Wanted:
+    """What the estimate of this plan learns from: kept runs on its device, of similar work."""
+    return Wanted(workload.name, limits.device_for(p.get("device", "auto")),
+                  limits.backend_for(p.get("backend", "auto"), p.get("device", "auto")), workload.compute_dtype(p),
+                  configuration_key(workload.configuration(p)), workload.flops_per_step(p) or 0.0, SIMILAR_WORK)
+
+
 def estimate(workload: Workload, p: Params, limits: Limits, report: RuntimeReport,
-             records: list[RunRecord]) -> Estimate:
-    device = limits.device_for(p.get("device", "auto"))
-    backend = limits.backend_for(p.get("backend", "auto"), p.get("device", "auto"))
-    flops = workload.flops_per_step(p) or 0.0
+             rows: list[RunRow]) -> Estimate:
+    """From kept runs' rows, newest first (any superset of `Store.candidates(wanted(...))` gives the same)."""
+    w = wanted(workload, p, limits)
+    device, backend, flops, dtype = w.device, w.backend, w.flops, workload.compute_dtype(p)
     steps = workload.total_steps(p)
-    dtype = workload.compute_dtype(p)
-    kept = [r for r in records if r.status == "finished" and r.summary.gflops_per_s and r.device
-            and r.device.kind == device and _work_ratio(r, flops) <= SIMILAR_WORK]
+    kept = [r for r in rows if r.status == "finished" and r.gflops_per_s and r.device_kind == device
+            and _work_ratio(r, flops) <= SIMILAR_WORK]
     same = [r for r in kept if r.workload == workload.name and r.backend == backend and r.dtype == dtype
-            and workload.configuration(r.params) == workload.configuration(p)]
+            and r.configuration == w.configuration]
     startup = STARTUP_S
     if same:
-        best = min(same, key=lambda r: _work_ratio(r, flops))  # records come newest first: ties go to the newest
-        rate = (best.summary.gflops_per_s or 0) * 1e9
-        startup += best.summary.compile_seconds or 0
+        best = min(same, key=lambda r: _work_ratio(r, flops))  # rows come newest first: ties go to the newest
+        rate = (best.gflops_per_s or 0) * 1e9
+        startup += best.compile_s or 0
         basis = (f"at the {rate / 1e9:.1f} GFLOP/s of run {best.short_id}, this configuration "
                  f"at {_work_ratio(best, flops):.1f}x the work per step")
         kind = "run"
     elif kept:
-        best = max(kept, key=lambda r: r.summary.gflops_per_s or 0)
-        rate = (best.summary.gflops_per_s or 0) * 1e9
+        best = max(kept, key=lambda r: r.gflops_per_s or 0)
+        rate = (best.gflops_per_s or 0) * 1e9
         basis = f"at this device's best sustained {rate / 1e9:.1f} GFLOP/s (run {best.short_id})"
         kind = "device"
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tpulab.core.events import RunRecord
+    from tpulab.core.runindex import RunRow
     from tpulab.core.timing import Stats
 
 
@@ -55,6 +55,10 @@ def p10_p90(stats: Stats | None) -> str:
 
 
 LIST_COLUMNS = ("id", "started", "workload", "status", "device", "backend", "batch", "median", "peak")
+SHRINKABLE = ("device", "workload")  # descriptive cells give way at 80 columns; an id or a figure never does
+MIN_SHRUNK = 5
+
+
 def backend_short(name: str) -> str:
     """A backend's short name for narrow tables (its own word for it)."""
     from tpulab.backends import registry
@@ -63,12 +67,26 @@ def backend_short(name: str) -> str:
     return found.short if found else name
 
 
-def list_row(record: RunRecord) -> tuple[str, ...]:
-    """A run in one line of a listing (the CLI's and the lab's): LIST_COLUMNS, short enough for 80 columns."""
-    workload = record.workload if len(record.workload) <= 8 else record.workload[:7] + "…"
-    return (record.short_id, record.started_at[5:16].replace("T", " "), workload, record.status,
-            record.device_label(short=True), backend_short(record.backend),
-            str(record.batch or "-"), seconds(record.median), percent(record.summary.peak_fraction))
+def list_row(row: RunRow) -> tuple[str, ...]:
+    """A run in one line of a listing (the CLI's and the lab's): LIST_COLUMNS."""
+    return (row.short_id, row.started_at[5:16].replace("T", " "), row.workload, row.status, row.device_short,
+            backend_short(row.backend), str(row.batch_size or "-"), seconds(row.median_s),
+            percent(row.peak_fraction))
+
+
+def fit(rows: list[tuple[str, ...]], width: int, columns: tuple[str, ...] = LIST_COLUMNS) -> list[tuple[str, ...]]:
+    """Rows whose cells fit `width` (one space between columns): the SHRINKABLE columns are shortened
+    with "…", the first first; the others are kept whole."""
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    excess = sum(widths) + len(columns) - 1 - width
+    for name in SHRINKABLE:
+        i = columns.index(name)
+        cut = min(max(excess, 0), widths[i] - max(MIN_SHRUNK, len(name)))
+        if cut > 0:
+            widths[i] -= cut
+            excess -= cut
+    return [tuple(cell if len(cell) <= widths[i] else cell[:widths[i] - 1] + "…" for i, cell in enumerate(r))
+            for r in rows]
 
 
 def pct(x: float | None) -> str:

@@ -1,7 +1,9 @@
 """Every run kept in SQLite, compared across runtimes, and carried between machines as a file.
 
-One row per run holds the whole record as JSON (runtime report, versions, parameters, every
-step), with the columns a listing needs beside it. The schema is versioned in `meta`.
+Each run's whole record (runtime report, versions, parameters, every step) is kept as JSON in
+`run_data`, the source of truth; the columns a listing, a filter and an estimate read are derived
+from it into `runs` (small rows, indexed), so those never parse a record and cost what they show,
+not what is kept. The schema is versioned in `meta`.
 """
 
 from __future__ import annotations
@@ -20,12 +22,25 @@ from typing import Any, Iterable, Iterator, Mapping
 from tpulab.core.basis import GFLOPS, TIME, Work, basis
 from tpulab.core.errors import TpulabError
 from tpulab.core.events import STATUSES, RunRecord, SweepRecord, Telemetry
+from tpulab.core.runindex import COLUMNS, RunFilter, RunRow, Wanted, derive, table_sql
 from tpulab.workloads import registry
 
-SCHEMA_VERSION = 2  # 2: sweeps
+SCHEMA_VERSION = 3  # 2: sweeps; 3: records apart from their indexed columns
 BUSY_TIMEOUT_S = 60  # how long a writer waits for another process's transaction
 EXPORT_FORMAT = "tpulab-results"
 COMPARED_BY_DESIGN = ("device", "shards", "backend")  # what a comparison across runtimes varies on purpose
+USABLE = "status = 'finished' AND gflops_per_s > 0"  # a run an estimate may learn from
+INDEXES = (
+    "CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at)",
+    "CREATE INDEX IF NOT EXISTS runs_workload ON runs (workload, started_at)",
+    "CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep)",
+    # The estimate's lookups: this configuration's nearest work, and this device's best rate.
+    "CREATE INDEX IF NOT EXISTS runs_same ON runs (device_kind, workload, backend, dtype, configuration, flops_per_step, "
+    f"started_at) WHERE {USABLE}",
+    f"CREATE INDEX IF NOT EXISTS runs_work ON runs (device_kind, flops_per_step, gflops_per_s, started_at) WHERE {USABLE}",
+)
+EVERY = RunFilter()
+ORDER = "ORDER BY runs.started_at DESC, runs.rowid DESC"  # newest first
 
 
 class StoreError(TpulabError):
@@ -50,6 +65,14 @@ def default_path(environ: Mapping[str, str] | None = None) -> Path:
 class Exported:
     records: list[Any]
     sweeps: list[Any]
+
+
+@dataclass
+class Page:
+    """One page of a listing, newest first; `after` continues it (None: nothing further)."""
+
+    rows: list[RunRow]
+    after: tuple[str, int] | None
 
 
 class Store:
@@ -103,10 +126,17 @@ class Store:
             con.execute("""CREATE TABLE IF NOT EXISTS runs (
                 id TEXT PRIMARY KEY, workload TEXT NOT NULL, status TEXT NOT NULL,
                 started_at TEXT NOT NULL, record TEXT NOT NULL)""")
-            con.execute("CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at)")
         if version < 2:
             con.execute("""CREATE TABLE IF NOT EXISTS sweeps (
                 id TEXT PRIMARY KEY, workload TEXT NOT NULL, started_at TEXT NOT NULL, sweep TEXT NOT NULL)""")
+        if version < 3:  # the records move to run_data; runs keeps their columns
+            _rebuild(con, "SELECT record FROM runs_old ORDER BY rowid", renamed=("runs",))
+        elif [c[1] for c in con.execute("PRAGMA table_info(runs)")] != list(COLUMNS):
+            # RunRow gained or lost a column: derive the index again from the records.
+            _rebuild(con, "SELECT d.record FROM runs_old o JOIN run_data_old d USING (id) ORDER BY o.rowid",
+                     renamed=("runs", "run_data"))
+        for index in INDEXES:  # one added since this database was indexed is made now
+            con.execute(index)
         if version < SCHEMA_VERSION:
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         con.execute("COMMIT")
@@ -114,29 +144,91 @@ class Store:
 
     def save(self, record: RunRecord) -> None:
         with self._db(write=True) as con:
-            _insert(con, record.to_json(), replace=True)
+            _insert(con, record, record.to_json(), replace=True)
 
-    def records(self, workload: str | None = None) -> list[RunRecord]:
-        """All runs, newest first."""
+    # --- listings: indexed columns only ------------------------------------------------------------
+    def page(self, filt: RunFilter = EVERY, limit: int | None = None,
+             after: tuple[str, int] | None = None) -> Page:
+        """Runs matching `filt`, newest first: `limit` of them (all when None), continuing from `after`."""
+        where, args = filt.where()
+        if after is not None:
+            where += " AND (runs.started_at, runs.rowid) < (?, ?)"
+            args = [*args, *after]
+        sql = f"SELECT {', '.join(COLUMNS)}, rowid FROM runs WHERE {where} {ORDER}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
         with self._db() as con:
-            q = "SELECT record FROM runs" + (" WHERE workload = ?" if workload else "") + \
-                " ORDER BY started_at DESC, rowid DESC"
-            return [load_record(json.loads(r[0])) for r in con.execute(q, (workload,) if workload else ())]
+            found = con.execute(sql, args).fetchall()
+        rows = [RunRow(*r[:-1]) for r in found]
+        more = limit is not None and len(found) == limit
+        return Page(rows, (found[-1][3], found[-1][-1]) if more and found else None)
+
+    def count(self, filt: RunFilter = EVERY) -> int:
+        where, args = filt.where()
+        with self._db() as con:
+            return int(con.execute(f"SELECT COUNT(*) FROM runs WHERE {where}", args).fetchone()[0])
+
+    def listing_json(self, rows: list[RunRow]) -> list[dict[str, Any]]:
+        """The flat JSON of these runs (`row()`), kept beside each record when it was saved."""
+        with self._db() as con:
+            found = dict(con.execute(f"SELECT id, row FROM run_data WHERE id IN ({','.join('?' * len(rows))})",
+                                     [r.id for r in rows]).fetchall())
+        return [json.loads(found[r.id]) for r in rows if r.id in found]
+
+    def candidates(self, w: Wanted) -> list[RunRow]:
+        """What an estimate can learn from, in one indexed query: this configuration's runs nearest in
+        work per step (below and above, the newest of each), and this device's best rate among runs of
+        similar work (the best of each distinct work per step, found by index: never a scan). Newest first."""
+        if not w.flops > 0:
+            return []
+        lo, hi = w.flops / w.within * (1 - 1e-9), w.flops * w.within * (1 + 1e-9)
+        device = f"{USABLE} AND device_kind = ?"
+        same = f"{device} AND workload = ? AND backend = ? AND dtype IS ? AND configuration IS ?"
+        config = [w.device, w.workload, w.backend, w.dtype, w.configuration]
+        cols = ", ".join(COLUMNS)
+        newest = "ORDER BY started_at DESC, rowid DESC LIMIT 1"
+        fastest = "ORDER BY gflops_per_s DESC, started_at DESC, rowid DESC LIMIT 1"
+        nearest = (f"SELECT * FROM (SELECT {cols}, rowid FROM runs WHERE {same} AND flops_per_step = "
+                   f"(SELECT {{}}(flops_per_step) FROM runs WHERE {same} AND flops_per_step BETWEEN ? AND ?) {newest})")
+        sql = (f"WITH RECURSIVE sizes(f) AS (SELECT MIN(flops_per_step) FROM runs WHERE {device} AND flops_per_step "
+               f"BETWEEN ? AND ? UNION ALL SELECT (SELECT MIN(flops_per_step) FROM runs WHERE {device} AND "
+               "flops_per_step > f AND flops_per_step <= ?) FROM sizes WHERE f IS NOT NULL), "
+               f"best(id) AS (SELECT (SELECT rowid FROM runs WHERE {device} AND flops_per_step = f {fastest}) "
+               "FROM sizes WHERE f IS NOT NULL) "
+               f"SELECT * FROM (SELECT {cols}, rowid FROM runs WHERE rowid IN (SELECT id FROM best) {fastest})"
+               f" UNION ALL {nearest.format('MAX')} UNION ALL {nearest.format('MIN')}")
+        args = [w.device, lo, hi, w.device, hi, w.device,
+                *config, *config, lo, w.flops, *config, *config, w.flops, hi]
+        with self._db() as con:
+            found = {r[0]: r for r in con.execute(sql, args)}
+        ordered = sorted(found.values(), key=lambda r: (r[3], r[-1]), reverse=True)
+        return [RunRow(*r[:-1]) for r in ordered]
+
+    # --- whole records: opened or exported ---------------------------------------------------------
+    def records(self, filt: RunFilter = EVERY) -> list[RunRecord]:
+        """Runs matching `filt`, whole, newest first (for export: a listing reads `page`)."""
+        where, args = filt.where()
+        with self._db() as con:
+            found = con.execute(f"SELECT d.record FROM runs JOIN run_data d USING (id) WHERE {where} {ORDER}",
+                                args).fetchall()
+        return [load_record(json.loads(r[0])) for r in found]
 
     def _by_prefix(self, table: str, column: str, wanted: str, listing: str) -> Any:
         """One row's JSON by its id or a unique prefix of it; the error says how to list them."""
-        noun = table.removesuffix("s")
-        with self._db() as con:
-            rows = con.execute(f"SELECT {column} FROM {table} WHERE id LIKE ? || '%'", (wanted.lower(),)).fetchall()
+        noun = "run" if table == "run_data" else table.removesuffix("s")
+        prefix = wanted.lower()
+        with self._db() as con:  # a range on the primary key: a lookup, never a scan of the records
+            rows = con.execute(f"SELECT {column} FROM {table} WHERE id >= ? AND id < ?",
+                               (prefix, prefix + "\U0010ffff")).fetchall()
         if not rows:
             raise StoreError(f"no {noun} {wanted!r} in {self.path}: `{listing}` lists them")
         if len(rows) > 1:
-            raise StoreError(f"{wanted!r} matches {len(rows)} {table}: give more of the id")
+            raise StoreError(f"{wanted!r} matches {len(rows)} {noun}s: give more of the id")
         return json.loads(rows[0][0])
 
     def get(self, run_id: str) -> RunRecord:
         """A run by its id or a unique prefix of it."""
-        return load_record(self._by_prefix("runs", "record", run_id, "tpulab results"))
+        return load_record(self._by_prefix("run_data", "record", run_id, "tpulab results"))
 
     def save_sweep(self, sweep: SweepRecord) -> None:
         """A sweep: its grid, its points' run ids and its findings (the runs are saved as runs)."""
@@ -157,7 +249,7 @@ class Store:
         """The kept runs of a sweep's points, by id."""
         wanted = sweep.run_ids()
         with self._db() as con:
-            rows = con.execute(f"SELECT record FROM runs WHERE id IN ({','.join('?' * len(wanted))})",
+            rows = con.execute(f"SELECT record FROM run_data WHERE id IN ({','.join('?' * len(wanted))})",
                                wanted).fetchall()
         records = [load_record(json.loads(r[0])) for r in rows]
         return {r.id: r for r in records}
@@ -165,28 +257,96 @@ class Store:
     def import_records(self, exported: Exported) -> tuple[int, int]:
         """All or nothing; a record or sweep already present is skipped. Returns (runs added, runs skipped)."""
         records, sweeps = exported.records, exported.sweeps
+        parsed: list[RunRecord] = []
         for i, r in enumerate(records, 1):
             problem = validate(r)
             if problem:
                 rid = r.get("id") if isinstance(r, dict) else None
                 raise StoreError(f"record {i}{f' (id {rid})' if rid else ''}: {problem}; nothing was imported")
+            parsed.append(load_record(r))
         for i, sw in enumerate(sweeps, 1):
             problem = validate_sweep(sw)
             if problem:
                 raise StoreError(f"sweep {i}: {problem}; nothing was imported")
         added = 0
         with self._db(write=True) as con:
-            for r in records:
-                added += _insert(con, r, replace=False)
+            for record, data in zip(parsed, records):
+                added += _insert(con, record, data, replace=False)
             for sw in sweeps:
                 _insert_sweep(con, sw, replace=False)
         return added, len(records) - added
 
+    # --- pruning -------------------------------------------------------------------------------------
+    def prune(self, filt: RunFilter) -> tuple[int, int]:
+        """Removes the runs matching `filt` (and sweeps left with no run), then gives the space back to the
+        file system. Returns (runs removed, bytes reclaimed)."""
+        before = self.size()
+        where, args = filt.where()
+        with self._db(write=True) as con:
+            con.execute(f"DELETE FROM run_data WHERE id IN (SELECT id FROM runs WHERE {where})", args)
+            removed = con.execute(f"DELETE FROM runs WHERE {where}", args).rowcount
+            for sweep_id, text in con.execute("SELECT id, sweep FROM sweeps").fetchall():
+                ids = [i for p in json.loads(text)["points"] for i in p["runs"]]
+                kept = con.execute(f"SELECT COUNT(*) FROM runs WHERE id IN ({','.join('?' * len(ids))})",
+                                   ids).fetchone()[0] if ids else 0
+                if not kept:
+                    con.execute("DELETE FROM sweeps WHERE id = ?", (sweep_id,))
+        try:
+            con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            try:
+                con.execute("VACUUM")
+                con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                con.close()
+        except sqlite3.Error as e:
+            raise StoreError(f"removed {removed} run(s) from {self.path}, but could not reclaim the space "
+                             f"({e}): run `tpulab results prune` again when no other tpulab uses it") from None
+        return removed, max(0, before - self.size())
 
-def _insert(con: sqlite3.Connection, r: dict[str, Any], replace: bool) -> int:
+    def size(self) -> int:
+        """Bytes the database takes on disk, its write-ahead log included."""
+        return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
+
+
+def _rebuild(con: sqlite3.Connection, source: str, renamed: tuple[str, ...]) -> None:
+    """The runs table (and run_data) made afresh from the records `source` selects, in their order."""
+    for table in renamed:
+        con.execute(f"ALTER TABLE {table} RENAME TO {table}_old")
+    for index in ("runs_started", "runs_workload", "runs_sweep", "runs_same", "runs_work"):
+        con.execute(f"DROP INDEX IF EXISTS {index}")
+    con.execute(table_sql("runs"))
+    con.execute("CREATE TABLE IF NOT EXISTS run_data (id TEXT PRIMARY KEY, row TEXT NOT NULL, record TEXT NOT NULL)")
+    for (text,) in _stream(con, source):
+        data: Any = None
+        try:
+            data = json.loads(text)
+            record = load_record(data)
+        except (json.JSONDecodeError, TypeError, ValueError, KeyError, AttributeError) as e:
+            con.execute("ROLLBACK")
+            rid = data.get("id") if isinstance(data, dict) else "?"
+            raise StoreError(f"cannot index run {rid}: it is not a tpulab record ({e}); the database was left as "
+                             "it was: move it aside or pass --db OTHER_PATH") from None
+        _insert(con, record, data, replace=True)
+    for table in renamed:
+        con.execute(f"DROP TABLE {table}_old")
+
+
+def _stream(con: sqlite3.Connection, source: str) -> Iterator[tuple[str]]:
+    """The source's rows a few at a time: a large store is never read whole into memory."""
+    cur = con.execute(source)
+    while batch := cur.fetchmany(500):
+        yield from batch
+
+
+def _insert(con: sqlite3.Connection, record: RunRecord, data: dict[str, Any], replace: bool) -> int:
+    """One run: its indexed columns, derived from the record, and the record itself."""
     verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-    cur = con.execute(f"{verb} INTO runs (id, workload, status, started_at, record) VALUES (?, ?, ?, ?, ?)",
-                      (r["id"], r["workload"], r["status"], r["started_at"], json.dumps(r)))
+    values = derive(record)
+    cur = con.execute(f"{verb} INTO runs ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
+                      list(values.values()))
+    if cur.rowcount:
+        con.execute("INSERT OR REPLACE INTO run_data VALUES (?, ?, ?)",
+                    (record.id, json.dumps(row(record)), json.dumps(data)))
     return cur.rowcount
 
 

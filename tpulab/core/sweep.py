@@ -15,16 +15,17 @@ from collections import Counter
 import math
 import time
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from tpulab.backends import BackendError
 from tpulab.backends import article as article_backend
 from tpulab.core.basis import Work, basis
-from tpulab.core.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate
+from tpulab.core.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate, wanted
 from tpulab.core.events import Event, RunRecord, SweepPoint, SweepRecord
 from tpulab.core.record import now_iso
+from tpulab.core.runindex import RunRow, Wanted
 from tpulab.core.runner import Run
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.core.spec import RunSpec, spec_of
@@ -291,9 +292,13 @@ class Sweep:
         except ParamError:
             return False
 
-    def estimate(self, records: list[RunRecord]) -> Estimate:
-        """The whole sweep's duration: each point's estimate, summed, times the repeats."""
-        guesses = [estimate(self.grid.workload, p.params, self.limits, self.report, records) for p in self.points]
+    def estimate(self, candidates: Callable[[Wanted], list[RunRow]]) -> Estimate:
+        """The whole sweep's duration: each point's estimate, summed, times the repeats.
+
+        `candidates` finds what each point learns from (`Store.candidates`, one indexed query a point)."""
+        w = self.grid.workload
+        guesses = [estimate(w, p.params, self.limits, self.report, candidates(wanted(w, p.params, self.limits)))
+                   for p in self.points]
         if any(g.seconds is None for g in guesses):
             return Estimate(None, "no basis for some points")
         if len(guesses) == 1:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -20,7 +20,9 @@ from textual.widgets import Checkbox, Footer, Header, TabbedContent, TabPane
 
 from tpulab import backends
 from tpulab.backends import BackendError
+from tpulab.core.estimate import Estimate
 from tpulab.core.events import RunRecord
+from tpulab.core.runindex import RunRow, Wanted
 from tpulab.core.runner import Standby
 from tpulab.core.store import Store, StoreError, default_path
 from tpulab.runtime.detect import RuntimeReport, detect
@@ -34,6 +36,8 @@ from tpulab.lab.widgets.param_form import ParamForm
 from tpulab.core.sweep import Grid, Sweep
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, Workload
+
+Candidates = Callable[[Wanted], list[RunRow]]
 
 # What takes the focus when a tab opens, so arrows and Enter work at once.
 FIRST_CONTROL = {"runtime": "#runtime-pane", "workloads": "#workload-list", "run": "#run-log",
@@ -66,7 +70,7 @@ class TpulabApp(App[None]):
         self.probe = probe
         self.probing = probe
         self.store = Store(db or default_path())
-        self.records: list[RunRecord] = []  # newest first: this session's and the store's
+        self.records: list[RunRecord] = []  # this session's runs, newest first (the results pane pages the store)
         self.standby = Standby()  # a worker for the form's backend, its framework imported before Enter
         self.wanted: tuple[Workload, dict[str, Any]] | None = None  # the form's last valid single run
 
@@ -89,7 +93,6 @@ class TpulabApp(App[None]):
         self.standby.drop()  # no worker outlives the lab
 
     def on_mount(self) -> None:
-        self.load_results()
         if self.probe:
             self.probe_frameworks()
         # Everything built at start-up lives as long as the app: keep it out of the garbage
@@ -121,33 +124,38 @@ class TpulabApp(App[None]):
             for workloads in self.query(WorkloadsPane):
                 workloads.refresh_limits(self.report)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="store")
-    def load_results(self) -> None:
-        try:
-            records = self.store.records()
-        except StoreError as e:
-            self.call_from_thread(self.notify, str(e), title="results store", severity="error", timeout=15)
-            return
-        self.call_from_thread(self._show_records, records)
-
-    def _show_records(self, records: list[RunRecord]) -> None:
-        known = {r.id for r in self.records}
-        self.records = sorted(self.records + [r for r in records if r.id not in known],
-                              key=lambda r: r.started_at, reverse=True)
-        for pane in self.query(ResultsPane):
-            pane.show(self.records)
-
     @work(thread=True, exit_on_error=False, group="store")
     def save_record(self, record: RunRecord) -> None:
         try:
             self.store.save(record)
         except StoreError as e:
             self.call_from_thread(self.notify, str(e), title="run not kept", severity="error", timeout=15)
+            return
+        self.call_from_thread(self._saved)
+
+    def _saved(self) -> None:
+        for pane in self.query(ResultsPane):
+            pane.reload(keep=len(pane.rows))
 
     def keep_record(self, record: RunRecord) -> None:
-        """A finished run (or sweep point): listed at once, saved in the background."""
-        self._show_records([record])
+        """A finished run (or sweep point): saved in the background, then listed."""
+        self.records.insert(0, record)
         self.save_record(record)
+
+    def estimate_in_background(self, compute: Callable[[Candidates], Estimate],
+                               then: Callable[[Estimate], None]) -> None:
+        """An estimate from the kept runs, computed in a thread (its queries never hold a keystroke up)."""
+        def candidates(wanted: Wanted) -> list[RunRow]:
+            try:
+                return self.store.candidates(wanted)
+            except StoreError:
+                return []  # an unreadable store was named when the results pane opened it
+
+        def task() -> None:
+            guess = compute(candidates)
+            self.call_from_thread(then, guess)
+
+        self.run_worker(task, thread=True, exit_on_error=False, group="estimate")
 
     @work(thread=True, exit_on_error=False, group="store")
     def keep_sweep(self, sweep: Sweep) -> None:

@@ -284,12 +284,14 @@ def results(workload: str | None = None, *, status: str | None = None, sweep: st
         raise ParamError("status", f"status must be one of {', '.join(STATUSES)} (got {status!r})")
     if limit < 1 or offset < 0:
         raise ParamError("limit", f"limit must be at least 1 and offset at least 0 (got {limit}, {offset})")
+    from tpulab.core.runindex import RunFilter
+
     store = Store(Path(db) if db else default_path())
-    records = [r for r in store.records(workload) if (status is None or r.status == status)
-               and (sweep is None or (r.sweep or "").startswith(sweep))]
-    shown = records[offset:offset + limit]
-    more = f" ({offset + 1}-{offset + len(shown)} of {len(records)})" if len(shown) < len(records) else ""
-    return RunList([RunResult(r) for r in shown], f"runs in {store.path}, newest first{more}")
+    filt = RunFilter(workload=workload, status=status, sweep=sweep)  # the CLI's filters, on the indexed columns
+    shown = store.page(filt, limit=offset + limit).rows[offset:]
+    total = store.count(filt)
+    more = f" ({offset + 1}-{offset + len(shown)} of {total})" if len(shown) < total else ""
+    return RunList([RunResult(store.get(r.id)) for r in shown], f"runs in {store.path}, newest first{more}")
 
 
 def record_of(run: RunResult | RunRecord | str, store: Store) -> RunRecord:

@@ -203,18 +203,16 @@ def framework_view(name: str, report: RuntimeReport, probing: bool) -> str:
 
 
 # --- comparisons ----------------------------------------------------------------------------
+BASIS_FIGURE = {"time": "median", "GFLOP/s": "GFLOP/s", "examples/s": "throughput"}
+
+
 def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
-    """(figure, one cell per run) in display order; the speedup last, always shown."""
+    """(figure, one cell per run) in display order: the answer first (the speedup, then the figure it is
+    the ratio of), the settings after, the other figures last."""
     w = registry().get(cmp.workload)
     headline = w.headline if w else None
     rs = cmp.records
-    cols: list[tuple[str, list[str]]] = [
-        ("run", [r.short_id for r in rs]),
-        ("device", [r.device_label() for r in rs]),
-        ("backend", [r.backend for r in rs]),
-        ("dtype", [str(r.dtype) for r in rs]),
-        ("shards", [str(r.params.get("shards")) for r in rs]),
-        ("batch", [str(r.batch) for r in rs]),
+    figures: list[tuple[str, list[str]]] = [
         ("median", [fmt.seconds(r.median) for r in rs]),
         ("p10-p90", [fmt.p10_p90(r.summary.step_seconds) for r in rs]),
         ("throughput", [fmt.rate(r.summary.examples_per_s, "ex/s") for r in rs]),
@@ -222,10 +220,20 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
         ("peak", [fmt.percent(r.summary.peak_fraction) for r in rs]),
     ]
     if headline is not None:
-        cols.append((headline.label, [headline.show(r.metric(headline.key)) for r in rs]))
-    cols += telemetry_columns(rs)
-    cols.append(("speedup", [f"{x:.2f}x" if x else "-" for x in cmp.speedups]))
-    return cols
+        figures.append((headline.label, [headline.show(r.metric(headline.key)) for r in rs]))
+    basis = [f for f in figures if f[0] == BASIS_FIGURE[cmp.by]]
+    return [
+        ("run", [r.short_id for r in rs]),
+        ("speedup", [f"{x:.2f}x" if x else "-" for x in cmp.speedups]),
+        *basis,
+        ("device", [r.device_label() for r in rs]),
+        ("backend", [r.backend for r in rs]),
+        ("dtype", [str(r.dtype) for r in rs]),
+        ("shards", [str(r.device.replicas if r.device else "-") for r in rs]),
+        ("batch", [str(r.batch or "-") for r in rs]),
+        *(f for f in figures if f not in basis),
+        *telemetry_columns(rs),
+    ]
 
 
 def telemetry_figures(t: Telemetry | None) -> dict[str, str]:
@@ -244,20 +252,21 @@ def telemetry_columns(records: list[RunRecord]) -> list[tuple[str, list[str]]]:
 
 
 def comparison_table(cmp: Comparison, width: int) -> Group:
-    """Runs side by side when that fits `width`; else figures as rows and runs as columns."""
+    """The basis first, then the runs side by side when that fits `width`; else figures as rows and runs as
+    columns, the speedup the first row."""
     cols = comparison_columns(cmp)
-    wide = Table(title=cmp.header)
+    wide = Table()
     for name, _ in cols:
         wide.add_column(name, no_wrap=True)
     for i in range(len(cmp.records)):
         wide.add_row(*(cells[i] for _, cells in cols))
     table = wide
     if Measurement.get(Console(width=10_000), Console(width=10_000).options, wide).maximum > width:
-        table = Table(title=cmp.header)
+        table = Table()
         table.add_column("", style="bold", no_wrap=True)
         for run_id in cols[0][1]:
             table.add_column(run_id, overflow="fold")
         for name, cells in cols[1:]:
             table.add_row(name, *cells, style="bold" if name == "speedup" else None)
     warnings = [Text(f"warning: {w}", style="yellow") for w in cmp.warnings]
-    return Group(table, *warnings)
+    return Group(Text(cmp.header, style="bold"), table, *warnings)

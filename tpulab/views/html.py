@@ -262,7 +262,9 @@ def runtime_html(report: RuntimeReport, verdicts: list[Verdict]) -> str:
 def list_html(records: list[RunRecord], caption: str) -> str:
     if not records:
         return block(lines([caption + ": no runs"], "note"))
-    return block(table([fmt.list_row(r) for r in records], fmt.LIST_COLUMNS, caption))
+    from tpulab.core.runindex import RunRow
+
+    return block(table([fmt.list_row(RunRow.of(r)) for r in records], fmt.LIST_COLUMNS, caption))
 
 
 def page(title: str, bodies: list[str]) -> str:

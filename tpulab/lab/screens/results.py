@@ -1,20 +1,29 @@
-"""The results pane: every kept run in a table; mark two or more of one workload to compare."""
+"""The results pane: kept runs, newest first, a page at a time; a filter; mark two or more to compare.
+
+Every read of the store runs in a thread: the first page shows at once however many runs are kept,
+the next is fetched as the cursor or the scroll nears the end of what is loaded.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, DataTable, Static
+from textual.timer import Timer
+from textual.widgets import Button, DataTable, Input, Static
 
 from tpulab.core import fmt
-from tpulab.views.console import comparison_table
-from tpulab.core.events import RunRecord
-from tpulab.core.store import StoreError, compare
+from tpulab.core.runindex import FilterError, RunFilter, RunRow, parse_filter
+from tpulab.core.store import Comparison, Page, StoreError, compare
 from tpulab.lab.screens import lab
+from tpulab.views.console import comparison_table
+
+PAGE = 100  # rows fetched at a time
+AHEAD = 20  # the next page is fetched when the cursor or the scroll comes this close to the end
+FILTER_PAUSE_S = 0.2  # typing in the filter field: the store is asked once the keys pause this long
 
 
 class ResultsPane(Vertical):
@@ -25,14 +34,21 @@ class ResultsPane(Vertical):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.records: list[RunRecord] = []
+        self.rows: list[RunRow] = []  # what the table shows, newest first
+        self.total: int | None = None  # runs matching the filter, once counted
         self.marked: list[str] = []
+        self.filter = RunFilter()
+        self._after: tuple[str, int] | None = None  # where the next page starts; None: nothing further
+        self._generation = 0  # a page from an older listing (another filter) is dropped
+        self._loading = False
+        self._typing: Timer | None = None
 
     def compose(self) -> ComposeResult:
         from tpulab.lab.widgets.charts import BarPlot  # plotext loads after the first paint (this pane is lazy)
 
-        yield Static("space marks a run, m compares the marked runs (the first marked is the baseline)",
-                     id="results-help")
+        yield Input(placeholder="filter: conv, gpu, jax, failed, workload:conv since:7d sweep:ID",
+                    id="results-filter", compact=True)
+        yield Static(id="results-help")
         yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True)
         with Horizontal(id="compare-row"):
             yield Static(id="comparison")
@@ -46,22 +62,94 @@ class ResultsPane(Vertical):
     def on_mount(self) -> None:
         self.table.add_columns("", *fmt.LIST_COLUMNS)
         self.query_one("#compare-chart").display = False
-        self.show(lab(self).records)
+        self.watch(self.table, "scroll_y", self._scrolled, init=False)
+        self.reload()
 
-    def show(self, records: list[RunRecord]) -> None:
-        """All runs, newest first."""
-        self.records = records
+    # --- loading ---------------------------------------------------------------------------------
+    def reload(self, keep: int = 0) -> None:
+        """The listing again from the newest run, with the filter (at least `keep` rows: what was loaded)."""
+        self._generation += 1
+        self._loading = True
+        self._fetch(self._generation, self.filter, max(PAGE, keep), None)
+
+    def _more(self) -> None:
+        if self._after is not None and not self._loading:
+            self._loading = True
+            self._fetch(self._generation, self.filter, PAGE, self._after)
+
+    @work(thread=True, exit_on_error=False, group="results-page")
+    def _fetch(self, generation: int, filt: RunFilter, limit: int, after: tuple[str, int] | None) -> None:
+        store = lab(self).store
+        try:
+            page = store.page(filt, limit, after)
+            self.app.call_from_thread(self._arrived, generation, page, after is None)
+            if after is None:  # counted after the first rows are shown, never before
+                total = store.count(filt) if page.after is not None else len(page.rows)
+                self.app.call_from_thread(self._counted, generation, total)
+        except StoreError as e:
+            self.app.call_from_thread(self.notify, str(e), title="results store", severity="error", timeout=15)
+
+    def _arrived(self, generation: int, page: Page, fresh: bool) -> None:
+        if generation != self._generation:
+            return
         table = self.table
-        table.clear()
-        for r in records:
+        if fresh:
+            table.clear()
+            self.rows = []
+            self.total = None
+        for r in page.rows:
             table.add_row("*" if r.id in self.marked else "", *fmt.list_row(r), key=r.id)
+        self.rows += page.rows
+        self._after = page.after
+        self._loading = False
+        self._status()
         self._update_button()
 
+    def _counted(self, generation: int, total: int) -> None:
+        if generation == self._generation:
+            self.total = total
+            self._status()
+
+    def _status(self, problem: str | None = None) -> None:
+        which = f" matching {self.filter.describe()}" if self.filter else ""
+        counted = f"{len(self.rows):,} of {self.total:,}" if self.total is not None else f"{len(self.rows):,}"
+        text = f"[red]{problem}[/]" if problem else \
+            f"{counted} runs{which} | space marks a run, m compares the marked (the first is the baseline)"
+        self.query_one("#results-help", Static).update(text)
+
+    @on(DataTable.RowHighlighted, "#results-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.cursor_row >= len(self.rows) - AHEAD:
+            self._more()
+
+    def _scrolled(self, scroll_y: float) -> None:
+        table = self.table
+        if table.max_scroll_y - scroll_y < AHEAD:
+            self._more()
+
+    @on(Input.Changed, "#results-filter")
+    def _filter_typed(self, event: Input.Changed) -> None:
+        event.stop()
+        if self._typing is not None:
+            self._typing.stop()
+        self._typing = self.set_timer(FILTER_PAUSE_S, lambda: self._apply_filter(event.value))
+
+    def _apply_filter(self, text: str) -> None:
+        try:
+            filt = parse_filter(text)
+        except FilterError as e:
+            self._status(str(e))
+            return
+        if filt != self.filter:
+            self.filter = filt
+            self.reload()
+
+    # --- marking and comparing -------------------------------------------------------------------
     def action_toggle_mark(self) -> None:
         table = self.table
-        if not self.records:
+        if not self.rows:
             return
-        run_id = self.records[table.cursor_row].id
+        run_id = self.rows[table.cursor_row].id
         if run_id in self.marked:
             self.marked.remove(run_id)
         else:
@@ -74,15 +162,21 @@ class ResultsPane(Vertical):
 
     @on(Button.Pressed, "#compare-button")
     def action_compare(self) -> None:
+        self._open(list(self.marked))
+
+    @work(thread=True, exit_on_error=False, group="results-compare")
+    def _open(self, ids: list[str]) -> None:
+        """The marked runs, whole (a handful, by id), compared."""
+        try:
+            result = compare([lab(self).store.get(i) for i in ids])
+        except StoreError as e:
+            self.app.call_from_thread(self.notify, str(e), severity="error")
+            return
+        self.app.call_from_thread(self._show_comparison, result)
+
+    def _show_comparison(self, result: Comparison) -> None:
         from tpulab.lab.widgets.charts import BarPlot
 
-        by_id = {r.id: r for r in self.records}
-        chosen = [by_id[i] for i in self.marked if i in by_id]
-        try:
-            result = compare(chosen)
-        except StoreError as e:
-            self.notify(str(e), severity="error")
-            return
         chart = self.query_one("#compare-chart", BarPlot)
         chart.display = True
         # The table takes what the chart leaves; when that is too narrow it turns to runs as columns.

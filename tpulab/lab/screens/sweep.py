@@ -18,6 +18,7 @@ from textual.widgets import DataTable, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from tpulab.core import fmt
+from tpulab.core.estimate import Estimate
 from tpulab.core.events import RunRecord
 from tpulab.core.sweep import Point, PointFinished, PointStarted, Sweep
 from tpulab.views.sweep import (FIGURES, chart_series, chart_title, figures, findings_lines, label, marks, ranked, value_text,
@@ -46,6 +47,7 @@ class SweepPane(Vertical):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.sweep: Sweep | None = None
+        self._starting = False  # no point begun yet: the header still shows the estimate
 
     def compose(self) -> ComposeResult:
         from tpulab.lab.widgets.charts import SeriesPlot  # plotext loads after the first paint (this pane is lazy)
@@ -93,9 +95,15 @@ class SweepPane(Vertical):
         table.add_columns("", *(a.replace("_", " ") for a in axes), *FIGURES)
         self.query_one("#sweep-findings", Static).update("")
         self.query_one("#sweep-progress", ProgressBar).update(total=len(sweep.points) * sweep.repeat, progress=0)
-        estimate = sweep.estimate(lab(self).records)
-        self._header(f"starting: {len(sweep.points)} point(s), estimate {estimate}")
+        self._starting = True
+        self._header(f"starting: {len(sweep.points)} point(s), estimate …")
+        lab(self).estimate_in_background(sweep.estimate, lambda guess: self._estimated(sweep, guess))
         self._run(sweep)
+
+    def _estimated(self, sweep: Sweep, guess: Estimate) -> None:
+        """Shown while the header still says the sweep is starting (a point's progress replaces it)."""
+        if self.sweep is sweep and self._starting:
+            self._header(f"starting: {len(sweep.points)} point(s), estimate {guess}")
 
     def _header(self, status: str) -> None:
         assert self.sweep is not None
@@ -124,6 +132,7 @@ class SweepPane(Vertical):
 
     @on(PointBegun)
     def _begun(self, message: PointBegun) -> None:
+        self._starting = False
         self._header(f"point {message.index}/{message.of}: {label(message.point, self.axes)}")
 
     @on(PointDone)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Callable
 
 
 from textual import on
@@ -13,7 +13,8 @@ from textual.message import Message
 from textual.widgets import Button, Checkbox, OptionList, Static
 from textual.widgets.option_list import Option
 
-from tpulab.core.estimate import estimate
+from tpulab.core.estimate import Estimate, estimate, wanted
+from tpulab.core.runindex import RunRow, Wanted
 from tpulab.core.sweep import Grid, Sweep
 from tpulab.views.sweep import impossible_lines
 from tpulab.runtime.detect import RuntimeReport
@@ -44,6 +45,7 @@ class WorkloadsPane(Horizontal):
         self.workload = registry()[workload] if workload else next(iter(registry().values()))
         self.initial_params = params
         self._replacing = asyncio.Lock()  # one form at a time: a quick second choice waits for the first
+        self._planned = 0  # the latest plan: an estimate for an older one is dropped
 
     def compose(self) -> ComposeResult:
         with Vertical(id="workload-side"):
@@ -149,13 +151,31 @@ class WorkloadsPane(Horizontal):
         form = event.form
         ready = form.grid is not None if form.sweep else event.params is not None
         self.query_one("#run-button", Button).disabled = not ready
+        self._planned += 1
+        plan = self.query_one("#plan", Static)
         if form.sweep and form.grid is not None:
-            text = self.sweep_plan(form.grid, form.impossible)
+            sweep = Sweep(form.grid, self.report, self.limits())
+            grid, impossible = form.grid, form.impossible
+            plan.update(self.sweep_plan(sweep, grid, impossible, "…"))
+            self._estimate(sweep.estimate, lambda guess: self.sweep_plan(sweep, grid, impossible, guess))
         elif event.params is not None:
-            text = self.plan(event.params)
+            w, p, limits, report = self.workload, dict(event.params), self.limits(), self.report
+            plan.update(self.plan(p, "…"))
+            self._estimate(lambda found: estimate(w, p, limits, report, found(wanted(w, p, limits))),
+                           lambda guess: self.plan(p, guess))
         else:
-            text = f"[red]{len(event.errors)} value(s) to fix before running[/]"
-        self.query_one("#plan", Static).update(text)
+            plan.update(f"[red]{len(event.errors)} value(s) to fix before running[/]")
+
+    def _estimate(self, compute: Callable[[Callable[[Wanted], list[RunRow]]], Estimate],
+                  render: Callable[[Estimate], str]) -> None:
+        """The plan's estimate, from the kept runs in a thread; shown unless the plan changed since."""
+        planned = self._planned
+
+        def show(guess: Estimate) -> None:
+            if planned == self._planned:
+                self.query_one("#plan", Static).update(render(guess))
+
+        lab(self).estimate_in_background(compute, show)
 
     @on(ParamForm.Explain)
     def _explain(self, event: ParamForm.Explain) -> None:
@@ -172,14 +192,14 @@ class WorkloadsPane(Horizontal):
         elif form.params is not None:
             self.post_message(self.RunRequested(self.workload, dict(form.params)))
 
-    def sweep_plan(self, grid: Grid, impossible: list[tuple[dict[str, object], str]]) -> str:
-        sweep = Sweep(grid, self.report, self.limits())
+    def sweep_plan(self, sweep: Sweep, grid: Grid, impossible: list[tuple[dict[str, object], str]],
+                   guess: Estimate | str) -> str:
         extra = " + the article's configuration" if any(p.article for p in sweep.points) else ""
         skipped = "".join(f"\n[yellow]{line}[/]" for line in impossible_lines(impossible))
         return (f"sweep: {len(sweep.points) - (1 if extra else 0)} point(s){extra}, {grid.steps} timed "
-                f"{self.workload.unit}s each | estimate {sweep.estimate(lab(self).records)}{skipped}")
+                f"{self.workload.unit}s each | estimate {guess}{skipped}")
 
-    def plan(self, p: Params) -> str:
+    def plan(self, p: Params, guess: Estimate | str) -> str:
         from tpulab.core import fmt
 
         w = self.workload
@@ -187,7 +207,6 @@ class WorkloadsPane(Horizontal):
         device = limits.device_for(p["device"])
         steps = w.total_steps(p)
         flops = w.flops_per_step(p)
-        guess = estimate(w, p, limits, self.report, lab(self).records)
         batch, shards = w.batch_size(p), w.replicas(p)
         return (f"global batch {batch} = {batch // shards} per replica x {shards} "
                 f"shard(s) on {device.upper()} via {limits.backend_for(p['backend'], p['device'])} | "

@@ -1,0 +1,269 @@
+"""The store's index: the migration from schema 2, paging, every filter, prune, the estimate's one query,
+and the listings at 80 columns. Real SQLite, the real command."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tpulab.core.estimate import SIMILAR_WORK, estimate, wanted
+from tpulab.core.events import Device, RunRecord
+from tpulab.core.runindex import COLUMNS, FilterError, RunFilter, RunRow, make_filter, parse_filter
+from tpulab.core.store import Store
+from tpulab.runtime.detect import detect
+from tpulab.core.events import SweepRecord
+from tpulab.workloads import registry
+from tpulab.workloads.base import Limits
+
+from .helpers import cpu_only, make_record, run_cli
+
+DAY0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def dated(record: RunRecord, day: int) -> RunRecord:
+    record.started_at = (DAY0 + timedelta(days=day)).isoformat(timespec="seconds")
+    return record
+
+
+def runs(n: int) -> list[RunRecord]:
+    """`n` runs, one a day, oldest first: every third with jax, every fifth cancelled."""
+    report = detect()
+    return [dated(make_record(median=0.1 + i / 100, backend="jax" if i % 3 == 0 else "tensorflow",
+                              status="cancelled" if i % 5 == 0 else "finished", report=report), i) for i in range(n)]
+
+
+def history(store: Store, n: int) -> list[RunRecord]:
+    records = runs(n)
+    for r in records:
+        store.save(r)
+    return records
+
+
+# --- migration ----------------------------------------------------------------------------------
+def schema_2_db(path, records: list[RunRecord], sweep: dict) -> None:
+    """A database as tpulab wrote it before the index: the record JSON in `runs`, schema 2 in meta."""
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        con.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+        con.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, workload TEXT NOT NULL, status TEXT NOT NULL, "
+                    "started_at TEXT NOT NULL, record TEXT NOT NULL)")
+        con.execute("CREATE INDEX runs_started ON runs (started_at)")
+        con.execute("CREATE TABLE sweeps (id TEXT PRIMARY KEY, workload TEXT NOT NULL, started_at TEXT NOT NULL, "
+                    "sweep TEXT NOT NULL)")
+        for r in records:
+            con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
+                        (r.id, r.workload, r.status, r.started_at, json.dumps(r.to_json())))
+        con.execute("INSERT INTO sweeps VALUES (?, ?, ?, ?)",
+                    (sweep["id"], sweep["workload"], sweep["started_at"], json.dumps(sweep)))
+
+
+def test_a_schema_2_store_is_indexed_and_keeps_every_record(tmp_path):
+    path = tmp_path / "old.db"
+    records = [dated(make_record(median=0.5), 1), dated(make_record(2, 0.25, backend="jax"), 2),
+               dated(make_record(status="failed"), 2)]  # the last two started at the same second
+    sweep = {"id": "5eed" * 8, "workload": "conv", "started_at": records[1].started_at, "status": "finished",
+             "axes": {"shards": [2]}, "base": {}, "steps": 3, "points": [{"values": {"shards": 2},
+                                                                          "runs": [records[1].id]}]}
+    schema_2_db(path, records, sweep)
+    store = Store(path)
+    page = store.page()
+    assert [r.id for r in page.rows] == [records[2].id, records[1].id, records[0].id]  # newest, then last saved
+    assert page.rows[1] == RunRow.of(records[1]) and page.rows[1].backend == "jax" and page.rows[1].shards == 2
+    assert page.rows[1].median_s == pytest.approx(0.25) and page.rows[2].device_kind == "cpu"
+    assert all(store.get(r.id) == r for r in records)  # the records themselves, unchanged
+    assert [s.to_json() for s in store.sweeps()] == [SweepRecord.from_json(sweep).to_json()]
+    assert set(store.sweep_runs(store.sweeps()[0])) == {records[1].id}
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("3",)
+        assert [c[1] for c in con.execute("PRAGMA table_info(runs)")] == list(COLUMNS)  # no JSON in the listing
+        indexes = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        assert {"runs_started", "runs_same", "runs_work"} <= indexes
+    assert Store(path).count() == 3  # opened again: nothing migrates twice
+
+
+def test_a_new_column_is_derived_again_from_the_records(tmp_path):
+    """RunRow gaining a column re-derives the index from the records, keeping their order."""
+    store = Store(tmp_path / "a.db")
+    records = history(store, 4)
+    with sqlite3.connect(tmp_path / "a.db") as con:
+        con.execute("ALTER TABLE runs DROP COLUMN compile_s")  # as if compile_s were the new line
+    rows = Store(tmp_path / "a.db").page().rows
+    assert [r.id for r in rows] == [r.id for r in reversed(records)]
+    assert all(r.compile_s == 2.0 for r in rows)
+
+
+# --- paging and filters -------------------------------------------------------------------------
+def test_pages_continue_where_the_last_one_ended(tmp_path):
+    store = Store(tmp_path / "a.db")
+    records = history(store, 25)
+    first = store.page(limit=10)
+    second = store.page(limit=10, after=first.after)
+    last = store.page(limit=10, after=second.after)
+    ids = [r.id for r in first.rows + second.rows + last.rows]
+    assert ids == [r.id for r in reversed(records)] and len(last.rows) == 5 and last.after is None
+    assert store.count() == 25 and store.page(limit=25).after is not None  # a full page may have more
+
+
+@pytest.mark.parametrize("named, expect", [
+    ({"workload": "fashion-mnist"}, lambda r, i: r.workload == "fashion-mnist"),
+    ({"device": "gpu"}, lambda r, i: r.device is not None and r.device.kind == "gpu"),
+    ({"device": "t4"}, lambda r, i: r.device is not None and r.device.kind == "gpu"),
+    ({"backend": "jax"}, lambda r, i: r.backend == "jax"),
+    ({"status": "cancelled"}, lambda r, i: r.status == "cancelled"),
+    ({"sweep": "abcd"}, lambda r, i: r.sweep is not None),
+    ({"since": "2026-01-20"}, lambda r, i: i >= 19),
+    ({"before": "2026-01-05"}, lambda r, i: i < 4),
+    ({"since": "2026-01-10", "backend": "tensorflow"}, lambda r, i: i >= 9 and r.backend == "tensorflow"),
+])
+def test_each_filter_picks_its_runs(tmp_path, named, expect):
+    store = Store(tmp_path / "a.db")
+    records = runs(24)
+    records[4].device = Device(kind="gpu", name="Tesla T4")
+    records[7].sweep = "abcd" * 8
+    records[8] = dated(make_record(workload="fashion-mnist"), 8)
+    for r in records:
+        store.save(r)
+    wanted_ids = [r.id for i, r in reversed(list(enumerate(records))) if expect(r, i)]
+    filt = make_filter(**named)
+    assert wanted_ids and [r.id for r in store.page(filt).rows] == wanted_ids
+    assert store.count(filt) == len(wanted_ids)
+    assert [r.id for r in store.records(filt)] == wanted_ids  # export reads the same selection, whole
+
+
+def test_the_labs_filter_field_reads_the_same_filters():
+    assert parse_filter("workload:conv jax since:2026-01-02") == RunFilter(
+        workload="conv", since="2026-01-02T00:00:00+00:00", words=("jax",))
+    recent = parse_filter("since:7d").since
+    assert recent is not None and recent > (datetime.now(timezone.utc) - timedelta(days=8)).isoformat()
+    with pytest.raises(FilterError, match="since 'soon'"):
+        parse_filter("since:soon")
+    with pytest.raises(FilterError, match="one of finished"):
+        make_filter(status="done")
+
+
+def test_words_match_any_descriptive_column(tmp_path):
+    store = Store(tmp_path / "a.db")
+    records = history(store, 6)
+    assert {r.id for r in store.page(parse_filter("jax")).rows} == {r.id for r in records if r.backend == "jax"}
+    assert [r.id for r in store.page(parse_filter(records[2].id[:6])).rows] == [records[2].id]
+    assert store.page(parse_filter("cancel jax")).rows[0].id == records[0].id
+
+
+# --- the command --------------------------------------------------------------------------------
+def test_list_shows_a_screen_and_says_how_many_more(tmp_path):
+    db = str(tmp_path / "r.db")
+    records = history(Store(tmp_path / "r.db"), 40)
+    out = run_cli("results", "--db", db, env={"COLUMNS": "80", "LINES": "24"})
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and len(lines) <= 23  # with the prompt, one screen
+    assert records[-1].short_id in lines[2] and "newest 17 of 40 runs" in out.stdout
+    assert run_cli("results", "--db", db, "list", "--limit", "3").stdout.count("\n") < 8
+    assert records[0].short_id in run_cli("results", "--db", db, "list", "--all").stdout
+    filtered = run_cli("results", "--db", db, "list", "--backend", "jax", "--since", "2026-01-31")
+    assert "4 run(s) matching backend jax, since 2026-01-31" in filtered.stdout  # days 31, 34, 37, 40
+    bad = run_cli("results", "--db", db, "list", "--since", "soon")
+    assert bad.returncode == 2 and "since 'soon'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_list_json_keeps_its_shape_and_its_paging(tmp_path):
+    db = str(tmp_path / "r.db")
+    records = history(Store(tmp_path / "r.db"), 12)
+    out = run_cli("results", "--db", db, "--json", "list", "--limit", "5")
+    rows = json.loads(out.stdout)
+    assert [r["id"] for r in rows] == [r.id for r in reversed(records)][:5]
+    assert rows[0]["median_s"] == pytest.approx(records[-1].median) and rows[0]["params"]["batch_size"] == 8
+    assert "newest 5 of 12 runs" in out.stderr
+    assert len(json.loads(run_cli("results", "--db", db, "list", "--json", "--all").stdout)) == 12
+
+
+def test_at_80_columns_ids_and_figures_stay_whole(tmp_path):
+    store = Store(tmp_path / "r.db")
+    multi = make_record(2, 0.0218)
+    multi.device = Device(kind="cpu", name="test CPU", replicas=2, hosts=2)
+    store.save(dated(multi, 1))
+    store.save(dated(make_record(workload="fashion-mnist", median=0.6841), 2))
+    out = run_cli("results", "--db", str(tmp_path / "r.db"), env={"COLUMNS": "80"})
+    lines = out.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert multi.short_id in out.stdout and "21.8 ms" in out.stdout and "684.1 ms" in out.stdout
+    assert "fashion-mnist" in out.stdout  # the workload stays whole: only the device gave way
+    assert "CPU," in out.stdout and "CPU, 2 hosts x 1 devices" not in out.stdout
+
+
+def test_prune_asks_then_removes_and_reclaims_the_space(tmp_path):
+    db = tmp_path / "r.db"
+    store = Store(db)
+    records = history(store, 60)
+    sweep = {"id": "5eed" * 8, "workload": "conv", "started_at": records[0].started_at, "status": "finished",
+             "axes": {}, "base": {}, "steps": 3, "points": [{"values": {}, "runs": [records[1].id]}]}
+    store.save_sweep(SweepRecord.from_json(sweep))
+    size = store.size()
+    refused = run_cli("results", "--db", str(db), "prune", "--before", "2026-02-01", input="n\n")
+    assert refused.returncode == 1 and "remove 31 run(s) matching before 2026-02-01" in refused.stdout
+    assert "nothing removed" in refused.stdout and store.count() == 60
+    unanswered = run_cli("results", "--db", str(db), "prune", "--before", "2026-02-01", input="")
+    assert unanswered.returncode == 1 and "--yes" in unanswered.stdout and store.count() == 60
+    confirmed = run_cli("results", "--db", str(db), "prune", "--before", "2026-02-01", input="y\n")
+    assert confirmed.returncode == 0 and "removed 31 run(s)" in confirmed.stdout and "MiB reclaimed" in confirmed.stdout
+    assert store.count() == 29 and [r.id for r in store.records()] == [r.id for r in reversed(records[31:])]
+    assert store.sweeps() == []  # its only run went: the sweep with it
+    assert store.size() < size * 0.7
+    scripted = run_cli("results", "--db", str(db), "prune", "--backend", "jax", "--yes")
+    assert scripted.returncode == 0 and store.count(RunFilter(backend="jax")) == 0 and store.count() == 20
+    nothing = run_cli("results", "--db", str(db), "prune", "--yes")
+    assert nothing.returncode == 2 and "--all" in nothing.stderr and store.count() == 20
+
+
+def test_compare_at_80x24_leads_with_the_answer(tmp_path):
+    store = Store(tmp_path / "r.db")
+    a, b = make_record(1, 2.0), make_record(4, 0.5, backend="jax")
+    for r in (a, b):
+        store.save(r)
+    out = run_cli("results", "--db", str(tmp_path / "r.db"), "compare", a.short_id, b.short_id,
+                  env={"COLUMNS": "80", "LINES": "24"})
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and max(len(line) for line in lines) <= 80
+    assert "speedup = the first run's median time / this run's" in lines[0]  # the basis
+    first_rows = [line for line in lines if line.startswith("│")][:3]
+    assert "speedup" in first_rows[0] and "1.00x" in first_rows[0] and "4.00x" in first_rows[0]
+    assert "median" in first_rows[1]  # the figure the ratio is of, then the settings
+    assert lines.index(first_rows[0]) < next(i for i, line in enumerate(lines) if "backend" in line)
+
+
+# --- the estimate's one query -------------------------------------------------------------------
+def test_the_estimates_candidates_give_what_every_kept_run_would(tmp_path):
+    """The indexed query returns a handful of rows; the estimate from them equals the estimate from all."""
+    report = cpu_only(tmp_path)
+    conv, limits = registry()["conv"], Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
+    plan = conv.resolve({"device": "cpu", "backend": "tensorflow"}, limits)
+    flops = conv.flops_per_step(plan)
+    store = Store(tmp_path / "a.db")
+    kinds = [(flops * 3, "tensorflow", 0.5), (flops / 3, "tensorflow", 0.2), (flops * 3, "tensorflow", 0.4),
+             (flops * 2, "jax", 0.1), (flops * 10, "tensorflow", 0.05), (flops, "tensorflow", 5.0)]
+    for day, (f, backend, median) in enumerate(kinds):
+        store.save(dated(make_record(median=median, batch=128, flops=f, backend=backend, report=report), day))
+    store.save(dated(make_record(median=0.01, batch=128, flops=flops, status="cancelled", report=report), 9))
+    every = store.page().rows
+    for p in (plan, {**plan, "backend": "jax"}, {**plan, "batch_size": 512}, {**plan, "batch_size": 16}):
+        found = store.candidates(wanted(conv, p, limits))
+        assert len(found) <= 3
+        assert estimate(conv, p, limits, report, found) == estimate(conv, p, limits, report, every), p
+    same = estimate(conv, plan, limits, report, store.candidates(wanted(conv, plan, limits)))
+    assert same.kind == "run" and every[1].short_id in same.basis  # the newest of the nearest work
+    assert wanted(conv, plan, limits).within == SIMILAR_WORK
+
+
+def test_a_record_that_cannot_be_indexed_is_named_and_the_old_store_kept(tmp_path):
+    path = tmp_path / "old.db"
+    good = make_record()
+    schema_2_db(path, [good], {"id": "5eed", "workload": "conv", "started_at": good.started_at, "points": []})
+    with sqlite3.connect(path) as con:
+        con.execute("INSERT INTO runs VALUES ('bad1', 'conv', 'finished', '2026', '{\"id\": \"bad1\"}')")
+    out = run_cli("results", "--db", str(path))
+    assert out.returncode == 1 and "cannot index run bad1" in out.stderr and "Traceback" not in out.stderr
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("2",)
+        assert con.execute("SELECT COUNT(*) FROM runs").fetchone() == (2,)
