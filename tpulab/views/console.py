@@ -18,6 +18,7 @@ from tpulab.core.record import RunRecorder
 from tpulab.core.store import Comparison
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.runtime.doctor import Verdict
+from tpulab.views import roofline
 from tpulab.workloads import registry
 from tpulab.workloads.base import Workload
 
@@ -85,14 +86,17 @@ def summary_table(record: RunRecord) -> Table:
         ("backend", backend_line(record.backend, record.backend_reason, record.versions)),
         ("dtype", str(record.dtype)),
         ("batch", f"{record.batch} global, {record.per_replica_batch} per replica, "
-                  f"{p.get('shards')} shard(s)"),
+                  f"{p.get('shards')} shard(s)") if record.batch else None,
         ("data", record.dataset or "-"),
         ("first call (trace+compile)", fmt.seconds(s.compile_seconds)),
         (f"steady {unit} time", fmt.spread(s.step_seconds)),
-        ("throughput", fmt.rate(s.examples_per_s, "examples/s")),
+        ("throughput", fmt.rate(s.examples_per_s, "examples/s")) if record.batch else None,
         ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s")),
-        ("fraction of peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
-                             f" ({s.peak_source or 'peak unknown'})"),
+        ("of spec peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
+                         f" ({s.peak_source or 'peak unknown'})"),
+        ("of ceiling", roofline.ceiling_text(s)),
+        ("intensity", roofline.intensity_text(s)),
+        *roofline.kernel_rows(s),
     ]
     if s.host_seconds:
         slowest = max(range(len(s.host_seconds)), key=lambda i: s.host_seconds[i])  # type: ignore[index]
@@ -106,10 +110,10 @@ def summary_table(record: RunRecord) -> Table:
         if val is not None:
             rows.append((f"validation {m.label}", m.show(val)))
     rows.append(("versions", ", ".join(f"{k} {v}" for k, v in (record.versions or {}).items()) or "-"))
-    for name, value in rows:
+    for name, value in (row for row in rows if row and row[1]):
         t.add_row(name, value)
     for f in s.flags:
-        style = "bold red" if f.code == "beats-peak" else "yellow"
+        style = {"beats-peak": "bold red", "beats-ceiling": "bold green"}.get(f.code, "yellow")
         t.add_row(f"[{style}]flag: {f.code}[/]", f"[{style}]{f.message}[/]")
     if record.error:
         t.add_row("[red]error[/]", f"[red]{record.error}[/]")
@@ -185,6 +189,7 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
         ("throughput", [fmt.rate(r.summary.examples_per_s, "ex/s") for r in rs]),
         ("GFLOP/s", [f"{r.summary.gflops_per_s:.1f}" if r.summary.gflops_per_s else "-" for r in rs]),
         ("peak", [fmt.percent(r.summary.peak_fraction) for r in rs]),
+        ("ceiling", [roofline.ceiling_cell(r.summary) for r in rs]),
     ]
     if headline is not None:
         cols.append((headline.label, [headline.show(r.metric(headline.key)) for r in rs]))
