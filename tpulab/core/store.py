@@ -273,7 +273,8 @@ def row(r: RunRecord) -> dict[str, Any]:
         "per_replica_batch": r.per_replica_batch, "compile_s": s.compile_seconds,
         "median_s": st.median if st else None, "p10_s": st.p10 if st else None, "p90_s": st.p90 if st else None,
         "count": st.count if st else None, "examples_per_s": s.examples_per_s, "gflops_per_s": s.gflops_per_s,
-        "peak_fraction": s.peak_fraction,
+        "peak_fraction": s.peak_fraction, "ceiling_fraction": s.ceiling_fraction, "ceiling_flops": s.ceiling_flops,
+        "intensity": s.intensity, "bound": s.bound, "gbytes_per_s": s.gbytes_per_s,
         **{column: figures.get(key) for column, key in _metric_columns()},
         "dataset": r.dataset, "sweep": r.sweep, "flags": [f.code for f in s.flags], "params": r.params,
     }

@@ -22,6 +22,7 @@ from typing import Any
 from tpulab.backends import BackendError
 from tpulab.backends import article as article_backend
 from tpulab.core.basis import Work, basis
+from tpulab.core.ceilings import Ceilings
 from tpulab.core.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate
 from tpulab.core.events import Event, RunRecord
 from tpulab.core.record import now_iso
@@ -163,6 +164,10 @@ class Point:
         return median([r.summary.peak_fraction for r in self.finished if r.summary.peak_fraction])
 
     @property
+    def ceiling_fraction(self) -> float | None:
+        return median([r.summary.ceiling_fraction for r in self.finished if r.summary.ceiling_fraction])
+
+    @property
     def flags(self) -> list[str]:
         return sorted({f.code for r in self.records for f in r.summary.flags})
 
@@ -282,6 +287,7 @@ class Sweep:
                 and self._runs(self.article_values):
             self.points.append(Point(self.article_values, grid.params(self.article_values), article=True))
         self.run: Run | None = None
+        self.ceilings = Ceilings()  # the measured ceilings each point is judged by (the caller reads the store)
         self.stopping: str | None = None  # why the sweep stops after the current point
 
     def _runs(self, values: dict[str, Any]) -> bool:
@@ -334,6 +340,7 @@ class Sweep:
     def _run_point(self, point: Point) -> Generator[Event, None, RunRecord]:
         try:
             self.run = Run(spec_of(self.grid.workload, point.params, self.report, sweep=self.id), self.report)
+            self.run.recorder.ceilings = self.ceilings
         except BackendError as e:
             from tpulab.core.events import Failed
             from tpulab.core.record import RunRecorder

@@ -20,6 +20,7 @@ from textual.widgets import Checkbox, Footer, Header, TabbedContent, TabPane
 
 from tpulab import backends
 from tpulab.backends import BackendError
+from tpulab.core.ceilings import Ceilings
 from tpulab.core.events import RunRecord
 from tpulab.core.store import Store, StoreError, default_path
 from tpulab.runtime.detect import RuntimeReport, detect
@@ -206,6 +207,7 @@ class TpulabApp(App[None]):
             return
         try:
             run = Run(spec_of(event.workload, event.params, self.report), self.report)
+            run.recorder.ceilings = Ceilings(self.records)
         except BackendError as e:
             self.notify(str(e), title="cannot run", severity="error", timeout=15)
             return
@@ -224,7 +226,9 @@ class TpulabApp(App[None]):
         if not panes:  # the lazy pane mounts after this refresh
             self.call_after_refresh(self._start_sweep, grid)
             return
-        panes.first().start(Sweep(grid, self.report, Limits.of(self.report)))
+        sweep = Sweep(grid, self.report, Limits.of(self.report))
+        sweep.ceilings = Ceilings(self.records)
+        panes.first().start(sweep)
 
     @on(RunPane.Finished)
     def _run_finished(self, event: RunPane.Finished) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from rich.text import Text
+
 from tpulab.core import fmt
 from tpulab.core.ceilings import Ceilings, kernel_intensity
 from tpulab.core.events import Device, RunRecord, Summary
@@ -89,13 +91,24 @@ def roofline_plot(ceilings: Ceilings, records: Iterable[RunRecord], device: Devi
     plt.xscale("log")
     plt.yscale("log")
     roof_x = [lo, ridge, hi]
-    plt.plot(roof_x, [bw.value * lo, top.value, top.value], label="measured ceilings", marker="braille")
+    g = 1e-9  # drawn in GFLOP/s: plotext writes its ticks in full
+    plt.plot(roof_x, [bw.value * lo * g, top.value * g, top.value * g], label="measured ceilings", marker="braille")
     for dtype, color in (("float32", "cyan"), ("bfloat16", "magenta"), ("float16", "yellow")):
         c = ceilings.flops(device, dtype)
         if c is not None and c is not top:
-            plt.plot([c.value / bw.value, hi], [c.value, c.value], label=f"{dtype} ceiling", color=color)
+            plt.plot([c.value / bw.value, hi], [c.value * g, c.value * g], label=f"{dtype} ceiling", color=color)
     if pts:
-        plt.scatter([p[1] for p in pts], [p[2] for p in pts], label="runs", marker="*", color="red")
-    plt.title(f"roofline: FLOP/s against FLOP/byte, {device.label()}")
+        plt.scatter([p[1] for p in pts], [p[2] * g for p in pts], label="runs", marker="*", color="red")
+    plt.title(f"roofline: GFLOP/s up, FLOP/byte across, {device.label(short=True)}")
     plt.theme("clear")
     return str(plt.build())
+
+
+def roofline_view(records: Iterable[RunRecord], device: Device, width: int, height: int = 20) -> Text:
+    """The device's roofline with every kept run on it (each once), or why there is none."""
+    unique = list({r.id: r for r in records}.values())
+    plot = roofline_plot(Ceilings(unique), unique, device, width=min(width, 100) - 1, height=height)
+    if plot is None:
+        return Text(f"no roofline chart: no roofline run measured both ceilings of {device.label()} "
+                    "(`tpulab --run roofline`)", style="dim")
+    return Text.from_ansi(plot)

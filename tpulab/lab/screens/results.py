@@ -12,6 +12,7 @@ from textual.widgets import Button, DataTable, Static
 
 from tpulab.core import fmt
 from tpulab.views.console import comparison_table
+from tpulab.views.roofline import roofline_view
 from tpulab.core.events import RunRecord
 from tpulab.core.store import StoreError, compare
 from tpulab.lab.screens import lab
@@ -21,6 +22,7 @@ class ResultsPane(Vertical):
     BINDINGS = [
         Binding("space", "toggle_mark", "Mark run", id="results.mark"),
         Binding("m", "compare", "Compare marked", id="results.compare"),
+        Binding("r", "roofline", "Roofline", id="results.roofline"),
     ]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -31,7 +33,8 @@ class ResultsPane(Vertical):
     def compose(self) -> ComposeResult:
         from tpulab.lab.widgets.charts import BarPlot  # plotext loads after the first paint (this pane is lazy)
 
-        yield Static("space marks a run, m compares the marked runs (the first marked is the baseline)",
+        yield Static("space marks a run, m compares the marked runs (the first marked is the baseline), r draws "
+                     "the roofline of the run's device",
                      id="results-help")
         yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True)
         with Horizontal(id="compare-row"):
@@ -68,6 +71,16 @@ class ResultsPane(Vertical):
             self.marked.append(run_id)
         table.update_cell(run_id, table.ordered_columns[0].key, "*" if run_id in self.marked else "")
         self._update_button()
+
+    def action_roofline(self) -> None:
+        """The measured ceilings of the highlighted run's device, every kept run on it a point."""
+        if not self.records:
+            return
+        record = self.records[self.table.cursor_row]
+        self.query_one("#compare-chart").display = False
+        view = (roofline_view(self.records, record.device, self.size.width - 2, height=16) if record.device
+                else f"run {record.short_id} has no device: nothing to draw")
+        self.query_one("#comparison", Static).update(view)
 
     def _update_button(self) -> None:
         self.query_one("#compare-button", Button).disabled = len(self.marked) < 2
