@@ -16,7 +16,8 @@ from tpulab.views.console import comparison_table, summary_table
 from tpulab.views.roofline import roofline_plot
 from tpulab.workloads.base import CancelToken, Limits, ParamError
 from tpulab.workloads.conv import CONV
-from tpulab.workloads.roofline import MIB, ROOFLINE, Kernel, kernels_of, measure, sizes_of
+from tpulab.workloads.roofline import ROOFLINE
+from tpulab.workloads.roofline_kernels import MIB, Kernel, kernels_of, measure, sizes_of
 
 from .helpers import cpu_only, json_events, make_record, run_cli
 

@@ -126,7 +126,7 @@ def beats(achieved: float, ceiling: Ceiling, what: str = "FLOP/s") -> Flag:
 
 def kernel_intensity(figure: KernelFigure) -> float:
     """FLOP per byte of a roofline kernel, counting its least traffic (operands read, result written once)."""
-    from tpulab.workloads.roofline import Kernel
+    from tpulab.workloads.roofline_kernels import Kernel
 
     k = Kernel(figure.kind, figure.dtype, figure.size)
     return k.flops / k.bytes

@@ -14,7 +14,7 @@ import numpy as np
 
 from tpulab.backends import Runtime
 from tpulab.workloads.base import CancelToken, Params, Sink, Workload
-from tpulab.workloads.roofline import Call, Kernel, measure, placed
+from tpulab.workloads.roofline_kernels import Call, Kernel, measure, placed
 
 
 def matmul(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from tpulab.backends import Runtime
 from tpulab.workloads.base import CancelToken, Params, Sink, Workload
-from tpulab.workloads.roofline import Call, Kernel, measure, placed
+from tpulab.workloads.roofline_kernels import Call, Kernel, measure, placed
 
 
 @tf.function
