@@ -23,7 +23,7 @@ PARAMS = (
               term="roofline"),
     ParamSpec("dtypes", str, "auto", "matmul number formats, comma-separated (float32,bfloat16,float16), or auto: "
               "those the device has", term="precision"),
-    ParamSpec("copy_mib", int, 256, "array the memory kernel scales, in MiB (at least 4x the last-level cache)",
+    ParamSpec("copy_mib", int, 256, "array the memory kernel reads and writes, in MiB (at least 4x the last-level cache)",
               1, 65536, unit="MiB", term="roofline"),
     ParamSpec("iterations", int, 10, "timed calls per kernel and size", 1, 100000),
     ParamSpec("warmup", int, 2, "calls per kernel after its first, left out of the statistics", 0, 1000,

@@ -38,7 +38,7 @@ class Kernel:
 
     @property
     def flops(self) -> float:
-        """2 n^3 for a matmul (a multiply and an add per term); one multiply per element for the copy's scale."""
+        """2 n^3 for a matmul (a multiply and an add per term); one operation per element for the copy."""
         return 2.0 * self.size**3 if self.kind == "matmul" else self.size * MIB / self.itemsize
 
     @property
@@ -77,7 +77,7 @@ def kernels_of(p: Params) -> list[Kernel]:
             + [Kernel("copy", COPY_DTYPE, int(p["copy_mib"]))])
 
 
-Call = Callable[[], Any]  # runs a kernel once and returns a host value that depends on its whole output
+Call = Callable[[], Any]  # runs a kernel once and returns when its whole output is computed
 
 
 def measure(p: Params, build: Callable[[Kernel], Call], sink: Sink, cancel: CancelToken,

@@ -1,7 +1,9 @@
 """The roofline on TensorFlow: each kernel a `tf.function` on the device, its output waited for.
 
 A call returns the product (or the scaled copy) and one element of it; fetching that element to
-the host waits for the whole output to be computed.
+the host waits for the whole output to be computed. The copy writes a fresh output per call (TF
+has no buffer donation): on a CPU, its allocator's first touch of each page is in the figure, so
+JAX's in-place copy usually measures the higher, truer memory ceiling.
 """
 
 from __future__ import annotations
