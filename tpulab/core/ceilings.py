@@ -117,19 +117,27 @@ class Ceilings:
 
 
 def beats(achieved: float, ceiling: Ceiling, what: str = "FLOP/s") -> Flag:
+    """The flag of a figure above a kept ceiling: 'beats-ceiling' (FLOP/s) or 'beats-bandwidth' (bytes/s)."""
     from tpulab.core import fmt
 
-    return Flag("beats-ceiling", f"achieved {fmt.rate(achieved, what)}, above this device's measured ceiling "
+    code = "beats-bandwidth" if ceiling.copy else "beats-ceiling"
+    return Flag(code, f"achieved {fmt.rate(achieved, what)}, above this device's measured ceiling "
                 f"{fmt.rate(ceiling.value, what)} ({ceiling.source()}): a new best, not a fraction above 100%; "
                 "a larger roofline run measures the ceiling again")
 
 
-def kernel_intensity(figure: KernelFigure) -> float:
-    """FLOP per byte of a roofline kernel, counting its least traffic (operands read, result written once)."""
+def kernel_work(figure: KernelFigure) -> tuple[float, float]:
+    """FLOPs and bytes of one call of a roofline kernel (its least traffic: operands read, result written once)."""
     from tpulab.workloads.roofline_kernels import Kernel
 
     k = Kernel(figure.kind, figure.dtype, figure.size)
-    return k.flops / k.bytes
+    return k.flops, k.bytes
+
+
+def kernel_intensity(figure: KernelFigure) -> float:
+    """FLOP per byte of a roofline kernel."""
+    flops, nbytes = kernel_work(figure)
+    return flops / nbytes
 
 
 def kept_at(path: Path) -> Ceilings:

@@ -130,8 +130,8 @@ class RunRecorder:
             d = info.device
             peak = device_peak(d.kind, d.name, info.dtype, d.replicas, self.runtime.cpu, d.machines)
         flops_per_s = flops / stats.median if stats and flops and stats.median > 0 else None
-        if top is not None:
-            flops_per_s = top.flops_per_s
+        if top is not None:  # a step is a call of the headline kernel
+            flops, flops_per_s = measured.kernel_work(top)[0], top.flops_per_s
         batch = self.workload.batch_size(self.params)
         peak_fraction = flops_per_s / peak.flops if flops_per_s and peak else None
         flags = sanity_flags(peak_fraction, stats)

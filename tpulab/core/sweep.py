@@ -119,7 +119,8 @@ class Point:
 
     @property
     def finished(self) -> list[RunRecord]:
-        return [r for r in self.records if r.status == "finished" and r.summary.examples_per_s]
+        return [r for r in self.records if r.status == "finished" and (r.summary.examples_per_s
+                                                                         or r.summary.gflops_per_s)]
 
     @property
     def status(self) -> str:
@@ -130,11 +131,11 @@ class Point:
     @property
     def throughput(self) -> float | None:
         """examples/s at the median step, the median over repeats."""
-        return median([r.summary.examples_per_s or 0 for r in self.finished])
+        return median([r.summary.examples_per_s for r in self.finished if r.summary.examples_per_s])
 
     @property
     def throughput_range(self) -> tuple[float, float] | None:
-        xs = [r.summary.examples_per_s or 0 for r in self.finished]
+        xs = [r.summary.examples_per_s for r in self.finished if r.summary.examples_per_s]
         return (min(xs), max(xs)) if xs else None
 
     def rate(self, by: str) -> float | None:

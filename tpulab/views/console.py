@@ -113,7 +113,7 @@ def summary_table(record: RunRecord) -> Table:
     for name, value in (row for row in rows if row and row[1]):
         t.add_row(name, value)
     for f in s.flags:
-        style = {"beats-peak": "bold red", "beats-ceiling": "bold green"}.get(f.code, "yellow")
+        style = {"beats-peak": "bold red", "beats-ceiling": "bold green", "beats-bandwidth": "bold green"}.get(f.code, "yellow")
         t.add_row(f"[{style}]flag: {f.code}[/]", f"[{style}]{f.message}[/]")
     if record.error:
         t.add_row("[red]error[/]", f"[red]{record.error}[/]")

@@ -55,5 +55,5 @@ def builder(seed: int, device: Any) -> Any:
 
 
 def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
-    placement = placed(w, p, sink, cancel, runtime)
+    p, placement = placed(w, p, sink, cancel, runtime)
     measure(p, builder(p["seed"], placement.devices[0]), sink, cancel)

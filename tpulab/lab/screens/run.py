@@ -203,7 +203,7 @@ class RunPane(Vertical):
             summary = Group(summary, chart)
         self.query_one("#run-summary", Static).update(summary)
         for flag in record.summary.flags:
-            colour = {"beats-peak": "red", "beats-ceiling": "green"}.get(flag.code, "yellow")
+            colour = {"beats-peak": "red", "beats-ceiling": "green", "beats-bandwidth": "green"}.get(flag.code, "yellow")
             self.log_view.write(f"[{colour}]flag {flag.code}: {flag.message}[/]")
         self.log_view.write(f"run {record.short_id} {record.status}" + (f": {record.error}" if record.error else ""))
 
