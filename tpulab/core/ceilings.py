@@ -5,6 +5,10 @@ best matmul FLOP/s of a roofline run per device and dtype, and its copy's bytes 
 are derived from the kept roofline records, so there is nothing else to store or migrate: per
 device and dtype, the roofline that measured the largest sizes wins (a later, larger one replaces
 a smaller one's), and among those with the same largest size, the best figure.
+
+A run is judged against the ceilings kept when it ran (the runner's caller reads them from the
+store and hands them to the recorder): the record keeps the fraction and its source, so a figure
+reads the same in every view and in an export, and an old run is not silently re-judged.
 """
 
 from __future__ import annotations
