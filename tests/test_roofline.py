@@ -250,3 +250,27 @@ async def test_the_lab_draws_the_roofline_of_the_highlighted_runs_device(tmp_pat
         await pilot.pause()
         shown = text(app.query_one("#comparison", Static))
         assert "roofline: GFLOP/s up, FLOP/byte across" in shown and "measured ceilings" in shown
+
+
+@pytest.mark.slow
+async def test_a_roofline_run_in_the_lab_ends_with_its_chart():
+    from textual.widgets import Static
+
+    from tpulab.lab.app import TpulabApp
+    from tpulab.lab.screens.run import RunPane
+
+    from .test_app import text, wait_for
+
+    params = {"min_size": 16, "max_size": 32, "copy_mib": 4, "iterations": 2, "warmup": 1, "backend": "jax",
+              "dtypes": "float32"}
+    app = TpulabApp(probe=False, workload="roofline", params=params)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: len(app.records) > 0)
+        record = app.records[0]
+        assert record.status == "finished" and [k.size for k in record.summary.kernels] == [16, 32, 4]
+        await pilot.pause(0.5)
+        shown = text(app.query_one(RunPane).query_one("#run-summary", Static))
+        assert "matmul float32" in shown and "roofline: GFLOP/s up, FLOP/byte across" in shown
