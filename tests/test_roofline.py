@@ -193,12 +193,12 @@ def test_sizes_double_and_auto_dtypes_are_the_devices(tmp_path):
     p = ROOFLINE.resolve({"min_size": "100", "max_size": "900"}, limits)
     assert sizes_of(p) == [100, 200, 400, 800] and p["dtypes"] == "float32"
     assert [k.kind for k in kernels_of(p)] == ["matmul"] * 4 + ["copy"]
-    two = ROOFLINE.resolve({"dtypes": "float32,bfloat16"}, limits, "smoke")
+    two = ROOFLINE.resolve({"dtypes": "float32+bfloat16"}, limits, "smoke")
     assert [(k.dtype, k.size) for k in kernels_of(two)][:4] == [("float32", 16), ("float32", 32), ("float32", 64),
                                                                 ("bfloat16", 16)]
     with pytest.raises(ParamError, match="--max-size must be at least --min-size 64"):
         ROOFLINE.resolve({"min_size": "64", "max_size": "32"}, limits)
-    with pytest.raises(ParamError, match="--dtypes must be auto or a comma-separated list"):
+    with pytest.raises(ParamError, match="--dtypes must be one of auto, float32, bfloat16, float16, float32\\+"):
         ROOFLINE.resolve({"dtypes": "float64"}, limits)
     with pytest.raises(ParamError, match="no GPU was found"):
         ROOFLINE.resolve({"device": "gpu"}, limits)

@@ -23,6 +23,8 @@ DTYPES = ("float32", "bfloat16", "float16")
 DEVICE_DTYPES = {"cpu": ("float32",), "gpu": ("float32", "bfloat16", "float16"), "tpu": ("bfloat16", "float32")}
 COPY_DTYPE = "float32"
 MIB = 1 << 20
+# what --dtypes accepts: "+" joins dtypes (a sweep's commas separate its points)
+DTYPE_CHOICES = ("auto", *DTYPES, *("+".join(ds) for ds in DEVICE_DTYPES.values() if len(ds) > 1), "float32+bfloat16")
 
 @dataclass(frozen=True)
 class Kernel:
@@ -60,7 +62,7 @@ def dtypes_of(p: Params, device: str = "cpu") -> tuple[str, ...]:
     """The matmul dtypes: as given, or the device's for auto (unresolved auto: the CPU's)."""
     if p["dtypes"] == "auto":
         return DEVICE_DTYPES.get(device, ("float32",))
-    return tuple(d.strip() for d in str(p["dtypes"]).split(",") if d.strip())
+    return tuple(str(p["dtypes"]).split("+"))
 
 
 def sizes_of(p: Params) -> list[int]:
@@ -116,6 +118,6 @@ def placed(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Run
     device's (a sweep's point arrives unresolved), and where the kernels run."""
     if p["dtypes"] == "auto":
         kind = runtime.place(p.get("device", "auto"), 1).kind
-        p = {**p, "dtypes": ",".join(DEVICE_DTYPES.get(kind, ("float32",)))}
+        p = {**p, "dtypes": "+".join(DEVICE_DTYPES.get(kind, ("float32",)))}
     placement, _ = w.begin(p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"])
     return p, placement
