@@ -142,9 +142,11 @@ def test_a_later_run_shows_its_share_of_the_ceiling_and_its_bound(tmp_path):
     assert s.intensity == pytest.approx(10.0) and s.bound == "compute"
     assert conv_record(tmp_path, kept, flops=1e9, seconds=0.5, nbytes=1e10).summary.bound == "memory"
     text = render(summary_table(run))
-    assert "of spec peak" in text and "of ceiling" in text and "38.1% of the measured ceiling 5.2 GFLOP/s" in text
+    assert "fraction of spec peak" in text and "fraction of ceiling" in text and "38.1% of the measured ceiling 5.2 GFLOP/s" in text
     assert "10.00 FLOP/byte (XLA's count): compute-bound" in text
-    assert make_record().summary.intensity is None  # unknown bytes: no intensity, no bound
+    unknown = make_record()  # TensorFlow: no bytes, so no intensity and no bound, and the summary says why
+    assert unknown.summary.intensity is None and unknown.summary.bound is None
+    assert "unknown: the backend did not report the bytes" in render(summary_table(unknown))
 
 
 def conv_record(tmp_path, ceilings: Ceilings, flops: float, seconds: float, nbytes: float | None) -> RunRecord:

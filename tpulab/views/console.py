@@ -92,9 +92,9 @@ def summary_table(record: RunRecord) -> Table:
         (f"steady {unit} time", fmt.spread(s.step_seconds)),
         ("throughput", fmt.rate(s.examples_per_s, "examples/s")) if record.batch else None,
         ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s")),
-        ("of spec peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
-                         f" ({s.peak_source or 'peak unknown'})"),
-        ("of ceiling", roofline.ceiling_text(s)),
+        ("fraction of spec peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
+                                  f" ({s.peak_source or 'peak unknown'})"),
+        ("fraction of ceiling", roofline.ceiling_text(s)),
         ("intensity", roofline.intensity_text(s)),
         *roofline.kernel_rows(s),
     ]

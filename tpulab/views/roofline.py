@@ -34,9 +34,12 @@ def ceiling_cell(s: Summary) -> str:
 
 
 def intensity_text(s: Summary) -> str | None:
-    """'12.3 FLOP/byte (XLA's count): compute-bound (ridge 8.1)', or None when the bytes are unknown."""
+    """'12.3 FLOP/byte (XLA's count): compute-bound (ridge 8.1)', why it is unknown, or None (a roofline)."""
+    if s.kernels:
+        return None  # a roofline's kernels are the chart's points, each at its own intensity
     if s.intensity is None:
-        return None
+        return ("unknown: the backend did not report the bytes a step accesses (XLA's cost analysis does, "
+                "for conv on JAX)")
     if s.bound is None:
         return f"{s.intensity:.2f} FLOP/byte (XLA's count); bound unknown until a roofline measures both ceilings"
     ridge = (s.ceiling_flops or 0) / (s.bandwidth or 1)
