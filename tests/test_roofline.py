@@ -72,6 +72,18 @@ def test_measure_times_every_kernel_apart():
         assert all(s.kernel == k.to_json() and s.seconds == 1.0 for s in (warm, *timed))
 
 
+def test_the_live_chart_draws_each_matmuls_rate_by_dtype():
+    from tpulab.core.charts import ChartContext
+    from tpulab.workloads.roofline import MATMUL_GFLOPS
+
+    ctx = ChartContext(ROOFLINE, peak_flops=2e11)
+    m = Kernel("matmul", "bfloat16", 64)
+    assert MATMUL_GFLOPS.points(step_of(m, 1e-3, i=7), ctx) == [("bfloat16", 7, pytest.approx(0.524288))]
+    assert MATMUL_GFLOPS.points(step_of(m, 1e-3, warmup=True), ctx)[0][0] == "bfloat16 warm-up"
+    assert MATMUL_GFLOPS.points(step_of(Kernel("copy", "float32", 4), 1e-3), ctx) == []
+    assert MATMUL_GFLOPS.lines(ctx) == {"peak": 200.0}
+
+
 def feed(rec: RunRecorder, events: list[Event]) -> RunRecord:
     for e in events:
         rec.feed(e)
@@ -276,3 +288,5 @@ async def test_a_roofline_run_in_the_lab_ends_with_its_chart():
         await pilot.pause(0.5)
         shown = text(app.query_one(RunPane).query_one("#run-summary", Static))
         assert "matmul float32" in shown and "roofline: GFLOP/s up, FLOP/byte across" in shown
+        live = app.query_one(RunPane).chart("GFLOP/s of each matmul")
+        assert live is not None and len(live.points("float32")) == 4  # 2 sizes x 2 timed calls

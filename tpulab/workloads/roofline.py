@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tpulab.core.charts import GFLOPS, step_time
+from tpulab.core.charts import GFLOPS, Chart, ChartContext, Point, step_time
+from tpulab.core.events import Event, Step
 from tpulab.workloads.base import BACKEND, DEVICE, Limits, ParamError, Params, ParamSpec, Runner, Workload
 from tpulab.workloads.roofline_kernels import COPY_DTYPE, DTYPE_CHOICES, dtypes_of, kernels_of, sizes_of
 
@@ -32,6 +33,17 @@ PARAMS = (
     BACKEND,
     ParamSpec("seed", int, 0, "seed of the random matrices", 0, 2**31 - 1, advanced=True, tunes=False),
 )
+
+
+def matmul_gflops(e: Event, ctx: ChartContext) -> list[Point]:
+    """Each matmul call's GFLOP/s, a series per dtype (the copy has no FLOPs worth drawing)."""
+    k = e.kernel if isinstance(e, Step) else None
+    if not isinstance(e, Step) or k is None or k["kind"] != "matmul" or e.seconds <= 0:
+        return []
+    return [(k["dtype"] + (" warm-up" if e.warmup else ""), e.step, k["flops"] / e.seconds / 1e9)]
+
+
+MATMUL_GFLOPS = Chart("GFLOP/s of each matmul", matmul_gflops, GFLOPS.lines)
 
 
 def _tensorflow() -> Runner:
@@ -58,7 +70,7 @@ class Roofline(Workload):
         "large": {"min_size": 1024, "max_size": 16384, "copy_mib": 1024},
     }
     unit = "call"
-    charts = (step_time("call"), GFLOPS)
+    charts = (step_time("call"), MATMUL_GFLOPS)
     runners = {"tensorflow": _tensorflow, "jax": _jax}
 
     def flops_per_step(self, p: Params) -> float | None:
