@@ -94,7 +94,7 @@ def summary_table(record: RunRecord) -> Table:
         ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s")),
         ("fraction of spec peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
                                   f" ({s.peak_source or 'peak unknown'})"),
-        ("fraction of ceiling", roofline.ceiling_text(s)),
+        ("fraction of ceiling", roofline.ceiling_text(s, record.dtype)),
         ("intensity", roofline.intensity_text(s)),
         *roofline.kernel_rows(s),
     ]

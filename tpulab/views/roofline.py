@@ -15,15 +15,13 @@ from tpulab.core import fmt
 from tpulab.core.ceilings import Ceilings, kernel_intensity
 from tpulab.core.events import Device, RunRecord, Summary
 
-NO_CEILING = "no measured ceiling yet: run `tpulab --run roofline` on this device"
-
-
-def ceiling_text(s: Summary) -> str:
+def ceiling_text(s: Summary, dtype: str | None = None) -> str:
     """'39.2% of the measured ceiling 138.0 GFLOP/s (roofline run ..., jax, n=1024)'."""
     if s.has_flag("beats-ceiling"):
         return f"beats the measured ceiling {fmt.rate(s.ceiling_flops, 'FLOP/s')} (see the flag)"
     if s.ceiling_flops is None:
-        return NO_CEILING
+        flag = f" --dtypes {dtype}" if dtype and dtype != "float32" else ""
+        return f"no measured ceiling yet for {dtype or 'this dtype'}: run `tpulab --run roofline{flag}` on this device"
     return f"{fmt.percent(s.ceiling_fraction)} of the measured ceiling {fmt.rate(s.ceiling_flops, 'FLOP/s')} " \
            f"({s.ceiling_source})"
 
