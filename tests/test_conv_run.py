@@ -61,7 +61,7 @@ def test_human_output_has_a_line_per_iteration_and_a_summary():
     assert out.returncode == 0, out.stderr
     assert "first call (trace + compile" in out.stdout
     assert out.stdout.count("iteration ") >= 5
-    for label in ("steady iteration time", "p10", "p90", "n=4", "fraction of peak", "GFLOP/s"):
+    for label in ("steady iteration time", "p10", "p90", "n=4", "fraction of spec peak", "GFLOP/s"):
         assert label in out.stdout
 
 

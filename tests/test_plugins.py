@@ -162,7 +162,8 @@ def test_a_workload_declares_what_its_charts_plot():
 
     for w in registry().values():
         ctx = ChartContext(w, flops_per_step=1e9, peak_flops=2e9)
-        step = Step(step=3, seconds=0.5, examples_per_s=16.0, metrics={m.key: 0.5 for m in w.metrics})
+        step = Step(step=3, seconds=0.5, examples_per_s=16.0, metrics={m.key: 0.5 for m in w.metrics},
+                    kernel={"kind": "matmul", "dtype": "float32", "size": 64, "flops": 2 * 64**3})
         plotted = [chart.points(step, ctx) for chart in w.charts]
         assert plotted and all(points for points in plotted), w.name
 

@@ -308,6 +308,7 @@ def cluster_of(args: argparse.Namespace) -> Cluster | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from tpulab.core.ceilings import kept_at
     from tpulab.core.errors import UsageError
     from tpulab.core.runner import Run
     from tpulab.core.spec import spec_of
@@ -323,6 +324,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     run = Run(spec_of(args.run, params, report, cluster), report)
     printer = RunPrinter(run.recorder, console)
     store = None if args.no_save or run.following else Store(args.db or default_path())
+    run.recorder.ceilings = kept_at(args.db or default_path())
     if run.following and cluster is not None:
         console.print(f"process {cluster.process_id} of {cluster.processes}: following process 0, which prints "
                       "and keeps the record", highlight=False)

@@ -60,6 +60,7 @@ def _list(args, store: Store, console: Console) -> int:
 
 def _show(args, store: Store, console: Console) -> int:
     from tpulab.views.console import summary_table
+    from tpulab.views.roofline import roofline_view
 
     record = store.get(args.id)
     if args.json:
@@ -67,7 +68,10 @@ def _show(args, store: Store, console: Console) -> int:
         return 0
     console.print(summary_table(record))
     console.print("parameters: " + ", ".join(f"{k}={v}" for k, v in record.params.items()), highlight=False)
+    if record.device is not None:
+        console.print(roofline_view(store.records(), record.device, console.width))
     return 0
+
 
 
 def _compare(args, store: Store, console: Console) -> int:

@@ -14,6 +14,7 @@ from tpulab.core.errors import UsageError
 from tpulab.core.spec import spec_of
 from tpulab.runtime.detect import detect
 from tpulab.core.events import RunRecord
+from tpulab.core.ceilings import kept_at
 from tpulab.core.store import Store, StoreError, default_path
 from tpulab.core.sweep import DEFAULT_STEPS, PointFinished, PointStarted, Sweep, build_grid
 from tpulab.views.sweep import (findings_lines, impossible_lines, label, live_header, live_line, point_json, summary_json,
@@ -42,6 +43,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         console.print(f"[yellow]{line}[/]", highlight=False)
     store = None if args.no_save else Store(getattr(args, "db", None) or default_path())
     sweep = Sweep(grid, report, limits, args.repeat, args.max_minutes)
+    sweep.ceilings = kept_at(getattr(args, "db", None) or default_path())
     try:
         guess = sweep.estimate(store.candidates if store is not None else lambda wanted: [])
     except StoreError as e:

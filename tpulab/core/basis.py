@@ -43,6 +43,8 @@ def basis(works: Sequence[Work]) -> Basis:
         return Basis(EXAMPLES, "different models: not the same work")
     if len(set(works)) <= 1:
         return Basis(TIME, "the same work per step")
+    if all(w.flops and not w.examples for w in works):
+        return Basis(GFLOPS, "the work per step differs and there are no examples (a roofline)")
     per_example = {w.per_example for w in works}
     if len(per_example) == 1:
         return Basis(EXAMPLES, "the work per step differs, the work per example does not")

@@ -71,6 +71,7 @@ class Started(Event):
     backend: str = ""  # the worker names it
     note: str | None = None  # e.g. why auto fell back to the CPU
     dataset: str | None = None  # what the inputs are and where they live
+    bytes_per_step: float | None = None  # memory traffic of a step, as the compiler counts it (None: unknown)
 
     def __post_init__(self) -> None:
         if isinstance(self.device, Mapping):
@@ -98,6 +99,7 @@ class Step(Event):
     value: float | None = None  # the checksum that was fetched (conv)
     phase: str = ""
     host_seconds: list[float] | None = None  # per host, when several processes share the step
+    kernel: dict[str, Any] | None = None  # a run of several kernels: which one (kind, dtype, size, flops, bytes)
 
 
 @dataclass(kw_only=True)
@@ -234,6 +236,19 @@ class Telemetry:
 
 
 @dataclass(kw_only=True)
+class KernelFigure:
+    """One kernel of a run that times several (a roofline's matmul at one size): its median and rate."""
+
+    kind: str  # matmul, copy
+    dtype: str
+    size: int  # matrix side, or MiB copied
+    median_s: float
+    count: int
+    flops_per_s: float | None = None
+    bytes_per_s: float | None = None  # read and written
+
+
+@dataclass(kw_only=True)
 class Summary:
     """The figures a run is judged by, derived once by the recorder."""
 
@@ -251,12 +266,22 @@ class Summary:
     flags: list[Flag] = field(default_factory=list)
     host_seconds: list[float] | None = None  # median step time per host (multi-host runs)
     telemetry: Telemetry | None = None
+    ceiling_flops: float | None = None  # this device's measured ceiling for the dtype (a roofline run's best)
+    ceiling_source: str | None = None  # the roofline run, backend and size it came from
+    ceiling_fraction: float | None = None  # None above the ceiling: a "beats-ceiling" flag says so instead
+    bandwidth: float | None = None  # this device's measured memory ceiling, bytes/s
+    bytes_per_step: float | None = None  # as the compiler counts them (XLA's cost analysis)
+    intensity: float | None = None  # FLOP per byte accessed
+    bound: str | None = None  # "compute" or "memory": which ceiling the intensity puts the run under
+    gbytes_per_s: float | None = None  # a roofline's copy: bytes read and written per second, best size
+    kernels: list[KernelFigure] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if isinstance(self.step_seconds, Mapping):
             self.step_seconds = _known(Stats, self.step_seconds)
         if isinstance(self.telemetry, Mapping):
             self.telemetry = _known(Telemetry, self.telemetry)
+        self.kernels = [k if isinstance(k, KernelFigure) else _known(KernelFigure, k) for k in self.kernels]
         self.flags = [f if isinstance(f, Flag) else _known(Flag, f) for f in self.flags]
 
     @property

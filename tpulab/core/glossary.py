@@ -50,4 +50,14 @@ GLOSSARY: dict[str, str] = {
     "steps per execution": "Training steps run per call from Python into the device. Above 1 it hides "
                            "dispatch latency (large on TPUs); timings are still reported per step.",
     "peak": "The most FLOP/s the device can do. A result above it means work was skipped or mis-counted.",
+    "roofline": "A device's two measured ceilings: the best FLOP/s of a large matrix product (per dtype) and the "
+                "bytes per second of a copy much larger than the cache. A kernel can go no faster than the lower "
+                "of FLOP/s and bandwidth x its arithmetic intensity. Spec peaks are rarely reached (matmuls get "
+                "about 80-90% of them); the measured ceiling says what this machine actually does. Run "
+                "`tpulab --run roofline` once per device: later runs show their share of it.",
+    "arithmetic intensity": "FLOPs per byte of memory traffic (XLA's cost analysis counts the bytes). Below the "
+                            "ridge (compute ceiling / bandwidth) a step is memory-bound: faster math would not "
+                            "help, moving fewer bytes would. Above it, it is compute-bound.",
+    "ceiling": "The measured ceiling: the best a roofline run achieved on this device and dtype, as opposed to "
+               "the spec peak. A run above it beats the ceiling (said so, never shown as more than 100%).",
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timezone
 
+from tpulab.core import ceilings as measured
 from tpulab.core.events import Cancelled, Compiled, Epoch, Event, Failed, Finished, Log, RunRecord, Sample, Started, Step, Summary
 from tpulab.core.telemetry_summary import SampleKeeper, summarize as summarize_telemetry
 from tpulab.runtime.detect import RuntimeReport
@@ -37,7 +38,8 @@ def origins(spec: RunSpec) -> dict[str, str]:
 
 
 class RunRecorder:
-    def __init__(self, spec: RunSpec, runtime: RuntimeReport) -> None:
+    def __init__(self, spec: RunSpec, runtime: RuntimeReport, ceilings: measured.Ceilings | None = None) -> None:
+        """`ceilings`: the measured ceilings kept so far (from the store's roofline runs), to judge this run by."""
         self.workload = spec.workload
         self.params = dict(spec.params)
         self.runtime = runtime
@@ -60,16 +62,17 @@ class RunRecorder:
         self.logs: list[str] = []
         self.error: str | None = None
         self.telemetry = SampleKeeper()
+        self.ceilings = ceilings or measured.Ceilings()
 
     # --- feeding --------------------------------------------------------------------------
     def feed(self, event: Event) -> None:
         match event:
             case Started():
                 self.info = event
-            case Compiled():
-                self.compile_seconds = event.seconds
-                self.compile_steps = event.steps
-                self.cache_hit = event.cache_hit
+            case Compiled():  # a run of several kernels compiles each: their first calls add up
+                self.compile_seconds = (self.compile_seconds or 0.0) + event.seconds
+                self.compile_steps += event.steps
+                self.cache_hit = event.cache_hit if self.cache_hit is None else self.cache_hit and event.cache_hit
             case Step():
                 self.steps.append(event)
             case Epoch():
@@ -121,20 +124,46 @@ class RunRecorder:
         return left * per_step + epoch_extra
 
     def summary(self) -> Summary:
-        stats = summarize(self.steady_seconds())
         info = self.info
+        kernels = measured.kernel_figures(self.steps)
+        top = measured.best(kernels, "matmul", info.dtype if info else None)
+        copy = measured.best(kernels, "copy")
+        # several kernels: the step time and the headline are the best matmul's in the run's dtype
+        stats = summarize(measured.samples(self.steps, top) if top else self.steady_seconds())
         flops = info.flops_per_step if info else None
         peak = None
         if info is not None:
             d = info.device
             peak = device_peak(d.kind, d.name, info.dtype, d.replicas, self.runtime.cpu, d.machines)
         flops_per_s = flops / stats.median if stats and flops and stats.median > 0 else None
+        if top is not None:  # a step is a call of the headline kernel
+            flops, flops_per_s = measured.kernel_work(top)[0], top.flops_per_s
         batch = self.workload.batch_size(self.params)
         peak_fraction = flops_per_s / peak.flops if flops_per_s and peak else None
         flags = sanity_flags(peak_fraction, stats)
         if info is not None and info.synthetic:
             flags.append(SYNTHETIC)
+        device = info.device if info else None
+        ceiling = self.ceilings.flops(device, info.dtype if info else None)
+        bandwidth = self.ceilings.bandwidth(device)
+        ceiling_fraction = None
+        if ceiling is not None and flops_per_s:
+            if flops_per_s > ceiling.value:
+                flags.append(measured.beats(flops_per_s, ceiling))
+            else:
+                ceiling_fraction = flops_per_s / ceiling.value
+        if bandwidth is not None and copy is not None and copy.bytes_per_s and copy.bytes_per_s > bandwidth.value:
+            flags.append(measured.beats(copy.bytes_per_s, bandwidth, "B/s"))
+        nbytes = info.bytes_per_step if info else None
+        intensity = flops / nbytes if flops and nbytes else None
+        bound = None
+        if intensity is not None and ceiling is not None and bandwidth is not None:
+            bound = "compute" if intensity >= ceiling.value / bandwidth.value else "memory"
         return Summary(
+            ceiling_flops=ceiling.value if ceiling else None, ceiling_source=ceiling.source() if ceiling else None,
+            ceiling_fraction=ceiling_fraction, bandwidth=bandwidth.value if bandwidth else None,
+            bytes_per_step=nbytes, intensity=intensity, bound=bound,
+            gbytes_per_s=copy.bytes_per_s / 1e9 if copy and copy.bytes_per_s else None, kernels=kernels,
             compile_seconds=self.compile_seconds, cache_hit=self.cache_hit, step_seconds=stats, flops_per_step=flops,
             gflops_per_s=flops_per_s / 1e9 if flops_per_s else None,
             peak_flops=peak.flops if peak else None, peak_source=peak.source if peak else None,

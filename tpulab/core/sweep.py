@@ -22,6 +22,7 @@ from typing import Any
 from tpulab.backends import BackendError
 from tpulab.backends import article as article_backend
 from tpulab.core.basis import Work, basis
+from tpulab.core.ceilings import Ceilings
 from tpulab.core.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate, wanted
 from tpulab.core.events import Event, RunRecord, SweepPoint, SweepRecord
 from tpulab.core.record import now_iso
@@ -119,7 +120,8 @@ class Point:
 
     @property
     def finished(self) -> list[RunRecord]:
-        return [r for r in self.records if r.status == "finished" and r.summary.examples_per_s]
+        return [r for r in self.records if r.status == "finished" and (r.summary.examples_per_s
+                                                                         or r.summary.gflops_per_s)]
 
     @property
     def status(self) -> str:
@@ -130,11 +132,11 @@ class Point:
     @property
     def throughput(self) -> float | None:
         """examples/s at the median step, the median over repeats."""
-        return median([r.summary.examples_per_s or 0 for r in self.finished])
+        return median([r.summary.examples_per_s for r in self.finished if r.summary.examples_per_s])
 
     @property
     def throughput_range(self) -> tuple[float, float] | None:
-        xs = [r.summary.examples_per_s or 0 for r in self.finished]
+        xs = [r.summary.examples_per_s for r in self.finished if r.summary.examples_per_s]
         return (min(xs), max(xs)) if xs else None
 
     def rate(self, by: str) -> float | None:
@@ -162,6 +164,10 @@ class Point:
     @property
     def peak_fraction(self) -> float | None:
         return median([r.summary.peak_fraction for r in self.finished if r.summary.peak_fraction])
+
+    @property
+    def ceiling_fraction(self) -> float | None:
+        return median([r.summary.ceiling_fraction for r in self.finished if r.summary.ceiling_fraction])
 
     @property
     def flags(self) -> list[str]:
@@ -283,6 +289,7 @@ class Sweep:
                 and self._runs(self.article_values):
             self.points.append(Point(self.article_values, grid.params(self.article_values), article=True))
         self.run: Run | None = None
+        self.ceilings = Ceilings()  # the measured ceilings each point is judged by (the caller reads the store)
         self.stopping: str | None = None  # why the sweep stops after the current point
 
     def _runs(self, values: dict[str, Any]) -> bool:
@@ -339,6 +346,7 @@ class Sweep:
     def _run_point(self, point: Point) -> Generator[Event, None, RunRecord]:
         try:
             self.run = Run(spec_of(self.grid.workload, point.params, self.report, sweep=self.id), self.report)
+            self.run.recorder.ceilings = self.ceilings
         except BackendError as e:
             from tpulab.core.events import Failed
             from tpulab.core.record import RunRecorder

@@ -20,6 +20,7 @@ from textual.widgets import Checkbox, Footer, Header, TabbedContent, TabPane
 
 from tpulab import backends
 from tpulab.backends import BackendError
+from tpulab.core.ceilings import kept_at
 from tpulab.core.estimate import Estimate
 from tpulab.core.events import RunRecord
 from tpulab.core.runindex import RunRow, Wanted
@@ -224,6 +225,7 @@ class TpulabApp(App[None]):
             return
         try:
             run = Run(spec_of(event.workload, event.params, self.report), self.report, self.standby)
+            run.recorder.ceilings = kept_at(self.store.path)
         except BackendError as e:
             self.notify(str(e), title="cannot run", severity="error", timeout=15)
             return
@@ -242,7 +244,9 @@ class TpulabApp(App[None]):
         if not panes:  # the lazy pane mounts after this refresh
             self.call_after_refresh(self._start_sweep, grid)
             return
-        panes.first().start(Sweep(grid, self.report, Limits.of(self.report)))
+        sweep = Sweep(grid, self.report, Limits.of(self.report))
+        sweep.ceilings = kept_at(self.store.path)
+        panes.first().start(sweep)
 
     @on(RunPane.Finished)
     def _run_finished(self, event: RunPane.Finished) -> None:

@@ -18,6 +18,7 @@ from tpulab.core.record import RunRecorder
 from tpulab.core.store import Comparison
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.runtime.doctor import Verdict
+from tpulab.views import roofline
 from tpulab.workloads import registry
 from tpulab.workloads.base import Workload
 
@@ -86,6 +87,9 @@ def workload_of(record: RunRecord) -> Workload | None:
     return registry().get(record.workload)
 
 
+FLAG_STYLES = {"beats-peak": "bold red", "beats-ceiling": "bold green", "beats-bandwidth": "bold green"}
+
+
 def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
     """(figure, value, style) of a run's summary: the terminal's table and the notebook's HTML read these."""
     s = record.summary
@@ -95,15 +99,18 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
         ("device", record.device_label()),
         ("backend", backend_line(record.backend, record.backend_reason, record.versions)),
         ("dtype", str(record.dtype)),
-        ("batch", f"{record.batch or '-'} global, {record.per_replica_batch} per replica, "
-                  f"{record.device.replicas if record.device else 1} shard(s)"),
+        ("batch", f"{record.batch} global, {record.per_replica_batch} per replica, "
+                  f"{record.device.replicas if record.device else 1} shard(s)") if record.batch else None,
         ("data", record.dataset or "-"),
         ("first call (compiled (cache))" if s.cache_hit else "first call (trace+compile)", fmt.seconds(s.compile_seconds)),
         (f"steady {unit} time", fmt.spread(s.step_seconds)),
-        ("throughput", fmt.rate(s.examples_per_s, "examples/s")),
+        ("throughput", fmt.rate(s.examples_per_s, "examples/s")) if record.batch else None,
         ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s")),
-        ("fraction of peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
-                             f" ({s.peak_source or 'peak unknown'})"),
+        ("fraction of spec peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
+                                  f" ({s.peak_source or 'peak unknown'})"),
+        ("fraction of ceiling", roofline.ceiling_text(s, record.dtype)),
+        ("intensity", roofline.intensity_text(s)),
+        *roofline.kernel_rows(s),
     ]
     if s.host_seconds:
         slowest = max(range(len(s.host_seconds)), key=lambda i: s.host_seconds[i])  # type: ignore[index]
@@ -122,8 +129,8 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
     if s.telemetry is not None:
         rows += telemetry_rows(s.telemetry, unit)
     rows.append(("versions", ", ".join(f"{k} {v}" for k, v in (record.versions or {}).items()) or "-"))
-    out: list[tuple[str, str, str | None]] = [(name, value, None) for name, value in rows]
-    out += [(f"flag: {f.code}", f.message, "bold red" if f.code == "beats-peak" else "yellow") for f in s.flags]
+    out: list[tuple[str, str, str | None]] = [(row[0], row[1], None) for row in rows if row and row[1]]
+    out += [(f"flag: {f.code}", f.message, FLAG_STYLES.get(f.code, "yellow")) for f in s.flags]
     out += [(f"why: {f.code}", f.message, "cyan") for f in (s.telemetry.verdicts if s.telemetry else ())]
     if record.error:
         out.append(("error", record.error, "red"))
@@ -218,6 +225,7 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
         ("throughput", [fmt.rate(r.summary.examples_per_s, "ex/s") for r in rs]),
         ("GFLOP/s", [f"{r.summary.gflops_per_s:.1f}" if r.summary.gflops_per_s else "-" for r in rs]),
         ("peak", [fmt.percent(r.summary.peak_fraction) for r in rs]),
+        ("ceiling", [roofline.ceiling_cell(r.summary) for r in rs]),
     ]
     if headline is not None:
         figures.append((headline.label, [headline.show(r.metric(headline.key)) for r in rs]))

@@ -18,8 +18,8 @@ from tpulab.core.events import RunRecord, SweepRecord
 from tpulab.core.sweep import Findings, Point, findings, kept_points
 from tpulab.workloads.base import BATCH_SIZE
 
-FIGURES = ("median", "throughput", "GFLOP/s", "peak", "flags")
-WIDTHS = {"median": 8, "throughput": 11, "GFLOP/s": 7, "peak": 6}
+FIGURES = ("median", "throughput", "GFLOP/s", "peak", "ceiling", "flags")
+WIDTHS = {"median": 8, "throughput": 11, "GFLOP/s": 7, "peak": 6, "ceiling": 7}
 
 
 def value_text(value: Any) -> str:
@@ -58,7 +58,8 @@ def figures(p: Point) -> dict[str, str]:
         rate += f" ({fmt.rate(spread[0])}-{fmt.rate(spread[1])})"
     flags = ",".join(p.flags) if p.status == "finished" else f"{p.status}: {(p.error or '')[:60]}"
     return {"median": fmt.seconds(p.step_seconds), "throughput": rate,
-            "GFLOP/s": f"{p.gflops:.1f}" if p.gflops else "-", "peak": fmt.percent(p.peak_fraction), "flags": flags}
+            "GFLOP/s": f"{p.gflops:.1f}" if p.gflops else "-", "peak": fmt.percent(p.peak_fraction),
+            "ceiling": "beats" if "beats-ceiling" in p.flags else fmt.percent(p.ceiling_fraction), "flags": flags}
 
 
 def label(p: Point, axes: list[str]) -> str:
@@ -130,7 +131,9 @@ def findings_lines(found: Findings, axes: list[str]) -> list[str]:
     by = found.by
     lines = [f"ranked by {by}" + (" (the work per example differs between points)" if by == "GFLOP/s" else ""),
              f"best: {label(found.best, axes)}: {_rate(found.best, by)}"
-             + (f", {fmt.percent(found.best.peak_fraction)} of peak" if found.best.peak_fraction else "")]
+             + (f", {fmt.percent(found.best.peak_fraction)} of peak" if found.best.peak_fraction else "")
+             + (f", {fmt.percent(found.best.ceiling_fraction)} of the measured ceiling"
+                if found.best.ceiling_fraction else "")]
     if found.over_article is not None and found.article is not None:
         lines.append(f"{found.over_article:.2f}x the article's configuration ({label(found.article, axes)}: "
                      f"{_rate(found.article, by)})")
@@ -227,7 +230,8 @@ def sweep_report(sweep: SweepRecord, runs: dict[str, RunRecord], width: int) -> 
 def point_json(p: Point) -> dict[str, Any]:
     return {"values": p.values, "article": p.article, "status": p.status, "runs": [r.id for r in p.records],
             "median_s": p.step_seconds, "examples_per_s": p.throughput, "examples_per_s_range": p.throughput_range,
-            "gflops_per_s": p.gflops, "peak_fraction": p.peak_fraction, "flags": p.flags, "error": p.error,
+            "gflops_per_s": p.gflops, "peak_fraction": p.peak_fraction,
+            "ceiling_fraction": p.ceiling_fraction, "flags": p.flags, "error": p.error,
             "telemetry": asdict(p.records[-1].summary.telemetry) if p.records and p.records[-1].summary.telemetry else None,
             "loss": next((r.summary.final_metrics or {}).get("loss") for r in p.finished) if p.finished else None}
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 BUILTIN = {
     "conv": "tpulab.workloads.conv:CONV",
     "fashion-mnist": "tpulab.workloads.fashion_mnist:FASHION_MNIST",
+    "roofline": "tpulab.workloads.roofline:ROOFLINE",
 }
 
 

@@ -325,25 +325,27 @@ class Workload(ABC):
         self.check(params, limits)
 
     def started(self, p: Params, placement: Placement, versions: dict[str, str], dataset: str,
-                synthetic: bool = False) -> Started:
+                synthetic: bool = False, bytes_per_step: float | None = None) -> Started:
         """The first event of every run of this workload, whatever the backend (the worker adds its name)."""
         return Started(workload=self.name, device=placement.device(), dtype=self.compute_dtype(p),
                        flops_per_step=self.flops_per_step(p), steps_total=self.total_steps(p),
                        per_replica_batch=self.batch_size(p) // self.replicas(p), versions=versions,
-                       note=placement.note, dataset=dataset, synthetic=synthetic)
+                       note=placement.note, dataset=dataset, synthetic=synthetic, bytes_per_step=bytes_per_step)
 
     def begin(self, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime, dataset: str,
-              synthetic: bool = False, warmup: int = 0) -> tuple[Placement, StepTimer]:
+              synthetic: bool = False, warmup: int = 0, bytes_per_step: float | None = None
+              ) -> tuple[Placement, StepTimer]:
         """What every runner does first: place the replicas, say `Started`, and make the step timer.
 
         In a worker only (the timer is a Keras callback). Every event of a run on synthetic data says
-        so, so that no figure travels without the warning.
+        so, so that no figure travels without the warning. `bytes_per_step`: the memory traffic of a
+        step as the compiler counts it, when the runner can ask (it gives the run's arithmetic intensity).
         """
         from tpulab.callbacks import StepTimer
         from tpulab.core.events import from_dicts
 
         placement = runtime.place(p.get(DEVICE.name, "auto"), self.replicas(p))
-        sink(self.started(p, placement, runtime.versions(), dataset, synthetic))
+        sink(self.started(p, placement, runtime.versions(), dataset, synthetic, bytes_per_step))
         timer = StepTimer(from_dicts(sink, synthetic), batch_size=self.batch_size(p), warmup=warmup, cancel=cancel)
         return placement, timer
 

@@ -26,6 +26,7 @@ from jax.sharding import PartitionSpec as P
 
 from tpulab.backends import Placement, Runtime
 from tpulab.workloads.base import CancelToken, Params, Sink, Workload
+from tpulab.workloads.cost_jax import bytes_accessed
 
 
 def conv(x: jax.Array, k: jax.Array, stride: int, padding: str) -> jax.Array:
@@ -79,8 +80,18 @@ def on_mesh(p: Params, placement: Placement) -> tuple[jax.Array, jax.Array]:
             jax.make_array_from_callback(kernel.shape, NamedSharding(mesh, P()), lambda i: kernel[i]))
 
 
+def step_bytes(p: Params) -> float | None:
+    """The bytes one convolution-and-sum of the global batch accesses, as XLA counts them."""
+    dtype = jnp.dtype(p["dtype"])
+    images = (p["batch_size"], p["image_size"], p["image_size"], p["channels"])
+    kernel = (p["kernel_size"], p["kernel_size"], p["channels"], p["filters"])
+    return bytes_accessed(partial(conv_sum, stride=p["stride"], padding=p["padding"]),
+                          jax.ShapeDtypeStruct(images, dtype), jax.ShapeDtypeStruct(kernel, dtype))
+
+
 def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
-    placement, timer = w.begin(p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"])
+    placement, timer = w.begin(p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"],
+                               bytes_per_step=step_bytes(p))
     if p["mode"] == "naive":
         step = naive(p, placement)
     else:

@@ -18,18 +18,21 @@ from textual.widgets import Button, DataTable, Input, Static
 from tpulab.core import fmt
 from tpulab.core.runindex import FilterError, RunFilter, RunRow, parse_filter
 from tpulab.core.store import Comparison, Page, StoreError, compare
-from tpulab.lab.screens import lab
 from tpulab.views.console import comparison_table
+from tpulab.views.roofline import roofline_view
+from tpulab.lab.screens import lab
 
 PAGE = 100  # rows fetched at a time
 AHEAD = 20  # the next page is fetched when the cursor or the scroll comes this close to the end
 FILTER_PAUSE_S = 0.2  # typing in the filter field: the store is asked once the keys pause this long
+ROOFLINE_POINTS = 200  # the newest runs of a device drawn on its roofline
 
 
 class ResultsPane(Vertical):
     BINDINGS = [
         Binding("space", "toggle_mark", "Mark run", id="results.mark"),
         Binding("m", "compare", "Compare marked", id="results.compare"),
+        Binding("r", "roofline", "Roofline", id="results.roofline"),
     ]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -48,7 +51,9 @@ class ResultsPane(Vertical):
 
         yield Input(placeholder="filter: conv, gpu, jax, failed, workload:conv since:7d sweep:ID",
                     id="results-filter", compact=True)
-        yield Static(id="results-help")
+        yield Static("space marks a run, m compares the marked runs (the first marked is the baseline), r draws "
+                     "the roofline of the run's device",
+                     id="results-help")
         yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True)
         with Horizontal(id="compare-row"):
             yield Static(id="comparison")
@@ -156,6 +161,34 @@ class ResultsPane(Vertical):
             self.marked.append(run_id)
         table.update_cell(run_id, table.ordered_columns[0].key, "*" if run_id in self.marked else "")
         self._update_button()
+
+    def action_roofline(self) -> None:
+        """The measured ceilings of the highlighted run's device, its recent runs as points."""
+        if self.rows:
+            self._roofline(self.rows[self.table.cursor_row].id, self.size.width - 2)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="results-roofline")
+    def _roofline(self, run_id: str, width: int) -> None:
+        from tpulab.core.ceilings import WORKLOAD
+
+        store = lab(self).store
+        try:
+            record = store.get(run_id)
+            device = record.device
+            if device is None:
+                view: Any = f"run {record.short_id} has no device: nothing to draw"
+            else:  # its rooflines, and its newest runs (a page, whatever the history holds)
+                on_it = RunFilter(device=device.kind)
+                runs = store.records(RunFilter(workload=WORKLOAD, device=device.kind))
+                runs += [store.get(r.id) for r in store.page(on_it, limit=ROOFLINE_POINTS).rows]
+                view = roofline_view([record, *runs], device, width, height=16)
+        except StoreError as e:
+            view = str(e)
+        self.app.call_from_thread(self._show_roofline, view)
+
+    def _show_roofline(self, view: Any) -> None:
+        self.query_one("#compare-chart").display = False
+        self.query_one("#comparison", Static).update(view)
 
     def _update_button(self) -> None:
         self.query_one("#compare-button", Button).disabled = len(self.marked) < 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from rich.console import Group
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -19,10 +20,12 @@ from textual.worker import Worker, WorkerState
 
 from tpulab.core import fmt
 from tpulab.views.console import summary_table
+from tpulab.views.roofline import roofline_view
 from tpulab.core.charts import Chart, ChartContext
 from tpulab.core.events import Event, RunRecord, Sample, Started, Step
 from tpulab.core.narrate import describe, unavailable_lines
 from tpulab.core.runner import Run
+from tpulab.lab.screens import lab
 
 if TYPE_CHECKING:
     from tpulab.lab.widgets.charts import SeriesPlot
@@ -226,9 +229,13 @@ class RunPane(Vertical):
         self.ended = True
         record = message.record
         self._redraw(everything=True)
-        self.query_one("#run-summary", Static).update(summary_table(record))
+        summary: Any = summary_table(record)
+        if record.device is not None and (record.workload == "roofline" or record.summary.intensity is not None):
+            chart = roofline_view([record, *lab(self).records], record.device, self.size.width, height=16)
+            summary = Group(summary, chart)
+        self.query_one("#run-summary", Static).update(summary)
         for flag in record.summary.flags:
-            colour = "red" if flag.code == "beats-peak" else "yellow"
+            colour = {"beats-peak": "red", "beats-ceiling": "green", "beats-bandwidth": "green"}.get(flag.code, "yellow")
             self.log_view.write(f"[{colour}]flag {flag.code}: {flag.message}[/]")
         for verdict in record.summary.telemetry.verdicts if record.summary.telemetry else ():
             self.log_view.write(f"[cyan]why {verdict.code}: {verdict.message}[/]")

@@ -1,0 +1,292 @@
+"""The roofline workload and the measured ceilings: units on known inputs, the keeping rules, the
+judgement of later runs, the views; then real runs on TensorFlow and JAX on tiny shapes."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+from rich.text import Text
+
+from tpulab.core.ceilings import Ceilings, kept_at, kernel_figures, kernel_intensity
+from tpulab.core.events import Compiled, Device, Event, RunRecord, Started, Step
+from tpulab.core.record import RunRecorder
+from tpulab.core.spec import RunSpec
+from tpulab.core.store import Store, compare
+from tpulab.views.console import comparison_table, summary_table
+from tpulab.views.roofline import roofline_plot
+from tpulab.workloads.base import CancelToken, Limits, ParamError
+from tpulab.workloads.conv import CONV
+from tpulab.workloads.roofline import ROOFLINE
+from tpulab.workloads.roofline_kernels import MIB, Kernel, kernels_of, measure, sizes_of
+
+from .helpers import cpu_only, json_events, make_record, run_cli
+
+CPU = Device(kind="cpu", name="test CPU")
+TINY = {**ROOFLINE.preset("smoke"), "device": "cpu", "backend": "jax", "dtypes": "float32"}
+
+
+def render(renderable, width: int = 80) -> str:
+    console = Console(width=width, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+# --- units on known inputs --------------------------------------------------------------------
+def test_kernel_work_is_counted_in_flops_and_bytes_read_and_written():
+    m = Kernel("matmul", "float32", 64)
+    assert m.flops == 2 * 64**3 and m.bytes == 3 * 64 * 64 * 4
+    assert Kernel("matmul", "bfloat16", 64).bytes == 3 * 64 * 64 * 2
+    c = Kernel("copy", "float32", 4)
+    assert c.bytes == 2 * 4 * MIB and c.elements() == MIB  # 4 MiB of float32 read, and written again
+    assert kernel_intensity(kernel_figures([step_of(m, 1e-3)])[0]) == pytest.approx(2 * 64 / (3 * 4))
+
+
+def step_of(k: Kernel, seconds: float, warmup: bool = False, i: int = 1) -> Step:
+    return Step(step=i, seconds=seconds, warmup=warmup, phase=k.kind, kernel=k.to_json())
+
+
+def test_rates_from_known_times():
+    m64, m32, copy = Kernel("matmul", "float32", 64), Kernel("matmul", "float32", 32), Kernel("copy", "float32", 4)
+    steps = [step_of(m32, 5.0, warmup=True), step_of(m32, 1e-4), step_of(m32, 3e-4), step_of(m32, 2e-4),
+             step_of(m64, 1e-3), step_of(copy, 2e-3)]
+    figures = {(f.kind, f.size): f for f in kernel_figures(steps)}
+    assert figures["matmul", 32].median_s == pytest.approx(2e-4) and figures["matmul", 32].count == 3
+    assert figures["matmul", 32].flops_per_s == pytest.approx(2 * 32**3 / 2e-4)  # the warm-up left out
+    assert figures["matmul", 64].flops_per_s == pytest.approx(524_288 / 1e-3)  # 524.288 MFLOP/s
+    assert figures["copy", 4].bytes_per_s == pytest.approx(8 * MIB / 2e-3) and figures["copy", 4].flops_per_s is None
+
+
+def test_measure_times_every_kernel_apart():
+    """Each kernel's first call is reported apart, then its warm-up, then its timed calls, in order."""
+    p = {**TINY, "min_size": 16, "max_size": 64, "iterations": 2, "warmup": 1}
+    ticks = iter(range(1000))
+    built, events = [], []
+    measure(p, lambda k: built.append(k) or (lambda: 0.0), events.append, CancelToken(),
+            clock=lambda: float(next(ticks)))
+    assert [(k.kind, k.size) for k in built] == [("matmul", 16), ("matmul", 32), ("matmul", 64), ("copy", 4)]
+    assert len(events) == ROOFLINE.total_steps(p) == 4 * (1 + 1 + 2)
+    per_kernel = [events[i:i + 4] for i in range(0, 16, 4)]
+    for k, (first, warm, *timed) in zip(built, per_kernel):
+        assert isinstance(first, Compiled) and first.phase == k.kind
+        assert warm.warmup and not any(s.warmup for s in timed)
+        assert all(s.kernel == k.to_json() and s.seconds == 1.0 for s in (warm, *timed))
+
+
+def test_the_live_chart_draws_each_matmuls_rate_by_dtype():
+    from tpulab.core.charts import ChartContext
+    from tpulab.workloads.roofline import MATMUL_GFLOPS
+
+    ctx = ChartContext(ROOFLINE, peak_flops=2e11)
+    m = Kernel("matmul", "bfloat16", 64)
+    assert MATMUL_GFLOPS.points(step_of(m, 1e-3, i=7), ctx) == [("bfloat16", 7, pytest.approx(0.524288))]
+    assert MATMUL_GFLOPS.points(step_of(m, 1e-3, warmup=True), ctx)[0][0] == "bfloat16 warm-up"
+    assert MATMUL_GFLOPS.points(step_of(Kernel("copy", "float32", 4), 1e-3), ctx) == []
+    assert MATMUL_GFLOPS.lines(ctx) == {"peak": 200.0}
+
+
+def feed(rec: RunRecorder, events: list[Event]) -> RunRecord:
+    for e in events:
+        rec.feed(e)
+    rec.finish("finished")
+    return rec.record()
+
+
+def roofline_record(tmp_path, matmul_s: dict[int, float], copy_s: float, ceilings: Ceilings | None = None,
+                    dtype: str = "float32", copy_mib: int = 4) -> RunRecord:
+    """A roofline record built the way a run builds it: its events fed to the recorder."""
+    sizes = sorted(matmul_s)
+    p = {**TINY, "min_size": sizes[0], "max_size": sizes[-1], "dtypes": dtype, "copy_mib": copy_mib}
+    rec = RunRecorder(RunSpec(ROOFLINE, p, "jax", "asked for", "cpu"), cpu_only(tmp_path), ceilings)
+    events: list[Event] = [Started(workload="roofline", device=CPU, dtype=dtype, flops_per_step=None,
+                                   steps_total=ROOFLINE.total_steps(p), per_replica_batch=0)]
+    for n in sizes:
+        events += [Compiled(seconds=1.0), *(step_of(Kernel("matmul", dtype, n), matmul_s[n]) for _ in range(3))]
+    events += [Compiled(seconds=1.0), *(step_of(Kernel("copy", "float32", copy_mib), copy_s) for _ in range(3))]
+    return feed(rec, events)
+
+
+def test_the_summary_headline_is_the_best_matmul_and_the_copy(tmp_path):
+    r = roofline_record(tmp_path, {32: 1e-4, 64: 4e-4}, copy_s=1e-3)
+    s = r.summary
+    assert s.gflops_per_s == pytest.approx(2 * 64**3 / 4e-4 / 1e9)  # n=64 (1.3 GFLOP/s) beats n=32
+    assert s.gbytes_per_s == pytest.approx(8 * MIB / 1e-3 / 1e9)
+    assert s.compile_seconds == pytest.approx(3.0)  # every kernel's first call, added up
+    assert s.step_seconds is not None and s.step_seconds.median == pytest.approx(4e-4)  # the best kernel's
+    assert s.ceiling_flops is None and not s.flags  # no ceiling before the first roofline
+    text = render(summary_table(r))
+    assert "matmul float32" in text and "n=32 655.4 MFLOP/s, n=64 1.3 GFLOP/s" in text
+    assert "8.4 GB/s" in text and "no measured ceiling yet" in text
+
+
+# --- the ceilings: kept, replaced, and judging later runs --------------------------------------
+def test_a_later_larger_roofline_replaces_a_smaller_ones_ceiling(tmp_path):
+    small = roofline_record(tmp_path, {32: 1e-5, 64: 1e-4}, copy_s=1e-3)  # 5.2 GFLOP/s at n=64
+    large = roofline_record(tmp_path, {64: 1e-3, 128: 2e-3}, copy_s=4e-3, copy_mib=64)  # 2.1 GFLOP/s at n=128
+    later_small = roofline_record(tmp_path, {32: 1e-6, 64: 1e-5}, copy_s=1e-4)  # faster, but smaller
+    small.started_at, large.started_at, later_small.started_at = "2026-01-01", "2026-01-02", "2026-01-03"
+    kept = Ceilings([later_small, small, large])
+    c = kept.flops(CPU, "float32")
+    assert c is not None and c.run_id == large.id and c.size == 128
+    assert c.value == pytest.approx(2 * 128**3 / 2e-3)
+    bw = kept.bandwidth(CPU)
+    assert bw is not None and bw.run_id == large.id and bw.value == pytest.approx(128 * MIB / 4e-3)
+    assert kept.flops(CPU, "bfloat16") is None and kept.flops(Device(kind="cpu", name="other"), "float32") is None
+    assert f"roofline run {large.short_id}, jax, n=128" == c.source()
+
+
+def test_equal_rooflines_keep_the_best_and_failed_ones_count_for_nothing(tmp_path):
+    slow = roofline_record(tmp_path, {64: 1e-3}, copy_s=1e-3)
+    fast = roofline_record(tmp_path, {64: 1e-4}, copy_s=1e-3)
+    failed = roofline_record(tmp_path, {64: 1e-6}, copy_s=1e-6)
+    failed.status = "failed"
+    fast.started_at, slow.started_at = "2026-01-01", "2026-01-02"
+    c = Ceilings([fast, slow, failed]).flops(CPU, "float32")
+    assert c is not None and c.run_id == fast.id
+
+
+def test_a_later_run_shows_its_share_of_the_ceiling_and_its_bound(tmp_path):
+    roof = roofline_record(tmp_path, {64: 1e-4}, copy_s=1e-3)  # 5.24 GFLOP/s; 8.39 GB/s: ridge 0.625 FLOP/byte
+    kept = Ceilings([roof])
+    run = conv_record(tmp_path, kept, flops=1e9, seconds=0.5, nbytes=1e8)  # 2 GFLOP/s, 10 FLOP/byte
+    s = run.summary
+    assert s.ceiling_fraction == pytest.approx(2e9 / (2 * 64**3 / 1e-4))
+    assert s.ceiling_source == f"roofline run {roof.short_id}, jax, n=64"
+    assert s.intensity == pytest.approx(10.0) and s.bound == "compute"
+    assert conv_record(tmp_path, kept, flops=1e9, seconds=0.5, nbytes=1e10).summary.bound == "memory"
+    text = render(summary_table(run))
+    assert "fraction of spec peak" in text and "fraction of ceiling" in text and "38.1% of the measured ceiling 5.2 GFLOP/s" in text
+    assert "10.00 FLOP/byte (XLA's count): compute-bound" in text
+    unknown = make_record()  # TensorFlow: no bytes, so no intensity and no bound, and the summary says why
+    assert unknown.summary.intensity is None and unknown.summary.bound is None
+    assert "unknown: the backend did not report the bytes" in render(summary_table(unknown))
+
+
+def conv_record(tmp_path, ceilings: Ceilings, flops: float, seconds: float, nbytes: float | None) -> RunRecord:
+    rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 8}, "jax", "asked for", "cpu"),
+                      cpu_only(tmp_path), ceilings)
+    return feed(rec, [Started(workload="conv", device=CPU, dtype="float32", flops_per_step=flops, steps_total=5,
+                              per_replica_batch=8, bytes_per_step=nbytes), Compiled(seconds=1.0),
+                      *(Step(step=i, seconds=seconds) for i in range(2, 6))])
+
+
+def test_a_run_above_the_ceiling_says_so_instead_of_a_fraction_above_100(tmp_path):
+    kept = Ceilings([roofline_record(tmp_path, {64: 1e-4}, copy_s=1e-3)])
+    fast = conv_record(tmp_path, kept, flops=1e9, seconds=0.1, nbytes=None)  # 10 GFLOP/s > 5.24
+    assert fast.summary.ceiling_fraction is None and fast.summary.has_flag("beats-ceiling")
+    assert "beats the measured ceiling 5.2 GFLOP/s" in render(summary_table(fast))
+    newer = roofline_record(tmp_path, {64: 1e-5}, copy_s=1e-4, ceilings=kept)
+    assert {"beats-ceiling", "beats-bandwidth"} <= {f.code for f in newer.summary.flags}  # the matmul and the copy
+    slow = conv_record(tmp_path, kept, flops=1e9, seconds=1.0, nbytes=None)
+    cmp = render(comparison_table(compare([slow, fast]), 80))
+    assert "ceiling" in cmp and "beats" in cmp and "19.1%" in cmp
+
+
+def test_ceilings_come_from_the_store(tmp_path):
+    store = Store(tmp_path / "results.db")
+    assert not kept_at(tmp_path / "results.db")  # no store yet: none, and none is created
+    assert not (tmp_path / "results.db").exists()
+    roof = roofline_record(tmp_path, {64: 1e-4}, copy_s=1e-3)
+    store.save(roof)
+    store.save(make_record())
+    c = kept_at(tmp_path / "results.db").flops(CPU, "float32")
+    assert c is not None and c.run_id == roof.id
+
+
+def test_the_roofline_chart_draws_the_ceilings_and_the_runs(tmp_path):
+    roof = roofline_record(tmp_path, {32: 1e-4, 64: 1e-4}, copy_s=1e-3)
+    run = conv_record(tmp_path, Ceilings([roof]), flops=1e9, seconds=0.5, nbytes=1e8)
+    plot = roofline_plot(Ceilings([roof]), [roof, run], CPU, width=78, height=16)
+    assert plot is not None and "roofline" in plot and "measured ceilings" in plot and "runs" in plot
+    assert max(Text.from_ansi(line).cell_len for line in plot.splitlines()) <= 80
+    assert roofline_plot(Ceilings([run]), [run], CPU) is None  # no roofline: no chart
+
+
+# --- parameters --------------------------------------------------------------------------------
+def test_sizes_double_and_auto_dtypes_are_the_devices(tmp_path):
+    limits = Limits.of(cpu_only(tmp_path))
+    p = ROOFLINE.resolve({"min_size": "100", "max_size": "900"}, limits)
+    assert sizes_of(p) == [100, 200, 400, 800] and p["dtypes"] == "float32"
+    assert [k.kind for k in kernels_of(p)] == ["matmul"] * 4 + ["copy"]
+    two = ROOFLINE.resolve({"dtypes": "float32+bfloat16"}, limits, "smoke")
+    assert [(k.dtype, k.size) for k in kernels_of(two)][:4] == [("float32", 16), ("float32", 32), ("float32", 64),
+                                                                ("bfloat16", 16)]
+    with pytest.raises(ParamError, match="--max-size must be at least --min-size 64"):
+        ROOFLINE.resolve({"min_size": "64", "max_size": "32"}, limits)
+    with pytest.raises(ParamError, match="--dtypes must be one of auto, float32, bfloat16, float16, float32\\+"):
+        ROOFLINE.resolve({"dtypes": "float64"}, limits)
+    with pytest.raises(ParamError, match="no GPU was found"):
+        ROOFLINE.resolve({"device": "gpu"}, limits)
+
+
+# --- real runs, tiny shapes ----------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
+def test_roofline_runs_and_a_later_run_is_shown_against_its_ceilings(backend):
+    out = run_cli("--run", "roofline", "--no-ui", "--json", "--preset", "smoke", "--backend", backend)
+    assert out.returncode == 0, out.stderr
+    result = json_events(out.stdout)[-1]
+    s = result["summary"]
+    assert result["status"] == "finished" and result["backend"] == backend
+    assert [(k["kind"], k["size"], k["count"]) for k in s["kernels"]] == [
+        ("matmul", 16, 3), ("matmul", 32, 3), ("matmul", 64, 3), ("copy", 4, 3)]
+    best = max(k["flops_per_s"] for k in s["kernels"] if k["kind"] == "matmul")
+    assert s["gflops_per_s"] == pytest.approx(best / 1e9) and s["gbytes_per_s"] > 0
+    assert 0 < s["peak_fraction"] < 1
+    later = run_cli("--run", "conv", "--no-ui", "--json", "--preset", "smoke", "--backend", backend)
+    judged = json_events(later.stdout)[-1]["summary"]
+    assert judged["ceiling_source"].startswith(f"roofline run {result['id'][:8]}, {backend}, n=")
+    assert judged["ceiling_fraction"] is not None or "beats-ceiling" in [f["code"] for f in judged["flags"]]
+    if backend == "jax":  # XLA's cost analysis gives the bytes, so the bound is known
+        assert judged["intensity"] > 0 and judged["bound"] in ("compute", "memory")
+        shown = run_cli("results", "show", json_events(later.stdout)[-1]["id"][:8])
+        assert "roofline: GFLOP/s up, FLOP/byte across" in shown.stdout, shown.stdout
+
+
+# --- the lab ------------------------------------------------------------------------------------
+async def test_the_lab_draws_the_roofline_of_the_highlighted_runs_device(tmp_path):
+    from textual.widgets import DataTable, Static
+
+    from tpulab.lab.app import TpulabApp
+
+    from .test_app import text, wait_for
+
+    store = Store(tmp_path / "r.db")
+    roof = roofline_record(tmp_path, {32: 1e-4, 64: 1e-4}, copy_s=1e-3)
+    run = conv_record(tmp_path, Ceilings([roof]), flops=1e9, seconds=0.5, nbytes=1e8)
+    run.started_at = "9999"  # newest: the first row
+    for r in (roof, run):
+        store.save(r)
+    app = TpulabApp(probe=False, db=tmp_path / "r.db", report=cpu_only(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_for(pilot, lambda: app.query_one("#results-table", DataTable).row_count == 2, 10)
+        await pilot.press("r")
+        await pilot.pause()
+        shown = text(app.query_one("#comparison", Static))
+        assert "roofline: GFLOP/s up, FLOP/byte across" in shown and "measured ceilings" in shown
+
+
+@pytest.mark.slow
+async def test_a_roofline_run_in_the_lab_ends_with_its_chart():
+    from textual.widgets import Static
+
+    from tpulab.lab.app import TpulabApp
+    from tpulab.lab.screens.run import RunPane
+
+    from .test_app import text, wait_for
+
+    params = {"min_size": 16, "max_size": 32, "copy_mib": 4, "iterations": 2, "warmup": 1, "backend": "jax",
+              "dtypes": "float32"}
+    app = TpulabApp(probe=False, workload="roofline", params=params)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: len(app.records) > 0)
+        record = app.records[0]
+        assert record.status == "finished" and [k.size for k in record.summary.kernels] == [16, 32, 4]
+        await pilot.pause(0.5)
+        shown = text(app.query_one(RunPane).query_one("#run-summary", Static))
+        assert "matmul float32" in shown and "roofline: GFLOP/s up, FLOP/byte across" in shown
+        live = app.query_one(RunPane).chart("GFLOP/s of each matmul")
+        assert live is not None and len(live.points("float32")) == 4  # 2 sizes x 2 timed calls

@@ -1,0 +1,115 @@
+"""The measured ceilings in words and as a roofline chart, shared by the CLI and the lab.
+
+The chart is log-log: arithmetic intensity (FLOP per byte) across, FLOP/s up; the memory roof
+(bandwidth x intensity) rises to the ridge, where the compute ceiling takes over. Each run whose
+intensity is known is a point; a roofline run's matmuls are points at their own intensity.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from rich.text import Text
+
+from tpulab.core import fmt
+from tpulab.core.ceilings import Ceilings, kernel_intensity
+from tpulab.core.events import Device, RunRecord, Summary
+
+def ceiling_text(s: Summary, dtype: str | None = None) -> str:
+    """'39.2% of the measured ceiling 138.0 GFLOP/s (roofline run ..., jax, n=1024)'."""
+    if s.has_flag("beats-ceiling"):
+        return f"beats the measured ceiling {fmt.rate(s.ceiling_flops, 'FLOP/s')} (see the flag)"
+    if s.ceiling_flops is None:
+        flag = f" --dtypes {dtype}" if dtype and dtype != "float32" else ""
+        return f"no measured ceiling yet for {dtype or 'this dtype'}: run `tpulab --run roofline{flag}` on this device"
+    return f"{fmt.percent(s.ceiling_fraction)} of the measured ceiling {fmt.rate(s.ceiling_flops, 'FLOP/s')} " \
+           f"({s.ceiling_source})"
+
+
+def ceiling_cell(s: Summary) -> str:
+    """A comparison's cell: '39.2%', 'beats', or '-'."""
+    return "beats" if s.has_flag("beats-ceiling") else fmt.percent(s.ceiling_fraction)
+
+
+def intensity_text(s: Summary) -> str | None:
+    """'12.3 FLOP/byte (XLA's count): compute-bound (ridge 8.1)', why it is unknown, or None (a roofline)."""
+    if s.kernels:
+        return None  # a roofline's kernels are the chart's points, each at its own intensity
+    if s.intensity is None:
+        return ("unknown: the backend did not report the bytes a step accesses (XLA's cost analysis does, "
+                "for conv on JAX)")
+    if s.bound is None:
+        return f"{s.intensity:.2f} FLOP/byte (XLA's count); bound unknown until a roofline measures both ceilings"
+    ridge = (s.ceiling_flops or 0) / (s.bandwidth or 1)
+    return f"{s.intensity:.2f} FLOP/byte (XLA's count): {s.bound}-bound (ridge {ridge:.2f} FLOP/byte)"
+
+
+def kernel_rows(s: Summary) -> list[tuple[str, str]]:
+    """A roofline's figures: a row per matmul dtype (every size) and the copy."""
+    rows = []
+    for dtype in dict.fromkeys(k.dtype for k in s.kernels if k.kind == "matmul"):
+        ks = [k for k in s.kernels if k.kind == "matmul" and k.dtype == dtype]
+        rows.append((f"matmul {dtype}", ", ".join(f"n={k.size} {fmt.rate(k.flops_per_s, 'FLOP/s')}" for k in ks)))
+    for k in s.kernels:
+        if k.kind == "copy":
+            rows.append((f"copy {k.size} MiB", f"{fmt.rate(k.bytes_per_s, 'B/s')} read and written "
+                                               f"(median {fmt.seconds(k.median_s)})"))
+    return rows
+
+
+def points(records: Iterable[RunRecord], device: Device) -> list[tuple[str, float, float]]:
+    """(label, intensity, FLOP/s) of each run on `device` whose intensity is known, and each roofline matmul."""
+    out = []
+    for r in records:
+        if r.device is None or (r.device.kind, r.device.name) != (device.kind, device.name):
+            continue
+        s = r.summary
+        if s.kernels:
+            out += [(f"{r.short_id} {k.dtype}", kernel_intensity(k), k.flops_per_s) for k in s.kernels
+                    if k.kind == "matmul" and k.flops_per_s]
+        elif s.intensity and s.gflops_per_s:
+            out.append((f"{r.short_id} {r.workload}", s.intensity, s.gflops_per_s * 1e9))
+    return out
+
+
+def roofline_plot(ceilings: Ceilings, records: Iterable[RunRecord], device: Device, width: int = 78,
+                  height: int = 20) -> str | None:
+    """The roofline of `device` as text (plotext), or None when no roofline measured both its ceilings."""
+    import plotext as plt
+
+    top = max((c for (kind, name, dtype), c in ceilings.kept.items()
+               if (kind, name) == (device.kind, device.name) and dtype != "memory"),
+              key=lambda c: c.value, default=None)
+    bw = ceilings.bandwidth(device)
+    if top is None or bw is None:
+        return None
+    pts = points(records, device)
+    ridge = top.value / bw.value
+    xs = [p[1] for p in pts] + [ridge]
+    lo, hi = min(xs) / 4, max(xs) * 4
+    plt.clf()
+    plt.plotsize(width, height)
+    plt.xscale("log")
+    plt.yscale("log")
+    roof_x = [lo, ridge, hi]
+    g = 1e-9  # drawn in GFLOP/s: plotext writes its ticks in full
+    plt.plot(roof_x, [bw.value * lo * g, top.value * g, top.value * g], label="measured ceilings", marker="braille")
+    for dtype, color in (("float32", "cyan"), ("bfloat16", "magenta"), ("float16", "yellow")):
+        c = ceilings.flops(device, dtype)
+        if c is not None and c is not top:
+            plt.plot([c.value / bw.value, hi], [c.value * g, c.value * g], label=f"{dtype} ceiling", color=color)
+    if pts:
+        plt.scatter([p[1] for p in pts], [p[2] * g for p in pts], label="runs", marker="*", color="red")
+    plt.title(f"roofline: GFLOP/s up, FLOP/byte across, {device.label(short=True)}")
+    plt.theme("clear")
+    return str(plt.build())
+
+
+def roofline_view(records: Iterable[RunRecord], device: Device, width: int, height: int = 20) -> Text:
+    """The device's roofline with every kept run on it (each once), or why there is none."""
+    unique = list({r.id: r for r in records}.values())
+    plot = roofline_plot(Ceilings(unique), unique, device, width=min(width, 100) - 1, height=height)
+    if plot is None:
+        return Text(f"no roofline chart: no roofline run measured both ceilings of {device.label()} "
+                    "(`tpulab --run roofline`)", style="dim")
+    return Text.from_ansi(plot)

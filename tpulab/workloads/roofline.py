@@ -1,0 +1,116 @@
+"""The roofline: what this device can actually do, measured, so runs are judged against it.
+
+A spec peak is a guess on a VM (the reported clock times a boost allowance) and an upper bound
+everywhere: well-tuned matmuls reach 80-90% of it. The roofline times the two ceilings a run
+meets: a matrix product over a doubling range of sizes in each dtype the device has (FLOP/s),
+and a copy of an array much larger than the last-level cache (bytes read and written per
+second). Its best figures become the device's measured ceilings (see `tpulab.core.ceilings`).
+
+How each kernel is timed: `tpulab.workloads.roofline_kernels`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tpulab.core.charts import GFLOPS, Chart, ChartContext, Point, step_time
+from tpulab.core.events import Event, Step
+from tpulab.workloads.base import BACKEND, DEVICE, Limits, ParamError, Params, ParamSpec, Runner, Workload
+from tpulab.workloads.roofline_kernels import COPY_DTYPE, DTYPE_CHOICES, dtypes_of, kernels_of, sizes_of
+
+PARAMS = (
+    ParamSpec("min_size", int, 256, "smallest matrix side n of the n x n matmul", 1, 65536, term="roofline"),
+    ParamSpec("max_size", int, 2048, "largest matrix side: sizes double from --min-size up to it", 1, 65536,
+              term="roofline"),
+    ParamSpec("dtypes", str, "auto", "matmul number formats, joined by +, or auto: those the device has fast "
+              "units for (the first is the headline)", options=DTYPE_CHOICES, term="precision"),
+    ParamSpec("copy_mib", int, 256, "array the memory kernel reads and writes, in MiB (at least 4x the last-level cache)",
+              1, 65536, unit="MiB", term="roofline"),
+    ParamSpec("iterations", int, 10, "timed calls per kernel and size", 1, 100000),
+    ParamSpec("warmup", int, 2, "calls per kernel after its first, left out of the statistics", 0, 1000,
+              term="warm-up"),
+    DEVICE,
+    BACKEND,
+    ParamSpec("seed", int, 0, "seed of the random matrices", 0, 2**31 - 1, advanced=True, tunes=False),
+)
+
+
+def matmul_gflops(e: Event, ctx: ChartContext) -> list[Point]:
+    """Each matmul call's GFLOP/s, a series per dtype (the copy has no FLOPs worth drawing)."""
+    k = e.kernel if isinstance(e, Step) else None
+    if not isinstance(e, Step) or k is None or k["kind"] != "matmul" or e.seconds <= 0:
+        return []
+    return [(k["dtype"] + (" warm-up" if e.warmup else ""), e.step, k["flops"] / e.seconds / 1e9)]
+
+
+MATMUL_GFLOPS = Chart("GFLOP/s of each matmul", matmul_gflops, GFLOPS.lines)
+
+
+def _tensorflow() -> Runner:
+    from tpulab.workloads.roofline_tf import run
+
+    return run
+
+
+def _jax() -> Runner:
+    from tpulab.workloads.roofline_jax import run
+
+    return run
+
+
+class Roofline(Workload):
+    name = "roofline"
+    title = "Roofline: measured ceilings"
+    summary = ("The device's two ceilings, measured: matmul FLOP/s over doubling sizes in each dtype, and the "
+               "bytes per second of a large copy. Every later run is shown against them.")
+    params = PARAMS
+    presets = {
+        "smoke": {"min_size": 16, "max_size": 64, "copy_mib": 4, "iterations": 3, "warmup": 1},
+        "default": {},
+        "large": {"min_size": 1024, "max_size": 16384, "copy_mib": 1024},
+    }
+    unit = "call"
+    charts = (step_time("call"), MATMUL_GFLOPS)
+    runners = {"tensorflow": _tensorflow, "jax": _jax}
+
+    def flops_per_step(self, p: Params) -> float | None:
+        return None  # each kernel says its own (the steps carry it)
+
+    def total_steps(self, p: Params) -> int:
+        return len(kernels_of(p)) * (1 + p["warmup"] + p["iterations"])
+
+    def compute_dtype(self, p: Params) -> str:
+        return dtypes_of(p)[0]
+
+    def batch_size(self, p: Params) -> int:
+        return 0  # no examples: figures are FLOP/s and bytes/s
+
+    def replicas(self, p: Params) -> int:
+        return 1
+
+    def shorten(self, p: Params, steps: int) -> Params:
+        return {**p, "iterations": steps}
+
+    def resolve(self, values: Mapping[str, Any], limits: Limits, preset: str | None = None) -> Params:
+        """auto dtypes become the chosen device's, so the record says which were measured."""
+        p = super().resolve(values, limits, preset)
+        if p["dtypes"] == "auto":
+            p["dtypes"] = "+".join(dtypes_of(p, limits.device_for(p["device"])))
+        return p
+
+    def check(self, p: Params, limits: Limits) -> None:
+        device = limits.device_for(p["device"])
+        if limits.max_shards.get(device, 0) < 1:
+            raise ParamError("device", f"--device {device}: no {device.upper()} was found on this machine "
+                             "(see `tpulab doctor`)")
+        if p["min_size"] > p["max_size"]:
+            raise ParamError("max_size", f"--max-size must be at least --min-size {p['min_size']} "
+                             f"(got {p['max_size']})")
+
+    def describe_data(self, p: Params) -> str:
+        sizes = sizes_of(p)
+        return (f"random {p['dtypes']} matrices n={sizes[0]}..{sizes[-1]} (seed {p['seed']}) and a "
+                f"{p['copy_mib']} MiB {COPY_DTYPE} array, held on the device")
+
+
+ROOFLINE = Roofline()

@@ -1,0 +1,123 @@
+"""The roofline's kernels and how each is timed: shared by the declaration and both runners.
+
+Each kernel is timed on its own: its first call (trace and compile) is reported apart, then
+`warmup` calls left out, then `iterations` timed calls, each waiting for a value that depends on
+the kernel's output. Every step carries its kernel (kind, dtype, size, FLOPs and bytes per call),
+so the record keeps the figures of every size. No framework is imported here.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from tpulab.core.events import Compiled, Step
+from tpulab.workloads.base import CancelToken, Params, Sink, Workload
+
+if TYPE_CHECKING:
+    from tpulab.backends import Placement, Runtime
+
+DTYPES = ("float32", "bfloat16", "float16")
+# "auto": the dtypes each kind of device has fast units for (a CPU's bfloat16 is mostly converted float32)
+DEVICE_DTYPES = {"cpu": ("float32",), "gpu": ("float32", "bfloat16", "float16"), "tpu": ("bfloat16", "float32")}
+COPY_DTYPE = "float32"
+MIB = 1 << 20
+# what --dtypes accepts: "+" joins dtypes (a sweep's commas separate its points)
+DTYPE_CHOICES = ("auto", *DTYPES, *("+".join(ds) for ds in DEVICE_DTYPES.values() if len(ds) > 1), "float32+bfloat16")
+
+@dataclass(frozen=True)
+class Kernel:
+    """One timed kernel: a matmul of side `size`, or a copy of `size` MiB; its work per call."""
+
+    kind: str  # matmul, copy
+    dtype: str
+    size: int
+
+    @property
+    def itemsize(self) -> int:
+        return 4 if self.dtype == "float32" else 2
+
+    @property
+    def flops(self) -> float:
+        """2 n^3 for a matmul (a multiply and an add per term); one operation per element for the copy."""
+        return 2.0 * self.size**3 if self.kind == "matmul" else self.size * MIB / self.itemsize
+
+    @property
+    def bytes(self) -> float:
+        """The least traffic: both operands read and the product written once; the copy read and written."""
+        return 3.0 * self.size**2 * self.itemsize if self.kind == "matmul" else 2.0 * self.size * MIB
+
+    def elements(self) -> int:
+        return self.size * MIB // self.itemsize
+
+    def label(self) -> str:
+        return f"matmul {self.dtype} n={self.size}" if self.kind == "matmul" else f"copy {self.size} MiB"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "flops": self.flops, "bytes": self.bytes}
+
+
+def dtypes_of(p: Params, device: str = "cpu") -> tuple[str, ...]:
+    """The matmul dtypes: as given, or the device's for auto (unresolved auto: the CPU's)."""
+    if p["dtypes"] == "auto":
+        return DEVICE_DTYPES.get(device, ("float32",))
+    return tuple(str(p["dtypes"]).split("+"))
+
+
+def sizes_of(p: Params) -> list[int]:
+    sizes, n = [], int(p["min_size"])
+    while n <= p["max_size"]:
+        sizes.append(n)
+        n *= 2
+    return sizes
+
+
+def kernels_of(p: Params) -> list[Kernel]:
+    """Every kernel a run times, in order: the matmuls by dtype and size, then the copy."""
+    return ([Kernel("matmul", d, n) for d in dtypes_of(p) for n in sizes_of(p)]
+            + [Kernel("copy", COPY_DTYPE, int(p["copy_mib"]))])
+
+
+Call = Callable[[], Any]  # runs a kernel once and returns when its whole output is computed
+
+
+def measure(p: Params, build: Callable[[Kernel], Call], sink: Sink, cancel: CancelToken,
+            clock: Callable[[], float] = time.perf_counter) -> None:
+    """Time every kernel: its first call as `Compiled`, then warm-up and timed calls as `Step`s.
+
+    `build` makes a kernel's inputs on the device and returns its call; the inputs of one kernel
+    are dropped before the next is built.
+    """
+    done = 0
+    for kernel in kernels_of(p):
+        call = build(kernel)
+        for i, warm in enumerate(_calls(p)):
+            t0 = clock()
+            call()
+            seconds = clock() - t0
+            done += 1
+            if i == 0:
+                sink(Compiled(seconds=seconds, phase=kernel.kind))
+            else:
+                sink(Step(step=done, seconds=seconds, warmup=warm, phase=kernel.kind, kernel=kernel.to_json()))
+            if cancel.is_set():
+                return
+        del call
+
+
+def _calls(p: Params) -> Iterator[bool]:
+    """Whether each call of one kernel is warm-up: the first call, the warm-up calls, then the timed ones."""
+    yield True
+    yield from [True] * p["warmup"]
+    yield from [False] * p["iterations"]
+
+
+def placed(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> tuple[Params, Placement]:
+    """Say `Started` (through the workload contract) and return the parameters, auto dtypes made the
+    device's (a sweep's point arrives unresolved), and where the kernels run."""
+    if p["dtypes"] == "auto":
+        kind = runtime.place(p.get("device", "auto"), 1).kind
+        p = {**p, "dtypes": "+".join(DEVICE_DTYPES.get(kind, ("float32",)))}
+    placement, _ = w.begin(p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"])
+    return p, placement
