@@ -15,10 +15,12 @@ TIME, EXAMPLES, GFLOPS = "time", "examples/s", "GFLOP/s"
 
 @dataclass(frozen=True)
 class Work:
-    """What one step of a run did: its FLOPs (None: unknown) and its examples."""
+    """What one step of a run did: its FLOPs (None: unknown) and its examples, on which model (a user's
+    model by its identity; None for a workload's own)."""
 
     flops: float | None
     examples: int | None
+    model: str | None = None
 
     @property
     def per_example(self) -> float | None:
@@ -39,6 +41,10 @@ class Basis:
 def basis(works: Sequence[Work]) -> Basis:
     if len(set(works)) <= 1:
         return Basis(TIME, "the same work per step")
+    if len({w.model for w in works}) > 1:  # another model is never the same work, whatever its FLOPs
+        if all(w.flops for w in works):
+            return Basis(GFLOPS, "the models differ")
+        return Basis(EXAMPLES, "the models differ and their work is not known for every run")
     per_example = {w.per_example for w in works}
     if len(per_example) == 1:
         return Basis(EXAMPLES, "the work per step differs, the work per example does not")

@@ -71,6 +71,7 @@ class Started(Event):
     backend: str = ""  # the worker names it
     note: str | None = None  # e.g. why auto fell back to the CPU
     dataset: str | None = None  # what the inputs are and where they live
+    model: dict[str, Any] | None = None  # what the worker learnt of the model it built (its parameter count)
 
     def __post_init__(self) -> None:
         if isinstance(self.device, Mapping):
@@ -95,7 +96,7 @@ class Step(Event):
     examples_per_s: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     value: float | None = None  # the checksum that was fetched (conv)
-    phase: str = ""
+    phase: str = ""  # "train", "predict" (the inference phase); "" for a workload with one phase
     host_seconds: list[float] | None = None  # per host, when several processes share the step
 
 
@@ -171,6 +172,12 @@ class Summary:
     peak_source: str | None = None
     peak_fraction: float | None = None
     examples_per_s: float | None = None
+    throughput: float | None = None  # examples/s in the workload's own unit (`throughput_unit`: tokens/s...)
+    throughput_unit: str = "examples/s"
+    mfu: float | None = None  # model FLOPs utilisation: the model's FLOPs by formula, as a fraction of peak
+    inference_compile_seconds: float | None = None  # the inference phase (predict), timed apart from training
+    inference_step_seconds: Stats | None = None
+    inference_throughput: float | None = None  # in `throughput_unit`
     final_metrics: dict[str, float] | None = None
     validation: dict[str, float] | None = None
     flags: list[Flag] = field(default_factory=list)
@@ -179,6 +186,8 @@ class Summary:
     def __post_init__(self) -> None:
         if isinstance(self.step_seconds, Mapping):
             self.step_seconds = _known(Stats, self.step_seconds)
+        if isinstance(self.inference_step_seconds, Mapping):
+            self.inference_step_seconds = _known(Stats, self.inference_step_seconds)
         self.flags = [f if isinstance(f, Flag) else _known(Flag, f) for f in self.flags]
 
     @property

@@ -65,7 +65,8 @@ def backend_short(name: str) -> str:
 
 def list_row(record: RunRecord) -> tuple[str, ...]:
     """A run in one line of a listing (the CLI's and the lab's): LIST_COLUMNS, short enough for 80 columns."""
-    workload = record.workload if len(record.workload) <= 8 else record.workload[:7] + "…"
+    name = str(record.model.get("name") or record.workload) if record.model else record.workload
+    workload = name if len(name) <= 8 else name[:7] + "…"
     return (record.short_id, record.started_at[5:16].replace("T", " "), workload, record.status,
             record.device_label(short=True), backend_short(record.backend),
             str(record.batch or "-"), seconds(record.median), percent(record.summary.peak_fraction))

@@ -273,7 +273,11 @@ def row(r: RunRecord) -> dict[str, Any]:
         "per_replica_batch": r.per_replica_batch, "compile_s": s.compile_seconds,
         "median_s": st.median if st else None, "p10_s": st.p10 if st else None, "p90_s": st.p90 if st else None,
         "count": st.count if st else None, "examples_per_s": s.examples_per_s, "gflops_per_s": s.gflops_per_s,
-        "peak_fraction": s.peak_fraction,
+        "peak_fraction": s.peak_fraction, "mfu": s.mfu, "throughput": s.throughput,
+        "throughput_unit": s.throughput_unit, "inference_throughput": s.inference_throughput,
+        "inference_median_s": s.inference_step_seconds.median if s.inference_step_seconds else None,
+        "model": (r.model or {}).get("name"), "model_sha256": (r.model or {}).get("sha256"),
+        "model_parameters": (r.model or {}).get("parameters"),
         **{column: figures.get(key) for column, key in _metric_columns()},
         "dataset": r.dataset, "sweep": r.sweep, "flags": [f.code for f in s.flags], "params": r.params,
     }
@@ -334,7 +338,7 @@ def compare(records: list[RunRecord]) -> Comparison:
     workloads = {r.workload for r in records}
     if len(workloads) > 1:
         raise StoreError(f"compare runs of one workload (found {', '.join(sorted(workloads))})")
-    found = basis([Work(r.summary.flops_per_step, r.batch) for r in records])
+    found = basis([Work(r.summary.flops_per_step, r.batch, model_key(r)) for r in records])
     by = found.by
     if by == TIME:
         header = "speedup = the first run's median time / this run's"
@@ -349,7 +353,14 @@ def compare(records: list[RunRecord]) -> Comparison:
     warnings += [f"run {r.short_id} is {r.status}: its figures cover only what completed"
                  for r in records if r.status != "finished"]
     warnings += [f"run {r.short_id} used synthetic data" for r in records if r.synthetic]
+    if len({model_key(r) for r in records}) > 1:
+        warnings.append("the models differ: " + " vs ".join(model_key(r) or "-" for r in records))
     return Comparison(records[0].workload, list(records), speedups, by, f"{records[0].workload}: {header}", warnings)
+
+
+def model_key(r: RunRecord) -> str | None:
+    """What makes a user's model that model: its name and the hash of its file (None for built-in workloads)."""
+    return f"{r.model.get('name')}@{r.model.get('sha256')}" if r.model else None
 
 
 def differing(records: Iterable[RunRecord]) -> list[str]:

@@ -195,7 +195,8 @@ def main(argv: list[str]) -> int:
     except Exception as e:  # noqa: BLE001 - reported as the run's failure, with its traceback on stderr
         traceback.print_exc()
         where = f"process {cluster.process_id}: " if cluster is not None and cluster.process_id else ""
-        emit(Failed(error=where + _one_line(e), type=type(e).__name__))
+        said = str(e) if getattr(e, "whole", False) else _one_line(e)  # the user's traceback keeps its lines
+        emit(Failed(error=where + said, type=type(e).__name__))
         return 1
     emit(Cancelled() if cancel.is_set() else Finished())
     if cluster is not None:

@@ -89,11 +89,22 @@ def summary_table(record: RunRecord) -> Table:
         ("data", record.dataset or "-"),
         ("first call (trace+compile)", fmt.seconds(s.compile_seconds)),
         (f"steady {unit} time", fmt.spread(s.step_seconds)),
-        ("throughput", fmt.rate(s.examples_per_s, "examples/s")),
-        ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s")),
+        ("throughput", fmt.rate(s.throughput or s.examples_per_s, s.throughput_unit)),
+        ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s") if s.flops_per_step
+         else "unavailable: FLOPs unknown (no compiler cost analysis on this backend)"),
         ("fraction of peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
                              f" ({s.peak_source or 'peak unknown'})"),
     ]
+    if s.mfu is not None:
+        rows.append(("MFU", f"{fmt.percent(s.mfu)} (model FLOPs by formula / peak of {record.dtype})"))
+    if s.inference_step_seconds is not None or s.inference_compile_seconds is not None:
+        rows += [("inference first call", fmt.seconds(s.inference_compile_seconds)),
+                 ("inference step time", fmt.spread(s.inference_step_seconds)),
+                 ("inference throughput", fmt.rate(s.inference_throughput, s.throughput_unit))]
+    if record.model:
+        m = record.model
+        count = f", {m['parameters']:,} parameters" if m.get("parameters") else ""
+        rows.insert(0, ("model", f"{m.get('name')}{count}, sha256 {m.get('sha256') or '-'}"))
     if s.host_seconds:
         slowest = max(range(len(s.host_seconds)), key=lambda i: s.host_seconds[i])  # type: ignore[index]
         rows.append(("per-host step", ", ".join(f"host {i} {fmt.seconds(x)}" for i, x in enumerate(s.host_seconds))
@@ -182,10 +193,18 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
         ("batch", [str(r.batch) for r in rs]),
         ("median", [fmt.seconds(r.median) for r in rs]),
         ("p10-p90", [fmt.p10_p90(r.summary.step_seconds) for r in rs]),
-        ("throughput", [fmt.rate(r.summary.examples_per_s, "ex/s") for r in rs]),
+        ("throughput", [fmt.rate(r.summary.throughput or r.summary.examples_per_s,
+                                 r.summary.throughput_unit.replace("examples", "ex")) for r in rs]),
         ("GFLOP/s", [f"{r.summary.gflops_per_s:.1f}" if r.summary.gflops_per_s else "-" for r in rs]),
         ("peak", [fmt.percent(r.summary.peak_fraction) for r in rs]),
     ]
+    if any(r.summary.mfu is not None for r in rs):
+        cols.append(("MFU", [fmt.percent(r.summary.mfu) for r in rs]))
+    if any(r.summary.inference_throughput for r in rs):
+        cols.append(("inference", [fmt.rate(r.summary.inference_throughput, r.summary.throughput_unit
+                                            .replace("examples", "ex")) for r in rs]))
+    if any(r.model for r in rs):
+        cols.insert(1, ("model", [(r.model or {}).get("name", "-") for r in rs]))
     if headline is not None:
         cols.append((headline.label, [headline.show(r.metric(headline.key)) for r in rs]))
     cols.append(("speedup", [f"{x:.2f}x" if x else "-" for x in cmp.speedups]))

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 BUILTIN = {
     "conv": "tpulab.workloads.conv:CONV",
     "fashion-mnist": "tpulab.workloads.fashion_mnist:FASHION_MNIST",
+    "resnet50": "tpulab.workloads.resnet50:RESNET50",
+    "transformer": "tpulab.workloads.transformer:TRANSFORMER",
+    "model": "tpulab.workloads.user_model:MODEL_WORKLOAD",
 }
 
 
