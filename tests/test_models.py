@@ -3,9 +3,6 @@ user's file and each way it can be wrong, on tiny shapes in real workers."""
 
 from __future__ import annotations
 
-import json
-import sqlite3
-
 import pytest
 
 from tpulab.core.basis import EXAMPLES, GFLOPS, Work, basis
@@ -188,8 +185,8 @@ def test_a_users_model_end_to_end_on_jax_with_2_shards(tmp_path):
     dense = 2 * (64 * 256 + 256 * 256 + 256 * 10) * 8
     assert 3 * dense <= out["summary"]["flops_per_step"] < 5 * dense
     assert out["summary"]["mfu"] is None and out["summary"]["peak_fraction"] > 0
-    kept = json.loads(sqlite3.connect(db).execute("select json from runs").fetchone()[0])
-    assert kept["model"]["name"] == "mlp:build" and kept["model"]["sha256"]
+    [kept] = Store(db).records()
+    assert kept.model["name"] == "mlp:build" and kept.model["sha256"] and kept.model["parameters"] == 85_002
     listing = run_cli("results", "list", "--db", str(db), timeout=60)
     assert "mlp:bui…" in listing.stdout
 

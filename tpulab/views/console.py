@@ -102,9 +102,9 @@ def summary_table(record: RunRecord) -> Table:
                  ("inference step time", fmt.spread(s.inference_step_seconds)),
                  ("inference throughput", fmt.rate(s.inference_throughput, s.throughput_unit))]
     if record.model:
-        m = record.model
-        count = f", {m['parameters']:,} parameters" if m.get("parameters") else ""
-        rows.insert(0, ("model", f"{m.get('name')}{count}, sha256 {m.get('sha256') or '-'}"))
+        ident = record.model
+        count = f", {ident['parameters']:,} parameters" if ident.get("parameters") else ""
+        rows.insert(0, ("model", f"{ident.get('name')}{count}, sha256 {ident.get('sha256') or '-'}"))
     if s.host_seconds:
         slowest = max(range(len(s.host_seconds)), key=lambda i: s.host_seconds[i])  # type: ignore[index]
         rows.append(("per-host step", ", ".join(f"host {i} {fmt.seconds(x)}" for i, x in enumerate(s.host_seconds))

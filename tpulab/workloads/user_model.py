@@ -119,7 +119,7 @@ class UserModel(KerasWorkload):
     }
     metrics = ()
     charts = (STEP_TIME, THROUGHPUT, GFLOPS, METRICS)
-    how = ("precision",)
+    how = ("precision", MODEL)  # another function is another configuration to an estimate
 
     def flops_per_step(self, p: Params) -> float | None:
         return None  # the compiler's count, measured in the worker where there is one
@@ -127,9 +127,6 @@ class UserModel(KerasWorkload):
     def check(self, p: Params, limits: Limits) -> None:
         super().check(p, limits)
         target(p[MODEL])
-
-    def configuration(self, p: Params) -> dict[str, Any]:
-        return {**super().configuration(p), "model": self.model_info(p)}
 
     def model_info(self, p: Params) -> dict[str, Any] | None:
         """The file (or module) and function, and a hash of the file: another model is never the same work."""
