@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tpulab.core.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
-from tpulab.workloads.base import (BACKEND, DEVICE, PRECISION, SHARDS, Limits, ParamError, Params, ParamSpec,
-                                   batch_size)
+from tpulab.workloads.base import (BACKEND, DEVICE, PRECISION, SHARDS, Limits, Metric, ParamError, Params,
+                                   ParamSpec, batch_size)
 from tpulab.workloads.keras import KerasWorkload
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
 
@@ -117,7 +117,7 @@ class UserModel(KerasWorkload):
     presets = {
         "smoke": {"batch_size": 8, "epochs": 1, "steps_per_epoch": 3, "predict_steps": 2},
     }
-    metrics = ()
+    metrics = (Metric("loss", "loss", higher_is_better=False, headline=True),)  # every compiled model has one
     charts = (STEP_TIME, THROUGHPUT, GFLOPS, METRICS)
     how = ("precision", MODEL)  # another function is another configuration to an estimate
 

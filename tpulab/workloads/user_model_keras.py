@@ -12,14 +12,16 @@ import importlib.util
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import keras
 import numpy as np
 
 from tpulab.core.errors import TpulabError, UserCodeError
 from tpulab.workloads.data import Dataset
-from tpulab.workloads.user_model import Target
+
+if TYPE_CHECKING:
+    from tpulab.workloads.user_model import Target
 
 TPULAB = str(Path(__file__).resolve().parent.parent)
 GIVEN: dict[int, tuple[Any, Any]] = {}  # id(model) -> the (x, y) the user's function returned with it
