@@ -227,3 +227,26 @@ def test_a_users_failing_code_is_their_traceback_or_one_line(tmp_path, name, say
     error = result(r.stdout)["error"]
     assert all(line in error for line in says), error
     assert "tpulab/" not in error  # their frames only
+
+
+async def test_the_labs_form_takes_a_models_path(tmp_path):
+    from textual.widgets import Static
+
+    from tpulab.lab.app import TpulabApp
+    from tpulab.lab.widgets.param_form import ParamForm
+
+    from .helpers import cpu_only
+    from .test_app import SIZE, text, type_into
+
+    app = TpulabApp(probe=False, workload="model", report=cpu_only(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        form = app.query_one(ParamForm)
+        assert form.params is None and "--model is required" in text(app.query_one("#error-model", Static))
+        await type_into(pilot, app, "model", "examples/models/mlp.py:nope")
+        await pilot.pause()
+        assert form.params is None
+        assert "has no top-level function 'nope'" in text(app.query_one("#error-model", Static))
+        await type_into(pilot, app, "model", MLP)
+        await pilot.pause()
+        assert form.params is not None and form.params["model"] == MLP
