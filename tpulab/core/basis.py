@@ -16,11 +16,12 @@ TIME, EXAMPLES, GFLOPS = "time", "examples/s", "GFLOP/s"
 
 @dataclass(frozen=True)
 class Work:
-    """What one step of a run did: its FLOPs (None: unknown) and its examples."""
+    """What one step of a run did: its FLOPs (None: unknown) and its examples, on which model (a user's
+    model by its identity; None for a workload's own)."""
 
     flops: float | None
     examples: int | None
-    model: str = ""  # what did the work: runs of different models never do the same work
+    model: str | None = None  # what did the work (a workload, a user's model): different ones never do the same
 
     @property
     def per_example(self) -> float | None:
@@ -39,8 +40,10 @@ class Basis:
 
 
 def basis(works: Sequence[Work]) -> Basis:
-    if len({w.model for w in works}) > 1:
-        return Basis(EXAMPLES, "different models: not the same work")
+    if len({w.model for w in works}) > 1:  # another model is never the same work, whatever its FLOPs
+        if all(w.flops for w in works):
+            return Basis(GFLOPS, "different models: not the same work")
+        return Basis(EXAMPLES, "different models: not the same work, and theirs is not known for every run")
     if len(set(works)) <= 1:
         return Basis(TIME, "the same work per step")
     if all(w.flops and not w.examples for w in works):

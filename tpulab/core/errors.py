@@ -20,3 +20,17 @@ class UsageError(TpulabError, ValueError):
     """A bad value or combination on the command line, in the form or in an API call (exit code 2)."""
 
     exit_code = EXIT_USAGE
+
+
+class UserCodeError(TpulabError):
+    """The user's own code raised: the message is their traceback (their frames only), kept whole."""
+
+    whole = True  # a run's error keeps every line, not just the first
+
+
+def out_of_memory(e: BaseException) -> bool:
+    """Whether a framework's error says the device ran out of memory (XLA's RESOURCE_EXHAUSTED, TensorFlow's
+    ResourceExhaustedError, CUDA's out of memory)."""
+    text = f"{type(e).__name__}: {e}"
+    return any(s in text for s in ("RESOURCE_EXHAUSTED", "ResourceExhausted", "Out of memory", "out of memory",
+                                   "OOM when allocating"))

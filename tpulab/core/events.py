@@ -72,6 +72,7 @@ class Started(Event):
     note: str | None = None  # e.g. why auto fell back to the CPU
     dataset: str | None = None  # what the inputs are and where they live
     bytes_per_step: float | None = None  # memory traffic of a step, as the compiler counts it (None: unknown)
+    model: dict[str, Any] | None = None  # what the worker learnt of the model it built (its parameter count)
 
     def __post_init__(self) -> None:
         if isinstance(self.device, Mapping):
@@ -97,7 +98,7 @@ class Step(Event):
     examples_per_s: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     value: float | None = None  # the checksum that was fetched (conv)
-    phase: str = ""
+    phase: str = ""  # "train", "predict" (the inference phase); "" for a workload with one phase
     host_seconds: list[float] | None = None  # per host, when several processes share the step
     kernel: dict[str, Any] | None = None  # a run of several kernels: which one (kind, dtype, size, flops, bytes)
 
@@ -261,6 +262,12 @@ class Summary:
     peak_source: str | None = None
     peak_fraction: float | None = None
     examples_per_s: float | None = None
+    throughput: float | None = None  # examples/s in the workload's own unit (`throughput_unit`: tokens/s...)
+    throughput_unit: str = "examples/s"
+    mfu: float | None = None  # model FLOPs utilisation: the model's FLOPs by formula, as a fraction of peak
+    inference_compile_seconds: float | None = None  # the inference phase (predict), timed apart from training
+    inference_step_seconds: Stats | None = None
+    inference_throughput: float | None = None  # in `throughput_unit`
     final_metrics: dict[str, float] | None = None
     validation: dict[str, float] | None = None
     flags: list[Flag] = field(default_factory=list)
@@ -282,6 +289,8 @@ class Summary:
         if isinstance(self.telemetry, Mapping):
             self.telemetry = _known(Telemetry, self.telemetry)
         self.kernels = [k if isinstance(k, KernelFigure) else _known(KernelFigure, k) for k in self.kernels]
+        if isinstance(self.inference_step_seconds, Mapping):
+            self.inference_step_seconds = _known(Stats, self.inference_step_seconds)
         self.flags = [f if isinstance(f, Flag) else _known(Flag, f) for f in self.flags]
 
     @property

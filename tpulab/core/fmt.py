@@ -68,9 +68,9 @@ def backend_short(name: str) -> str:
 
 
 def list_row(row: RunRow) -> tuple[str, ...]:
-    """A run in one line of a listing (the CLI's and the lab's): LIST_COLUMNS."""
-    return (row.short_id, row.started_at[5:16].replace("T", " "), row.workload, row.status, row.device_short,
-            backend_short(row.backend), str(row.batch_size or "-"), seconds(row.median_s),
+    """A run in one line of a listing (the CLI's and the lab's): LIST_COLUMNS; a user's model by its name."""
+    return (row.short_id, row.started_at[5:16].replace("T", " "), row.model or row.workload, row.status,
+            row.device_short, backend_short(row.backend), str(row.batch_size or "-"), seconds(row.median_s),
             percent(row.peak_fraction))
 
 

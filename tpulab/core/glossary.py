@@ -60,4 +60,22 @@ GLOSSARY: dict[str, str] = {
                             "help, moving fewer bytes would. Above it, it is compute-bound.",
     "ceiling": "The measured ceiling: the best a roofline run achieved on this device and dtype, as opposed to "
                "the spec peak. A run above it beats the ceiling (said so, never shown as more than 100%).",
+    "MFU": "Model FLOPs utilisation: the model's FLOPs per step by its standard formula, over the step time, as a "
+           "fraction (0-1) of the device's peak for the compute dtype. For a transformer, 6 x N x tokens (N the "
+           "parameters it multiplies by: all but the embedding tables) plus the attention term 12 x layers x "
+           "width x sequence length x tokens (PaLM's formula); for ResNet-50, 3 x its forward pass counted layer "
+           "by layer. Work the hardware redoes (rematerialisation) is not counted, so MFU <= the fraction of peak.",
+    "tokens/s": "A language model's throughput: sequences per second x tokens per sequence. Training's counts "
+                "every token of every sequence of the batch.",
+    "prefill": "The forward pass over a whole prompt, all tokens at once, that precedes generation: here "
+               "`predict` over full sequences, in tokens/s. Generating token by token (decoding) is not timed.",
+    "inference": "Running a trained model forward only (Keras `predict`), after training, on batches of the same "
+                 "size: timed by the same step timer, its first call (a compile of its own) reported apart, and "
+                 "kept apart from training's figures.",
+    "images/s": "An image model's throughput: images per second, the figure tf_cnn_benchmarks and MLPerf quote.",
+    "your model": "tpulab --run model --model FILE.py:FUNCTION (or module:function): the function returns a "
+                  "compiled Keras 3 model, or (model, (x, y)) with its data. tpulab sets the batch size, steps, "
+                  "shards, precision policy (before the model is built) and backend; the optimizer, loss and "
+                  "metrics are yours. Its FLOPs come from XLA's cost analysis on JAX; elsewhere they are unknown. "
+                  "The record keeps the file, function, a hash of the file and the parameter count.",
 }

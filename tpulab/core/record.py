@@ -17,6 +17,7 @@ from tpulab.runtime.peaks import device_peak
 from tpulab.core.timing import Flag, median, sanity_flags, summarize
 from tpulab.core.spec import RunSpec
 
+PREDICT = "predict"  # the phase of a run's inference steps, summarised apart from training's
 SYNTHETIC = Flag("synthetic-data", "trained on synthetic random data: accuracy is meaningless")
 
 
@@ -54,6 +55,7 @@ class RunRecorder:
         self.status = "running"
         self.info: Started | None = None
         self.compile_seconds: float | None = None
+        self.inference_compile_seconds: float | None = None
         self.compile_steps = 0
         self.cache_hit: bool | None = None
         self.steps: list[Step] = []
@@ -69,10 +71,15 @@ class RunRecorder:
         match event:
             case Started():
                 self.info = event
-            case Compiled():  # a run of several kernels compiles each: their first calls add up
-                self.compile_seconds = (self.compile_seconds or 0.0) + event.seconds
+                if self.model is not None and event.model:  # the identity the parent knew, and the worker's count
+                    self.model = {**self.model, **event.model}
+            case Compiled():
+                if event.phase == PREDICT:
+                    self.inference_compile_seconds = event.seconds
+                else:  # a run of several kernels compiles each: their first calls add up
+                    self.compile_seconds = (self.compile_seconds or 0.0) + event.seconds
+                    self.cache_hit = event.cache_hit if self.cache_hit is None else self.cache_hit and event.cache_hit
                 self.compile_steps += event.steps
-                self.cache_hit = event.cache_hit if self.cache_hit is None else self.cache_hit and event.cache_hit
             case Step():
                 self.steps.append(event)
             case Epoch():
@@ -100,10 +107,11 @@ class RunRecorder:
     def steps_total(self) -> int | None:
         return self.info.steps_total if self.info else None
 
-    def steady_seconds(self) -> list[float]:
+    def steady_seconds(self, phase: str = "") -> list[float]:
+        """The steady step times of training (or of `phase`: PREDICT for inference)."""
         out: list[float] = []
         for s in self.steps:
-            if not s.warmup:
+            if not s.warmup and (s.phase == PREDICT) == (phase == PREDICT):
                 out.extend([s.seconds] * s.steps)
         return out
 
@@ -138,7 +146,10 @@ class RunRecorder:
         flops_per_s = flops / stats.median if stats and flops and stats.median > 0 else None
         if top is not None:  # a step is a call of the headline kernel
             flops, flops_per_s = measured.kernel_work(top)[0], top.flops_per_s
-        batch = self.workload.batch_size(self.params)
+        w = self.workload
+        batch = w.batch_size(self.params)
+        items = batch * w.items_per_example(self.params)
+        inference = summarize(self.steady_seconds(PREDICT))
         peak_fraction = flops_per_s / peak.flops if flops_per_s and peak else None
         flags = sanity_flags(peak_fraction, stats)
         if info is not None and info.synthetic:
@@ -169,6 +180,10 @@ class RunRecorder:
             peak_flops=peak.flops if peak else None, peak_source=peak.source if peak else None,
             peak_fraction=peak_fraction,
             examples_per_s=batch / stats.median if stats and batch and stats.median > 0 else None,
+            throughput=items / stats.median if stats and items and stats.median > 0 else None,
+            throughput_unit=w.throughput_unit, mfu=peak_fraction if w.model_flops else None,
+            inference_compile_seconds=self.inference_compile_seconds, inference_step_seconds=inference,
+            inference_throughput=items / inference.median if inference and items and inference.median > 0 else None,
             final_metrics=next((s.metrics for s in reversed(self.steps) if s.metrics), None),
             validation={k: v for k, v in (self.epochs[-1].metrics if self.epochs else {}).items()
                         if k.startswith("val_")} or None,

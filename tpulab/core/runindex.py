@@ -54,6 +54,7 @@ class RunRow:
     shards: int | None = _col("INTEGER", lambda r: r.device.replicas if r.device else None)
     batch_size: int | None = _col("INTEGER", lambda r: r.batch)
     sweep: str | None = _col("TEXT", lambda r: r.sweep)
+    model: str | None = _col("TEXT", lambda r: str(r.model.get("name")) if r.model else None)  # a user's model
     median_s: float | None = _col("REAL", _stat("median"))
     peak_fraction: float | None = _col("REAL", lambda r: r.summary.peak_fraction)
     gflops_per_s: float | None = _col("REAL", lambda r: r.summary.gflops_per_s)

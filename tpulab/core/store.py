@@ -426,12 +426,17 @@ def row(r: RunRecord) -> dict[str, Any]:
     return {
         "id": r.id, "workload": r.workload, "status": r.status, "started_at": r.started_at,
         "device": f"{d.kind} {d.name}" if d else "", "backend": r.backend, "dtype": r.dtype,
-        "shards": r.params.get("shards"), "batch_size": r.params.get("batch_size"),
+        "shards": d.replicas if d else None, "batch_size": r.batch,
         "per_replica_batch": r.per_replica_batch, "compile_s": s.compile_seconds,
         "median_s": st.median if st else None, "p10_s": st.p10 if st else None, "p90_s": st.p90 if st else None,
         "count": st.count if st else None, "examples_per_s": s.examples_per_s, "gflops_per_s": s.gflops_per_s,
         "peak_fraction": s.peak_fraction, "ceiling_fraction": s.ceiling_fraction, "ceiling_flops": s.ceiling_flops,
-        "intensity": s.intensity, "bound": s.bound, "gbytes_per_s": s.gbytes_per_s,
+        "intensity": s.intensity, "bound": s.bound, "gbytes_per_s": s.gbytes_per_s, "mfu": s.mfu,
+        "throughput": s.throughput,
+        "throughput_unit": s.throughput_unit, "inference_throughput": s.inference_throughput,
+        "inference_median_s": s.inference_step_seconds.median if s.inference_step_seconds else None,
+        "model": (r.model or {}).get("name"), "model_sha256": (r.model or {}).get("sha256"),
+        "model_parameters": (r.model or {}).get("parameters"),
         **{column: figures.get(key) for column, key in _metric_columns()},
         **telemetry_row(s.telemetry),
         "dataset": r.dataset, "sweep": r.sweep, "flags": [f.code for f in s.flags], "params": r.params,
@@ -510,7 +515,7 @@ def compare(records: list[RunRecord], across_workloads: bool = False) -> Compari
     mixed = len(workloads) > 1
     if mixed and not across_workloads:
         raise StoreError(f"compare runs of one workload (found {', '.join(sorted(workloads))})")
-    found = basis([Work(r.summary.flops_per_step, r.batch, r.workload) for r in records])
+    found = basis([Work(r.summary.flops_per_step, r.batch, f"{r.workload} {model_key(r) or ''}") for r in records])
     by = found.by
     if by == TIME:
         header = "speedup = the first run's median time / this run's"
@@ -530,8 +535,15 @@ def compare(records: list[RunRecord], across_workloads: bool = False) -> Compari
         warnings.append("first calls differ in kind: " + ", ".join(
             f"{r.short_id} {'compiled (cache)' if r.summary.cache_hit else 'compiled'}"
             for r in records if r.summary.cache_hit is not None))
+    if len({model_key(r) for r in records}) > 1:
+        warnings.append("the models differ: " + " vs ".join(model_key(r) or "-" for r in records))
     name = " vs ".join(sorted(workloads)) if mixed else records[0].workload
     return Comparison(name, list(records), speedups, by, f"{name}: {header}", warnings)
+
+
+def model_key(r: RunRecord) -> str | None:
+    """What makes a user's model that model: its name and the hash of its file (None for built-in workloads)."""
+    return f"{r.model.get('name')}@{r.model.get('sha256')}" if r.model else None
 
 
 def differing(records: Iterable[RunRecord]) -> list[str]:

@@ -252,7 +252,8 @@ def main(argv: list[str]) -> int:
         if sampling is not None:
             sampling.stop()
         where = f"process {cluster.process_id}: " if cluster is not None and cluster.process_id else ""
-        emit(Failed(error=where + _one_line(e), type=type(e).__name__))
+        said = str(e) if getattr(e, "whole", False) else _one_line(e)  # the user's traceback keeps its lines
+        emit(Failed(error=where + said, type=type(e).__name__))
         return 1
     if sampling is not None:
         sampling.stop()

@@ -104,14 +104,25 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
         ("data", record.dataset or "-"),
         ("first call (compiled (cache))" if s.cache_hit else "first call (trace+compile)", fmt.seconds(s.compile_seconds)),
         (f"steady {unit} time", fmt.spread(s.step_seconds)),
-        ("throughput", fmt.rate(s.examples_per_s, "examples/s")) if record.batch else None,
-        ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s")),
+        ("throughput", fmt.rate(s.throughput or s.examples_per_s, s.throughput_unit)) if record.batch else None,
+        ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s") if s.flops_per_step
+         else "unavailable: FLOPs unknown (no compiler cost analysis on this backend)"),
         ("fraction of spec peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
                                   f" ({s.peak_source or 'peak unknown'})"),
         ("fraction of ceiling", roofline.ceiling_text(s, record.dtype)),
         ("intensity", roofline.intensity_text(s)),
         *roofline.kernel_rows(s),
     ]
+    if s.mfu is not None:
+        rows.append(("MFU", f"{fmt.percent(s.mfu)} (model FLOPs by formula / peak of {record.dtype})"))
+    if s.inference_step_seconds is not None or s.inference_compile_seconds is not None:
+        rows += [("inference first call", fmt.seconds(s.inference_compile_seconds)),
+                 ("inference step time", fmt.spread(s.inference_step_seconds)),
+                 ("inference throughput", fmt.rate(s.inference_throughput, s.throughput_unit))]
+    if record.model:
+        ident = record.model
+        count = f", {ident['parameters']:,} parameters" if ident.get("parameters") else ""
+        rows.insert(0, ("model", f"{ident.get('name')}{count}, sha256 {ident.get('sha256') or '-'}"))
     if s.host_seconds:
         slowest = max(range(len(s.host_seconds)), key=lambda i: s.host_seconds[i])  # type: ignore[index]
         rows.append(("per-host step", ", ".join(f"host {i} {fmt.seconds(x)}" for i, x in enumerate(s.host_seconds))
@@ -222,11 +233,18 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
     figures: list[tuple[str, list[str]]] = [
         ("median", [fmt.seconds(r.median) for r in rs]),
         ("p10-p90", [fmt.p10_p90(r.summary.step_seconds) for r in rs]),
-        ("throughput", [fmt.rate(r.summary.examples_per_s, "ex/s") for r in rs]),
+        ("throughput", [fmt.rate(r.summary.throughput or r.summary.examples_per_s,
+                                 r.summary.throughput_unit.replace("examples", "ex")) for r in rs]),
         ("GFLOP/s", [f"{r.summary.gflops_per_s:.1f}" if r.summary.gflops_per_s else "-" for r in rs]),
         ("peak", [fmt.percent(r.summary.peak_fraction) for r in rs]),
         ("ceiling", [roofline.ceiling_cell(r.summary) for r in rs]),
     ]
+    if any(r.summary.mfu is not None for r in rs):
+        figures.append(("MFU", [fmt.percent(r.summary.mfu) for r in rs]))
+    if any(r.summary.inference_throughput for r in rs):
+        figures.append(("inference", [fmt.rate(r.summary.inference_throughput, r.summary.throughput_unit
+                                                .replace("examples", "ex")) for r in rs]))
+    models = [("model", [str((r.model or {}).get("name", "-")) for r in rs])] if any(r.model for r in rs) else []
     if headline is not None:
         figures.append((headline.label, [headline.show(r.metric(headline.key)) for r in rs]))
     basis = [f for f in figures if f[0] == BASIS_FIGURE[cmp.by]]
@@ -234,6 +252,7 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
         ("run", [r.short_id for r in rs]),
         ("speedup", [f"{x:.2f}x" if x else "-" for x in cmp.speedups]),
         *basis,
+        *models,
         ("device", [r.device_label() for r in rs]),
         ("backend", [r.backend for r in rs]),
         ("dtype", [str(r.dtype) for r in rs]),

@@ -18,6 +18,9 @@ BUILTIN = {
     "conv": "tpulab.workloads.conv:CONV",
     "fashion-mnist": "tpulab.workloads.fashion_mnist:FASHION_MNIST",
     "roofline": "tpulab.workloads.roofline:ROOFLINE",
+    "resnet50": "tpulab.workloads.resnet50:RESNET50",
+    "transformer": "tpulab.workloads.transformer:TRANSFORMER",
+    "model": "tpulab.workloads.user_model:MODEL_WORKLOAD",
 }
 
 

@@ -203,6 +203,8 @@ class Workload(ABC):
     charts: tuple[Chart, ...] = ()  # the live charts the lab draws (see tpulab.core.charts)
     how: tuple[str, ...] = ()  # parameters that choose how the work is done (see `configuration`)
     runners: Mapping[str, Callable[[], Runner]] = {}  # backend name -> a function that imports its runner
+    throughput_unit: str = "examples/s"  # what its throughput counts: "images/s", "tokens/s"
+    model_flops: bool = False  # `flops_per_step` are the model's FLOPs by the standard formula: shown as MFU
 
     # --- hooks ---------------------------------------------------------------------------------
     @abstractmethod
@@ -233,6 +235,10 @@ class Workload(ABC):
     def batch_size(self, p: Params) -> int:
         """Examples in one timed step, over all replicas: throughput is this over the step's time."""
         return int(p[BATCH_SIZE])
+
+    def items_per_example(self, p: Params) -> int:
+        """What one example holds of `throughput_unit` (tokens in a sequence; 1 for an image)."""
+        return 1
 
     def replicas(self, p: Params) -> int:
         """Devices the run spreads over (the shards)."""

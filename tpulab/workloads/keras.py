@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tpulab.workloads.base import COMPUTE_DTYPES, PRECISION, ParamError, Params, Runner, Workload, check_shards
-from tpulab.workloads.keras_params import EPOCHS, STEPS_PER_EPOCH, STEPS_PER_EXECUTION, VALIDATION
+from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, STEPS_PER_EPOCH, STEPS_PER_EXECUTION, VALIDATION
 
 __all__ = ["KerasWorkload"]
 
@@ -40,6 +40,14 @@ class KerasWorkload(Workload):
         """The training and validation arrays (numpy; bytes are widened per batch) and where they came from."""
         raise NotImplementedError
 
+    def data_for(self, model: Any, p: Params) -> Dataset:
+        """The data, once the model is built (a model of unknown shapes gets inputs that fit it)."""
+        return self.data(p)
+
+    def measured_flops(self, model: Any, data: Dataset, p: Params) -> float | None:
+        """FLOPs of one training step from the compiler, for a model whose FLOPs no formula gives (None: as declared)."""
+        return None
+
     # --- the contract's hooks, for every Keras workload -----------------------------------------
     def runs_on(self, backend: Backend) -> bool:
         return backend.keras or super().runs_on(backend)
@@ -52,14 +60,15 @@ class KerasWorkload(Workload):
         return run
 
     def total_steps(self, p: Params) -> int:
-        return int(p[EPOCHS.name] * p[STEPS_PER_EPOCH.name])
+        return int(p[EPOCHS.name] * p[STEPS_PER_EPOCH.name] + p.get(PREDICT_STEPS.name, 0))
 
     def compute_dtype(self, p: Params) -> str:
         return COMPUTE_DTYPES[p.get(PRECISION.name, "float32")]
 
     def shorten(self, p: Params, steps: int) -> Params:
-        """A sweep point: one epoch of `steps` steps without validation (throughput is the objective)."""
-        return {**p, EPOCHS.name: 1, STEPS_PER_EPOCH.name: steps, VALIDATION.name: False,
+        """A sweep point: one epoch of `steps` steps without validation or inference (training throughput is the objective)."""
+        inference = {PREDICT_STEPS.name: 0} if PREDICT_STEPS.name in p else {}
+        return {**p, **inference, EPOCHS.name: 1, STEPS_PER_EPOCH.name: steps, VALIDATION.name: False,
                 STEPS_PER_EXECUTION.name: min(p.get(STEPS_PER_EXECUTION.name, 1), steps)}
 
     def check(self, p: Params, limits: Limits) -> None:

@@ -17,3 +17,5 @@ SEED = ParamSpec("seed", int, 0, "seed of weights, shuffling and dropout", 0, 2*
 PIPELINE = "pipeline"  # a workload's choice of input pipeline, where it declares one
 
 
+PREDICT_STEPS = ParamSpec("predict_steps", int, 10, "inference steps after training: `predict` over batches of the "
+                          "same size, timed apart (0: none)", 0, 100000, term="inference")

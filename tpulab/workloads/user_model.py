@@ -1,0 +1,160 @@
+"""The user's own model: `tpulab --run model --model FILE.py:FUNCTION` (or `module:function`).
+
+Declaration only. The function returns a compiled Keras 3 model, or `(model, (x, y))` with its
+data; tpulab builds it in the worker on the chosen backend and shards (precision policy set
+first), times `fit` and `predict` like any Keras workload, on synthetic inputs of the model's
+shapes unless data is given. Its FLOPs come from the compiler's cost analysis where the backend
+has one (XLA's, on JAX); elsewhere they are unknown and no fraction of peak is shown. What the
+user names is checked here, before a worker starts, without importing their code.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tpulab.core.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
+from tpulab.workloads.base import (BACKEND, DEVICE, PRECISION, SHARDS, Limits, Metric, ParamError, Params,
+                                   ParamSpec, batch_size)
+from tpulab.workloads.keras import KerasWorkload
+from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
+
+if TYPE_CHECKING:
+    from tpulab.workloads.data import Dataset
+
+MODEL = "model"
+PARAMS = (
+    ParamSpec(MODEL, str, "", "the function that returns your compiled Keras model: FILE.py:FUNCTION or "
+              "module:function", tunes=False, term="your model"),
+    batch_size(32, 65536, what="examples per training step"),
+    EPOCHS,
+    STEPS_PER_EPOCH,
+    PREDICT_STEPS,
+    SHARDS,
+    PRECISION,
+    DEVICE,
+    BACKEND,
+    SEED,
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the user's function lives: a file (path) or a module (name), and the function's name."""
+
+    source: str
+    function: str
+    path: Path | None  # the file, when a file was named; the module's own file otherwise, where found
+
+    @property
+    def is_file(self) -> bool:
+        return self.source.endswith(".py") or "/" in self.source
+
+    @property
+    def label(self) -> str:
+        return f"{Path(self.source).stem if self.is_file else self.source}:{self.function}"
+
+
+def target(spec: str) -> Target:
+    """`FILE.py:FUNCTION` or `module:function`, checked: the file or module exists and defines the function
+    at its top level (read with `ast`: nothing of the user's runs in this process)."""
+    source, sep, function = spec.strip().rpartition(":")
+    if not spec.strip():
+        raise ParamError(MODEL, "--model is required: FILE.py:FUNCTION or module:function (try "
+                         "examples/models/mlp.py:build)")
+    if not sep or not source or not function.isidentifier():
+        raise ParamError(MODEL, f"--model must be FILE.py:FUNCTION or module:function (got {spec!r})")
+    t = Target(source, function, None)
+    if t.is_file:
+        path = Path(source).expanduser()
+        if not path.is_file():
+            raise ParamError(MODEL, f"--model {spec}: no file {source} (run from the folder it is relative to, or "
+                             "give its full path)")
+        t = Target(str(path.resolve()), function, path.resolve())
+    else:
+        try:
+            found = importlib.util.find_spec(source)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise ParamError(MODEL, f"--model {spec}: no module {source} on the Python path (a file needs its .py)")
+        origin = found.origin
+        t = Target(source, function, Path(origin) if origin and origin.endswith(".py") else None)
+    if t.path is not None and not _defines(t.path, function):
+        raise ParamError(MODEL, f"--model {spec}: {t.path.name} has no top-level function {function!r}")
+    return t
+
+
+def _defines(path: Path, name: str) -> bool:
+    """Whether the file defines `name` at its top level (a def, or an assignment or import of that name)."""
+    try:
+        tree = ast.parse(path.read_bytes(), str(path))
+    except (SyntaxError, ValueError) as e:
+        raise ParamError(MODEL, f"--model: {path.name} is not valid Python ({e})") from None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return True
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any((a.asname or a.name.split(".")[0]) == name for a in node.names):
+                return True
+    return False
+
+
+class UserModel(KerasWorkload):
+    name = "model"
+    title = "Your model"
+    summary = ("Your own Keras model: --model FILE.py:FUNCTION (or module:function) returns it compiled; "
+               "tpulab times fit and predict on synthetic inputs of its shapes (or your data).")
+    params = PARAMS
+    presets = {
+        "smoke": {"batch_size": 8, "epochs": 1, "steps_per_epoch": 3, "predict_steps": 2},
+    }
+    metrics = (Metric("loss", "loss", higher_is_better=False, headline=True),)  # every compiled model has one
+    charts = (STEP_TIME, THROUGHPUT, GFLOPS, METRICS)
+    how = ("precision", MODEL)  # another function is another configuration to an estimate
+
+    def flops_per_step(self, p: Params) -> float | None:
+        return None  # the compiler's count, measured in the worker where there is one
+
+    def check(self, p: Params, limits: Limits) -> None:
+        super().check(p, limits)
+        target(p[MODEL])
+
+    def model_info(self, p: Params) -> dict[str, Any] | None:
+        """The file (or module) and function, and a hash of the file: another model is never the same work."""
+        t = target(p[MODEL])
+        digest = hashlib.sha256(t.path.read_bytes()).hexdigest()[:16] if t.path else None
+        return {"name": t.label, "source": t.source, "function": t.function, "sha256": digest}
+
+    def describe_data(self, p: Params) -> str:
+        return "synthetic inputs of the model's shapes, unless the function returns data"
+
+    # --- in the worker ---------------------------------------------------------------------
+    def build_model(self, p: Params) -> Any:
+        from tpulab.workloads.user_model_keras import load
+
+        return load(target(p[MODEL]))
+
+    def compile_model(self, model: Any, p: Params, jit_compile: bool | str) -> None:
+        """The user compiled it: the optimizer, loss and metrics are theirs."""
+
+    def data_for(self, model: Any, p: Params) -> Dataset:
+        from tpulab.workloads.user_model_keras import data
+
+        return data(model, self.batch_size(p), p[SEED.name])
+
+    def measured_flops(self, model: Any, data: Dataset, p: Params) -> float | None:
+        from tpulab.workloads.user_model_keras import compiled_flops
+
+        return compiled_flops(model, data, self.batch_size(p))
+
+
+MODEL_WORKLOAD = UserModel()
