@@ -464,11 +464,11 @@ async def test_telemetry_chart_has_its_own_row_at_80x24():
         record = app.records[0]
         await pilot.pause(0.5)
         pane = app.query_one(RunPane)
-        busy, memory = chart(app, "tele-util"), chart(app, "tele-mem")
+        busy, memory = chart(app, "busy %"), chart(app, "memory GiB")
         assert record.status == "finished" and len(record.telemetry) >= 3
         assert len(busy.points("CPU")) >= 2 and len(memory.points("worker")) == len(record.telemetry)
         assert all(0 <= y <= 100 for _, y in busy.points("CPU"))
-        steps = [x for x, _ in chart(app, "time").points("iteration")]
+        steps = [x for x, _ in chart(app, "ms per iteration").points("iteration")]
         assert max(x for x, _ in memory.points("worker")) == max(steps)  # the timings' axis: the step
         row, timings = pane.query_one("#telemetry").region, pane.query_one("#charts").region
         assert row.height >= 5 and busy.region.width >= 30 and memory.region.width >= 30

@@ -36,7 +36,7 @@ class Chart:
 
 
 def _series(e: Step, ctx: ChartContext) -> str:
-    return "warm-up" if e.warmup else "predict" if e.phase == "predict" else ctx.workload.unit
+    return "warm-up" if e.warmup else "predict" if ctx.workload.is_inference(e.phase) else ctx.workload.unit
 
 
 def _time(e: Event, ctx: ChartContext) -> list[Point]:
@@ -44,7 +44,7 @@ def _time(e: Event, ctx: ChartContext) -> list[Point]:
 
 
 def _gflops(e: Event, ctx: ChartContext) -> list[Point]:
-    if isinstance(e, Step) and ctx.flops_per_step and e.seconds > 0 and e.phase != "predict":  # training's FLOPs
+    if isinstance(e, Step) and ctx.flops_per_step and e.seconds > 0 and not ctx.workload.is_inference(e.phase):
         return [(_series(e, ctx), e.step, ctx.flops_per_step / e.seconds / 1e9)]
     return []
 

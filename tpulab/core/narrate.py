@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tpulab.core import fmt
 from tpulab.core.events import Cancelled, Compiled, Epoch, Event, Failed, Log, Sample, Started, Step, Telemetry
-from tpulab.core.record import PREDICT, RunRecorder
+from tpulab.core.record import RunRecorder
 from tpulab.core.telemetry_summary import GPU_POOL_NOTE
 
 SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
@@ -21,7 +21,7 @@ def describe(event: Event, rec: RunRecorder) -> str | None:
         case Started():
             return header(event, rec)
         case Compiled():
-            what = "first predict call" if event.phase == PREDICT else "first call"
+            what = "first predict call" if w.is_inference(event.phase) else "first call"
             how = {True: "compiled (cache)", False: "trace + compile", None: "trace + compile"}[event.cache_hit]
             return (f"{what} ({how}, {event.steps} {w.unit}(s)): {fmt.seconds(event.seconds)}  "
                     "[dim]reported apart from the steady state[/]")
@@ -62,7 +62,7 @@ def backend_line(backend: str, reason: str | None, versions: dict[str, str] | No
 
 def step_line(e: Step, rec: RunRecorder) -> str:
     w = rec.workload
-    predict = e.phase == PREDICT
+    predict = rec.workload.is_inference(e.phase)
     flops = rec.info.flops_per_step if rec.info and not predict else None  # training's FLOPs
     gflops = f"  {flops / e.seconds / 1e9:.1f} GFLOP/s" if flops else ""
     figures = "".join(f"  {m.label} {m.show(e.metrics[m.key])}" for m in w.metrics if m.key in e.metrics)

@@ -16,8 +16,9 @@ from tpulab.runtime.detect import RuntimeReport
 from tpulab.runtime.peaks import device_peak
 from tpulab.core.timing import Flag, median, sanity_flags, summarize
 from tpulab.core.spec import RunSpec
+from tpulab.workloads.base import INFERENCE_PHASE
 
-PREDICT = "predict"  # the phase of a run's inference steps, summarised apart from training's
+PREDICT = INFERENCE_PHASE  # the phase of a training run's inference steps, summarised apart from training's
 SYNTHETIC = Flag("synthetic-data", "trained on synthetic random data: accuracy is meaningless")
 
 
@@ -74,7 +75,7 @@ class RunRecorder:
                 if self.model is not None and event.model:  # the identity the parent knew, and the worker's count
                     self.model = {**self.model, **event.model}
             case Compiled():
-                if event.phase == PREDICT:
+                if self.workload.is_inference(event.phase):
                     self.inference_compile_seconds = event.seconds
                 else:  # a run of several kernels compiles each: their first calls add up
                     self.compile_seconds = (self.compile_seconds or 0.0) + event.seconds
@@ -111,7 +112,7 @@ class RunRecorder:
         """The steady step times of training (or of `phase`: PREDICT for inference)."""
         out: list[float] = []
         for s in self.steps:
-            if not s.warmup and (s.phase == PREDICT) == (phase == PREDICT):
+            if not s.warmup and self.workload.is_inference(s.phase) == (phase == PREDICT):
                 out.extend([s.seconds] * s.steps)
         return out
 

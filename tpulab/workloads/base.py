@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tpulab.runtime.detect import RuntimeReport
 
 Params = dict[str, Any]
+INFERENCE_PHASE = "predict"  # the StepTimer's phase of `predict` steps
 Sink = Callable[["Event"], None]
 
 
@@ -260,6 +261,11 @@ class Workload(ABC):
     def shorten(self, p: Params, steps: int) -> Params:
         """The same configuration timed over `steps` steps (a sweep's point)."""
         return p
+
+    def is_inference(self, phase: str) -> bool:
+        """Whether steps of `phase` are an inference phase, kept apart from training's figures: a training
+        workload's `predict` after `fit`. (A workload that does not train may time its steps with `predict`.)"""
+        return self.trains and phase == INFERENCE_PHASE
 
     def describe_data(self, p: Params) -> str:
         """What the inputs are and where they live, in words, for the run's record."""

@@ -97,8 +97,10 @@ class RunPane(Vertical):
         return self.run is not None and not self.ended
 
     def chart(self, title: str) -> SeriesPlot | None:
-        """The current workload's chart of that title, if it declares one."""
-        return next((plot for chart, plot in self.charts if chart.title == title), None)
+        """The chart of that title: one the current workload declares, or a telemetry chart."""
+        found = next((plot for chart, plot in self.charts if chart.title == title), None)
+        return found or next((self.telemetry_charts[i] for i, t in TELEMETRY_TITLES.items()
+                              if t == title and i in self.telemetry_charts), None)
 
     def start(self, run: Run) -> Run:
         from tpulab.lab.widgets.charts import SeriesPlot
