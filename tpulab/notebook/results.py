@@ -11,6 +11,7 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from tpulab.core.events import RunRecord, SweepRecord
+from tpulab.core.runindex import RunRow
 from tpulab.views import html
 
 if TYPE_CHECKING:
@@ -280,5 +281,5 @@ class RunList(list):
         for col in fmt.LIST_COLUMNS:
             t.add_column(col, no_wrap=True)
         for r in self:
-            t.add_row(*fmt.list_row(r.record))
+            t.add_row(*fmt.list_row(RunRow.of(r.record)))
         return text(t)
