@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tpulab.workloads.base import ParamSpec
+from tpulab.workloads.base import BACKEND, DEVICE, PRECISION, SHARDS, ParamSpec
 
 EPOCHS = ParamSpec("epochs", int, 5, "passes of steps-per-epoch steps, each followed by validation", 1, 1000,
                    term="epoch")
@@ -19,3 +19,7 @@ PIPELINE = "pipeline"  # a workload's choice of input pipeline, where it declare
 
 PREDICT_STEPS = ParamSpec("predict_steps", int, 10, "inference steps after training: `predict` over batches of the "
                           "same size, timed apart (0: none)", 0, 100000, term="inference")
+
+
+# How a Keras model runs, after what it is: the tail every synthetic-data model's parameters end with.
+HOW_IT_RUNS = (SHARDS, PRECISION, XLA, STEPS_PER_EXECUTION, DEVICE, BACKEND, SEED)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tpulab.core.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
-from tpulab.workloads.base import BACKEND, DEVICE, PRECISION, SHARDS, Metric, Params, ParamSpec, batch_size
+from tpulab.workloads.base import Metric, Params, ParamSpec, batch_size
 from tpulab.workloads.keras import KerasWorkload
-from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH, STEPS_PER_EXECUTION, XLA
+from tpulab.workloads.keras_params import EPOCHS, HOW_IT_RUNS, PREDICT_STEPS, STEPS_PER_EPOCH
 
 if TYPE_CHECKING:
     from tpulab.workloads.data import Dataset
@@ -27,13 +27,7 @@ PARAMS = (
     PREDICT_STEPS,
     ParamSpec("learning_rate", float, 0.1, "SGD's step size (momentum 0.9, as the published runs use)", 1e-6, 10.0,
               term="learning rate"),
-    SHARDS,
-    PRECISION,
-    XLA,
-    STEPS_PER_EXECUTION,
-    DEVICE,
-    BACKEND,
-    SEED,
+    *HOW_IT_RUNS,
 )
 SYNTHETIC_BATCHES = 2  # distinct batches of random images, kept as bytes
 STAGES = ((3, 64, 1), (4, 128, 2), (6, 256, 2), (3, 512, 2))  # (blocks, bottleneck width, first stride)

@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tpulab.core.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
-from tpulab.workloads.base import (BACKEND, DEVICE, PRECISION, SHARDS, Limits, Metric, ParamError, Params, ParamSpec,
-                                   batch_size)
+from tpulab.workloads.base import Limits, Metric, ParamError, Params, ParamSpec, batch_size
 from tpulab.workloads.keras import KerasWorkload
-from tpulab.workloads.keras_params import (EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH, STEPS_PER_EXECUTION, XLA)
+from tpulab.workloads.keras_params import EPOCHS, HOW_IT_RUNS, PREDICT_STEPS, STEPS_PER_EPOCH
 
 if TYPE_CHECKING:
     from tpulab.workloads.data import Dataset
@@ -30,13 +29,7 @@ PARAMS = (
     STEPS_PER_EPOCH,
     PREDICT_STEPS,
     ParamSpec("learning_rate", float, 3e-4, "AdamW's step size", 1e-6, 1.0, term="learning rate"),
-    SHARDS,
-    PRECISION,
-    XLA,
-    STEPS_PER_EXECUTION,
-    DEVICE,
-    BACKEND,
-    SEED,
+    *HOW_IT_RUNS,
 )
 SYNTHETIC_BATCHES = 4  # distinct batches of random tokens: enough that no step sees the previous one's
 
