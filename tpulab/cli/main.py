@@ -11,24 +11,17 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from tpulab import __version__
+from tpulab.cli.usage import Parser
 
 if TYPE_CHECKING:
     from tpulab.backends import Cluster
     from tpulab.runtime.detect import RuntimeReport
     from tpulab.workloads.base import Workload
 
-EXIT_BAD_USAGE = 2
 METAVARS = {int: "N", float: "X", str: "PATH"}
-
-
-class Parser(argparse.ArgumentParser):
-    """One line for a bad command line, exit code 2, no usage dump."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_BAD_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def _workload_named(argv: Sequence[str]) -> str | None:
@@ -38,6 +31,14 @@ def _workload_named(argv: Sequence[str]) -> str | None:
         if arg.startswith("--run="):
             return arg.split("=", 1)[1]
     return None
+
+
+def run_as_option(argv: list[str]) -> list[str]:
+    """`tpulab run WORKLOAD ...` is `tpulab --run WORKLOAD ...`, every flag the same (when the command
+    comes first, as a command does; alone, or before --help, it is the `run` command's usage)."""
+    if argv[:1] == ["run"] and len(argv) > 1 and not argv[1].startswith("-"):
+        return ["--run", *argv[1:]]
+    return argv
 
 
 def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool = False) -> None:
@@ -120,6 +121,10 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
         add_workload_flags(p, registry()[workload_name])
 
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("run", help="run a workload: `tpulab run WORKLOAD [flags]` is `tpulab --run WORKLOAD [flags]`",
+                   description="The same as `tpulab --run WORKLOAD`: add --no-ui to run headless; "
+                   "`tpulab run WORKLOAD --help` lists its parameters.").add_argument(
+        "workload", choices=list(registry()), metavar="WORKLOAD", help=f"one of {', '.join(registry())}")
     sw = sub.add_parser("sweep", help="run a grid of a workload's parameters and find the fastest configuration",
                         description="Every parameter flag takes a comma list (--batch-size 32,64,128) or, for "
                         "integers, a doubling range (--batch-size 16..1024). Each point is a run, kept in the "
@@ -196,7 +201,7 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = run_as_option(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser(_workload_named(argv), argv)
     args = parser.parse_args(argv)
     from tpulab.core.errors import TpulabError

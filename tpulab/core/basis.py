@@ -9,7 +9,7 @@ examples per second, and say so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 TIME, EXAMPLES, GFLOPS = "time", "examples/s", "GFLOP/s"
 
@@ -54,3 +54,12 @@ def basis(works: Sequence[Work]) -> Basis:
     if None not in per_example:
         return Basis(GFLOPS, "the work per example differs")
     return Basis(EXAMPLES, "the work per step differs and is not known for every run")
+
+
+def differ(name: str, values: Sequence[Any]) -> str:
+    """'filters differ: 64 vs 256', 'image size differs: 32 vs 256': a parameter that differs between runs,
+    the verb agreeing with its noun (the first word before 'per', else the last: steps per epoch differ)."""
+    words = name.replace("_", " ")
+    head = words.split(" per ")[0].split()[-1]
+    plural = head.endswith("s") and not head.endswith(("ss", "us", "is"))
+    return f"{words} {'differ' if plural else 'differs'}: " + " vs ".join(str(v) for v in values)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from tpulab.core.basis import GFLOPS, TIME, Work, basis
-from tpulab.core.errors import TpulabError
+from tpulab.core.basis import GFLOPS, TIME, Work, basis, differ
+from tpulab.core.errors import EXIT_USAGE, TpulabError
 from tpulab.core.events import STATUSES, RunRecord, SweepRecord, Telemetry
 from tpulab.core.runindex import COLUMNS, RunFilter, RunRow, Wanted, derive, table_sql
 from tpulab.workloads import registry
@@ -45,6 +45,12 @@ ORDER = "ORDER BY runs.started_at DESC, runs.rowid DESC"  # newest first
 
 class StoreError(TpulabError):
     """The store or a file cannot be used; the message names the path and the way out."""
+
+
+class NotKept(StoreError):
+    """An id that names no kept run (or several), or runs that cannot be compared: bad input (exit code 2)."""
+
+    exit_code = EXIT_USAGE
 
 
 def home(environ: Mapping[str, str] | None = None) -> Path:
@@ -221,9 +227,9 @@ class Store:
             rows = con.execute(f"SELECT {column} FROM {table} WHERE id >= ? AND id < ?",
                                (prefix, prefix + "\U0010ffff")).fetchall()
         if not rows:
-            raise StoreError(f"no {noun} {wanted!r} in {self.path}: `{listing}` lists them")
+            raise NotKept(f"no {noun} {wanted!r} in {self.path}: `{listing}` lists them")
         if len(rows) > 1:
-            raise StoreError(f"{wanted!r} matches {len(rows)} {noun}s: give more of the id")
+            raise NotKept(f"{wanted!r} matches {len(rows)} {noun}s: give more of the id")
         return json.loads(rows[0][0])
 
     def get(self, run_id: str) -> RunRecord:
@@ -510,11 +516,11 @@ def compare(records: list[RunRecord], across_workloads: bool = False) -> Compari
     by examples/s, each having done its own work per example.
     """
     if len(records) < 2:
-        raise StoreError("compare needs at least two runs")
+        raise NotKept(f"compare needs at least two runs (got {len(records)})")
     workloads = {r.workload for r in records}
     mixed = len(workloads) > 1
     if mixed and not across_workloads:
-        raise StoreError(f"compare runs of one workload (found {', '.join(sorted(workloads))})")
+        raise NotKept(f"compare runs of one workload (found {', '.join(sorted(workloads))})")
     found = basis([Work(r.summary.flops_per_step, r.batch, f"{r.workload} {model_key(r) or ''}") for r in records])
     by = found.by
     if by == TIME:
@@ -525,7 +531,7 @@ def compare(records: list[RunRecord], across_workloads: bool = False) -> Compari
         values = [r.summary.gflops_per_s if by == GFLOPS else r.summary.examples_per_s for r in records]
     base = values[0]
     speedups = [v / base if v and base and math.isfinite(v / base) else None for v in values]
-    warnings = [f"{k} differs: " + " vs ".join(str(r.params.get(k)) for r in records)
+    warnings = [differ(k, [r.params.get(k) for r in records])
                 for k in differing(records) if k not in COMPARED_BY_DESIGN and not mixed]
     warnings += [f"workloads differ: {' vs '.join(r.workload for r in records)}"] if mixed else []
     warnings += [f"run {r.short_id} is {r.status}: its figures cover only what completed"
