@@ -227,8 +227,8 @@ class Telemetry:
     clock_steady_mhz: float | None = None
     energy_per_step_j: float | None = None
     energy_per_example_j: float | None = None
-    host_cpu_mean: list[float] | None = None  # per host (multi-host runs)
-    host_rss_peak: list[float] | None = None
+    host_cpu_mean: list[float | None] | None = None  # per host (multi-host runs); None: not measured
+    host_rss_peak: list[float | None] | None = None
     unavailable: dict[str, str] = field(default_factory=dict)
     verdicts: list[Flag] = field(default_factory=list)
 
