@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tpulab.core.sweep import Point, build_grid, findings, parse_values
+from tpulab.views.sweep import marks_legend
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, ParamError
 
@@ -61,6 +62,26 @@ def test_points_are_short_and_the_articles_configuration_is_added():
     assert (p["epochs"], p["steps_per_epoch"], p["validation"], p["dataset"]) == (1, 5, False, "synthetic")
 
 
+def test_a_sweep_at_other_sizes_than_the_articles_has_no_article_point():
+    """The smoke preset's 32x32 images are not the article's run: no point is run or named as the article's."""
+    from tpulab.core.sweep import Sweep
+    from tpulab.runtime.detect import detect
+    from tpulab.views.sweep import article_note, point_count
+
+    smoke, _ = build_grid(CONV, {"batch_size": "4,8"}, CPU, "smoke")
+    sweep = Sweep(smoke, detect(), CPU)
+    assert [p.values for p in sweep.points] == [{"batch_size": 4}, {"batch_size": 8}] and sweep.article_values is None
+    assert point_count(sweep.points) == "2 points" and point_count(sweep.points[:1]) == "1 point"
+    assert article_note(smoke) == ("no article's configuration to compare with: this sweep holds image size 32 "
+                                   "(the article's 256), filters 16 (the article's 256), warmup 1 (the article's 2)")
+    article, _ = build_grid(CONV, {"batch_size": "4,8"}, CPU)  # the article's sizes: its batch 128 is added
+    sweep = Sweep(article, detect(), CPU)
+    assert [(p.values, p.article) for p in sweep.points][-1] == ({"batch_size": 128}, True)
+    assert point_count(sweep.points) == "2 points + the article's configuration" and article_note(article) is None
+    other, _ = build_grid(registry()["transformer"], {"batch_size": "2,4"}, CPU, "smoke")  # the article ran no LM
+    assert Sweep(other, detect(), CPU).article_values is None and article_note(other) is None
+
+
 def test_findings_best_speedups_and_knee():
     def point(batch: int, precision: str, median: float, article: bool = False) -> Point:
         r = make_record(median=median, batch=batch, workload="fashion-mnist",
@@ -75,6 +96,9 @@ def test_findings_best_speedups_and_knee():
     assert found.over_article == pytest.approx((128 / 0.19) / (1024 / 3.0))
     assert found.slowest is points[0] and found.over_slowest == pytest.approx((128 / 0.19) / 320)
     assert found.knee is points[2]  # 256 runs at 656/s, within 5%, but 128 is the smallest such batch
+    assert marks_legend(found) == ("* best, A the article's configuration, K the knee (the smallest batch "
+                                   "within 5% of the best)")
+    assert marks_legend(findings(points[:2], None)) == "* best, K the knee (the smallest batch within 5% of the best)"
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -96,11 +120,10 @@ def test_a_2x2_sweep_end_to_end_is_kept_and_shown_again(tmp_path):
     lines = json_events(out.stdout)
     points = [e for e in lines if e["event"] == "point"]
     summary = lines[-1]
-    assert len(points) == 5 and summary["event"] == "sweep"  # 2x2, and the article's batch 128 on 1 shard
-    assert [p["values"] for p in points if p["article"]] == [{"batch_size": 128, "shards": 1}]
+    assert len(points) == 4 and summary["event"] == "sweep"  # 2x2; the smoke sizes are not the article's
+    assert not any(p["article"] for p in points) and summary["speedup_over_article"] is None
     assert all(p["status"] == "finished" and p["examples_per_s"] > 0 for p in points)
     assert summary["best"] == max(points, key=lambda p: p["examples_per_s"])["values"]
-    assert summary["speedup_over_article"] > 0
     # The knee: the smallest batch within 5% of the best throughput, the other values as the best's.
     near = [p["values"]["batch_size"] for p in points
             if p["values"]["shards"] == summary["best"]["shards"]
@@ -108,20 +131,20 @@ def test_a_2x2_sweep_end_to_end_is_kept_and_shown_again(tmp_path):
     assert summary["knee"]["batch_size"] == min(near)
     shown = run_cli("results", "--db", db, "sweep", summary["id"][:8])
     assert shown.returncode == 0 and shown.stderr == ""
-    for text in ("batch size", "shards", "best:", "the article's configuration", "examples/s against batch size"):
+    for text in ("batch size", "shards", "best:", "* best", "examples/s against batch size"):
         assert text in shown.stdout, text
     listing = run_cli("results", "--db", db, "sweep")
     assert summary["id"][:8] in listing.stdout and "batch_size 2, shards 2" in listing.stdout
     runs = json.loads(run_cli("results", "--db", db, "list", "--json").stdout)
-    assert len(runs) == 5 and {r["sweep"] for r in runs} == {summary["id"]}
+    assert len(runs) == 4 and {r["sweep"] for r in runs} == {summary["id"]}
     as_json = json.loads(run_cli("results", "--db", db, "sweep", "--json", summary["id"]).stdout)
-    assert as_json["best"] == summary["best"] and len(as_json["points"]) == 5
+    assert as_json["best"] == summary["best"] and len(as_json["points"]) == 4
     # Export and import carry the sweep whole.
     exported = tmp_path / "sweep.json"
     assert run_cli("results", "--db", db, "export", summary["id"][:8], "-o", str(exported)).returncode == 0
     other = str(tmp_path / "other.db")
     imported = run_cli("results", "--db", other, "import", str(exported))
-    assert "imported 5 run(s) and 1 sweep(s)" in imported.stdout
+    assert "imported 4 run(s) and 1 sweep(s)" in imported.stdout
     again = run_cli("results", "--db", other, "sweep", summary["id"][:8])
     assert again.returncode == 0 and "best:" in again.stdout
 
@@ -157,7 +180,7 @@ def test_ctrl_c_stops_after_the_current_point_and_keeps_the_finished_ones(tmp_pa
     assert proc.returncode == 130, err
     summary = json_events(rest)[-1]
     finished = [p for p in summary["points"] if p["status"] == "finished"]
-    assert summary["status"] == "cancelled" and 1 <= len(finished) <= 2 and len(summary["points"]) == 5
+    assert summary["status"] == "cancelled" and 1 <= len(finished) <= 2 and len(summary["points"]) == 4
     assert "stopping after the current point" in err
     kept = json.loads(run_cli("results", "--db", db, "sweep", "--json", summary["id"]).stdout)
     assert kept["status"] == "cancelled" and len([p for p in kept["points"] if p["status"] == "finished"]) == len(finished)

@@ -17,8 +17,8 @@ from tpulab.core.events import RunRecord
 from tpulab.core.ceilings import kept_at
 from tpulab.core.store import Store, StoreError, default_path
 from tpulab.core.sweep import DEFAULT_STEPS, PointFinished, PointStarted, Sweep, build_grid
-from tpulab.views.sweep import (findings_lines, impossible_lines, label, live_header, live_line, point_json, summary_json,
-                         sweep_table, telemetry_table, text_chart)
+from tpulab.views.sweep import (article_note, findings_lines, impossible_lines, label, live_header, live_line,
+                                point_count, point_json, summary_json, sweep_table, telemetry_table, text_chart)
 from tpulab.workloads import get_workload
 from tpulab.workloads.base import Limits
 
@@ -50,9 +50,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         console.print(f"[red]tpulab: {e}[/]", highlight=False)
         store = None
         guess = sweep.estimate(lambda wanted: [])
-    extra = " (and the article's configuration)" if any(p.article for p in sweep.points) else ""
-    console.print(f"sweep {sweep.id[:8]} of {w.name}: {len(sweep.points)} point(s){extra} x {args.repeat} run(s), "
+    console.print(f"sweep {sweep.id[:8]} of {w.name}: {point_count(sweep.points)} x {args.repeat} run(s), "
                   f"{grid.steps} timed {w.unit}s each; estimate {guess}", highlight=False)
+    if (note := article_note(grid)) is not None:
+        console.print(f"[dim]{note}[/]", highlight=False)
     if not axes:
         console.print("[yellow]no parameter holds a list: this is a single point[/]")
 

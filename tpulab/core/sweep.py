@@ -242,12 +242,29 @@ def scaling(points: list[Point], best: Point | None) -> list[tuple[int, float, f
     return [(n, rate / base, machines / base_machines) for n, rate, machines in line[1:]]
 
 
-def article_configuration(grid: Grid, report: RuntimeReport) -> dict[str, Any]:
-    """The article's values of the swept knobs (its preset, on TensorFlow where installed).
+def unlike_article(grid: Grid) -> dict[str, tuple[Any, Any]]:
+    """The knobs the sweep holds fixed at other values than the article's: {name: (the sweep's, the article's)}
+    (none for a workload the article did not run: it has no `article` preset)."""
+    w = grid.workload
+    if "article" not in w.presets:
+        return {}
+    article = w.shorten({**w.defaults(), **w.presets["article"]}, grid.steps)
+    ours = grid.params({})
+    return {s.name: (ours.get(s.name), article.get(s.name)) for s in w.params
+            if s.tunes and s.name not in grid.axes and ours.get(s.name) != article.get(s.name)}
 
-    What is not a knob (the device, the data, the seed) keeps the grid's first value.
+
+def article_configuration(grid: Grid, report: RuntimeReport) -> dict[str, Any] | None:
+    """The article's values of the swept knobs (its preset, on TensorFlow where installed), or None.
+
+    The one place that decides whether a sweep has the article's configuration: only when every knob it
+    holds fixed is the article's (a smoke sweep's batch 128 at 32x32 images is not the article's run, so
+    it is neither run nor named as one). What is not a knob (the device, the data, the seed) keeps the
+    grid's first value.
     """
-    article = {**grid.workload.defaults(), **grid.workload.presets.get("article", {})}
+    if not grid.axes or "article" not in grid.workload.presets or unlike_article(grid):
+        return None
+    article = {**grid.workload.defaults(), **grid.workload.presets["article"]}
     if BACKEND.name in grid.axes:
         framework = article_backend()
         article[BACKEND.name] = framework.name if framework and framework.installed(report.packages) else "auto"
@@ -284,7 +301,7 @@ class Sweep:
         self.ended_at: str | None = None
         self.status = "running"
         self.points = [Point(v, grid.params(v)) for v in grid.combinations() if self._runs(v)]
-        self.article_values = article_configuration(grid, report) if grid.axes else None
+        self.article_values = article_configuration(grid, report)
         if self.article_values is not None and not any(p.values == self.article_values for p in self.points) \
                 and self._runs(self.article_values):
             self.points.append(Point(self.article_values, grid.params(self.article_values), article=True))

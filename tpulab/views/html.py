@@ -214,19 +214,18 @@ def run_html(record: RunRecord) -> str:
 
 def sweep_body(sweep: SweepRecord, runs: dict[str, RunRecord]) -> str:
     from tpulab.core.sweep import findings, kept_points
-    from tpulab.views.sweep import FIGURES, figures, findings_lines, marks, ranked, value_text
+    from tpulab.views.sweep import FIGURES, figures, findings_lines, marks, marks_legend, point_count, ranked, value_text
 
     points = kept_points(sweep, runs)
     axes = list(sweep.axes)
     found = findings(points, sweep.article_values)
-    title = (f"sweep {sweep.short_id} of {sweep.workload}: {sweep.status}, {len(points)} point(s), "
+    title = (f"sweep {sweep.short_id} of {sweep.workload}: {sweep.status}, {point_count(points)}, "
              f"{sweep.steps} steps each, sorted by {found.by}")
     order = ranked(points, found.by)
     rows = [(marks(p, found), *(value_text(p.values[n]) for n in axes), *figures(p).values()) for p in order]
     header = ["", *(n.replace("_", " ") for n in axes), *FIGURES]
     out = table(rows, header, title, ["best" if p is found.best else "" for p in order])
-    out += lines(["* best, A the article's configuration, K the knee (the smallest batch within 5% of the best)"],
-                 "note")
+    out += lines([marks_legend(found)], "note")
     out += lines(findings_lines(found, axes))
     if sweep.stopped:
         out += lines([f"stopped early: {sweep.stopped}"], "warn")

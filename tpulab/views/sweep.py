@@ -15,7 +15,7 @@ from rich.text import Text
 
 from tpulab.core import fmt
 from tpulab.core.events import RunRecord, SweepRecord
-from tpulab.core.sweep import Findings, Point, findings, kept_points
+from tpulab.core.sweep import Findings, Grid, Point, findings, kept_points, unlike_article
 from tpulab.workloads.base import BATCH_SIZE
 
 FIGURES = ("median", "throughput", "GFLOP/s", "peak", "ceiling", "flags")
@@ -60,6 +60,36 @@ def figures(p: Point) -> dict[str, str]:
     return {"median": fmt.seconds(p.step_seconds), "throughput": rate,
             "GFLOP/s": f"{p.gflops:.1f}" if p.gflops else "-", "peak": fmt.percent(p.peak_fraction),
             "ceiling": "beats" if "beats-ceiling" in p.flags else fmt.percent(p.ceiling_fraction), "flags": flags}
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def point_count(points: list[Point]) -> str:
+    """'4 points + the article's configuration': the one count of a sweep's points, in every front end."""
+    extra = sum(p.article for p in points)
+    return plural(len(points) - extra, "point") + (" + the article's configuration" if extra else "")
+
+
+def article_note(grid: Grid) -> str | None:
+    """Why a sweep has no article's point, when the article ran this workload: the knobs it holds otherwise."""
+    unlike = unlike_article(grid)
+    if not grid.axes or not unlike:
+        return None
+    held = ", ".join(f"{n.replace('_', ' ')} {value_text(ours)} (the article's {value_text(theirs)})"
+                     for n, (ours, theirs) in unlike.items())
+    return f"no article's configuration to compare with: this sweep holds {held}"
+
+
+MARKS = (("*", "best"), ("A", "the article's configuration"),
+         ("K", "the knee (the smallest batch within 5% of the best)"))
+
+
+def marks_legend(found: Findings) -> str:
+    """The marks of a sweep's table in a line ('* best, K the knee ...'): those this sweep has."""
+    has = {"*": found.best, "A": found.article, "K": found.knee}
+    return ", ".join(f"{mark} {what}" for mark, what in MARKS if has[mark] is not None)
 
 
 def label(p: Point, axes: list[str]) -> str:
@@ -112,8 +142,7 @@ def sweep_table(points: list[Point], axes: list[str], found: Findings, title: st
             for p in ranked(points, found.by)]
     shown = [f for i, f in enumerate(FIGURES) if f != "flags" or any(r[1 + len(axes) + i] for r in rows)]
     # Light rules, one space between columns: four swept parameters and the figures fit 80 columns.
-    t = Table(title=title, caption="* best, A the article's configuration, K the knee (the smallest batch "
-              "within 5% of the best)", box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
+    t = Table(title=title, caption=marks_legend(found) or None, box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
     t.add_column("", min_width=1, no_wrap=True)
     for name in axes:
         t.add_column(name.replace("_", " "), no_wrap=True)
@@ -214,7 +243,7 @@ def sweep_report(sweep: SweepRecord, runs: dict[str, RunRecord], width: int) -> 
     points = kept_points(sweep, runs)
     axes = list(sweep.axes)
     found = findings(points, sweep.article_values)
-    title = (f"sweep {sweep.short_id} of {sweep.workload}: {sweep.status}, {len(points)} point(s), "
+    title = (f"sweep {sweep.short_id} of {sweep.workload}: {sweep.status}, {point_count(points)}, "
              f"{sweep.steps} steps each" + (f", {sweep.repeat} repeats" if sweep.repeat > 1 else ""))
     parts: list[Any] = [sweep_table(points, axes, found, title)]
     if (tele := telemetry_table(points, axes, found)) is not None:
