@@ -6,6 +6,10 @@ are derived from the kept roofline records, so there is nothing else to store or
 device and dtype, the roofline that measured the largest sizes wins (a later, larger one replaces
 a smaller one's), and among those with the same largest size, the best figure.
 
+A ceiling is a plateau: a roofline sets one only where its curve has flattened (`matmul_verdict`)
+and its copy outgrew the cache (`copy_verdict`). The rules apply when the ceilings are derived,
+so a store whose rooflines were too small to set one (the smoke preset's) now keeps none.
+
 A run is judged against the ceilings kept when it ran (the runner's caller reads them from the
 store and hands them to the recorder): the record keeps the fraction and its source, so a figure
 reads the same in every view and in an export, and an old run is not silently re-judged.
@@ -13,16 +17,24 @@ reads the same in every view and in an export, and an old run is not silently re
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from tpulab.core.events import Device, KernelFigure, RunRecord, Step
+from tpulab.workloads.base import Workload
 from tpulab.core.timing import Flag, median
+from tpulab.workloads.roofline_kernels import MIB, Kernel
 
 WORKLOAD = "roofline"
 MEMORY = "memory"  # the dtype key of the bandwidth ceiling (bytes are bytes)
+FLAT = 0.10  # a matmul curve is flat once its last doubling changed its rate by at most this
+CACHE_MULTIPLE = 4  # a copy measures the memory once its array is this many times the cache
+# An accelerator's own cache is not known here: taken as 256 MiB, more than an NVIDIA GPU's L2
+# (50 MB on an H100) or a TPU v4's 128 MiB CMEM, so a 1 GiB copy measures its memory.
+ASSUMED_CACHE = 256 * MIB
 
 
 @dataclass(frozen=True)
@@ -34,10 +46,16 @@ class Ceiling:
     extent: int  # the largest size the roofline measured: a larger one replaces this
 
     copy: bool = False  # a memory ceiling: `size` is MiB copied
+    first: int = 0  # the smallest size the roofline measured
+    preset: str | None = None  # the roofline's preset, when its sizes are one's
 
     def source(self) -> str:
-        size = f"{self.size} MiB copy" if self.copy else f"n={self.size}"
-        return f"roofline run {self.run_id[:8]}, {self.backend}, {size}"
+        """'roofline run ab12cd34, jax, n=256..2048 (best n=512), preset default'."""
+        if self.copy:
+            size = f"{self.size} MiB copy"
+        else:
+            size = f"n={self.first}..{self.extent}" + (f" (best n={self.size})" if self.size != self.extent else "")
+        return f"roofline run {self.run_id[:8]}, {self.backend}, {size}" + (f", preset {self.preset}" if self.preset else "")
 
 
 Key = tuple[str, str, str]  # device kind, device name, dtype
@@ -81,21 +99,122 @@ def best(figures: Iterable[KernelFigure], kind: str, dtype: str | None = None) -
     return max(found, key=rate, default=None)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """Whether one curve of a roofline reached its ceiling: the figure that sets it, or why not."""
+
+    figure: KernelFigure | None  # the ceiling; None: not reached
+    why: str  # 'flat: n=2048 within 3% of n=1024', 'not saturated at n=64 (still +180% per doubling)'
+    run: str | None = None  # the roofline to run to reach it
+
+
+def matmul_verdict(figures: Iterable[KernelFigure], dtype: str) -> Verdict:
+    """A dtype's ceiling, once its matmul curve is flat: the two largest sizes within 10% of each
+    other (the last doubling's change, up or down). The ceiling is then the curve's best figure.
+
+    Small matmuls time the dispatch, not the math: their rate grows ~8x per doubling, and a ceiling
+    taken there is beaten by every later run. A last doubling that still gains more than 10% has
+    not reached the plateau (run larger sizes); one that loses more than 10% is not steady (other
+    work on the device: run it again). A best at a middle size below a flat tail (operands held in
+    a cache) is work the device did, so it stays the ceiling: better high than low, since a
+    ceiling too low is beaten by every later run.
+    """
+    curve = sorted((f for f in figures if f.kind == "matmul" and f.dtype == dtype and f.flops_per_s),
+                   key=lambda f: f.size)
+    if len(curve) < 2:
+        n = curve[0].size if curve else 0
+        return Verdict(None, f"one size (n={n}) shows no curve" if curve else "no matmul was timed",
+                       rerun(bigger(n), dtype))
+    prev, last = curve[-2:]
+    change = (last.flops_per_s or 0.0) / (prev.flops_per_s or 1.0) - 1
+    if change > FLAT:
+        return Verdict(None, f"not saturated at n={last.size} (still {change:+.0%} per doubling)",
+                       rerun(bigger(last.size), dtype))
+    if change < -FLAT:
+        return Verdict(None, f"not steady at n={last.size} ({change:+.0%} from n={prev.size}: other work on "
+                             "the device?)", rerun((curve[0].size, last.size), dtype))
+    top = best(curve, "matmul")
+    return Verdict(top, f"flat: n={last.size} within {abs(change):.0%} of n={prev.size}")
+
+
+def copy_verdict(figure: KernelFigure, cache: tuple[int, str]) -> Verdict:
+    """The memory ceiling, once the copy's array is at least 4x the cache (`cache_of`): a smaller
+    one may be read from the cache, whose bandwidth is many times the memory's."""
+    nbytes, words = cache
+    need = math.ceil(CACHE_MULTIPLE * nbytes / MIB)
+    if figure.size < need:
+        return Verdict(None, f"the {figure.size} MiB copy is under {CACHE_MULTIPLE}x {words}, which may hold it",
+                       rerun(copy_mib=need))
+    return Verdict(figure, f"the {figure.size} MiB copy is {figure.size * MIB / nbytes:.1f}x {words}")
+
+
+def cache_of(record: RunRecord) -> tuple[int, str]:
+    """The cache a roofline's copy must outgrow, in bytes and words: a CPU's last-level cache as
+    sysfs gave it when the run ran; an accelerator's, or one sysfs did not give, `ASSUMED_CACHE`."""
+    from tpulab.core import fmt
+
+    assumed = f"(unknown here: taken as {fmt.bytes_(ASSUMED_CACHE)})"
+    if record.device is None or record.device.kind != "cpu":
+        return ASSUMED_CACHE, f"the device's cache {assumed}"
+    llc = (record.runtime.get("cpu") or {}).get("llc_bytes")
+    return (int(llc), f"the {fmt.bytes_(llc)} last-level cache") if llc else (ASSUMED_CACHE, f"the last-level cache {assumed}")
+
+
+def verdicts(record: RunRecord) -> dict[str, Verdict]:
+    """A roofline record's verdict per matmul dtype, and its copy's under `MEMORY`."""
+    figures = record.summary.kernels
+    out = {dtype: matmul_verdict(figures, dtype) for dtype in dict.fromkeys(f.dtype for f in figures
+                                                                            if f.kind == "matmul")}
+    copy = best(figures, "copy")
+    if copy is not None:
+        out[MEMORY] = copy_verdict(copy, cache_of(record))
+    return out
+
+
+def bigger(n: int) -> tuple[int, int]:
+    """The sizes to run past a curve still climbing at n: four, up to 4n (at least the default's largest)."""
+    top = max(4 * n, int(_roofline().defaults()["max_size"]))
+    return top // 8, top
+
+
+def rerun(sizes: tuple[int, int] | None = None, dtype: str = "float32", copy_mib: int | None = None) -> str:
+    """'tpulab --run roofline --min-size 256 --max-size 2048': the sizes to run, said in full."""
+    flags = {"min-size": sizes[0], "max-size": sizes[1]} if sizes else {}
+    flags |= {"dtypes": dtype if dtype != "float32" else None, "copy-mib": copy_mib}
+    return "tpulab --run roofline" + "".join(f" --{k} {v}" for k, v in flags.items() if v is not None)
+
+
+def preset_of(params: dict[str, Any]) -> str | None:
+    """The roofline preset whose sizes a run's parameters are, if any."""
+    w = _roofline()
+    sizes = ("min_size", "max_size", "copy_mib")
+    return next((name for name in w.presets if all(w.preset(name)[k] == params.get(k) for k in sizes)), None)
+
+
+def _roofline() -> Workload:
+    from tpulab.workloads.roofline import ROOFLINE
+
+    return ROOFLINE
+
+
 def of_record(record: RunRecord) -> dict[Key, Ceiling]:
-    """The ceilings one roofline record measured: per dtype its best matmul, and its copy's bandwidth."""
+    """The ceilings one roofline record measured: per dtype its flat curve's best, and its copy's
+    bandwidth when the copy outgrew the cache."""
     if record.workload != WORKLOAD or record.device is None or record.status != "finished":
         return {}
     out = {}
-    figures = record.summary.kernels
-    for dtype in sorted({f.dtype for f in figures if f.kind == "matmul"}):
-        top = best(figures, "matmul", dtype)
-        if top is not None and top.flops_per_s:
-            extent = max(f.size for f in figures if f.kind == "matmul" and f.dtype == dtype)
-            out[key(record.device, dtype)] = Ceiling(top.flops_per_s, record.id, record.backend, top.size, extent)
-    copy = best(figures, "copy")
-    if copy is not None and copy.bytes_per_s:
-        out[key(record.device, MEMORY)] = Ceiling(copy.bytes_per_s, record.id, record.backend, copy.size, copy.size,
-                                                       copy=True)
+    preset = preset_of(record.params)
+    for dtype, v in verdicts(record).items():
+        f = v.figure
+        if f is None:
+            continue
+        if dtype == MEMORY and f.bytes_per_s:
+            out[key(record.device, MEMORY)] = Ceiling(f.bytes_per_s, record.id, record.backend, f.size, f.size,
+                                                       copy=True, preset=preset)
+        elif f.flops_per_s:
+            sizes = [k.size for k in record.summary.kernels if k.kind == "matmul" and k.dtype == dtype]
+            out[key(record.device, dtype)] = Ceiling(f.flops_per_s, record.id, record.backend, f.size, max(sizes),
+                                                     first=min(sizes), preset=preset)
     return out
 
 
@@ -132,8 +251,6 @@ def beats(achieved: float, ceiling: Ceiling, what: str = "FLOP/s") -> Flag:
 
 def kernel_work(figure: KernelFigure) -> tuple[float, float]:
     """FLOPs and bytes of one call of a roofline kernel (its least traffic: operands read, result written once)."""
-    from tpulab.workloads.roofline_kernels import Kernel
-
     k = Kernel(figure.kind, figure.dtype, figure.size)
     return k.flops, k.bytes
 

@@ -41,6 +41,7 @@ class CpuInfo:
     memory_bytes: int | None
     mhz: float | None
     max_mhz: float | None
+    llc_bytes: int | None = None  # the last-level cache, all its instances together (None: sysfs has none)
 
 
 @dataclass
@@ -129,7 +130,31 @@ def probe_cpu(root: Path) -> CpuInfo:
         memory_bytes=int(mem) * 1024 if mem else None,
         mhz=float(mhz) if mhz else None,
         max_mhz=int(max_khz) / 1000 if max_khz and max_khz.strip().isdigit() else None,
+        llc_bytes=probe_llc(root),
     )
+
+
+def probe_llc(root: Path) -> int | None:
+    """The last-level cache in bytes: the highest level's caches in sysfs, each instance counted once.
+
+    A big CPU has one L3 per group of cores (its `shared_cpu_list`), and a many-threaded copy
+    uses all of them: an array that outgrows one instance may still sit in the sum.
+    """
+    instances: dict[tuple[int, str], int] = {}
+    for index in (root / "sys/devices/system/cpu").glob("cpu[0-9]*/cache/index[0-9]*"):
+        level, size = (_read(index / "level") or "").strip(), _cache_size(_read(index / "size"))
+        if not level.isdigit() or size is None or (_read(index / "type") or "").strip() == "Instruction":
+            continue
+        shared = (_read(index / "shared_cpu_list") or str(index.parent.parent)).strip()
+        instances[(int(level), shared)] = size
+    top = max((level for level, _ in instances), default=None)
+    return sum(size for (level, _), size in instances.items() if level == top) if instances else None
+
+
+def _cache_size(text: str | None) -> int | None:
+    """'491520K' (sysfs's form), '32M' or '1024' as bytes."""
+    m = re.fullmatch(r"(\d+)([KMG]?)", (text or "").strip())
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)] if m else None
 
 
 def _first(pattern: str, text: str) -> str | None:

@@ -111,7 +111,7 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
                                   f" ({s.peak_source or 'peak unknown'})"),
         ("fraction of ceiling", roofline.ceiling_text(s, record.dtype)),
         ("intensity", roofline.intensity_text(s)),
-        *roofline.kernel_rows(s),
+        *roofline.kernel_rows(record),
     ]
     if s.mfu is not None:
         rows.append(("MFU", f"{fmt.percent(s.mfu)} (model FLOPs by formula / peak of {record.dtype})"))

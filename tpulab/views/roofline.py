@@ -12,14 +12,17 @@ from typing import Iterable
 from rich.text import Text
 
 from tpulab.core import fmt
-from tpulab.core.ceilings import Ceilings, kernel_intensity
+from tpulab.core.ceilings import MEMORY, Ceilings, Verdict, kernel_intensity, verdicts
 from tpulab.core.events import Device, RunRecord, Summary
 
-def ceiling_text(s: Summary, dtype: str | None = None) -> str:
-    """'39.2% of the measured ceiling 138.0 GFLOP/s (roofline run ..., jax, n=1024)'."""
+def ceiling_text(s: Summary, dtype: str | None = None) -> str | None:
+    """'39.2% of the measured ceiling 138.0 GFLOP/s (roofline run ..., jax, n=256..2048)', or None
+    for a roofline with none before it (its own rows say what it measured)."""
     if s.has_flag("beats-ceiling"):
-        return f"beats the measured ceiling {fmt.rate(s.ceiling_flops, 'FLOP/s')} (see the flag)"
+        return f"beats the measured ceiling {fmt.rate(s.ceiling_flops, 'FLOP/s')} from {s.ceiling_source}"
     if s.ceiling_flops is None:
+        if s.kernels:
+            return None
         flag = f" --dtypes {dtype}" if dtype and dtype != "float32" else ""
         return f"no measured ceiling yet for {dtype or 'this dtype'}: run `tpulab --run roofline{flag}` on this device"
     return f"{fmt.percent(s.ceiling_fraction)} of the measured ceiling {fmt.rate(s.ceiling_flops, 'FLOP/s')} " \
@@ -44,17 +47,34 @@ def intensity_text(s: Summary) -> str | None:
     return f"{s.intensity:.2f} FLOP/byte (XLA's count): {s.bound}-bound (ridge {ridge:.2f} FLOP/byte)"
 
 
-def kernel_rows(s: Summary) -> list[tuple[str, str]]:
-    """A roofline's figures: a row per matmul dtype (every size) and the copy."""
+def kernel_rows(record: RunRecord) -> list[tuple[str, str]]:
+    """A roofline's figures: a row per matmul dtype (every size) and the copy, each followed by the
+    ceiling it measured or why it measured none (a run that did not finish sets none)."""
+    s = record.summary
+    judged = verdicts(record) if record.status == "finished" else {}
     rows = []
     for dtype in dict.fromkeys(k.dtype for k in s.kernels if k.kind == "matmul"):
         ks = [k for k in s.kernels if k.kind == "matmul" and k.dtype == dtype]
         rows.append((f"matmul {dtype}", ", ".join(f"n={k.size} {fmt.rate(k.flops_per_s, 'FLOP/s')}" for k in ks)))
+        if dtype in judged:
+            rows.append((f"ceiling {dtype}", verdict_text(judged[dtype], "FLOP/s")))
     for k in s.kernels:
         if k.kind == "copy":
             rows.append((f"copy {k.size} MiB", f"{fmt.rate(k.bytes_per_s, 'B/s')} read and written "
                                                f"(median {fmt.seconds(k.median_s)})"))
+    if MEMORY in judged:
+        rows.append(("memory ceiling", verdict_text(judged[MEMORY], "B/s")))
     return rows
+
+
+def verdict_text(v: Verdict, unit: str) -> str:
+    """'71.8 GFLOP/s at n=512 (flat: ...)', or 'none: not saturated at n=64 (...): run `...`'."""
+    if v.figure is None:
+        return f"none: {v.why}: run `{v.run}`"
+    f = v.figure
+    if f.kind == "matmul":
+        return f"{fmt.rate(f.flops_per_s, unit)} at n={f.size} ({v.why})"
+    return f"{fmt.rate(f.bytes_per_s, unit)} ({v.why})"
 
 
 def points(records: Iterable[RunRecord], device: Device) -> list[tuple[str, float, float]]:
