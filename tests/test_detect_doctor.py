@@ -221,3 +221,4 @@ def test_detect_probes_each_installed_framework():
         assert views["jax"]["platform"] == "cpu" and views["jax"]["tpu_cores"] == 0
     human = run_cli("doctor")
     assert human.returncode == 0 and "runs will use the CPU" in human.stdout
+    assert "probing TensorFlow..." in human.stderr.splitlines()  # seconds each: said while it happens

@@ -37,7 +37,7 @@ def bad(capsys, *argv: str) -> str:
     (["--device", "gpu"], "--device gpu: no GPU was found on this machine"),
     (["--preset", "huge"], "--preset must be one of smoke, article, article-sharded (got 'huge')"),
     (["--backend", "torch"], "--backend must be one of auto, tensorflow, jax (got 'torch')"),
-    (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["--frobnicate"], "unknown option --frobnicate"),
 ])
 def test_bad_values_give_one_line_naming_the_parameter(capsys, monkeypatch, tmp_path, argv, expected):
     # A machine with no accelerator, with TensorFlow installed.
@@ -119,3 +119,51 @@ def test_sweep_takes_no_ui_like_every_command():
     argv = ["sweep", "conv", "--no-ui", "--batch-size", "4,8"]
     args = build_parser("conv", argv).parse_args(argv)
     assert args.command == "sweep" and args.no_ui and args.batch_size == "4,8"
+
+
+def refused(capsys, *argv: str) -> str:
+    """The one line a command line that cannot be read gets, with exit code 2."""
+    with pytest.raises(SystemExit) as exc:
+        main(list(argv))
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--run", "conv", "--no-ui", "--bach-size", "8"], "tpulab: error: unknown option --bach-size; did you mean "
+                                                       "--batch-size?"),
+    (["run", "conv", "--no-ui", "--bach-size=8"], "unknown option --bach-size; did you mean --batch-size?"),
+    (["sweep", "conv", "--bach-size", "4,8"], "tpulab sweep: error: unknown option --bach-size; did you mean "
+                                              "--batch-size?"),
+    (["--run", "convv", "--no-ui", "--batch-size", "8"], "argument --run: invalid choice: 'convv'; did you mean conv?"),
+    (["run", "convv", "--no-ui"], "invalid choice: 'convv'; did you mean conv?"),
+    (["sweep", "convv", "--batch-size", "4,8"], "argument workload: invalid choice: 'convv'; did you mean conv?"),
+    (["results", "shwo", "abc"], "argument ACTION: invalid choice: 'shwo'; did you mean show?"),
+    (["doctr"], "argument COMMAND: invalid choice: 'doctr'; did you mean doctor?"),
+    (["results", "export", "-x", "out.json"], "unknown option -x"),
+])
+def test_a_mistyped_option_or_name_is_named_with_the_nearest_known_one(capsys, argv, expected):
+    assert expected in refused(capsys, *argv)
+
+
+def test_values_that_look_like_options_are_read_as_values(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_only(tmp_path))
+    assert "--batch-size must be an integer from 1 to 4096 (got '-8')" in refused(capsys, "run", "conv", "--no-ui",
+                                                                                   "--batch-size", "-8")
+
+
+def test_run_as_a_command_is_the_run_option(capsys):
+    from tpulab.cli.main import build_parser, run_as_option
+
+    helps = []
+    for argv in (["run", "conv", "--no-ui", "--help"], ["--run", "conv", "--no-ui", "--help"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 0
+        helps.append(capsys.readouterr().out)
+    assert helps[0] == helps[1] and "--batch-size" in helps[0]
+    flags = ["--no-ui", "--preset", "smoke", "--batch-size", "8", "--no-save", "--json"]
+    as_command = build_parser("conv").parse_args(run_as_option(["run", "conv", *flags]))
+    assert vars(as_command) == vars(build_parser("conv").parse_args(["--run", "conv", *flags]))
+    assert "the following arguments are required: WORKLOAD" in refused(capsys, "run")

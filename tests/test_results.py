@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from tpulab.core.basis import differ
 from tpulab.core.store import Store, StoreError, compare, export_csv, export_json, read_export
 
 from .helpers import ROOT, json_events, make_record, run_cli
@@ -151,7 +152,25 @@ def test_different_work_is_compared_by_throughput_never_by_time():
     assert result.by == "examples/s" and "the work per step differs" in result.header
     # 16x the work in 80x the time: a fifth of the rate, not 80x slower and not 0.0125x.
     assert result.speedups[1] == pytest.approx((16e9 / 0.8) / (1e9 / 0.01))
-    assert result.warnings == ["batch_size differs: 8 vs 128"]
+    assert result.warnings == ["batch size differs: 8 vs 128"]
+
+
+def test_a_warning_agrees_with_the_parameter_it_names():
+    small, large = make_record(), make_record()
+    small.params.update(image_size=32, filters=16)
+    assert compare([small, large]).warnings == ["filters differ: 16 vs 256", "image size differs: 32 vs 256"]
+    assert differ("steps_per_epoch", [5, 100]) == "steps per epoch differ: 5 vs 100"
+    assert differ("precision", ["float32", "mixed_bfloat16"]) == "precision differs: float32 vs mixed_bfloat16"
+
+
+def test_a_missing_id_or_a_compare_of_one_run_is_bad_input(tmp_path):
+    db = tmp_path / "r.db"
+    kept = make_record()
+    Store(db).save(kept)
+    missing = run_cli("results", "--db", str(db), "show", "nonexistent")
+    assert missing.returncode == 2 and "no run 'nonexistent'" in missing.stderr and "Traceback" not in missing.stderr
+    one = run_cli("results", "--db", str(db), "compare", kept.short_id)
+    assert one.returncode == 2 and "compare needs at least two runs (got 1)" in one.stderr
 
 
 def test_csv_export(tmp_path):

@@ -243,14 +243,27 @@ def fast_report() -> RuntimeReport:
     return detect()
 
 
+def probe_frameworks(report: RuntimeReport) -> dict[str, dict[str, Any]]:
+    """Each installed framework's own view (seconds each), saying on stderr which one is being probed:
+    a spinner on a terminal, a line each elsewhere."""
+    from rich.console import Console
+
+    from tpulab.core.worker import probe_installed
+
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        return probe_installed(report.packages, lambda title: err.print(f"probing {title}...", highlight=False))
+    with err.status("probing the frameworks...") as status:
+        return probe_installed(report.packages, lambda title: status.update(f"probing {title}..."))
+
+
 def cmd_detect(args: argparse.Namespace) -> int:
     from tpulab.views.console import runtime_table
     from tpulab.runtime.doctor import diagnose
-    from tpulab.core.worker import probe_installed
 
     report = fast_report()
     if not args.fast:
-        report.frameworks = probe_installed(report.packages)
+        report.frameworks = probe_frameworks(report)
     from tpulab.plugins import broken
 
     verdicts = diagnose(report)

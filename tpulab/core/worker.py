@@ -23,7 +23,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from tpulab import backends
 from tpulab.backends import Cluster, Runtime
@@ -179,9 +179,16 @@ def probe(backend: str, timeout_s: float = 120.0) -> dict[str, Any]:
     return {"error": tail or f"the {title} probe ended with code {handle.returncode} and said nothing"}
 
 
-def probe_installed(packages: dict[str, str | None]) -> dict[str, dict[str, Any]]:
-    """Every installed framework's view, probed one after another (only one may hold a TPU)."""
-    return {name: probe(name) for name, info in backends.registry().items() if info.installed(packages)}
+def probe_installed(packages: dict[str, str | None],
+                    probing: Callable[[str], None] = lambda title: None) -> dict[str, dict[str, Any]]:
+    """Every installed framework's view, probed one after another (only one may hold a TPU); `probing` is
+    told each framework's title as its probe starts (each takes seconds: a front end says so)."""
+    views = {}
+    for name, info in backends.registry().items():
+        if info.installed(packages):
+            probing(info.title)
+            views[name] = probe(name)
+    return views
 
 
 # --- child side ----------------------------------------------------------------------------
