@@ -23,9 +23,10 @@ PLOT_POINTS = 300  # a series is thinned to this many points when drawn: plotext
 class SeriesPlot(PlotextPlot):
     """Named line series in bounded deques, plus labelled horizontal reference lines (a device's peak)."""
 
-    def __init__(self, title: str = "", **kwargs) -> None:
+    def __init__(self, title: str = "", ylim: tuple[float, float] | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.title = title
+        self.ylim = ylim  # a fixed y range (percentages: 0 to 100); None: fitted to the points
         self.series: dict[str, deque[tuple[float, float]]] = {}
         self.lines: dict[str, float] = {}
         self.dirty = False
@@ -58,11 +59,11 @@ class SeriesPlot(PlotextPlot):
                 series[name] = list(pts)[::step]
         self.dirty = False
         self._build(title, series, list(self.lines.values()), self.size.width, self.size.height,
-                    self._get_plotext_theme_name(self.app.theme))
+                    self._get_plotext_theme_name(self.app.theme), self.ylim)
 
     @work(thread=True, group="chart", exit_on_error=False)
     def _build(self, title: str, series: dict[str, list[tuple[float, float]]], lines: list[float],
-               width: int, height: int, theme: str) -> None:
+               width: int, height: int, theme: str, ylim: tuple[float, float] | None = None) -> None:
         with self._lock:
             plt = self.plt
             plt.clear_data()
@@ -73,6 +74,8 @@ class SeriesPlot(PlotextPlot):
                 plt.plot(xs, ys, label=name if len(series) > 1 else None, marker="braille")
             for value in lines:
                 plt.horizontal_line(value, color="red")
+            if ylim is not None:
+                plt.ylim(*ylim)
             plt.plotsize(width, height)
             plt._set_size(width, height)  # as PlotextPlot.render does: plotsize alone does not stick
             plt.theme(theme)
