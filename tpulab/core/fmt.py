@@ -56,6 +56,7 @@ def p10_p90(stats: Stats | None) -> str:
 
 LIST_COLUMNS = ("id", "started", "workload", "status", "device", "backend", "batch", "median", "peak")
 SHRINKABLE = ("device", "workload")  # descriptive cells give way at 80 columns; an id or a figure never does
+OPTIONAL = ("started", "backend", "batch", "device", "status")  # then left out, the first first
 MIN_SHRUNK = 5
 
 
@@ -76,17 +77,23 @@ def list_row(row: RunRow) -> tuple[str, ...]:
 
 def fit(rows: list[tuple[str, ...]], width: int, columns: tuple[str, ...] = LIST_COLUMNS) -> list[tuple[str, ...]]:
     """Rows whose cells fit `width` (one space between columns): the SHRINKABLE columns are shortened
-    with "…", the first first; the others are kept whole."""
+    with "…", the first first; when that is not enough, OPTIONAL columns are left out (from every row,
+    the header too), the first first. An id and a figure are always kept whole."""
     widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
-    excess = sum(widths) + len(columns) - 1 - width
+    least = [min(w, max(MIN_SHRUNK, len(c))) if c in SHRINKABLE else w for w, c in zip(widths, columns)]
+    kept = list(range(len(columns)))
+    for name in OPTIONAL:
+        if sum(least[i] + 1 for i in kept) - 1 <= width:
+            break
+        if name in columns:
+            kept.remove(columns.index(name))
+    excess = sum(widths[i] + 1 for i in kept) - 1 - width
     for name in SHRINKABLE:
         i = columns.index(name)
-        cut = min(max(excess, 0), widths[i] - max(MIN_SHRUNK, len(name)))
-        if cut > 0:
-            widths[i] -= cut
-            excess -= cut
-    return [tuple(cell if len(cell) <= widths[i] else cell[:widths[i] - 1] + "…" for i, cell in enumerate(r))
-            for r in rows]
+        cut = min(max(excess, 0), widths[i] - least[i]) if i in kept else 0
+        widths[i] -= cut
+        excess -= cut
+    return [tuple(r[i] if len(r[i]) <= widths[i] else r[i][:widths[i] - 1] + "…" for i in kept) for r in rows]
 
 
 def pct(x: float | None) -> str:

@@ -1,14 +1,16 @@
 """The results pane: kept runs, newest first, a page at a time; a filter; mark two or more to compare.
 
 Every read of the store runs in a thread: the first page shows at once however many runs are kept,
-the next is fetched as the cursor or the scroll nears the end of what is loaded.
+the next is fetched as the cursor or the scroll nears the end of what is loaded. The rows are fitted to
+the table's width as the CLI fits its listing: the id and the figures stay whole, descriptive cells give way.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from textual import on, work
+from rich.text import Text
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -26,6 +28,7 @@ PAGE = 100  # rows fetched at a time
 AHEAD = 20  # the next page is fetched when the cursor or the scroll comes this close to the end
 FILTER_PAUSE_S = 0.2  # typing in the filter field: the store is asked once the keys pause this long
 ROOFLINE_POINTS = 200  # the newest runs of a device drawn on its roofline
+MARK = Text("*", style="bold")  # a marked run, in a column of its own: it never takes a figure's room
 
 
 class ResultsPane(Vertical):
@@ -38,6 +41,8 @@ class ResultsPane(Vertical):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.rows: list[RunRow] = []  # what the table shows, newest first
+        self._cells: list[tuple[str, ...]] = []  # their listing cells, whole
+        self._shape: tuple[tuple[str, ...], list[int]] | None = None  # the columns shown and their widths
         self.total: int | None = None  # runs matching the filter, once counted
         self.marked: list[str] = []
         self.filter = RunFilter()
@@ -54,7 +59,7 @@ class ResultsPane(Vertical):
         yield Static("space marks a run, m compares the marked runs (the first marked is the baseline), r draws "
                      "the roofline of the run's device",
                      id="results-help")
-        yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True)
+        yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True, cell_padding=0)
         with Horizontal(id="compare-row"):
             yield Static(id="comparison")
             yield BarPlot(id="compare-chart")
@@ -65,7 +70,6 @@ class ResultsPane(Vertical):
         return self.query_one("#results-table", DataTable)
 
     def on_mount(self) -> None:
-        self.table.add_columns("", *fmt.LIST_COLUMNS)
         self.query_one("#compare-chart").display = False
         self.watch(self.table, "scroll_y", self._scrolled, init=False)
         self.reload()
@@ -97,18 +101,43 @@ class ResultsPane(Vertical):
     def _arrived(self, generation: int, page: Page, fresh: bool) -> None:
         if generation != self._generation:
             return
-        table = self.table
+        start = 0 if fresh else len(self.rows)
         if fresh:
-            table.clear()
-            self.rows = []
+            self.table.clear()
+            self.rows, self._cells = [], []
             self.total = None
-        for r in page.rows:
-            table.add_row("*" if r.id in self.marked else "", *fmt.list_row(r), key=r.id)
         self.rows += page.rows
+        self._cells += [fmt.list_row(r) for r in page.rows]
+        self._lay_out(start)
         self._after = page.after
         self._loading = False
         self._status()
         self._update_button()
+
+    def _lay_out(self, start: int) -> None:
+        """The rows from `start` on into the table, fitted to its width (one space between columns); when the
+        fit changes (a wider cell arrived, the terminal was resized) every row is laid out again."""
+        table = self.table
+        width = table.scrollable_content_region.width or self.app.size.width
+        fitted = fmt.fit([fmt.LIST_COLUMNS, *self._cells], width - len(MARK) - 2)
+        shape = (fitted[0], [max(map(len, cells)) for cells in zip(*fitted)])
+        if shape != self._shape:
+            self._shape, start = shape, 0
+            cursor, scroll = table.cursor_row, table.scroll_y
+            table.clear(columns=True)
+            table.add_column("", width=len(MARK) + 1)
+            for name, w in zip(*shape):
+                table.add_column(name, width=w + 1)
+            self.call_after_refresh(lambda: (table.move_cursor(row=cursor, animate=False, scroll=False),
+                                             table.scroll_to(y=scroll, animate=False)))
+        for run, cells in zip(self.rows[start:], fitted[1 + start:]):
+            table.add_row(self._mark(run.id), *cells, key=run.id)
+
+    def _mark(self, run_id: str) -> Text | str:
+        return MARK if run_id in self.marked else ""
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.call_after_refresh(self._lay_out, len(self.rows))
 
     def _counted(self, generation: int, total: int) -> None:
         if generation == self._generation:
@@ -118,8 +147,9 @@ class ResultsPane(Vertical):
     def _status(self, problem: str | None = None) -> None:
         which = f" matching {self.filter.describe()}" if self.filter else ""
         counted = f"{len(self.rows):,} of {self.total:,}" if self.total is not None else f"{len(self.rows):,}"
+        marked = f", [b]{len(self.marked)} marked[/b]" if self.marked else ""
         text = f"[red]{problem}[/]" if problem else \
-            f"{counted} runs{which} | space marks a run, m compares the marked (the first is the baseline)"
+            f"{counted} runs{which}{marked} | space marks a run, m compares the marked (the first is the baseline)"
         self.query_one("#results-help", Static).update(text)
 
     @on(DataTable.RowHighlighted, "#results-table")
@@ -159,7 +189,8 @@ class ResultsPane(Vertical):
             self.marked.remove(run_id)
         else:
             self.marked.append(run_id)
-        table.update_cell(run_id, table.ordered_columns[0].key, "*" if run_id in self.marked else "")
+        table.update_cell(run_id, table.ordered_columns[0].key, self._mark(run_id))
+        self._status()
         self._update_button()
 
     def action_roofline(self) -> None:
