@@ -75,7 +75,7 @@ def test_conv_on_jax(mode, shards):
     events = [e for e in json_events(out.stdout) if e["event"] != "sample"]  # telemetry runs beside the steps
     assert [e["event"] for e in events[:2]] == ["started", "compiled"] and events[-2]["event"] == "finished"
     result = events[-1]
-    assert result["backend"] == "jax" and result["backend_reason"] == "asked for"
+    assert result["backend"] == "jax" and result["backend_reason"] == "you chose jax"
     assert result["device"]["replicas"] == shards and result["device"]["kind"] == "cpu"
     assert result["versions"]["jax"] and result["summary"]["step_seconds"]["count"] == 3
     assert 0 < result["summary"]["peak_fraction"] < 1

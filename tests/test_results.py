@@ -246,3 +246,24 @@ def test_compare_says_when_first_calls_differ_in_kind():
     result = compare([cold, warm])
     assert f"first calls differ in kind: {cold.short_id} compiled, {warm.short_id} compiled (cache)" in result.warnings
     assert not any("first calls" in w for w in compare([make_record(), make_record()]).warnings)
+
+
+def test_a_run_on_stand_in_data_says_what_the_data_is_for_its_workload():
+    """The transformer's synthetic data is tokens, not images; its only metric is the loss."""
+    from tpulab.core.events import Compiled, Device, Started, Step
+    from tpulab.core.narrate import header
+    from tpulab.core.record import RunRecorder
+    from tpulab.core.spec import RunSpec
+    from tpulab.runtime.detect import detect
+    from tpulab.workloads import registry
+
+    w = registry()["transformer"]
+    rec = RunRecorder(RunSpec(w, {**w.defaults(), **w.presets["smoke"]}, "jax", "you chose jax", "cpu"), detect())
+    started = Started(workload=w.name, device=Device(kind="cpu", name="test CPU", replicas=1), dtype="float32",
+                      flops_per_step=1e9, steps_total=4, per_replica_batch=4, backend="jax", synthetic=True)
+    for e in (started, Compiled(seconds=1.0), *(Step(step=i, seconds=0.01, synthetic=True) for i in range(2, 5))):
+        rec.feed(e)
+    rec.finish("finished")
+    assert "SYNTHETIC DATA: random tokens: the loss means nothing" in header(started, rec)
+    assert [f.message for f in rec.record().summary.flags if f.code == "synthetic-data"] == [
+        "trained on random tokens: the loss means nothing"]

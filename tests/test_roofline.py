@@ -158,7 +158,7 @@ def test_a_later_run_shows_its_share_of_the_ceiling_and_its_bound(tmp_path):
     assert "10.00 FLOP/byte (XLA's count): compute-bound" in text
     unknown = make_record()  # TensorFlow: no bytes, so no intensity and no bound, and the summary says why
     assert unknown.summary.intensity is None and unknown.summary.bound is None
-    assert "unknown: the backend did not report the bytes" in render(summary_table(unknown))
+    assert "unknown: no count of the bytes" in render(summary_table(unknown))
 
 
 def conv_record(tmp_path, ceilings: Ceilings, flops: float, seconds: float, nbytes: float | None) -> RunRecord:

@@ -240,7 +240,7 @@ def choose(requested: str, report: RuntimeReport, device: str = "auto") -> tuple
         b = get(requested)
         if not b.installed(report.packages):
             raise BackendError(f"--backend {requested}: {b.title} is not installed; install it with: {b.install}")
-        return requested, "asked for"
+        return requested, f"you chose {requested}"
     kind = device if device != "auto" else "tpu" if report.tpu is not None else report.default_device
     ranked = sorted(backends.values(), key=lambda b: -b.fitness(report, kind).preference)
     passed: list[str] = []

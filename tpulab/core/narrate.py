@@ -47,7 +47,7 @@ def header(e: Started, rec: RunRecorder) -> str:
              + (f", data: {e.dataset}" if e.dataset else ""),
              f"backend: {backend_line(e.backend, rec.backend_reason, e.versions)}"]
     if e.synthetic:
-        lines.append("[yellow]SYNTHETIC DATA: random images and labels; accuracy is meaningless[/]")
+        lines.append(f"[yellow]SYNTHETIC DATA: {rec.workload.synthetic_warning()}[/]")
     if e.note:
         lines.append(f"[yellow]note: {e.note}[/]")
     return "\n".join(lines)

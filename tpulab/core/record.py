@@ -19,7 +19,6 @@ from tpulab.core.spec import RunSpec
 from tpulab.workloads.base import INFERENCE_PHASE
 
 PREDICT = INFERENCE_PHASE  # the phase of a training run's inference steps, summarised apart from training's
-SYNTHETIC = Flag("synthetic-data", "trained on synthetic random data: accuracy is meaningless")
 
 
 def now_iso() -> str:
@@ -154,7 +153,7 @@ class RunRecorder:
         peak_fraction = flops_per_s / peak.flops if flops_per_s and peak else None
         flags = sanity_flags(peak_fraction, stats)
         if info is not None and info.synthetic:
-            flags.append(SYNTHETIC)
+            flags.append(Flag("synthetic-data", f"trained on {w.synthetic_warning()}"))
         device = info.device if info else None
         ceiling = self.ceilings.flops(device, info.dtype if info else None)
         bandwidth = self.ceilings.bandwidth(device)

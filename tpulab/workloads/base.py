@@ -206,6 +206,7 @@ class Workload(ABC):
     runners: Mapping[str, Callable[[], Runner]] = {}  # backend name -> a function that imports its runner
     throughput_unit: str = "examples/s"  # what its throughput counts: "images/s", "tokens/s"
     model_flops: bool = False  # `flops_per_step` are the model's FLOPs by the standard formula: shown as MFU
+    synthetic_data: str = "random inputs and targets"  # its stand-in data in words (a run on it says so)
 
     # --- hooks ---------------------------------------------------------------------------------
     @abstractmethod
@@ -266,6 +267,13 @@ class Workload(ABC):
         """Whether steps of `phase` are an inference phase, kept apart from training's figures: a training
         workload's `predict` after `fit`. (A workload that does not train may time its steps with `predict`.)"""
         return self.trains and phase == INFERENCE_PHASE
+
+    def synthetic_warning(self) -> str:
+        """'random tokens: the loss means nothing': what every figure of a run on stand-in data travels with."""
+        labels = [m.label for m in self.metrics]
+        if not labels:
+            return f"{self.synthetic_data}: only the speed means something"
+        return f"{self.synthetic_data}: the {' and '.join(labels)} {'means' if len(labels) == 1 else 'mean'} nothing"
 
     def describe_data(self, p: Params) -> str:
         """What the inputs are and where they live, in words, for the run's record."""

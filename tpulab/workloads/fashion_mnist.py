@@ -68,6 +68,7 @@ class FashionMnist(KerasWorkload):
                Metric("sparse_categorical_accuracy", "accuracy", higher_is_better=True, headline=True))
     charts = (STEP_TIME, THROUGHPUT, METRICS)
     how = (*KerasWorkload.how, "pipeline")
+    synthetic_data = "random images and labels"
 
     def flops_per_step(self, p: Params) -> float:
         # Training costs about three forward passes: forward, then gradients for inputs and weights.

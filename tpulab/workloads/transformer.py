@@ -68,6 +68,7 @@ class Transformer(KerasWorkload):
     }
     unit = "step"
     throughput_unit = "tokens/s"
+    synthetic_data = "random tokens"
     model_flops = True
     metrics = (Metric("loss", "loss", higher_is_better=False, headline=True),)
     charts = (STEP_TIME, THROUGHPUT, GFLOPS, METRICS)
