@@ -1,8 +1,9 @@
 """The live charts a workload can declare: what each plots from the run's events, by name of series.
 
 The lab draws whatever a workload's `charts` list; each `Chart` turns an event into points
-(series, x, y) and may draw reference lines (the device's peak). A new quantity is one `Chart`
-here or in a workload's module, never a name the lab knows.
+(series, x, y) and may draw reference lines (the device's peak) and put series of another quantity on a
+y axis of their own, at the right (accuracy beside loss). A new quantity is one `Chart` here or in a
+workload's module, never a name the lab knows.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class Chart:
     title: str
     points: Callable[[Event, ChartContext], list[Point]]
     lines: Callable[[ChartContext], dict[str, float]] = field(default=lambda ctx: {})
+    right: Callable[[ChartContext], tuple[str, ...]] = field(default=lambda ctx: ())  # series on the right axis
 
 
 def _series(e: Step, ctx: ChartContext) -> str:
@@ -58,9 +60,18 @@ def _metrics(e: Event, ctx: ChartContext) -> list[Point]:
     if isinstance(e, Step):
         return [(m.label, e.step, e.metrics[m.key]) for m in w.metrics if m.key in e.metrics]
     if isinstance(e, Epoch):
-        return [(w.label(k).replace("validation", "val"), ctx.last_step, v) for k, v in e.metrics.items()
-                if k.startswith("val_")]
+        return [(_val(w.label(k)), ctx.last_step, v) for k, v in e.metrics.items() if k.startswith("val_")]
     return []
+
+
+def _val(label: str) -> str:
+    return label.replace("validation", "val")
+
+
+def _rising(ctx: ChartContext) -> tuple[str, ...]:
+    """The metrics that rise as training goes well (accuracy) get their own axis: loss falls, on another scale."""
+    return tuple(name for m in ctx.workload.metrics if m.higher_is_better
+                 for name in (m.label, _val(ctx.workload.label("val_" + m.key))))
 
 
 def _peak(ctx: ChartContext) -> dict[str, float]:
@@ -74,4 +85,4 @@ def step_time(unit: str = "step") -> Chart:
 STEP_TIME = step_time()
 GFLOPS = Chart("GFLOP/s", _gflops, _peak)
 THROUGHPUT = Chart("examples/s", _throughput)
-METRICS = Chart("loss, accuracy", _metrics)
+METRICS = Chart("loss, accuracy", _metrics, right=_rising)

@@ -114,7 +114,7 @@ class RunPane(Vertical):
             plot = self.query_one(f"#{chart_id}", SeriesPlot)
             plot.display = spec is not None
             if spec is not None:
-                plot.configure(spec.title)
+                plot.configure(spec.title, spec.right(self.context))
                 self.charts.append((spec, plot))
         self.telemetry_charts = {}
         for chart_id, title in TELEMETRY_TITLES.items():

@@ -8,9 +8,13 @@ the finished text.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
+from dataclasses import dataclass
 
+from rich.color import Color
+from rich.style import Style
 from rich.text import Text
 from textual import work
 from textual.app import RenderResult
@@ -18,24 +22,49 @@ from textual_plotext import PlotextPlot
 
 MAX_POINTS = 5000
 PLOT_POINTS = 300  # a series is thinned to this many points when drawn: plotext's cost grows with points
+PALETTE = ((80, 160, 255), (255, 165, 0), (90, 200, 110), (220, 110, 220), (0, 200, 200), (230, 220, 90))
+LINE_COLOUR = (230, 60, 60)  # a reference line (a peak) and its name in the header
+IN_RANGE = 2.0  # a reference line is drawn when at most this many times the data's top: the data keeps half the height
+
+
+@dataclass
+class View:
+    """What one drawing shows, snapshotted on the event loop: the thread reads nothing else."""
+
+    title: str
+    series: dict[str, list[tuple[float, float]]]
+    lines: dict[str, float]
+    right: tuple[str, ...]
 
 
 class SeriesPlot(PlotextPlot):
-    """Named line series in bounded deques, plus labelled horizontal reference lines (a device's peak)."""
+    """Named line series in bounded deques, plus labelled horizontal reference lines (a device's peak).
 
-    def __init__(self, title: str = "", ylim: tuple[float, float] | None = None, **kwargs) -> None:
+    The header line names the series in their colours (plotext's own legend would cover the data); the y
+    axes fit the data, a reference line far above it is named as off scale; a step axis has integer ticks;
+    series named in `right` get a y axis of their own; until a point arrives it says so, with no axes.
+    """
+
+    DEFAULT_CSS = """
+    SeriesPlot {
+        min-height: 6;  /* the header, three rows of data, the x axis and its ticks */
+    }
+    """
+
+    def __init__(self, title: str = "", **kwargs) -> None:
         super().__init__(**kwargs)
         self.title = title
-        self.ylim = ylim  # a fixed y range (percentages: 0 to 100); None: fitted to the points
         self.series: dict[str, deque[tuple[float, float]]] = {}
         self.lines: dict[str, float] = {}
+        self.right: tuple[str, ...] = ()
         self.dirty = False
         self._built: Text | None = None
         self._lock = threading.Lock()  # one build at a time touches the plotext figure
 
-    def configure(self, title: str) -> None:
+    def configure(self, title: str, right: tuple[str, ...] = ()) -> None:
         """Start afresh; the title names the quantity and its unit (axes get no labels: rows are scarce)."""
         self.title = title
+        self.right = right
         self.series.clear()
         self.lines.clear()
         self.replot()
@@ -49,38 +78,42 @@ class SeriesPlot(PlotextPlot):
 
     def replot(self) -> None:
         """Snapshot the data here, on the event loop; build the picture in a thread."""
-        title = self.title
-        if self.lines:
-            title += "  " + ", ".join(f"{k} {v:,.1f}" for k, v in self.lines.items())
         series = {}
         for name, pts in self.series.items():
             if pts:
                 step = -(-len(pts) // PLOT_POINTS)
                 series[name] = list(pts)[::step]
         self.dirty = False
-        self._build(title, series, list(self.lines.values()), self.size.width, self.size.height,
-                    self._get_plotext_theme_name(self.app.theme), self.ylim)
+        if not series:  # no axes around nothing
+            self._show(Text(f"{self.title}: nothing measured yet", style="dim"))
+            return
+        self._build(View(self.title, series, dict(self.lines), self.right), self.size.width, self.size.height,
+                    self._get_plotext_theme_name(self.app.theme))
 
     @work(thread=True, group="chart", exit_on_error=False)
-    def _build(self, title: str, series: dict[str, list[tuple[float, float]]], lines: list[float],
-               width: int, height: int, theme: str, ylim: tuple[float, float] | None = None) -> None:
+    def _build(self, view: View, width: int, height: int, theme: str) -> None:
         with self._lock:
             plt = self.plt
             plt.clear_data()
             plt.clear_figure()
-            plt.title(title)
-            for name, pts in series.items():
+            top = max(y for pts in view.series.values() for _, y in pts)
+            shown = {k: v for k, v in view.lines.items() if v <= IN_RANGE * top}
+            for (name, pts), colour in zip(view.series.items(), _colours()):
                 xs, ys = zip(*pts)
-                plt.plot(xs, ys, label=name if len(series) > 1 else None, marker="braille")
-            for value in lines:
-                plt.horizontal_line(value, color="red")
-            if ylim is not None:
-                plt.ylim(*ylim)
-            plt.plotsize(width, height)
-            plt._set_size(width, height)  # as PlotextPlot.render does: plotsize alone does not stick
+                plt.plot(xs, ys, marker="braille", color=colour, yside="right" if name in view.right else "left")
+            for value in shown.values():
+                plt.horizontal_line(value, color=LINE_COLOUR)
+            plt.frame(False)
+            plt.xaxes(True, False)
+            plt.yaxes(True, any(name in view.right for name in view.series))
+            ticks = integer_ticks([x for pts in view.series.values() for x, _ in pts], max(2, width // 10))
+            if ticks:
+                plt.xticks(ticks, [str(t) for t in ticks])
+            plt.plotsize(width, height - 1)
+            plt._set_size(width, height - 1)  # as PlotextPlot.render does: plotsize alone does not stick
             plt.theme(theme)
-            built = Text.from_ansi(plt.build())
-        self.app.call_from_thread(self._show, built)
+            body = Text.from_ansi(plt.build())
+        self.app.call_from_thread(self._show, Text("\n").join([header(view, shown, width), body]))
 
     def _show(self, built: Text) -> None:
         self._built = built
@@ -91,6 +124,40 @@ class SeriesPlot(PlotextPlot):
 
     def on_resize(self) -> None:
         self.replot()
+
+
+def _colours():
+    while True:
+        yield from PALETTE
+
+
+def header(view: View, shown: dict[str, float], width: int) -> Text:
+    """The title, then each series in its colour (and its axis when there are two), then the reference lines:
+    drawn ones in their colour, the others said to be off scale."""
+    text = Text(view.title, style="bold")
+    two_axes = any(name in view.right for name in view.series)
+    for name, colour in zip(view.series, _colours()):
+        side = (" (right)" if name in view.right else " (left)") if two_axes else ""
+        text.append("  ━ ", style=Style(color=Color.from_rgb(*colour)))
+        text.append(name + side)
+    for name, value in view.lines.items():
+        if name in shown:
+            text.append(f"  ── {name} {value:,.1f}", style=Style(color=Color.from_rgb(*LINE_COLOUR)))
+        else:
+            text.append(f"  {name} {value:,.1f} off scale", style="dim")
+    text.truncate(width, overflow="ellipsis")
+    return text
+
+
+def integer_ticks(xs: list[float], most: int) -> list[int]:
+    """Whole-number ticks at a round spacing (1, 2, 5, 10, ...) when every x is whole (a step); else none."""
+    if not xs or any(x != int(x) for x in xs):
+        return []
+    lo, hi = int(min(xs)), int(max(xs))
+    raw = max(1.0, (hi - lo) / max(1, most - 1))
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return list(range(-(-lo // step) * step, hi + 1, step)) or [lo]
 
 
 class BarPlot(PlotextPlot):
