@@ -35,14 +35,16 @@ class View:
     series: dict[str, list[tuple[float, float]]]
     lines: dict[str, float]
     right: tuple[str, ...]
+    ylim: tuple[float, float] | None = None
 
 
 class SeriesPlot(PlotextPlot):
     """Named line series in bounded deques, plus labelled horizontal reference lines (a device's peak).
 
     The header line names the series in their colours (plotext's own legend would cover the data); the y
-    axes fit the data, a reference line far above it is named as off scale; a step axis has integer ticks;
-    series named in `right` get a y axis of their own; until a point arrives it says so, with no axes.
+    axes fit the data (or `ylim`: a percentage from 0 to 100), a reference line far above it is named as
+    off scale; a step axis has integer ticks; series named in `right` get a y axis of their own; until a
+    point arrives it says so, with no axes.
     """
 
     DEFAULT_CSS = """
@@ -51,9 +53,10 @@ class SeriesPlot(PlotextPlot):
     }
     """
 
-    def __init__(self, title: str = "", **kwargs) -> None:
+    def __init__(self, title: str = "", ylim: tuple[float, float] | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.title = title
+        self.ylim = ylim  # a fixed y range (percentages: 0 to 100); None: fitted to the data
         self.series: dict[str, deque[tuple[float, float]]] = {}
         self.lines: dict[str, float] = {}
         self.right: tuple[str, ...] = ()
@@ -87,7 +90,7 @@ class SeriesPlot(PlotextPlot):
         if not series:  # no axes around nothing
             self._show(Text(f"{self.title}: nothing measured yet", style="dim"))
             return
-        self._build(View(self.title, series, dict(self.lines), self.right), self.size.width, self.size.height,
+        self._build(View(self.title, series, dict(self.lines), self.right, self.ylim), self.size.width, self.size.height,
                     self._get_plotext_theme_name(self.app.theme))
 
     @work(thread=True, group="chart", exit_on_error=False)
@@ -103,6 +106,8 @@ class SeriesPlot(PlotextPlot):
                 plt.plot(xs, ys, marker="braille", color=colour, yside="right" if name in view.right else "left")
             for value in shown.values():
                 plt.horizontal_line(value, color=LINE_COLOUR)
+            if view.ylim is not None:
+                plt.ylim(*view.ylim)
             plt.frame(False)
             plt.xaxes(True, False)
             plt.yaxes(True, any(name in view.right for name in view.series))
