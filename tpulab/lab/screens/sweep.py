@@ -21,8 +21,8 @@ from tpulab.core import fmt
 from tpulab.core.estimate import Estimate
 from tpulab.core.events import RunRecord
 from tpulab.core.sweep import Point, PointFinished, PointStarted, Sweep
-from tpulab.views.sweep import (FIGURES, chart_series, chart_title, figures, findings_lines, label, marks, ranked, value_text,
-                          x_values)
+from tpulab.views.sweep import (FIGURES, chart_series, chart_title, figures, findings_lines, label, marks, marks_legend,
+                                ranked, value_text, x_values)
 from tpulab.lab.screens import lab
 
 
@@ -166,7 +166,9 @@ class SweepPane(Vertical):
             cells = figures(p)
             table.add_row(marks(p, found), *(value_text(p.values[a]) for a in axes),
                           *(cells[f] for f in FIGURES))
-        self.query_one("#sweep-findings", Static).update("\n".join(findings_lines(found, axes)))
+        legend = marks_legend(found)  # what the first column's marks mean
+        self.query_one("#sweep-findings", Static).update(
+            "\n".join(([f"[dim]{legend}[/]"] if legend else []) + findings_lines(found, axes)))
 
     @on(Done)
     def _finished(self, message: Done) -> None:
