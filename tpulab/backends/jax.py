@@ -248,16 +248,16 @@ def keras_inputs(x: Any, y: Any, batch: int, seed: int, train: bool, pipeline: s
     import jax
 
     from tpulab.workloads.data import random_slices
-    from tpulab.workloads.keras_inputs import Batches, validation_batch
+    from tpulab.workloads.keras_inputs import Batches, count, rows, validation_batch
 
     n, i = jax.process_count(), jax.process_index()
-    x, y, batch = x[i::n], y[i::n], batch // n
+    x, y, batch = rows(x, slice(i, None, n)), rows(y, slice(i, None, n)), batch // n
     if train:
         if pipeline == "generator":
             return random_slices(x, y, batch, seed + i)
         return Batches(x, y, batch, seed, shuffle=True)
-    batch = validation_batch(len(x), batch, shards // n)
-    return Batches(x, y, batch, seed, shuffle=False, steps=max(1, len(x) // batch))
+    batch = validation_batch(count(x), batch, shards // n)
+    return Batches(x, y, batch, seed, shuffle=False, steps=max(1, count(x) // batch))
 
 
 def probe() -> dict[str, Any]:

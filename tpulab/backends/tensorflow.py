@@ -280,7 +280,10 @@ def _widen(x: Any, y: Any) -> Any:
     """Bytes are kept compact (images, labels) and widened per batch, as the numpy pipeline does."""
     import tensorflow as tf
 
-    return (tf.cast(x, tf.float32) if x.dtype == tf.uint8 else x), (tf.cast(y, tf.int32) if y.dtype == tf.uint8 else y)
+    def cast(a: Any, dtype: Any) -> Any:  # each array of a model's several inputs or outputs
+        return tf.nest.map_structure(lambda v: tf.cast(v, dtype) if v.dtype == tf.uint8 else v, a)
+
+    return cast(x, tf.float32), cast(y, tf.int32)
 
 
 def keras_inputs(x: Any, y: Any, batch: int, seed: int, train: bool, pipeline: str, shards: int) -> Any:

@@ -1,6 +1,12 @@
-"""Keras input pipelines from numpy, for backends without tf.data: no framework of their own."""
+"""Keras input pipelines from numpy, for backends without tf.data: no framework of their own.
+
+A model of several inputs or outputs takes a tuple or dict of arrays (one per input, the same
+number of rows each): `rows` and `count` read such a structure as they read one array.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import keras
 import numpy as np
@@ -16,7 +22,7 @@ class Batches(keras.utils.PyDataset):
                  steps: int | None = None) -> None:
         super().__init__(workers=2, use_multiprocessing=False, max_queue_size=4)
         self.x, self.y, self.batch, self.seed, self.shuffle, self.steps = x, y, batch, seed, shuffle, steps
-        self.per_pass = max(1, len(x) // batch)
+        self.per_pass = max(1, count(x) // batch)
         self._orders: dict[int, np.ndarray] = {}
 
     @property
@@ -28,20 +34,30 @@ class Batches(keras.utils.PyDataset):
         order = self._orders.get(epoch)
         if order is None:
             n = self.per_pass * self.batch
-            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.x))[:n] if self.shuffle \
+            order = np.random.default_rng([self.seed, epoch]).permutation(count(self.x))[:n] if self.shuffle \
                 else np.arange(n)
             self._orders = {epoch: order}  # one assignment: another thread sees the old dict or the new one
         return order
 
-    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
         epoch, i = divmod(index, self.per_pass)
-        rows = self._order(epoch)[i * self.batch:(i + 1) * self.batch]
-        return widen(self.x[rows], np.float32), widen(self.y[rows], np.int32)
+        picked = self._order(epoch)[i * self.batch:(i + 1) * self.batch]
+        return widen(rows(self.x, picked), np.float32), widen(rows(self.y, picked), np.int32)
 
 
-def widen(a: np.ndarray, dtype: type) -> np.ndarray:
+def widen(a: Any, dtype: type) -> Any:
     """Bytes are kept compact (images, labels) and widened per batch; other arrays pass as they are."""
-    return a.astype(dtype) if a.dtype == np.uint8 else a
+    return keras.tree.map_structure(lambda v: v.astype(dtype) if v.dtype == np.uint8 else v, a)
+
+
+def rows(a: Any, index: Any) -> Any:
+    """The rows `index` (an index array or a slice) of an array, or of each array of a structure."""
+    return keras.tree.map_structure(lambda v: v[index], a)
+
+
+def count(a: Any) -> int:
+    """How many examples: the rows of the array, or of the first array of a structure."""
+    return len(keras.tree.flatten(a)[0])
 
 
 def validation_batch(n: int, batch: int, shards: int) -> int:

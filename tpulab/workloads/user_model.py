@@ -2,8 +2,9 @@
 
 Declaration only. The function returns a compiled Keras 3 model, or `(model, (x, y))` with its
 data; tpulab builds it in the worker on the chosen backend and shards (precision policy set
-first), times `fit` and `predict` like any Keras workload, on synthetic inputs of the model's
-shapes unless data is given. Its FLOPs come from the compiler's cost analysis where the backend
+first), times `fit` and `predict` like any Keras workload, on synthetic inputs and targets of
+the model's shapes unless data is given (`--input-shape` gives the shape Keras cannot see, as
+in a subclassed model). Its FLOPs come from the compiler's cost analysis where the backend
 has one (XLA's, on JAX); elsewhere they are unknown and no fraction of peak is shown. What the
 user names is checked here, before a worker starts, without importing their code.
 """
@@ -27,9 +28,12 @@ if TYPE_CHECKING:
     from tpulab.workloads.data import Dataset
 
 MODEL = "model"
+INPUT_SHAPE = ParamSpec("input_shape", str, "", "one example's shape without the batch axis, comma-separated (20, "
+                        "32,32,3), for a model whose input Keras cannot see (a subclassed model)", tunes=False)
 PARAMS = (
     ParamSpec(MODEL, str, "", "the function that returns your compiled Keras model: FILE.py:FUNCTION or "
               "module:function", tunes=False, term="your model"),
+    INPUT_SHAPE,
     batch_size(32, 65536, what="examples per training step"),
     EPOCHS,
     STEPS_PER_EPOCH,
@@ -89,6 +93,17 @@ def target(spec: str) -> Target:
     return t
 
 
+def input_shape(text: str) -> tuple[int, ...] | None:
+    """`--input-shape` as a shape (None when not given): positive sizes, comma-separated."""
+    if not text.strip():
+        return None
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise ParamError(INPUT_SHAPE.name, f"{INPUT_SHAPE.flag} must be one example's shape without the batch "
+                         f"axis: positive integers separated by commas, e.g. 20 or 32,32,3 (got {text!r})")
+    return tuple(int(part) for part in parts)
+
+
 def _defines(path: Path, name: str) -> bool:
     """Whether the file defines `name` at its top level (a def, or an assignment or import of that name)."""
     try:
@@ -119,7 +134,7 @@ class UserModel(KerasWorkload):
     }
     metrics = (Metric("loss", "loss", higher_is_better=False, headline=True),)  # every compiled model has one
     charts = (STEP_TIME, THROUGHPUT, GFLOPS, METRICS)
-    how = ("precision", MODEL)  # another function is another configuration to an estimate
+    how = ("precision", MODEL, INPUT_SHAPE.name)  # another model or shape is another configuration to an estimate
 
     def flops_per_step(self, p: Params) -> float | None:
         return None  # the compiler's count, measured in the worker where there is one
@@ -127,6 +142,7 @@ class UserModel(KerasWorkload):
     def check(self, p: Params, limits: Limits) -> None:
         super().check(p, limits)
         target(p[MODEL])
+        input_shape(p[INPUT_SHAPE.name])
 
     def model_info(self, p: Params) -> dict[str, Any] | None:
         """The file (or module) and function, and a hash of the file: another model is never the same work."""
@@ -141,7 +157,7 @@ class UserModel(KerasWorkload):
     def build_model(self, p: Params) -> Any:
         from tpulab.workloads.user_model_keras import load
 
-        return load(target(p[MODEL]))
+        return load(target(p[MODEL]), input_shape(p[INPUT_SHAPE.name]))
 
     def compile_model(self, model: Any, p: Params, jit_compile: bool | str) -> None:
         """The user compiled it: the optimizer, loss and metrics are theirs."""
@@ -149,7 +165,7 @@ class UserModel(KerasWorkload):
     def data_for(self, model: Any, p: Params) -> Dataset:
         from tpulab.workloads.user_model_keras import data
 
-        return data(model, self.batch_size(p), p[SEED.name])
+        return data(model, input_shape(p[INPUT_SHAPE.name]), self.batch_size(p), p[SEED.name])
 
     def measured_flops(self, model: Any, data: Dataset, p: Params) -> float | None:
         from tpulab.workloads.user_model_keras import compiled_flops

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import keras
-import numpy as np
 
 from tpulab.core.errors import TpulabError, UserCodeError
 from tpulab.workloads.data import Dataset
+from tpulab.workloads.keras_inputs import rows
+from tpulab.workloads.user_model_data import arrays, signature, synthetic
 
 if TYPE_CHECKING:
     from tpulab.workloads.user_model import Target
@@ -26,10 +28,15 @@ if TYPE_CHECKING:
 TPULAB = str(Path(__file__).resolve().parent.parent)
 GIVEN: dict[int, tuple[Any, Any]] = {}  # id(model) -> the (x, y) the user's function returned with it
 SYNTHETIC_BATCHES = 2
+STEP_ARGUMENTS = {"jax": ("state", "data")}  # what Keras passes a train_step on the backend; ("data",) elsewhere
 
 
-def load(t: Target) -> Any:
-    """Import the user's module, call the function, and return the compiled model it built."""
+def load(t: Target, shape: tuple[int, ...] | None) -> Any:
+    """Import the user's module, call the function, and return the compiled model it built.
+
+    Without data of its own, the model is traced on its inputs here, in the distribution scope:
+    a subclassed model builds its layers from `shape` (`--input-shape`).
+    """
     try:
         if t.path is not None and t.is_file:
             sys.path.insert(0, str(t.path.parent))  # so that it can import its neighbours
@@ -57,9 +64,26 @@ def load(t: Target) -> Any:
     if not getattr(model, "compiled", False):
         raise TpulabError(f"{t.label} returned a model that is not compiled: call model.compile(optimizer=..., "
                           "loss=...) before returning it")
+    foreign = foreign_train_step(model)
+    if foreign:
+        raise TpulabError(f"{t.label}: {foreign}")
     if data is not None:
         GIVEN[id(model)] = data
+    else:
+        signature(model, shape)
     return model
+
+
+def foreign_train_step(model: Any) -> str | None:
+    """Why the model's own `train_step` cannot run on this backend, when its arguments are another backend's."""
+    backend = keras.backend.backend()
+    expected = STEP_ARGUMENTS.get(backend, ("data",))
+    arguments = inspect.signature(model.train_step).parameters.values()  # bound: no self
+    if any(a.kind is inspect.Parameter.VAR_POSITIONAL for a in arguments) or len(arguments) == len(expected):
+        return None
+    other = "tensorflow" if backend == "jax" else "jax"
+    return (f"its train_step({', '.join(a.name for a in arguments)}) is written for another backend: on {backend} "
+            f"Keras calls train_step({', '.join(expected)}); run it with --backend {other}")
 
 
 def refused_framework(e: ImportError) -> str | None:
@@ -77,51 +101,14 @@ def user_traceback(t: Target, e: BaseException) -> str:
     return f"{t.label} raised {what}\nTraceback (your code):\n{lines}" if lines else f"{t.label} raised {what}"
 
 
-def data(model: Any, batch: int, seed: int) -> Dataset:
+def data(model: Any, shape: tuple[int, ...] | None, batch: int, seed: int) -> Dataset:
     """The data the user gave with the model, else random inputs and targets of the model's shapes."""
     given = GIVEN.pop(id(model), None)
     if given is not None:
-        x, y = given
-        return Dataset(np.asarray(x), np.asarray(y), np.asarray(x)[:0], np.asarray(y)[:0], "the function's data")
-    if len(model.inputs) != 1 or len(model.outputs) != 1:
-        raise TpulabError(f"synthetic data is made for a model with one input and one output (this one has "
-                          f"{len(model.inputs)} and {len(model.outputs)}): return (model, (x, y)) with your data")
-    rng = np.random.default_rng(seed)
-    n = SYNTHETIC_BATCHES * batch
-    x = _random(rng, n, model.inputs[0], _token_range(model))
-    out = model.outputs[0]
-    if _sparse_loss(model):  # integer class labels, one per output position
-        y = rng.integers(0, int(out.shape[-1]), size=(n, *_shape(out)[:-1]), dtype=np.int32)
-    else:
-        y = rng.random((n, *_shape(out)), dtype=np.float32)
-    return Dataset(x, y, x[:0], y[:0], "synthetic")
-
-
-def _shape(tensor: Any) -> tuple[int, ...]:
-    dims = tuple(tensor.shape[1:])
-    if any(d is None for d in dims):
-        raise TpulabError(f"the model's input or output {tensor.name!r} has an unknown size {tuple(tensor.shape)}: "
-                          "give keras.Input a full shape, or return (model, (x, y)) with your data")
-    return dims
-
-
-def _random(rng: np.random.Generator, n: int, tensor: Any, high: int) -> np.ndarray:
-    shape = (n, *_shape(tensor))
-    if "int" in str(tensor.dtype):
-        return rng.integers(0, high, size=shape).astype(str(tensor.dtype))
-    return rng.random(shape, dtype=np.float32)
-
-
-def _token_range(model: Any) -> int:
-    """Integer inputs are indices: below the smallest embedding table, if there is one."""
-    sizes = [layer.input_dim for layer in model._flatten_layers() if isinstance(layer, keras.layers.Embedding)]
-    return min(sizes) if sizes else 2
-
-
-def _sparse_loss(model: Any) -> bool:
-    loss = model.loss
-    name = loss if isinstance(loss, str) else getattr(loss, "name", None) or getattr(loss, "__name__", "")
-    return "sparse" in str(name).lower()
+        x, y = arrays(given[0]), arrays(given[1])
+        return Dataset(x, y, rows(x, slice(0)), rows(y, slice(0)), "the function's data")
+    x, y = synthetic(model, shape, SYNTHETIC_BATCHES * batch, seed)
+    return Dataset(x, y, rows(x, slice(0)), rows(y, slice(0)), "synthetic")
 
 
 def compiled_flops(model: Any, data: Dataset, batch: int) -> float | None:
@@ -130,4 +117,4 @@ def compiled_flops(model: Any, data: Dataset, batch: int) -> float | None:
         return None
     from tpulab.workloads.user_model_jax import train_step_flops
 
-    return train_step_flops(model, data.x_train[:batch], data.y_train[:batch])
+    return train_step_flops(model, rows(data.x_train, slice(batch)), rows(data.y_train, slice(batch)))
