@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:
     from tpulab.core.runindex import RunRow
@@ -30,13 +30,23 @@ def duration(x: float | None) -> str:
     return f"{x // 3600}h{x % 3600 // 60:02d}m"
 
 
-def rate(x: float | None, unit: str = "") -> str:
+PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+Prefix = tuple[float, str]
+
+
+def prefix_of(values: Iterable[float | None]) -> Prefix:
+    """The scale of the largest value: the prefix every rate of one quantity in one view takes."""
+    top = max((abs(v) for v in values if v is not None), default=0.0)
+    return next(((s, p) for s, p in PREFIXES if top >= s), PREFIXES[-1])
+
+
+def rate(x: float | None, unit: str = "", prefix: Prefix | None = None) -> str:
+    """'1.6 kex/s'; with a view's `prefix` (see prefix_of), '0.264 kex/s' rather than '263.9 ex/s' beside it."""
     if x is None:
         return "-"
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= scale:
-            return f"{x / scale:.1f} {prefix}{unit}"
-    return f"{x:.1f} {unit}".rstrip()
+    scale, p = prefix or prefix_of([x])
+    v = x / scale
+    return f"{v:.{3 if prefix and 0 < abs(v) < 1 else 1}f} {p}{unit}".rstrip()
 
 
 def percent(x: float | None) -> str:

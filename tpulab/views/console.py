@@ -230,20 +230,23 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
     w = registry().get(cmp.workload)
     headline = w.headline if w else None
     rs = cmp.records
+    rates = [r.summary.throughput or r.summary.examples_per_s for r in rs]
+    inference = [r.summary.inference_throughput for r in rs]
+    prefix = fmt.prefix_of(rates + inference)  # one unit for the rates of every run
     figures: list[tuple[str, list[str]]] = [
         ("median", [fmt.seconds(r.median) for r in rs]),
         ("p10-p90", [fmt.p10_p90(r.summary.step_seconds) for r in rs]),
-        ("throughput", [fmt.rate(r.summary.throughput or r.summary.examples_per_s,
-                                 r.summary.throughput_unit.replace("examples", "ex")) for r in rs]),
+        ("throughput", [fmt.rate(x, r.summary.throughput_unit.replace("examples", "ex"), prefix)
+                        for x, r in zip(rates, rs)]),
         ("GFLOP/s", [f"{r.summary.gflops_per_s:.1f}" if r.summary.gflops_per_s else "-" for r in rs]),
         ("peak", [fmt.percent(r.summary.peak_fraction) for r in rs]),
         ("ceiling", [roofline.ceiling_cell(r.summary) for r in rs]),
     ]
     if any(r.summary.mfu is not None for r in rs):
         figures.append(("MFU", [fmt.percent(r.summary.mfu) for r in rs]))
-    if any(r.summary.inference_throughput for r in rs):
-        figures.append(("inference", [fmt.rate(r.summary.inference_throughput, r.summary.throughput_unit
-                                                .replace("examples", "ex")) for r in rs]))
+    if any(inference):
+        figures.append(("inference", [fmt.rate(x, r.summary.throughput_unit.replace("examples", "ex"), prefix)
+                                      for x, r in zip(inference, rs)]))
     models = [("model", [str((r.model or {}).get("name", "-")) for r in rs])] if any(r.model for r in rs) else []
     if headline is not None:
         figures.append((headline.label, [headline.show(r.metric(headline.key)) for r in rs]))

@@ -214,7 +214,8 @@ def run_html(record: RunRecord) -> str:
 
 def sweep_body(sweep: SweepRecord, runs: dict[str, RunRecord]) -> str:
     from tpulab.core.sweep import findings, kept_points
-    from tpulab.views.sweep import FIGURES, figures, findings_lines, marks, marks_legend, point_count, ranked, value_text
+    from tpulab.views.sweep import (FIGURES, figures, findings_lines, marks, marks_legend, point_count, ranked,
+                                    rate_prefix, value_text)
 
     points = kept_points(sweep, runs)
     axes = list(sweep.axes)
@@ -222,7 +223,8 @@ def sweep_body(sweep: SweepRecord, runs: dict[str, RunRecord]) -> str:
     title = (f"sweep {sweep.short_id} of {sweep.workload}: {sweep.status}, {point_count(points)}, "
              f"{sweep.steps} steps each, sorted by {found.by}")
     order = ranked(points, found.by)
-    rows = [(marks(p, found), *(value_text(p.values[n]) for n in axes), *figures(p).values()) for p in order]
+    prefix = rate_prefix(points)
+    rows = [(marks(p, found), *(value_text(p.values[n]) for n in axes), *figures(p, prefix).values()) for p in order]
     header = ["", *(n.replace("_", " ") for n in axes), *FIGURES]
     out = table(rows, header, title, ["best" if p is found.best else "" for p in order])
     out += lines([marks_legend(found)], "note")

@@ -50,12 +50,18 @@ def telemetry_table(points: list[Point], axes: list[str], found: Findings) -> Ta
     return t
 
 
-def figures(p: Point) -> dict[str, str]:
-    """A point's figures as text; the throughput's range over repeats when there are several."""
+def rate_prefix(points: list[Point]) -> fmt.Prefix:
+    """The throughput's one prefix in a table of these points: from the largest, not per cell."""
+    return fmt.prefix_of(v for p in points for v in (p.throughput, *(p.throughput_range or ())))
+
+
+def figures(p: Point, prefix: fmt.Prefix | None = None) -> dict[str, str]:
+    """A point's figures as text; the throughput's range over repeats when there are several; in a table, the
+    throughput takes the table's `prefix` (see rate_prefix)."""
     spread = p.throughput_range
-    rate = fmt.rate(p.throughput, "ex/s")
+    rate = fmt.rate(p.throughput, "ex/s", prefix)
     if spread and len(p.finished) > 1:
-        rate += f" ({fmt.rate(spread[0])}-{fmt.rate(spread[1])})"
+        rate += f" ({fmt.rate(spread[0], '', prefix)}-{fmt.rate(spread[1], '', prefix)})"
     flags = ",".join(p.flags) if p.status == "finished" else f"{p.status}: {(p.error or '')[:60]}"
     return {"median": fmt.seconds(p.step_seconds), "throughput": rate,
             "GFLOP/s": f"{p.gflops:.1f}" if p.gflops else "-", "peak": fmt.percent(p.peak_fraction),
@@ -138,7 +144,8 @@ def ranked(points: list[Point], by: str) -> list[Point]:
 
 def sweep_table(points: list[Point], axes: list[str], found: Findings, title: str) -> Table:
     """Every point, fastest first; * marks the best, A the article's configuration, K the knee."""
-    rows = [(marks(p, found), *(value_text(p.values[n]) for n in axes), *figures(p).values())
+    prefix = rate_prefix(points)
+    rows = [(marks(p, found), *(value_text(p.values[n]) for n in axes), *figures(p, prefix).values())
             for p in ranked(points, found.by)]
     shown = [f for i, f in enumerate(FIGURES) if f != "flags" or any(r[1 + len(axes) + i] for r in rows)]
     # Light rules, one space between columns: four swept parameters and the figures fit 80 columns.

@@ -22,7 +22,7 @@ from tpulab.core.estimate import Estimate
 from tpulab.core.events import RunRecord
 from tpulab.core.sweep import Point, PointFinished, PointStarted, Sweep
 from tpulab.views.sweep import (FIGURES, chart_series, chart_title, figures, findings_lines, label, marks, marks_legend,
-                                ranked, value_text, x_values)
+                                ranked, rate_prefix, value_text, x_values)
 from tpulab.lab.screens import lab
 
 
@@ -162,8 +162,10 @@ class SweepPane(Vertical):
         chart.replot()
         table = self.query_one("#sweep-table", DataTable)
         table.clear()
-        for p in ranked([p for p in self.sweep.points if p.records], found.by):
-            cells = figures(p)
+        listed = ranked([p for p in self.sweep.points if p.records], found.by)
+        prefix = rate_prefix(listed)
+        for p in listed:
+            cells = figures(p, prefix)
             table.add_row(marks(p, found), *(value_text(p.values[a]) for a in axes),
                           *(cells[f] for f in FIGURES))
         legend = marks_legend(found)  # what the first column's marks mean
