@@ -267,3 +267,24 @@ def test_a_run_on_stand_in_data_says_what_the_data_is_for_its_workload():
     assert "SYNTHETIC DATA: random tokens: the loss means nothing" in header(started, rec)
     assert [f.message for f in rec.record().summary.flags if f.code == "synthetic-data"] == [
         "trained on random tokens: the loss means nothing"]
+
+
+def test_the_listing_shows_each_runs_work_and_its_sweep_at_80_columns(tmp_path):
+    """Two conv runs at batch 128: 1.9 ms at the smoke preset's sizes (a sweep's point), 485 ms at the
+    article's. The listing says why: their work per step, and which one a sweep ran."""
+    from tpulab.workloads import registry
+
+    conv = registry()["conv"]
+    store = Store(tmp_path / "r.db")
+    smoke = make_record(median=0.0019, batch=128, flops=conv.flops_per_step({**conv.preset("smoke"), "batch_size": 128}))
+    smoke.sweep = "5eed" + "0" * 28
+    article = make_record(median=0.485, batch=128, flops=conv.flops_per_step(conv.defaults()))
+    for r in (smoke, article):
+        store.save(r)
+    out = run_cli("results", "--db", str(tmp_path / "r.db"), env={"COLUMNS": "80"})
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and max(len(line) for line in lines) <= 80
+    assert lines[0].split()[-5:] == ["batch", "GFLOP", "sweep", "median", "peak"]
+    row = {line.split()[0]: line.split() for line in lines[2:4]}
+    assert row[smoke.short_id][-6:-2] == ["128", "0.0786", "5eed0", "1.9"]
+    assert row[article.short_id][-5:-2] == ["128", "80.5", "485.0"]  # no sweep: the cell is empty

@@ -64,7 +64,8 @@ def p10_p90(stats: Stats | None) -> str:
     return f"{seconds(stats.p10)}-{seconds(stats.p90)}" if stats else "-"
 
 
-LIST_COLUMNS = ("id", "started", "workload", "status", "device", "backend", "batch", "median", "peak")
+LIST_COLUMNS = ("id", "started", "workload", "status", "device", "backend", "batch", "GFLOP", "sweep", "median",
+                "peak")  # GFLOP: the work per step (runs of other sizes differ there); sweep: its id's start
 SHRINKABLE = ("device", "workload")  # descriptive cells give way at 80 columns; an id or a figure never does
 OPTIONAL = ("started", "backend", "batch", "device", "status")  # then left out, the first first
 MIN_SHRUNK = 5
@@ -81,8 +82,19 @@ def backend_short(name: str) -> str:
 def list_row(row: RunRow) -> tuple[str, ...]:
     """A run in one line of a listing (the CLI's and the lab's): LIST_COLUMNS; a user's model by its name."""
     return (row.short_id, row.started_at[5:16].replace("T", " "), row.model or row.workload, row.status,
-            row.device_short, backend_short(row.backend), str(row.batch_size or "-"), seconds(row.median_s),
-            percent(row.peak_fraction))
+            row.device_short, backend_short(row.backend), str(row.batch_size or "-"), gflop(row.flops_per_step),
+            (row.sweep or "")[:SWEEP_TAG], seconds(row.median_s), percent(row.peak_fraction))
+
+
+SWEEP_TAG = 5  # characters of a sweep's id in a listing: enough for `--sweep ID` to pick its runs
+
+
+def gflop(flops: float | None) -> str:
+    """Work in GFLOP, three figures at most: '80.5', '0.168', '3221' ('-': unknown)."""
+    if not flops:
+        return "-"
+    g = flops / 1e9
+    return f"{g:.0f}" if g >= 100 else f"{g:.3g}"
 
 
 def fit(rows: list[tuple[str, ...]], width: int, columns: tuple[str, ...] = LIST_COLUMNS) -> list[tuple[str, ...]]:
