@@ -87,12 +87,16 @@ def workload_of(record: RunRecord) -> Workload | None:
     return registry().get(record.workload)
 
 
+NO_COST_ANALYSIS = "no compiler cost analysis on this backend"
+NO_FLOPS = {"jax": "XLA's cost analysis gave no count for this step"}  # why, where the backend has one
 FLAG_STYLES = {"beats-peak": "bold red", "beats-ceiling": "bold green", "beats-bandwidth": "bold green"}
 
 
 def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
     """(figure, value, style) of a run's summary: the terminal's table and the notebook's HTML read these."""
     s = record.summary
+    if record.status == "failed" and s.compile_seconds is None and not record.steps:
+        return early_failure_rows(record)
     w = workload_of(record)
     unit = w.unit if w else "step"
     rows = [
@@ -106,7 +110,7 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
         (f"steady {unit} time", fmt.spread(s.step_seconds)),
         ("throughput", fmt.rate(s.throughput or s.examples_per_s, s.throughput_unit)) if record.batch else None,
         ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s") if s.flops_per_step
-         else "unavailable: FLOPs unknown (no compiler cost analysis on this backend)"),
+         else f"unavailable: FLOPs unknown ({NO_FLOPS.get(record.backend, NO_COST_ANALYSIS)})"),
         ("fraction of spec peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
                                   f" ({s.peak_source or 'peak unknown'})"),
         ("fraction of ceiling", roofline.ceiling_text(s, record.dtype)),
@@ -146,6 +150,17 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
     if record.error:
         out.append(("error", record.error, "red"))
     return out
+
+
+def early_failure_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
+    """A run that failed before its first step: what ran where, and the error; no figures it never had."""
+    device = record.device_label() if record.device else f"{record.params.get('device', '-')} (asked for)"
+    rows: list[tuple[str, str, str | None]] = [
+        ("device", device, None),
+        ("backend", backend_line(record.backend, record.backend_reason, record.versions), None),
+        ("error", record.error or "-", "red"),
+    ]
+    return [("model", str(record.model.get("name")), None), *rows] if record.model else rows
 
 
 def summary_title(record: RunRecord) -> str:
