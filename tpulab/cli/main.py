@@ -66,7 +66,8 @@ def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool
                            help=help_text)
         else:
             g.add_argument(spec.flag, dest=spec.name, default=None,
-                           metavar="{" + ",".join(spec.choices) + "}" if spec.choices else METAVARS[spec.kind],
+                           metavar="{" + ",".join(spec.choices) + "}" if spec.choices
+                           else spec.name.upper() if spec.form else METAVARS[spec.kind],
                            help=help_text)
 
 

@@ -53,6 +53,7 @@ class ParamSpec:
     backends: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # those it means something to (empty: all)
     why_not: str | Callable[[str], str] = ""  # what the others do instead (or, given a backend's name, its words)
     tunes: bool = True  # a knob of the configuration (a sweep sets it to the article's value to compare)
+    form: str = ""  # a text value's form in words ("a shape like 32,32,3"); a path when empty
 
     @property
     def choices(self) -> tuple[str, ...]:
@@ -86,7 +87,7 @@ class ParamSpec:
             return f"{noun} from {_fmt(self.min)} to {_fmt(hi)}"
         if self.min is not None:
             return f"{noun} of at least {_fmt(self.min)}"
-        return noun if self.kind is not str else "a path"
+        return noun if self.kind is not str else self.form or "a path"
 
     def parse(self, raw: Any, maximum: float | None = None) -> Any:
         """Turn a typed value or the text a user entered into a checked value."""

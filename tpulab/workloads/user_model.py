@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from tpulab.workloads.data import Dataset
 
 MODEL = "model"
-INPUT_SHAPE = ParamSpec("input_shape", str, "", "one example's shape without the batch axis, comma-separated (20, "
-                        "32,32,3), for a model whose input Keras cannot see (a subclassed model)", tunes=False)
+INPUT_SHAPE = ParamSpec("input_shape", str, "", "one example's shape without the batch axis, for a model whose "
+                        "input Keras cannot see (a subclassed model)", tunes=False,
+                        form="sizes separated by commas, e.g. 20 or 32,32,3")
 PARAMS = (
     ParamSpec(MODEL, str, "", "the function that returns your compiled Keras model: FILE.py:FUNCTION or "
               "module:function", tunes=False, term="your model"),
@@ -100,7 +101,7 @@ def input_shape(text: str) -> tuple[int, ...] | None:
     parts = [part.strip() for part in text.split(",")]
     if not all(part.isdigit() and int(part) > 0 for part in parts):
         raise ParamError(INPUT_SHAPE.name, f"{INPUT_SHAPE.flag} must be one example's shape without the batch "
-                         f"axis: positive integers separated by commas, e.g. 20 or 32,32,3 (got {text!r})")
+                         f"axis: {INPUT_SHAPE.form} (got {text!r})")
     return tuple(int(part) for part in parts)
 
 
