@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install run test quick check bench clean
+.PHONY: install run test quick check bench device-check clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -30,6 +30,12 @@ bench: install
 	$(PY) benchmarks/conv_overhead.py
 	$(PY) benchmarks/callback_overhead.py
 	$(PY) benchmarks/backends.py
+
+# tpulab on the JAX backend, offline from carried wheels (benchmarks/device_check.py): on a
+# machine with an NVIDIA GPU, the run alone, into $(OUT) (the device tool sets it); elsewhere,
+# the wheelhouses first (PyPI), then the same steps on the CPU at smoke sizes.
+device-check:
+	python3 benchmarks/device_check.py $(if $(OUT),--out $(OUT))
 
 clean:
 	rm -rf $(VENV) *.egg-info
