@@ -10,7 +10,7 @@ import gc
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.lazy import Lazy
@@ -28,6 +28,7 @@ from tpulab.core.runner import Standby
 from tpulab.core.store import Store, StoreError, default_path
 from tpulab.runtime.detect import RuntimeReport, detect
 from tpulab.lab.screens.glossary import GlossaryScreen
+from tpulab.lab.screens.help import HelpScreen, rows
 from tpulab.lab.screens.results import ResultsPane
 from tpulab.lab.screens.run import RunPane
 from tpulab.lab.screens.runtime import RuntimePane
@@ -40,6 +41,12 @@ from tpulab.workloads.base import Limits, Workload
 
 Candidates = Callable[[Wanted], list[RunRow]]
 
+TABS = ("runtime", "workloads", "run", "results", "sweep")
+# alt+1..alt+5 switch tabs from anywhere, a text field included. Most terminals send alt+1 as Esc 1,
+# which Textual reads as the character ¡ (as macOS types it): those characters are the same keys.
+SENT_FOR_ALT = ("inverted_exclamation_mark", "trade_mark_sign", "pound_sign", "cent_sign", "infinity")
+ALT_TABS = {**{f"alt+{i}": tab for i, tab in enumerate(TABS, 1)}, **dict(zip(SENT_FOR_ALT, TABS))}
+
 # What takes the focus when a tab opens, so arrows and Enter work at once.
 FIRST_CONTROL = {"runtime": "#runtime-pane", "workloads": "#workload-list", "run": "#run-log",
                  "sweep": "#sweep-table", "results": "#results-table"}
@@ -49,17 +56,19 @@ class TpulabApp(App[None]):
     TITLE = "tpulab"
     SUB_TITLE = "how fast is this machine for deep learning, and why"
     CSS_PATH = Path(__file__).with_name("tpulab.tcss")  # absolute, so subclasses elsewhere find it
-    BINDINGS = [
-        Binding("1", "show_tab('runtime')", "Runtime", id="tab.runtime"),
-        Binding("2", "show_tab('workloads')", "Workloads", id="tab.workloads"),
-        Binding("3", "show_tab('run')", "Run", id="tab.run"),
-        Binding("4", "show_tab('results')", "Results", id="tab.results"),
-        Binding("5", "show_tab('sweep')", "Sweep", id="tab.sweep"),
+    BINDINGS = [  # the footer shows those with show=True, in this order: what matters most first
         Binding("ctrl+r", "start_run", "Start run", id="run.start"),
         Binding("x", "cancel_run", "Cancel", id="run.cancel"),
-        Binding("g", "glossary", "Glossary", id="app.glossary"),
-        Binding("ctrl+t", "change_theme", "Theme", id="app.theme", show=False),
         Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("question_mark,f1,h", "help", "Help", key_display="?", id="app.help"),
+        Binding("z", "zoom", "Zoom", tooltip="the focused pane fills the screen; z or escape: back", id="app.zoom"),
+        *(Binding(str(i), f"show_tab('{tab}')", f"{tab.capitalize()} tab (outside a text field)", show=False,
+                  id=f"tab.{tab}") for i, tab in enumerate(TABS, 1)),
+        Binding("g", "glossary", "Glossary of terms", show=False, id="app.glossary"),
+        Binding("escape", "hide_help_panel", "Close a panel, a zoom or a dialog", show=False, id="app.close"),
+        Binding("slash", "filter", "Filter the kept runs (Results tab)", key_display="/", show=False,
+                id="app.filter"),
+        Binding("ctrl+t", "change_theme", "Theme", show=False, id="app.theme"),
     ]
 
     def __init__(self, workload: str | None = None, params: dict[str, Any] | None = None, db: Path | None = None,
@@ -89,6 +98,14 @@ class TpulabApp(App[None]):
                     # Hidden tabs mount after the first paint; each pane reads the app's state on mount.
                     yield pane if tab == initial else Lazy(pane)
         yield Footer()
+
+    async def on_event(self, event: events.Event) -> None:
+        """alt+N before any widget sees it: a text field would type it (no binding outranks a field's keys)."""
+        if isinstance(event, events.Key) and event.key in ALT_TABS and len(self.screen_stack) == 1:
+            event.stop()
+            self.action_show_tab(ALT_TABS[event.key])
+            return
+        await super().on_event(event)
 
     def on_unmount(self) -> None:
         self.standby.drop()  # no worker outlives the lab
@@ -195,8 +212,32 @@ class TpulabApp(App[None]):
     def action_glossary(self) -> None:
         self.push_screen(GlossaryScreen())
 
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen([("Everywhere", rows(self.BINDINGS)), ("Results tab", rows(ResultsPane.BINDINGS)),
+                                     ("Sweep tab", rows(SweepPane.BINDINGS))]))
+
+    def action_zoom(self) -> None:
+        """The focused pane fills the screen; again (or escape) puts it back."""
+        if self.screen.maximized is not None:
+            self.screen.minimize()
+        elif self.focused is not None:
+            self.screen.maximized = self.focused  # any control, containers too (Textual's maximize skips those)
+
+    def action_filter(self) -> None:
+        self.action_show_tab("results")
+        self._focus_when_mounted("#results-filter")
+
+    def _focus_when_mounted(self, selector: str) -> None:
+        found = self.query(selector)
+        if found:
+            found.first().focus()
+        else:  # a lazy pane mounts after the next refresh
+            self.call_after_refresh(self._focus_when_mounted, selector)
+
     def action_start_run(self) -> None:
-        self.query_one(WorkloadsPane).request_run()
+        """From the form, the run starts (asking first if it is long); from elsewhere, it says what it runs first."""
+        in_form = self.query_one("#tabs", TabbedContent).active == "workloads"
+        self.query_one(WorkloadsPane).request_run(ask=not in_form)
 
     def action_cancel_run(self) -> None:
         """Cancels what is running: the run, or the sweep (after its current point)."""
@@ -289,6 +330,7 @@ class TpulabApp(App[None]):
         yield SystemCommand("Detect again", "probe the frameworks' view of the hardware again", self._redetect)
         yield SystemCommand("Glossary", "the terms the article explains: batch, pooling, ELU, ...",
                             self.action_glossary)
+        yield SystemCommand("Help", "every key and what it does (? or F1)", self.action_help)
         yield SystemCommand("Compare marked runs", "on the results tab",
                             lambda: self.query_one(ResultsPane).action_compare())
 

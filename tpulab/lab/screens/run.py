@@ -10,8 +10,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import Self
+
 from rich.console import Group
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
@@ -25,6 +27,7 @@ from tpulab.core.charts import Chart, ChartContext
 from tpulab.core.events import Event, RunRecord, Sample, Started, Step
 from tpulab.core.narrate import describe, unavailable_lines
 from tpulab.core.runner import Run
+from tpulab.core.timing import median
 from tpulab.lab.screens import lab
 
 if TYPE_CHECKING:
@@ -35,6 +38,30 @@ POST_EVERY_S = 0.1
 REDRAW_EVERY_S = 0.15  # one chart per tick: a plotext redraw takes ~20 ms, three at once would stall the UI
 CHART_IDS = ("chart-a", "chart-b", "chart-c")  # as many as any workload declares
 TELEMETRY_TITLES = {"tele-util": "busy %", "tele-mem": "memory GiB"}  # x: the step, as the timings
+
+
+class RunLog(RichLog):
+    """The run's log, wrapped to its width again whenever that changes (the run ended, a zoom)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(wrap=True, markup=True, min_width=1, **kwargs)
+        self.written: list[object] = []
+        self.wrapped_at = 0
+
+    def write(self, content: object, *args: Any, **kwargs: Any) -> Self:
+        self.written.append(content)
+        return super().write(content, *args, **kwargs)
+
+    def clear(self) -> Self:
+        self.written = []
+        return super().clear()
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.wrapped_at and event.size.width != self.wrapped_at:
+            super().clear()
+            for content in self.written:
+                super().write(content)
+        self.wrapped_at = event.size.width
 
 
 class RunPane(Vertical):
@@ -62,11 +89,13 @@ class RunPane(Vertical):
         self.context: ChartContext | None = None
         self.telemetry_charts: dict[str, SeriesPlot] = {}  # beside the workload's, on the same step axis
         self.next_chart = 0
+        self.killing = False  # a second cancel came: the run is being killed
 
     def compose(self) -> ComposeResult:
         from tpulab.lab.widgets.charts import SeriesPlot  # plotext loads after the first paint (this pane is lazy)
 
         yield Static("No run yet: pick a workload, then Run.", id="run-header")
+        yield Static(id="run-cancel")
         yield ProgressBar(id="run-progress", show_eta=False)
         with Horizontal(id="charts"):
             for chart_id in CHART_IDS:
@@ -75,7 +104,7 @@ class RunPane(Vertical):
             for chart_id, title in TELEMETRY_TITLES.items():
                 yield SeriesPlot(title, id=chart_id, classes="chart")
         with Horizontal(id="run-bottom"):
-            yield RichLog(id="run-log", wrap=True, markup=True)
+            yield RunLog(id="run-log")
             with VerticalScroll(id="run-summary-box"):
                 yield Static(id="run-summary")
 
@@ -88,8 +117,8 @@ class RunPane(Vertical):
                 handle.kill()  # the app is closing: no worker is left behind
 
     @property
-    def log_view(self) -> RichLog:
-        return self.query_one("#run-log", RichLog)
+    def log_view(self) -> RunLog:
+        return self.query_one("#run-log", RunLog)
 
     @property
     def running(self) -> bool:
@@ -107,6 +136,8 @@ class RunPane(Vertical):
 
         self.run = run
         self.ended = False
+        self.killing = False
+        self.remove_class("-ended")
         workload = run.workload
         self.context = ChartContext(workload)
         self.charts = []
@@ -132,10 +163,23 @@ class RunPane(Vertical):
 
     def cancel(self) -> None:
         if self.run is not None and self.running:
-            first = not (self.run.handle and self.run.handle.cancel_requested)
+            self.killing = bool(self.run.handle and self.run.handle.cancel_requested)
             self.run.cancel()
-            self.log_view.write("[yellow]cancel: stopping after the current step (cancel again to kill)[/]" if first
-                                else "[red]killing the run[/]")
+            self._show_cancel()
+
+    def _show_cancel(self) -> None:
+        """While a cancel waits: the step it waits for and how long a step takes; gone when the run ends."""
+        line = self.query_one("#run-cancel", Static)
+        line.display = True
+        if self.killing:
+            line.update("[red]cancel: killing the run[/]")
+            return
+        assert self.run is not None
+        rec = self.run.recorder
+        step = median([s.seconds for s in rec.steps[-20:]])
+        waiting = (f"step {rec.steps_done() + 1} (each ~{fmt.seconds(step)})" if step is not None
+                   else "its first call (it compiles)")
+        line.update(f"[yellow]cancel: stopping after {waiting}; x again kills it[/]")
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="run")
     def _stream(self, run: Run) -> None:
@@ -170,6 +214,8 @@ class RunPane(Vertical):
             if line is not None:
                 self.log_view.write(line)
         self.query_one("#run-progress", ProgressBar).update(total=message.total, progress=message.done)
+        if self.run.handle and self.run.handle.cancel_requested:
+            self._show_cancel()
         info = rec.info
         if info is not None:
             d = info.device
@@ -229,6 +275,8 @@ class RunPane(Vertical):
         if message.run is not self.run:
             return
         self.ended = True
+        self.query_one("#run-cancel", Static).display = False
+        self.add_class("-ended")
         record = message.record
         self._redraw(everything=True)
         summary: Any = summary_table(record)
@@ -242,6 +290,10 @@ class RunPane(Vertical):
         for verdict in record.summary.telemetry.verdicts if record.summary.telemetry else ():
             self.log_view.write(f"[cyan]why {verdict.code}: {verdict.message}[/]")
         self.log_view.write(f"run {record.short_id} {record.status}" + (f": {record.error}" if record.error else ""))
+        box = self.query_one("#run-summary-box")
+        focused = self.app.focused
+        if focused is None or self in focused.ancestors:
+            box.focus()  # the answer takes the keys: PageDown reads on, z zooms it
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group == "run" and event.state == WorkerState.ERROR:

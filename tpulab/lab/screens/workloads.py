@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any, Callable
 
 
@@ -13,17 +14,20 @@ from textual.message import Message
 from textual.widgets import Button, Checkbox, OptionList, Static
 from textual.widgets.option_list import Option
 
+from tpulab.core import fmt
 from tpulab.core.estimate import Estimate, estimate, wanted
 from tpulab.core.runindex import RunRow, Wanted
 from tpulab.core.sweep import Grid, Sweep
 from tpulab.views.sweep import impossible_lines
 from tpulab.runtime.detect import RuntimeReport
+from tpulab.lab.screens.confirm import ConfirmRun
 from tpulab.lab.widgets.param_form import ParamForm, explain
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, Params, Workload
 from tpulab.lab.screens import lab
 
 OPEN_MARK = "▶ "
+ASK_OVER_S = 5 * 60  # a run or sweep estimated longer than this asks before it starts
 
 
 class WorkloadsPane(Horizontal):
@@ -46,6 +50,7 @@ class WorkloadsPane(Horizontal):
         self.initial_params = params
         self._replacing = asyncio.Lock()  # one form at a time: a quick second choice waits for the first
         self._planned = 0  # the latest plan: an estimate for an older one is dropped
+        self.kept: dict[str, dict[str, str]] = {}  # each workload's form as last left, for this session
 
     def compose(self) -> ComposeResult:
         with Vertical(id="workload-side"):
@@ -84,6 +89,8 @@ class WorkloadsPane(Horizontal):
 
     async def _replace_form(self, values: dict[str, object] | None = None) -> None:
         async with self._replacing:
+            for old in self.query(ParamForm):
+                self.kept[old.workload.name] = old.text_values()
             await self.query(ParamForm).remove()
             form = ParamForm(self.workload, self.limits(), values, sweep=self.sweeping, id="param-form")
             await self.query_one("#workload-main").mount(form, after="#sweep-mode")
@@ -92,7 +99,7 @@ class WorkloadsPane(Horizontal):
         if name == self.workload.name and self.query(ParamForm):
             return
         self.workload = registry()[name]
-        await self._replace_form()
+        await self._replace_form(self._for_mode(self.kept.get(name, {})))
         options = self.workload_list
         options.clear_options()
         options.add_options(self._options())
@@ -118,13 +125,16 @@ class WorkloadsPane(Horizontal):
     async def _mode_changed(self, event: Checkbox.Changed) -> None:
         """Sweep mode keeps what was typed; back to a single run, a list keeps its first value."""
         event.stop()
-        values: dict[str, object] = dict(self.form.text_values())
-        if not event.value:
-            values = {k: str(v).split(",")[0].split("..")[0] for k, v in values.items()}
-            values = {k: self.workload.spec(k).parse(v) if v else self.workload.spec(k).default
-                      for k, v in values.items() if self._parses(k, v)}
         self.query_one("#run-button", Button).label = "Sweep (ctrl+r)" if event.value else "Run (ctrl+r)"
-        await self._replace_form(values)
+        await self._replace_form(self._for_mode(self.form.text_values()))
+
+    def _for_mode(self, values: dict[str, str]) -> dict[str, object]:
+        """A form's text for the mode now chosen: a sweep takes it as it is; a single run, each list's first value."""
+        if self.sweeping:
+            return dict(values)
+        firsts = {k: v.split(",")[0].split("..")[0] for k, v in values.items()}
+        return {k: self.workload.spec(k).parse(v) if v else self.workload.spec(k).default
+                for k, v in firsts.items() if self._parses(k, v)}
 
     def _parses(self, name: str, text: object) -> bool:
         try:
@@ -159,10 +169,9 @@ class WorkloadsPane(Horizontal):
             plan.update(self.sweep_plan(sweep, grid, impossible, "…"))
             self._estimate(sweep.estimate, lambda guess: self.sweep_plan(sweep, grid, impossible, guess))
         elif event.params is not None:
-            w, p, limits, report = self.workload, dict(event.params), self.limits(), self.report
+            p = dict(event.params)
             plan.update(self.plan(p, "…"))
-            self._estimate(lambda found: estimate(w, p, limits, report, found(wanted(w, p, limits))),
-                           lambda guess: self.plan(p, guess))
+            self._estimate(self._estimator(p), partial(self.plan, p))
         else:
             plan.update(f"[red]{len(event.errors)} value(s) to fix before running[/]")
 
@@ -185,12 +194,39 @@ class WorkloadsPane(Horizontal):
     def _run(self) -> None:
         self.request_run()
 
-    def request_run(self) -> None:
+    def request_run(self, ask: bool = False) -> None:
+        """Run what the form holds, asking first when `ask` or when the estimate is over ASK_OVER_S."""
         form = self.form
         if form.sweep and form.grid is not None:
-            self.post_message(self.SweepRequested(form.grid))
-        elif form.params is not None:
-            self.post_message(self.RunRequested(self.workload, dict(form.params)))
+            sweep, grid, impossible = Sweep(form.grid, self.report, self.limits()), form.grid, form.impossible
+            request: Message = self.SweepRequested(grid)
+            question = f"Sweep {self.workload.title} over {len(sweep.points)} points?"
+            compute, render = sweep.estimate, partial(self.sweep_plan, sweep, grid, impossible)
+        elif not form.sweep and form.params is not None:
+            p = dict(form.params)
+            request = self.RunRequested(self.workload, p)
+            question = f"Run {self.workload.title} with {self.workload.changed(p) or 'its defaults'}?"
+            compute, render = self._estimator(p), partial(self.plan, p)
+        else:
+            name, error = next(iter(form.errors.items()), ("", "no combination of these values can run"))
+            self.notify(f"{name.replace('_', ' ')}: {error}" if name else error, title="cannot run yet",
+                        severity="error", timeout=10)
+            return
+        lab(self).estimate_in_background(compute, lambda guess: self._go(request, question, render(guess), guess, ask))
+
+    def _go(self, request: Message, question: str, plan: str, guess: Estimate, ask: bool) -> None:
+        long = guess.seconds is not None and guess.seconds > ASK_OVER_S
+        if not (ask or long):
+            self.post_message(request)
+            return
+        if long:
+            question += f" It would take about {fmt.duration(guess.seconds)}."
+        self.app.push_screen(ConfirmRun(question, plan), lambda yes: self.post_message(request) if yes else None)
+
+    def _estimator(self, p: Params) -> Callable[[Callable[[Wanted], list[RunRow]]], Estimate]:
+        """The single run's estimate from the kept runs the store finds for it (called in a thread)."""
+        w, limits, report = self.workload, self.limits(), self.report
+        return lambda found: estimate(w, p, limits, report, found(wanted(w, p, limits)))
 
     def sweep_plan(self, sweep: Sweep, grid: Grid, impossible: list[tuple[dict[str, object], str]],
                    guess: Estimate | str) -> str:
@@ -200,8 +236,6 @@ class WorkloadsPane(Horizontal):
                 f"{self.workload.unit}s each | estimate {guess}{skipped}")
 
     def plan(self, p: Params, guess: Estimate | str) -> str:
-        from tpulab.core import fmt
-
         w = self.workload
         limits = self.limits()
         device = limits.device_for(p["device"])

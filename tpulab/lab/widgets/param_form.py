@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 NO_PRESET = "(defaults)"
 
 
-class ParamForm(VerticalScroll):
-    """Emits `Changed` with the checked parameters, or None and the errors by parameter."""
+class ParamForm(VerticalScroll, can_focus=False):
+    """Emits `Changed` with the checked parameters, or None and the errors by parameter.
+
+    The form itself takes no focus (its fields do, and scroll it into view): no tab stop shows nothing."""
 
     class Changed(Message):
         def __init__(self, form: ParamForm, params: Params | None, errors: dict[str, str]) -> None:

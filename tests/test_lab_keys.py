@@ -1,0 +1,224 @@
+"""What a newcomer meets at 80x24, keyboard only: the keys, the focus, the questions before a long run."""
+
+from __future__ import annotations
+
+import pytest
+from textual.command import CommandList, CommandPalette
+from textual.widgets import Footer, Input, OptionList, Select, Static
+
+from tpulab.lab.app import TpulabApp
+from tpulab.lab.screens.confirm import ConfirmRun
+from tpulab.lab.screens.help import HelpScreen
+from tpulab.lab.screens.run import RunLog, RunPane
+from tpulab.lab.widgets.param_form import ParamForm
+
+from .helpers import cpu_only
+from .test_app import run_tiny_conv, text, type_into, wait_for
+
+SMALL = (80, 24)
+
+
+def lab(tmp_path, **kwargs) -> TpulabApp:
+    return TpulabApp(probe=False, report=cpu_only(tmp_path), db=tmp_path / "r.db", **kwargs)
+
+
+def notes(app) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+async def form_open(pilot) -> None:
+    await pilot.press("2")
+    await wait_for(pilot, lambda: bool(pilot.app.query(ParamForm)) and pilot.app.query_one(ParamForm).params, 5)
+
+
+async def test_footer_at_80_columns_shows_start_cancel_quit_help_in_that_order(tmp_path):
+    app = lab(tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        shown = [key.description for key in app.query_one(Footer).query("FooterKey")]
+        assert shown[:4] == ["Start run", "Cancel", "Quit", "Help"]
+        assert all(key.region.right <= 80 for key in app.query_one(Footer).query("FooterKey"))
+
+
+@pytest.mark.parametrize("key", ["question_mark", "f1", "h"])
+async def test_help_opens_with_its_keys_and_escape_closes_it(tmp_path, key):
+    app = lab(tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.press(key)
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        shown = text(app.screen.query_one("#help-text", Static))
+        for line in ("ctrl+r  Start run", "x  Cancel", "alt+1 .. alt+5  the tabs, from inside a text field too", "g  Glossary of terms",
+                     "m  Compare marked", "o  Open best in form", "the focused pane fills the screen"):
+            assert line in shown
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+
+
+@pytest.mark.parametrize(("search", "title"), [("help", "Help"), ("quit", "Quit"), ("keys", "Keys")])
+async def test_the_palette_finds_help_keys_and_quit(tmp_path, search, title):
+    app = lab(tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), 5)
+        await pilot.press(*search)
+        found = app.screen.query_one(CommandList)
+        await wait_for(pilot, lambda: found.option_count > 0, 5)
+        titles = [found.get_option_at_index(i).prompt for i in range(found.option_count)]
+        assert any(str(t).splitlines()[0].strip() == title for t in titles), titles
+        if title == "Help":
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
+
+
+async def test_digits_type_into_a_field_and_alt_digits_switch_tabs_from_inside(tmp_path):
+    app = lab(tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await form_open(pilot)
+        await type_into(pilot, app, "batch_size", "12345")
+        assert app.query_one("#param-batch_size", Input).value == "12345"
+        assert app.query_one("#tabs").active == "workloads"
+        await pilot.press("alt+4")
+        await wait_for(pilot, lambda: app.query_one("#tabs").active == "results", 5)
+        await wait_for(pilot, lambda: app.focused is not None and app.focused.id == "results-table", 5)
+        app.query_one("#results-filter", Input).focus()
+        await pilot.press("3", "4")
+        assert app.query_one("#results-filter", Input).value == "34"
+        await pilot.press("inverted_exclamation_mark")  # what most terminals send for alt+1 (Esc 1)
+        await wait_for(pilot, lambda: app.query_one("#tabs").active == "runtime", 5)
+        await pilot.press("3")  # outside a text field a digit switches
+        await wait_for(pilot, lambda: app.query_one("#tabs").active == "run", 5)
+
+
+async def test_ctrl_r_outside_the_form_says_what_it_will_run_first(tmp_path):
+    app = lab(tmp_path, params={"batch_size": 8, "image_size": 32})
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        assert app.query_one("#tabs").active == "runtime"
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRun), 10)
+        shown = " ".join(text(app.screen.query_one("#confirm-text", Static)).split())
+        assert "Run Raw convolution with batch_size=8, image_size=32?" in shown
+        assert "global batch 8 = 8 per replica x 1 shard(s) on CPU" in shown and "estimate ~" in shown
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmRun) and app.query_one(RunPane).run is None
+
+
+async def test_a_run_estimated_over_five_minutes_asks_first(tmp_path):
+    app = lab(tmp_path, workload="transformer")
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_for(pilot, lambda: "estimate ~" in text(app.query_one("#plan", Static)), 10)
+        app.query_one("#param-batch_size", Input).focus()
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRun), 10)
+        shown = " ".join(text(app.screen.query_one("#confirm-text", Static)).split())
+        assert "Run Transformer" in shown and "It would take about 9h" in shown and "assuming 25% of peak" in shown
+        await pilot.press("n")
+        await pilot.pause(0.3)
+        assert app.query_one(RunPane).run is None
+        assert not [w for w in app.workers if w.group == "run"]
+
+
+async def test_an_invalid_form_says_which_field_stops_the_run(tmp_path):
+    app = lab(tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await form_open(pilot)
+        await type_into(pilot, app, "batch_size", "0")
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert "batch size: --batch-size must be an integer from 1 to 4096 (got '0')" in notes(app)
+        assert app.query_one(RunPane).run is None
+
+
+async def test_z_zooms_the_focused_pane_and_escape_restores_it(tmp_path):
+    app = lab(tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        pane = app.query_one("#runtime-pane")
+        await wait_for(pilot, lambda: app.focused is pane, 5)
+        await pilot.press("z")
+        await pilot.pause()
+        assert app.screen.maximized is pane and pane.region.width == 80
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen.maximized is None
+        await pilot.press("z", "z")
+        assert app.screen.maximized is None
+
+
+async def test_a_workloads_edited_values_are_kept_when_the_user_returns(tmp_path):
+    app = lab(tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await form_open(pilot)
+        await type_into(pilot, app, "batch_size", "8")
+        await type_into(pilot, app, "image_size", "32")
+        listing = app.query_one("#workload-list", OptionList)
+        listing.focus()
+        await pilot.press("home", "down", "enter")
+        await wait_for(pilot, lambda: app.query_one(ParamForm).workload.name == "fashion-mnist", 5)
+        await pilot.press("up", "enter")
+        await wait_for(pilot, lambda: app.query_one(ParamForm).workload.name == "conv", 5)
+        form = app.query_one(ParamForm)
+        await wait_for(pilot, lambda: form.params is not None, 5)
+        assert form.params["batch_size"] == 8 and form.params["image_size"] == 32
+
+
+async def test_focus_is_visible_and_every_tab_stop_shows(tmp_path):
+    app = lab(tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await form_open(pilot)
+        app.query_one("#sweep-mode").focus()
+        await pilot.press("tab")
+        assert app.focused is app.query_one("#preset", Select)  # the form itself is no tab stop
+        await pilot.press("tab")
+        batch, image = app.query_one("#param-batch_size", Input), app.query_one("#param-image_size", Input)
+        assert app.focused is batch
+        await pilot.pause()
+        assert batch.styles.background != image.styles.background
+
+
+async def test_an_open_dropdown_pushes_the_text_below_it_down(tmp_path):
+    app = lab(tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        await form_open(pilot)
+        preset = app.query_one("#preset", Select)
+        preset.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        overlay = preset.query_one("SelectOverlay")
+        assert overlay.display and overlay.region.height >= 3
+        help_text = app.query_one("#help-batch_size", Static)
+        assert help_text.region.y >= overlay.region.bottom  # below it, never under it
+
+
+@pytest.mark.slow
+async def test_after_a_run_at_80x24_its_summary_takes_the_keys_and_reads_whole(tmp_path):
+    app = lab(tmp_path)
+    app.report = TpulabApp(probe=False).report  # the real machine: the run is real
+    async with app.run_test(size=SMALL) as pilot:
+        await run_tiny_conv(pilot, app)
+        box = app.query_one("#run-summary-box")
+        await wait_for(pilot, lambda: app.focused is box, 10)
+        assert box.max_scroll_y > 0 and box.scroll_y == 0
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert box.scroll_y > 0
+        log = app.query_one(RunLog)
+        assert all(len(line.text.rstrip()) <= log.scrollable_content_region.width for line in log.lines)
+        words = " ".join(" ".join(line.text.split()) for line in log.lines)
+        assert "first call (trace + compile, 1 iteration(s))" in words  # wrapped between words, not cut
+        await pilot.press("z")
+        await pilot.pause()
+        assert app.screen.maximized is box and box.region.width == 80
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen.maximized is None
+
+
+def test_snapshot_help(snap_compare, tmp_path):
+    async def opened(pilot):
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    assert snap_compare(lab(tmp_path), run_before=opened, terminal_size=SMALL)
