@@ -219,6 +219,8 @@ def judge(step: Step, returncode: int, stdout: str) -> tuple[str, str]:
 def write_summary(out: Path, title: str, outcomes: list[Outcome]) -> str:
     lines = [title, f"{'step':<12} {'status':<9} {'seconds':>7}  headline"]
     lines += [f"{o.step:<12} {o.status:<9} {o.seconds:>7.1f}  {o.headline}" for o in outcomes]
+    ok = sum(o.status == "ok" for o in outcomes)
+    lines.append(f"{ok} of {len(outcomes)} steps ok in {sum(o.seconds for o in outcomes):.0f} s")
     text = "\n".join(lines) + "\n"
     (out / "summary.txt").write_text(text)
     (out / "summary.json").write_text(json.dumps(
@@ -308,15 +310,27 @@ def telemetry_check(records: Path, kind: str) -> str:
 
 
 # --- the run ----------------------------------------------------------------------------------
+def install(house: Path, site: Path) -> Step:
+    """Every wheel of the house into `site`, offline, each without its dependencies."""
+    wheels = sorted(house.glob("*.whl"))
+    built = house / "tree.sha256"
+
+    def headline(_: str) -> str:
+        if not wheels:
+            raise StepFailed(f"no wheels in {house}: build it, and carry it along")
+        fresh = built.is_file() and built.read_text() == tree_digest()
+        note = "from this tree" if fresh else "built from another tree: build again"
+        return f"{len(wheels)} wheels installed, tpulab {note}"
+    return Step("install", [sys.executable, "-m", "pip", "install", "-q", "--no-index",
+                            "--no-deps", "--no-compile", "--disable-pip-version-check",
+                            "--root-user-action=ignore", "--target", str(site), *map(str, wheels)],
+                TIMEOUTS["install"], headline)
+
+
 def plan(kind: str, python: str, house: Path, site: Path, out: Path, db: Path) -> list[Step]:
+    """The steps of a check in `kind` mode, tpulab run by `python` from the wheels of `house`."""
     tpulab = [python, "-m", "tpulab"]
-    install = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-               "--root-user-action=ignore", "--no-index", "--no-deps", "--no-compile", "--target", str(site),
-               *map(str, sorted(house.glob("*.whl")))]
-    stale = (house / "tree.sha256").read_text() != tree_digest()
-    note = "built from another tree: build again" if stale else "from this tree"
-    say = f"{len(list(house.glob('*.whl')))} wheels installed, tpulab {note}"
-    steps = [Step("install", install, TIMEOUTS["install"], lambda _: say),
+    steps = [install(house, site),
              Step("detect", [*tpulab, "detect", "--json"], TIMEOUTS["detect"], detected(kind),
                   save="detect.json"),
              Step("top", [*tpulab, "top", "--json", "--count", "3", "--interval", "0.5"],
@@ -382,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.phase == "telemetry":
         try:
             print(telemetry_check(args.records, args.kind))
-        except StepFailed as e:
+        except (StepFailed, OSError) as e:
             print(e)
             return 1
         return 0

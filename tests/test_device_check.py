@@ -59,6 +59,27 @@ def test_summary_keeps_each_step_as_it_ends(tmp_path):
     text = dc.write_summary(tmp_path, "title", [outcome])
     assert text.splitlines()[2].split() == ["detect", "ok", "1.2", "jax", "0.11.2", "on", "gpu:",
                                             "NVIDIA", "H200"]
+    assert text.splitlines()[-1] == "1 of 1 steps ok in 1 s"
+    assert (tmp_path / "summary.txt").read_text() == text
+
+
+def test_gpu_plan_runs_every_workload_on_jax_on_the_gpu_within_five_minutes(tmp_path):
+    steps = dc.plan("gpu", "python3", tmp_path, tmp_path / "site", tmp_path, tmp_path / "db")
+    assert [s.name for s in steps] == ["install", "detect", "top", "roofline", "conv", "resnet50",
+                                       "transformer", "export", "telemetry"]
+    assert sum(s.timeout for s in steps) <= 300
+    runs = {s.name: s.argv for s in steps if "--run" in s.argv}
+    assert {n: (a[a.index("--backend") + 1], a[a.index("--device") + 1], a[a.index("--preset") + 1])
+            for n, a in runs.items()} == {"roofline": ("jax", "gpu", "default"),
+                                          "conv": ("jax", "gpu", "article"),
+                                          "resnet50": ("jax", "gpu", "smoke"),
+                                          "transformer": ("jax", "gpu", "tiny")}
+
+
+def test_install_without_a_wheelhouse_says_so(tmp_path):
+    step = dc.install(tmp_path / "gpu", tmp_path / "site")
+    assert dc.judge(step, 1, "") == ("failed", f"exit 1; no wheels in {tmp_path / 'gpu'}: build it, "
+                                               "and carry it along")
 
 
 GPU_TAGS = dc.supported_tags((3, 12), dc.GPU_PLATFORMS)
