@@ -68,9 +68,22 @@ def v5e_tree(root: Path) -> Path:
     return tree(root, pci("0000:00:05.0", "0x1ae0", "0x0063", "0x120000"), dirs=("dev/vfio/0",))
 
 
-def cpu_only(root: Path, packages: dict[str, str | None] | None = None) -> RuntimeReport:
-    """A machine with no accelerator, whatever this host has."""
-    return detect(tree(root), {}, {**TF, **(packages or {})})
+def caches(l3: str, shared: dict[int, str] | None = None) -> dict[str, str]:
+    """sysfs's caches of the CPUs in `shared` (default: CPU 0, its L3 shared by CPUs 0-3): a 48K L1
+    data cache, a 2048K L2 and an L3 of `l3` ('32768K', sysfs's form) shared by the CPUs listed."""
+    out = {}
+    for cpu, group in (shared or {0: "0-3"}).items():
+        for i, (level, kind, size, sharing) in enumerate(((1, "Data", "48K", str(cpu)), (2, "Unified", "2048K", str(cpu)),
+                                                          (3, "Unified", l3, group))):
+            d = f"sys/devices/system/cpu/cpu{cpu}/cache/index{i}"
+            out |= {f"{d}/level": f"{level}\n", f"{d}/type": f"{kind}\n", f"{d}/size": f"{size}\n",
+                    f"{d}/shared_cpu_list": f"{sharing}\n"}
+    return out
+
+
+def cpu_only(root: Path, packages: dict[str, str | None] | None = None, files: dict[str, str] | None = None) -> RuntimeReport:
+    """A machine with no accelerator, whatever this host has (plus `files` in its fake tree)."""
+    return detect(tree(root, files), {}, {**TF, **(packages or {})})
 
 
 # --- data ------------------------------------------------------------------------------------

@@ -114,8 +114,8 @@ def matmul_verdict(figures: Iterable[KernelFigure], dtype: str) -> Verdict:
 
     Small matmuls time the dispatch, not the math: their rate grows ~8x per doubling, and a ceiling
     taken there is beaten by every later run. A last doubling that still gains more than 10% has
-    not reached the plateau (run larger sizes); one that loses more than 10% is not steady (other
-    work on the device: run it again). A best at a middle size below a flat tail (operands held in
+    not reached the plateau (run up to 4x larger); one that loses more than 10% is not steady (other
+    work on the device: run it again, at the default's sizes at least). A best at a middle size below a flat tail (operands held in
     a cache) is work the device did, so it stays the ceiling: better high than low, since a
     ceiling too low is beaten by every later run.
     """
@@ -124,15 +124,15 @@ def matmul_verdict(figures: Iterable[KernelFigure], dtype: str) -> Verdict:
     if len(curve) < 2:
         n = curve[0].size if curve else 0
         return Verdict(None, f"one size (n={n}) shows no curve" if curve else "no matmul was timed",
-                       rerun(bigger(n), dtype))
+                       rerun(sizes_to(4 * n), dtype))
     prev, last = curve[-2:]
     change = (last.flops_per_s or 0.0) / (prev.flops_per_s or 1.0) - 1
     if change > FLAT:
         return Verdict(None, f"not saturated at n={last.size} (still {change:+.0%} per doubling)",
-                       rerun(bigger(last.size), dtype))
+                       rerun(sizes_to(4 * last.size), dtype))
     if change < -FLAT:
         return Verdict(None, f"not steady at n={last.size} ({change:+.0%} from n={prev.size}: other work on "
-                             "the device?)", rerun((curve[0].size, last.size), dtype))
+                             "the device?)", rerun(sizes_to(last.size), dtype))
     top = best(curve, "matmul")
     return Verdict(top, f"flat: n={last.size} within {abs(change):.0%} of n={prev.size}")
 
@@ -171,9 +171,9 @@ def verdicts(record: RunRecord) -> dict[str, Verdict]:
     return out
 
 
-def bigger(n: int) -> tuple[int, int]:
-    """The sizes to run past a curve still climbing at n: four, up to 4n (at least the default's largest)."""
-    top = max(4 * n, int(_roofline().defaults()["max_size"]))
+def sizes_to(n: int) -> tuple[int, int]:
+    """Four sizes up to n, or the default's four if they are larger: smaller ones time the dispatch."""
+    top = max(n, int(_roofline().defaults()["max_size"]))
     return top // 8, top
 
 
