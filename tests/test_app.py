@@ -455,7 +455,9 @@ async def test_telemetry_chart_has_its_own_row_at_80x24():
     app = TpulabApp(probe=False)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("2")
-        for name, value in (("batch_size", "8"), ("image_size", "64"), ("filters", "16"), ("iterations", "200"),
+        # two CPU points need two windows of the sampler (0.5 s apart, 0.2 s at least): 200 of these
+        # iterations took 0.25 s here, start to end of the run 0.4 s; 2000 keep it sampling for seconds
+        for name, value in (("batch_size", "8"), ("image_size", "64"), ("filters", "16"), ("iterations", "2000"),
                             ("warmup", "1")):
             await type_into(pilot, app, name, value)
         await pilot.pause()

@@ -5,10 +5,13 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
 import types
+from contextlib import contextmanager
+from typing import Iterator
 
 import psutil
 import pytest
@@ -18,7 +21,7 @@ from tpulab.core.events import Accel, Device, RunRecord, Sample, Started, Step, 
 from tpulab.core.record import RunRecorder
 from tpulab.core.store import Store, compare, export_csv, export_json, read_export
 from tpulab.core.telemetry import CpuProbe, GpuProbe, Sampler, TpuProbe
-from tpulab.core.telemetry_summary import SampleKeeper
+from tpulab.core.telemetry_summary import SampleKeeper, summarize
 from tpulab.views.console import RunPrinter, comparison_table, summary_table
 from tpulab.core.spec import RunSpec
 from tpulab.workloads import registry
@@ -69,6 +72,88 @@ def test_sampler_samples_each_phase_boundary_and_stops():
     n = len(out)
     time.sleep(0.3)
     assert len(out) == n and sampler._thread is not None and not sampler._thread.is_alive()
+
+
+# --- a real process under a known load, sampled from the sampler's own thread -------------------
+CORE = max(os.sched_getaffinity(0))  # the core the loads below are pinned to: its figure is known
+BUSY_LOOP = "while True: pass"
+SLOW_PIPELINE = """
+def batches():  # the slow source: every example made in Python, one pixel at a time
+    while True:
+        yield [[(i * 7919) % 255 / 255 for i in range(28 * 28)] for _ in range(16)]
+for batch in batches():
+    pass  # the device takes each batch at once
+"""
+ON_ITS_CORE = f"""
+import os
+os.sched_setaffinity(0, {{{CORE}}})
+try:  # its session's scheduling group first in line, so that it gets its core whatever else runs here
+    with open("/proc/self/autogroup", "w") as group:
+        group.write("-20")
+except OSError:  # not allowed here: a fair share of the core, all of it on a quiet machine
+    pass
+print("go", flush=True)
+"""
+
+
+@contextmanager
+def process_on_one_core(code: str) -> Iterator[int]:
+    """A real process running `code` on CORE alone (it never leaves it); its pid, once it runs."""
+    p = subprocess.Popen([sys.executable, "-c", ON_ITS_CORE + code], stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)  # a session of its own: a scheduling group of its own
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "go"
+        yield p.pid
+    finally:
+        p.kill()
+        p.wait()
+
+
+def sampled(pid: int, *extra, seconds: float = 1.5) -> tuple[list[Sample], object]:
+    """What the sampler records of `pid` (and the `extra` probes) over `seconds`, and their summary.
+
+    The probe is set up here and read on the sampler's thread, as in a worker."""
+    keeper = SampleKeeper()
+    sampler = Sampler([CpuProbe(pid), *extra], keeper.add, interval_s=0.25)
+    sampler.start("steady")
+    time.sleep(seconds)
+    sampler.stop()
+    return keeper.samples(), summarize(keeper, None, None)
+
+
+@pytest.fixture(scope="module")
+def one_busy_core():
+    with process_on_one_core(BUSY_LOOP) as pid:
+        return sampled(pid)
+
+
+def test_a_process_keeping_one_core_busy_is_seen_per_core_in_total_and_in_its_share(one_busy_core):
+    samples, t = one_busy_core
+    measured = [s for s in samples if s.cores]
+    assert len(measured) >= 4 and samples[0].cpu is None  # the first sample has no window yet: None, not 0
+    n = psutil.cpu_count()
+    for s in measured:  # whatever else runs here only adds to these
+        assert s.cores[CORE] >= 90, s
+        assert s.cpu >= 0.9 * 100 / n, s
+    assert t.busiest_core_mean >= 90 and t.cpu_mean >= 0.9 * 100 / n and t.cores == n
+    assert 85 <= t.process_mean <= 105 and t.process_peak <= 110  # one thread: one core at most
+
+
+def test_one_busy_core_is_a_verdict_with_its_figures(one_busy_core):
+    _, t = one_busy_core
+    (v,) = [v for v in t.verdicts if v.code == "one-busy-core"]
+    assert [v.code for v in t.verdicts] == ["one-busy-core"]
+    assert f"{t.busiest_core_mean:.0f}% on average" in v.message and f"{t.process_mean:.0f}% of a core" in v.message
+
+
+def test_a_slow_generator_feeding_an_idle_gpu_is_input_bound(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(
+        nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=3, memory=1)))
+    with process_on_one_core(SLOW_PIPELINE) as pid:
+        _, t = sampled(pid, GpuProbe())
+    assert t.device_util_mean == 3 and t.process_mean >= 80
+    assert [v.code for v in t.verdicts] == ["input-bound", "one-busy-core"]
+    assert "GPU was busy 3% of the time" in t.verdicts[0].message
 
 
 # --- GPU: a stand-in NVML ------------------------------------------------------------------------
@@ -305,7 +390,9 @@ def test_verdicts_name_the_figures_behind_them():
     assert codes(hot) == ["throttled"] and "1200 MHz" in hot.summary.telemetry.verdicts[0].message  # type: ignore[union-attr]
     one = gpu_run(util=90, process=100, busiest=98)
     assert codes(one) == ["one-busy-core"] and "98% on average" in one.summary.telemetry.verdicts[0].message  # type: ignore[union-attr]
-    assert codes(gpu_run(util=90, process=100, busiest=98, cores=2)) == []  # on two cores, one busy core is half
+    # the worker's own share tells one thread (about one core) from several, on two cores as on eight
+    assert codes(gpu_run(util=90, process=100, busiest=98, cores=2)) == ["one-busy-core"]
+    assert codes(gpu_run(util=90, process=190, busiest=98, cores=2)) == []
 
 
 def test_samples_are_bounded_per_host_keeping_the_phase_boundaries():
@@ -399,11 +486,13 @@ def test_headless_printer_says_unavailable_once_and_a_line_every_few_seconds():
 
 # --- the command line --------------------------------------------------------------------------
 def test_top_json_prints_exactly_count_samples():
-    out = run_cli("top", "--json", "--count", "2", "--interval", "0.3", timeout=60)
+    with process_on_one_core(BUSY_LOOP):
+        out = run_cli("top", "--json", "--count", "2", "--interval", "0.3", timeout=60)
     assert out.returncode == 0, out.stderr
     lines = json_events(out.stdout)
     assert len(lines) == 2 and all(e["event"] == "sample" for e in lines)
     assert all(len(e["cores"]) == psutil.cpu_count() and e["mem_total"] > 0 and e["cpu"] is not None for e in lines)
+    assert all(e["cores"][CORE] >= 90 for e in lines)  # the first sample too: a core kept busy reads busy
     assert lines[1]["t"] > lines[0]["t"]
     bad = run_cli("top", "--count", "0", timeout=60)
     assert bad.returncode == 2 and "--count must be a positive integer" in bad.stderr
@@ -428,5 +517,8 @@ def test_a_run_keeps_its_samples_and_the_switch_turns_them_off(tmp_path, switch)
     assert len(result["telemetry"]) == len(samples)
     t = result["summary"]["telemetry"]
     assert t["samples"] == len(samples) and t["rss_peak"] > 50 * 2**20 and t["process_mean"] > 0
+    for s in samples:  # the host's busy cores hold at least the worker's own share (10 ms ticks: a little slack)
+        if s["process"] is not None:
+            assert sum(s["cores"]) >= 0.8 * s["process"] and s["process"] > 0, s
     shown = run_cli("results", "--db", str(tmp_path / "r.db"), "show", result["id"][:8]).stdout
     assert "worker" in shown and "of a core" in shown

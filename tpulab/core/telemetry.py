@@ -1,11 +1,12 @@
 """Device telemetry beside the timings: a sampler thread and one small probe per device kind.
 
 Why this shape: some device calls block for minutes or crash where no device answers (libtpu tries
-the cloud metadata server first; NVML takes a driver lock), so every probe call runs in a throwaway
-daemon thread with a timeout; a call that hangs is abandoned, its probe retired and the reason kept,
-and the run goes on. Probes are chosen from what detection found and are imported lazily; nothing
-here imports a framework: what only the process holding a device can read (JAX's memory statistics)
-comes in as a callable from the worker. Samples are `Sample` events, posted through the run's sink.
+the cloud metadata server first; NVML takes a driver lock), so every probe call runs on a daemon
+thread with a timeout (`Caller`: one long-lived thread, replaced only when a call hangs); a call
+that hangs is abandoned, its probe retired and the reason kept, and the run goes on. Probes are
+chosen from what detection found and are imported lazily; nothing here imports a framework: what
+only the process holding a device can read (JAX's memory statistics) comes in as a callable from
+the worker. Samples are `Sample` events, posted through the run's sink.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import queue
 import re
 import threading
 import time
-from typing import Any, Callable, Protocol
+import weakref
+from typing import Any, Callable, NamedTuple, Protocol
 
 from tpulab.core.events import Accel, Compiled, Event, Sample, Started
 
@@ -46,25 +48,59 @@ class Hung(Exception):
     pass
 
 
-def guarded(fn: Callable[[], Any], timeout_s: float) -> Any:
-    """`fn()` in a daemon thread; Hung when it has not returned within `timeout_s` (the thread is abandoned)."""
-    box: dict[str, Any] = {}
-    done = threading.Event()
+class Caller:
+    """Runs calls one at a time on one long-lived daemon thread, each with a timeout.
 
-    def target() -> None:
+    Why a thread: a call that hangs is abandoned with its thread (which ends if the call ever
+    returns) and the next call gets a fresh one. Why one thread for every call, not one per call:
+    libraries keep state per thread (psutil's `cpu_percent` keeps its previous read per thread: read
+    from a new thread each time it compared nothing and said 0.0; a C library may set itself up per
+    thread), new threads reuse dead ones' ids, and a thread per call pays a start every time.
+    """
+
+    def __init__(self, name: str = "tpulab-telemetry-call") -> None:
+        self.name = name
+        self._inbox: queue.SimpleQueue[_Call | None] | None = None
+
+    def call(self, fn: Callable[[], Any], timeout_s: float) -> Any:
+        """`fn()`'s value (or its exception); Hung when it has not returned within `timeout_s`."""
+        if self._inbox is None:
+            self._inbox = queue.SimpleQueue()
+            threading.Thread(target=_serve, args=(self._inbox,), daemon=True, name=self.name).start()
+            weakref.finalize(self, self._inbox.put, None)  # a caller never closed still ends its thread
+        job = _Call(fn)
+        self._inbox.put(job)
+        if not job.done.wait(timeout_s):
+            self.close()  # the hung thread ends when (if) its call returns; the next call starts another
+            raise Hung(f"did not answer within {timeout_s:g} s (abandoned)")
+        if job.error is not None:
+            raise job.error
+        return job.value
+
+    def close(self) -> None:
+        if self._inbox is not None:
+            self._inbox.put(None)
+            self._inbox = None
+
+
+class _Call:
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn, self.done = fn, threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
         try:
-            box["value"] = fn()
+            self.value = self.fn()
         except BaseException as e:  # noqa: BLE001 - handed back to the caller's thread as it is
-            box["error"] = e
+            self.error = e
         finally:
-            done.set()
+            self.done.set()
 
-    threading.Thread(target=target, daemon=True, name="tpulab-telemetry-call").start()
-    if not done.wait(timeout_s):
-        raise Hung(f"did not answer within {timeout_s:g} s (abandoned)")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+
+def _serve(inbox: queue.SimpleQueue[_Call | None]) -> None:
+    while (job := inbox.get()) is not None:
+        job.run()
 
 
 def one_line(e: BaseException) -> str:
@@ -73,13 +109,26 @@ def one_line(e: BaseException) -> str:
 
 
 # --- CPU ---------------------------------------------------------------------------------------
+class CpuTimes(NamedTuple):
+    """The CPU counters at one moment: what two reads' busy fractions are computed from."""
+
+    t: float  # time.monotonic()
+    cores: list[Any]  # psutil.cpu_times(percpu=True)
+    process: float | None  # the process's CPU seconds (user and system)
+
+
 class CpuProbe:
-    """The host's cores and memory, and (given a pid) that process's own CPU and resident memory."""
+    """The host's cores and memory, and (given a pid) that process's own CPU and resident memory.
+
+    Busy fractions come from psutil's counters against this probe's own previous read, whatever
+    thread reads it: `psutil.cpu_percent()` keeps its previous read per thread and, called from
+    another thread than the last time, says 0.0 for every core. Until a window of MIN_CPU_WINDOW_S
+    has passed (the counters tick every 10 ms) the CPU figures are left out, None, never 0.
+    """
 
     name = "cpu"
 
     def __init__(self, pid: int | None = None) -> None:
-        self.last = time.monotonic()
         try:
             import psutil
         except ImportError:
@@ -87,28 +136,50 @@ class CpuProbe:
             return
         self.psutil = psutil
         self.process = psutil.Process(pid) if pid is not None else None
-        psutil.cpu_percent(percpu=True)  # the first call measures nothing: prime it
-        if self.process is not None:
-            self.process.cpu_percent()
+        self.prev = self._times()
+
+    def _times(self) -> CpuTimes:
+        p = self.process.cpu_times() if self.process is not None else None
+        return CpuTimes(time.monotonic(), self.psutil.cpu_times(percpu=True),
+                        p.user + p.system if p is not None else None)
 
     def read(self, notes: dict[str, str]) -> Reading:
         if self.psutil is None:
             raise Unavailable("psutil is not installed: pip install psutil")
         ps = self.psutil
-        now = time.monotonic()
         out: Reading = {}
-        if now - self.last >= MIN_CPU_WINDOW_S:
-            cores = ps.cpu_percent(percpu=True)
-            out["cores"] = [float(c) for c in cores]
-            out["cpu"] = sum(cores) / len(cores) if cores else None
-            if self.process is not None:
-                out["process"] = float(self.process.cpu_percent())
-            self.last = now
+        if time.monotonic() - self.prev.t >= MIN_CPU_WINDOW_S:
+            now = self._times()
+            out.update(busy(self.prev, now))
+            self.prev = now
         if self.process is not None:
             out["rss"] = float(self.process.memory_info().rss)
         vm = ps.virtual_memory()
         out["mem_used"], out["mem_total"] = float(vm.total - vm.available), float(vm.total)
         return out
+
+
+def busy(a: CpuTimes, b: CpuTimes) -> Reading:
+    """Percent busy from a to b: per core, of all cores (cpu), and the process's share of one core.
+
+    Busy is every tick but idle and I/O wait; guest time is already inside user time (psutil and
+    top count the same way). A core whose counters did not move (taken offline) leaves `cores` out.
+    """
+    out: Reading = {}
+    if b.process is not None and a.process is not None:
+        out["process"] = 100 * max(0.0, b.process - a.process) / (b.t - a.t)
+    ticks = [_ticks(x, y) for x, y in zip(a.cores, b.cores)]
+    if len(a.cores) == len(b.cores) and all(total > 0 for _, total in ticks):
+        out["cores"] = [100 * used / total for used, total in ticks]
+        out["cpu"] = 100 * sum(used for used, _ in ticks) / sum(total for _, total in ticks)
+    return out
+
+
+def _ticks(a: Any, b: Any) -> tuple[float, float]:
+    """(busy, total) seconds of one core between two reads of its counters."""
+    d = {f: max(0.0, getattr(b, f) - getattr(a, f)) for f in a._fields}  # counters can step back: clamp
+    total = sum(d.values()) - d.get("guest", 0.0) - d.get("guest_nice", 0.0)
+    return total - d["idle"] - d.get("iowait", 0.0), total
 
 
 # --- GPU ---------------------------------------------------------------------------------------
@@ -275,6 +346,7 @@ class Sampler:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.caller = Caller()
 
     def note(self, key: str, why: str) -> None:
         """A reason something is unavailable, given once."""
@@ -299,6 +371,7 @@ class Sampler:
         self._stop.set()
         self._wake.set()
         self._thread.join(self.timeout_s * max(1, len(self.probes)) + 1.0)
+        self.caller.close()
 
     def _loop(self) -> None:
         while True:
@@ -320,7 +393,7 @@ class Sampler:
         for probe in list(self.probes):
             notes: dict[str, str] = {}
             try:
-                reading = guarded(lambda p=probe, n=notes: p.read(n), self.timeout_s)  # type: ignore[misc]
+                reading = self.caller.call(lambda p=probe, n=notes: p.read(n), self.timeout_s)  # type: ignore[misc]
             except (Unavailable, Hung) as e:
                 self.probes.remove(probe)
                 self.note(probe.name, str(e))

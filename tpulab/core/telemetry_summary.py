@@ -17,7 +17,8 @@ from tpulab.core.timing import Flag
 MAX_PER_HOST = 600  # samples kept per host: 5 minutes at 2 Hz whole, longer runs thinned evenly
 INPUT_BOUND_DEVICE = 50.0  # device busy below this (percent) ...
 INPUT_BOUND_HOST = 80.0  # ... while the worker used this much of a core (or the host this much of all)
-BUSY_CORE = 85.0
+BUSY_CORE = 85.0  # a core this busy on average, while the worker used about one core (up to ONE_THREAD) ...
+ONE_THREAD = 115.0  # ... percent of a core: more is the work of several threads
 MEMORY_NEAR_FULL = 0.90
 GPU_POOL_NOTE = "NVML's figure includes the memory the framework reserves up front"
 THROTTLE = 0.90  # steady clock below this fraction of the run's peak
@@ -115,8 +116,8 @@ def summarize(keeper: SampleKeeper, median_step_s: float | None, batch: int | No
         power_mean_w=power, temp_peak_c=_peak(d.temp_c for d in all_devs),
         clock_peak_mhz=_peak(d.clock_mhz for d in all_devs), clock_steady_mhz=_mean(d.clock_mhz for d in devs),
         energy_per_step_j=per_step, energy_per_example_j=per_step / batch if per_step is not None and batch else None,
-        host_cpu_mean=[_mean(s.cpu for s in runs[h] if s.mark != "compiled") or 0.0 for h in sorted(hosts)] if len(hosts) > 1 else None,
-        host_rss_peak=[_peak(s.rss for s in hosts[h]) or 0.0 for h in sorted(hosts)] if len(hosts) > 1 else None,
+        host_cpu_mean=[_mean(s.cpu for s in runs[h] if s.mark != "compiled") for h in sorted(hosts)] if len(hosts) > 1 else None,
+        host_rss_peak=[_peak(s.rss for s in hosts[h]) for h in sorted(hosts)] if len(hosts) > 1 else None,
         unavailable=dict(keeper.unavailable))
     t.verdicts = verdicts(t)
     return t
@@ -132,10 +133,12 @@ def verdicts(t: Telemetry) -> list[Flag]:
                         f"was busy (the worker {fmt.pct(t.process_mean)} of a core, CPU {fmt.pct(t.cpu_mean)} "
                         "of all cores): the host side (input pipeline, Python per step) "
                         "sets the pace; try a larger batch, prefetching, or fewer host operations per step"))
-    if (t.cores and t.cores >= 4 and t.busiest_core_mean is not None and t.cpu_mean is not None
-            and t.busiest_core_mean >= BUSY_CORE and t.cpu_mean <= 200 / t.cores + 10):
+    # the worker's own share tells one thread from several, whatever else keeps the other cores busy
+    if (t.cores and t.cores >= 2 and t.busiest_core_mean is not None and t.process_mean is not None
+            and t.busiest_core_mean >= BUSY_CORE and BUSY_CORE <= t.process_mean <= ONE_THREAD):
         out.append(Flag("one-busy-core", f"one core was busy ({t.busiest_core_mean:.0f}% on average) while the "
-                        f"{t.cores} cores averaged {t.cpu_mean:.0f}%: the work runs on one thread"))
+                        f"worker used {t.process_mean:.0f}% of a core, one of {t.cores} (all cores averaged "
+                        f"{fmt.pct(t.cpu_mean)}): the work runs on one thread"))
     # NVML counts the pool TensorFlow and JAX reserve up front (most of the GPU), not what the run uses:
     # a GPU's figure cannot say how near the largest batch is, so only a TPU's (the allocator's) is judged.
     if (t.device_kind == "tpu" and t.device_mem_peak and t.device_mem_total
