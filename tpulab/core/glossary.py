@@ -59,7 +59,8 @@ GLOSSARY: dict[str, str] = {
                             "ridge (compute ceiling / bandwidth) a step is memory-bound: faster math would not "
                             "help, moving fewer bytes would. Above it, it is compute-bound.",
     "ceiling": "The measured ceiling: the best a roofline run achieved on this device and dtype, as opposed to "
-               "the spec peak. A run above it beats the ceiling (said so, never shown as more than 100%).",
+               "the spec peak, kept once its matmul curve was flat (the two largest sizes within 10%). A run "
+               "above it beats the ceiling (said so, never shown as more than 100%).",
     "MFU": "Model FLOPs utilisation: the model's FLOPs per step by its standard formula, over the step time, as a "
            "fraction (0-1) of the device's peak for the compute dtype. For a transformer, 6 x N x tokens (N the "
            "parameters it multiplies by: all but the embedding tables) plus the attention term 12 x layers x "

@@ -4,7 +4,9 @@ A spec peak is a guess on a VM (the reported clock times a boost allowance) and 
 everywhere: well-tuned matmuls reach 80-90% of it. The roofline times the two ceilings a run
 meets: a matrix product over a doubling range of sizes in each dtype the device has (FLOP/s),
 and a copy of an array much larger than the last-level cache (bytes read and written per
-second). Its best figures become the device's measured ceilings (see `tpulab.core.ceilings`).
+second). Its best figures become the device's measured ceilings once they are ceilings: the
+matmul's curve flat at its largest sizes, the copy at least 4x the cache (`tpulab.core.ceilings`);
+the smoke preset's sizes are too small for either, and its summary says which to run.
 
 How each kernel is timed: `tpulab.workloads.roofline_kernels`.
 """
