@@ -1,0 +1,260 @@
+"""The lab's Results and Sweep tabs and its charts at 80x24, keyboard only: marks that show, figures that stay
+whole, the sweep's marks explained, charts that can be read. The real app (or the real chart widget), records
+built through the real recorder, a real Store in tmp_path."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+
+from textual.app import App, ComposeResult
+from textual.widgets import DataTable, Static
+
+from tpulab.core import fmt
+from tpulab.core.charts import METRICS, ChartContext
+from tpulab.core.events import RunRecord
+from tpulab.core.store import Store
+from tpulab.lab.app import TpulabApp
+from tpulab.lab.widgets.charts import SeriesPlot
+from tpulab.workloads import registry
+
+from .helpers import cpu_only, make_record
+from .test_app import text, wait_for
+
+SMALL = (80, 24)
+DAY0 = datetime(2026, 3, 1, 9, 30)
+
+
+def fixed(record: RunRecord, n: int) -> RunRecord:
+    """The record with an id and a start of its own that do not change between test runs (for snapshots)."""
+    record.id = f"{n:02d}" + "c0ffee" * 5
+    record.started_at = (DAY0 + timedelta(minutes=n)).isoformat(timespec="seconds")
+    return record
+
+
+def mixed() -> list[RunRecord]:
+    """A conv run, a fashion-mnist run, a cancelled conv run and a transformer run, oldest first."""
+    return [fixed(make_record(median=0.0123), 1), fixed(make_record(workload="fashion-mnist", median=0.485), 2),
+            fixed(make_record(status="cancelled", median=1.25), 3),
+            fixed(make_record(workload="transformer", median=0.0684), 4)]
+
+
+def row_text(table: DataTable, i: int) -> str:
+    """Row `i` as the table draws it now (line 0 is the header)."""
+    return table.render_line(1 + i).text
+
+
+async def results(pilot, count: int) -> DataTable:
+    await pilot.press("4")
+    await wait_for(pilot, lambda: bool(pilot.app.query("#results-table"))
+                   and pilot.app.query_one("#results-table", DataTable).row_count == count, 10)
+    await pilot.pause()
+    return pilot.app.query_one("#results-table", DataTable)
+
+
+def lab_with(tmp_path, records: list[RunRecord]) -> TpulabApp:
+    store = Store(tmp_path / "r.db")
+    for r in records:
+        store.save(r)
+    return TpulabApp(probe=False, db=tmp_path / "r.db", report=cpu_only(tmp_path))
+
+
+async def test_space_marks_a_row_at_once_and_the_mark_costs_no_figure(tmp_path):
+    runs = [fixed(make_record(median=0.485), 1), fixed(make_record(median=0.25), 2)]
+    app = lab_with(tmp_path, runs)
+    async with app.run_test(size=SMALL) as pilot:
+        table = await results(pilot, 2)
+        before = row_text(table, 0)
+        await pilot.press("space")  # no pause: the mark shows with the key
+        marked = row_text(table, 0)
+        assert marked.startswith("*") and not before.startswith("*")
+        assert marked[1:] == before[1:]  # nothing moved: the figures keep their place and width
+        assert "250.0 ms" in marked and runs[1].short_id in marked
+        await pilot.press("down", "space")
+        assert row_text(table, 1).startswith("*") and "485.0 ms" in row_text(table, 1)
+        assert "2 marked" in text(app.query_one("#results-help", Static))
+        await pilot.press("space")  # again: unmarked
+        assert not row_text(table, 1).startswith("*")
+
+
+async def test_at_80_columns_every_row_keeps_its_id_and_its_figures(tmp_path):
+    records = mixed()
+    app = lab_with(tmp_path, records)
+    async with app.run_test(size=SMALL) as pilot:
+        table = await results(pilot, len(records))
+        assert table.virtual_size.width <= table.scrollable_content_region.width  # nothing off to the right
+        for i, record in enumerate(reversed(records)):  # newest first
+            line = row_text(table, i)
+            summary = record.summary
+            assert record.short_id in line
+            assert fmt.seconds(summary.step_seconds.median) in line and fmt.percent(summary.peak_fraction) in line
+        assert "fashion-mnist" in row_text(table, 2)  # as long as it fits, a workload's name is whole
+
+
+def test_fit_shortens_then_leaves_out_descriptive_columns_never_an_id_or_a_figure():
+    columns = ("id", "started", "workload", "status", "device", "backend", "batch", "median", "peak")
+    rows = [columns, ("c0ffee01", "03-01 09:31", "fashion-mnist", "cancelled", "CPU, 2 hosts x 4", "tf", "1024",
+                      "485.0 ms", "12.5%")]
+    assert fmt.fit(rows, 200, columns) == rows
+    shortened = fmt.fit(rows, 82, columns)
+    assert "CPU, 2 …" in shortened[1] and "fashion-mnist" in shortened[1]  # the device gives way first
+    narrow = fmt.fit(rows, 50, columns)
+    assert narrow[0] == ("id", "workload", "status", "device", "median", "peak")  # started, backend, batch left out
+    assert narrow[1][0] == "c0ffee01" and narrow[1][-2:] == ("485.0 ms", "12.5%")
+    assert max(len(" ".join(r)) for r in narrow) <= 50
+
+
+def test_snapshot_results_mixed_workloads(snap_compare, tmp_path):
+    async def listed(pilot):
+        table = await results(pilot, 4)
+        await pilot.press("space", "down", "down", "space")
+        table.focus()
+        await pilot.pause()
+
+    assert snap_compare(lab_with(tmp_path, mixed()), run_before=listed, terminal_size=SMALL)
+
+
+async def test_sweep_tab_explains_its_marks_and_gives_rates_one_unit(tmp_path):
+    from tpulab.core.sweep import Sweep, build_grid
+    from tpulab.lab.screens.sweep import SweepPane
+    from tpulab.workloads.base import Limits
+
+    rates = {8: 1600.0, 16: 264.0}  # examples a second; any other batch (the article's): 500
+
+    class Replayed(Sweep):
+        """A sweep whose points' runs are records built through the real recorder: no worker starts."""
+
+        def _run_point(self, point):
+            batch = point.values["batch_size"]
+            yield from ()
+            return make_record(batch=batch, median=batch / rates.get(batch, 500.0))
+
+    cpu = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
+    grid, _ = build_grid(registry()["conv"], {"batch_size": "8,16", "device": "cpu"}, cpu, steps=3)
+    app = TpulabApp(probe=False, db=tmp_path / "r.db", report=cpu_only(tmp_path))
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.press("5")
+        await wait_for(pilot, lambda: bool(app.query(SweepPane)), 5)
+        pane = app.query_one(SweepPane)
+        pane.start(Replayed(grid, cpu_only(tmp_path), cpu))
+        await wait_for(pilot, lambda: pane.sweep is not None and pane.sweep.status == "finished", 10)
+        await pilot.pause()
+        findings = " ".join(text(pane.query_one("#sweep-findings", Static)).split())
+        assert findings.startswith("* best, A the article's configuration")
+        table = pane.query_one("#sweep-table", DataTable)
+        shown = [str(table.get_row_at(i)[3]) for i in range(table.row_count)]  # mark, batch, median, throughput
+        assert sorted(shown) == ["0.264 kex/s", "0.500 kex/s", "1.6 kex/s"]  # not "264.0 ex/s" beside "1.6 kex/s"
+
+
+# --- charts --------------------------------------------------------------------------------------
+class ChartHost(App):
+    """One chart, as tall as a chart in the Run tab at 80x24."""
+
+    CSS = "SeriesPlot { height: 8; }"
+
+    def compose(self) -> ComposeResult:
+        yield SeriesPlot(id="plot")
+
+
+def lines(plot: SeriesPlot) -> list[str]:
+    return [plot.render_line(y).text for y in range(plot.size.height)]
+
+
+async def drawn(pilot, plot: SeriesPlot) -> list[str]:
+    """The chart once its build (in a thread) is shown."""
+    plot.replot()
+    await wait_for(pilot, lambda: "┤" in "".join(lines(plot)), 10)
+    return lines(plot)
+
+
+def y_labels(shown: list[str], side: str = "left") -> list[float]:
+    """The numbers of the left (or right) y axis."""
+    pattern = r"^\s*(-?\d[\d.]*)[┤├]" if side == "left" else r"[┤├](-?\d[\d.]*)\s*$"
+    return [float(m.group(1)) for line in shown if (m := re.search(pattern, line))]
+
+
+async def test_empty_chart_says_so_without_axes():
+    app = ChartHost()
+    async with app.run_test(size=SMALL) as pilot:
+        plot = app.query_one(SeriesPlot)
+        plot.configure("GFLOP/s")
+        await pilot.pause()
+        shown = lines(plot)
+        assert shown[0].startswith("GFLOP/s: nothing measured yet")
+        assert not any(c in "".join(shown) for c in "┤└│")  # no axes, no made-up -1..1 range
+
+
+async def test_series_named_in_the_header_not_over_the_data_and_integer_steps():
+    app = ChartHost()
+    async with app.run_test(size=SMALL) as pilot:
+        plot = app.query_one(SeriesPlot)
+        plot.configure("ms per iteration")
+        for step in range(2, 5):
+            plot.add("warm-up" if step == 2 else "iteration", step, 10.0 + step)
+        shown = await drawn(pilot, plot)
+        assert "━ warm-up" in shown[0] and "━ iteration" in shown[0]
+        assert not any(name in line for line in shown[1:] for name in ("warm-up", "iteration"))
+        ticks = shown[-1].split()
+        assert ticks == ["2", "3", "4"]  # whole steps, not 2.00 2.50 3.00
+        assert len([line for line in shown if "┤" in line]) >= 3  # three rows of data at least
+
+
+async def test_y_axis_fits_the_data_and_names_a_peak_far_above():
+    app = ChartHost()
+    async with app.run_test(size=SMALL) as pilot:
+        plot = app.query_one(SeriesPlot)
+        plot.configure("GFLOP/s")
+        plot.lines["peak"] = 498.5
+        for step in range(2, 12):
+            plot.add("iteration", step, 10.5 + (step % 3) * 0.2)
+        shown = await drawn(pilot, plot)
+        assert "peak 498.5 off scale" in shown[0]
+        assert 10.5 <= min(y_labels(shown)) and max(y_labels(shown)) <= 11.0  # the data fill the height
+        plot.lines["peak"] = 14.0  # in range: drawn, and named
+        plot.add("iteration", 12, 10.0)
+        plot.replot()
+        await wait_for(pilot, lambda: "── peak 14.0" in lines(plot)[0], 10)
+        assert max(y_labels(lines(plot))) >= 14.0
+
+
+async def test_loss_and_accuracy_on_their_own_axes():
+    fashion = registry()["fashion-mnist"]
+    assert METRICS.right(ChartContext(fashion)) == ("accuracy", "val accuracy")  # as the chart declares them
+    app = ChartHost()
+    async with app.run_test(size=SMALL) as pilot:
+        plot = app.query_one(SeriesPlot)
+        plot.configure(METRICS.title, METRICS.right(ChartContext(fashion)))
+        for step in range(1, 11):
+            plot.add("loss", step, 2.3 - step * 0.2)
+            plot.add("accuracy", step, 0.1 + step * 0.08)
+        shown = await drawn(pilot, plot)
+        assert "loss (left)" in shown[0] and "accuracy (right)" in shown[0]
+        right = y_labels(shown, "right")
+        assert right and max(right) <= 0.9 and max(y_labels(shown)) >= 2.0  # each on its own scale
+
+
+def test_snapshot_chart_with_a_legend_and_a_peak(snap_compare):
+    async def plotted(pilot):
+        plot = pilot.app.query_one(SeriesPlot)
+        plot.configure("GFLOP/s")
+        plot.lines["peak"] = 498.5
+        for step in range(2, 30):
+            plot.add("warm-up" if step < 4 else "iteration", step, 10.0 + (step % 5) * 0.2)
+        await drawn(pilot, plot)
+
+    assert snap_compare(ChartHost(), run_before=plotted, terminal_size=SMALL)
+
+
+async def test_every_chart_of_the_run_tab_is_whole_with_three_rows_of_data(tmp_path):
+    from tpulab.lab.screens.run import RunPane
+
+    app = TpulabApp(probe=False, report=cpu_only(tmp_path))
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.press("3")
+        await wait_for(pilot, lambda: bool(app.query(RunPane)), 5)
+        await pilot.pause()
+        plots = [p for p in app.query_one(RunPane).query(SeriesPlot) if p.display]
+        assert len(plots) == 5  # three of the workload's, two of telemetry
+        for plot in plots:
+            assert plot.region.height >= 6, plot.id  # the header, three rows of data, the x axis and its ticks
+            assert plot.parent.region.contains_region(plot.region), plot.id  # none cut by its row
