@@ -179,7 +179,7 @@ def sizes_to(n: int) -> tuple[int, int]:
 
 def rerun(sizes: tuple[int, int] | None = None, dtype: str = "float32", copy_mib: int | None = None) -> str:
     """'tpulab --run roofline --min-size 256 --max-size 2048': the sizes to run, said in full."""
-    flags = {"min-size": sizes[0], "max-size": sizes[1]} if sizes else {}
+    flags: dict[str, int | str | None] = {"min-size": sizes[0], "max-size": sizes[1]} if sizes else {}
     flags |= {"dtypes": dtype if dtype != "float32" else None, "copy-mib": copy_mib}
     return "tpulab --run roofline" + "".join(f" --{k} {v}" for k, v in flags.items() if v is not None)
 
