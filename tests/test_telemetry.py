@@ -20,7 +20,7 @@ from rich.console import Console
 from tpulab.core.events import Accel, Device, RunRecord, Sample, Started, Step, Compiled
 from tpulab.core.record import RunRecorder
 from tpulab.core.store import Store, compare, export_csv, export_json, read_export
-from tpulab.core.telemetry import CpuProbe, GpuProbe, Sampler, TpuProbe
+from tpulab.core.telemetry import Caller, CpuProbe, GpuProbe, Hung, Sampler, TpuProbe
 from tpulab.core.telemetry_summary import SampleKeeper, summarize
 from tpulab.views.console import RunPrinter, comparison_table, summary_table
 from tpulab.core.spec import RunSpec
@@ -139,6 +139,24 @@ def test_a_process_keeping_one_core_busy_is_seen_per_core_in_total_and_in_its_sh
     assert 85 <= t.process_mean <= 105 and t.process_peak <= 110  # one thread: one core at most
 
 
+def test_the_cpu_probe_reads_true_figures_from_any_thread():
+    """psutil's own cpu_percent keeps its previous read per thread: from a new thread it said 0.0."""
+    with process_on_one_core(BUSY_LOOP) as pid:
+        probe = CpuProbe(pid)
+        for _ in range(2):
+            time.sleep(0.3)
+            read = on_a_new_thread(lambda: probe.read({}))
+            assert read["cores"][CORE] >= 90 and read["process"] >= 85, read
+
+
+def on_a_new_thread(fn):
+    box: list = []
+    reader = threading.Thread(target=lambda: box.append(fn()))
+    reader.start()
+    reader.join()
+    return box[0]
+
+
 def test_one_busy_core_is_a_verdict_with_its_figures(one_busy_core):
     _, t = one_busy_core
     (v,) = [v for v in t.verdicts if v.code == "one-busy-core"]
@@ -236,6 +254,26 @@ def test_a_hung_call_is_abandoned_and_the_sampling_goes_on(monkeypatch):
         assert sampler.sample().mem_total and time.monotonic() - t0 < 0.2  # not asked again
     finally:
         release.set()
+
+
+def test_calls_run_on_one_long_lived_thread_replaced_only_after_a_hang():
+    caller = Caller()
+    threads = {caller.call(threading.current_thread, 1.0) for _ in range(3)}
+    (kept,) = threads
+    assert kept is not threading.current_thread()
+    with pytest.raises(ZeroDivisionError):
+        caller.call(lambda: 1 / 0, 1.0)  # the call's own error, on the caller's side
+    release = threading.Event()
+    with pytest.raises(Hung):
+        caller.call(lambda: release.wait(30), 0.1)
+    fresh = caller.call(threading.current_thread, 1.0)
+    assert fresh is not kept and fresh.is_alive()
+    release.set()
+    kept.join(2)
+    assert not kept.is_alive()  # the abandoned thread ends once its call returns
+    caller.close()
+    fresh.join(2)
+    assert not fresh.is_alive()
 
 
 def test_a_gpu_run_without_nvml_goes_on_and_says_why(monkeypatch):
