@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -28,7 +27,7 @@ PAGE = 100  # rows fetched at a time
 AHEAD = 20  # the next page is fetched when the cursor or the scroll comes this close to the end
 FILTER_PAUSE_S = 0.2  # typing in the filter field: the store is asked once the keys pause this long
 ROOFLINE_POINTS = 200  # the newest runs of a device drawn on its roofline
-MARK = Text("*", style="bold")  # a marked run, in a column of its own: it never takes a figure's room
+MARK = "*"  # a marked run, in a column of its own: it never takes a figure's room
 
 
 class ResultsPane(Vertical):
@@ -128,12 +127,16 @@ class ResultsPane(Vertical):
             table.add_column("", width=len(MARK) + 1)
             for name, w in zip(*shape):
                 table.add_column(name, width=w + 1)
-            self.call_after_refresh(lambda: (table.move_cursor(row=cursor, animate=False, scroll=False),
-                                             table.scroll_to(y=scroll, animate=False)))
+
+            def restore() -> None:  # the cursor and the scroll where they were
+                table.move_cursor(row=cursor, animate=False, scroll=False)
+                table.scroll_to(y=scroll, animate=False)
+
+            self.call_after_refresh(restore)
         for run, cells in zip(self.rows[start:], fitted[1 + start:]):
             table.add_row(self._mark(run.id), *cells, key=run.id)
 
-    def _mark(self, run_id: str) -> Text | str:
+    def _mark(self, run_id: str) -> str:
         return MARK if run_id in self.marked else ""
 
     def on_resize(self, event: events.Resize) -> None:

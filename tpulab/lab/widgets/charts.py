@@ -113,7 +113,7 @@ class SeriesPlot(PlotextPlot):
             plt.yaxes(True, any(name in view.right for name in view.series))
             ticks = integer_ticks([x for pts in view.series.values() for x, _ in pts], max(2, width // 10))
             if ticks:
-                plt.xticks(ticks, [str(t) for t in ticks])
+                plt.xticks([float(t) for t in ticks], [str(t) for t in ticks])
             plt.plotsize(width, height - 1)
             plt._set_size(width, height - 1)  # as PlotextPlot.render does: plotsize alone does not stick
             plt.theme(theme)
