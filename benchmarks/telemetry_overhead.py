@@ -27,12 +27,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one BLAS thread: on a shared machine, a team of them is noise
 
 
-def run_once(params: dict, report, telemetry: bool) -> tuple[float, int]:
+def run_once(spec, report, telemetry: bool) -> tuple[float, int]:
     """(median steady step time, samples taken) of one real run."""
     from tpulab.core.runner import Run
 
     os.environ["TPULAB_TELEMETRY"] = "on" if telemetry else "off"  # read by the worker, as --telemetry sets it
-    run = Run("conv", params, report)
+    run = Run(spec, report)
     for _ in run.events():
         pass
     record = run.recorder.record()
@@ -116,20 +116,18 @@ def main() -> None:
     if args.pairs < 1:
         return
 
+    from tpulab.core.spec import resolve
     from tpulab.runtime.detect import detect
-    from tpulab.workloads import WORKLOADS
-    from tpulab.workloads.base import Limits
 
     report = detect()
-    w = WORKLOADS["conv"]
-    params = w.resolve({"batch_size": "8", "image_size": "64", "filters": "16", "iterations": str(args.iterations),
-                        "warmup": "2", "device": "cpu"}, Limits.of(report))
+    spec = resolve("conv", {"batch_size": "8", "image_size": "64", "filters": "16", "iterations": str(args.iterations),
+                            "warmup": "2", "device": "cpu"}, report)
     on: list[float] = []
     off: list[float] = []
     for pair in range(args.pairs):
         first_on = pair % 2 == 0  # alternate which side goes first, too
         for telemetry in (first_on, not first_on):
-            median, n = run_once(params, report, telemetry)
+            median, n = run_once(spec, report, telemetry)
             (on if telemetry else off).append(median)
             if telemetry:
                 taken = n
