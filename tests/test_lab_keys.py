@@ -9,7 +9,9 @@ from textual.widgets import Footer, Input, OptionList, Select, Static
 from tpulab.lab.app import TpulabApp
 from tpulab.lab.screens.confirm import ConfirmRun
 from tpulab.lab.screens.help import HelpScreen
+from tpulab.lab.screens.results import ResultsPane
 from tpulab.lab.screens.run import RunLog, RunPane
+from tpulab.lab.screens.sweep import SweepPane
 from tpulab.lab.widgets.param_form import ParamForm
 
 from .helpers import cpu_only
@@ -34,7 +36,7 @@ async def form_open(pilot) -> None:
 async def test_footer_at_80_columns_shows_start_cancel_quit_help_in_that_order(tmp_path):
     app = lab(tmp_path)
     async with app.run_test(size=SMALL) as pilot:
-        await pilot.pause()
+        await wait_for(pilot, lambda: bool(app.query_one(Footer).query("FooterKey")), 5)
         shown = [key.description for key in app.query_one(Footer).query("FooterKey")]
         assert shown[:4] == ["Start run", "Cancel", "Quit", "Help"]
         assert all(key.region.right <= 80 for key in app.query_one(Footer).query("FooterKey"))
@@ -48,12 +50,26 @@ async def test_help_opens_with_its_keys_and_escape_closes_it(tmp_path, key):
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         shown = text(app.screen.query_one("#help-text", Static))
-        for line in ("ctrl+r  Start run", "x  Cancel", "alt+1 .. alt+5  the tabs, from inside a text field too", "g  Glossary of terms",
-                     "m  Compare marked", "o  Open best in form", "the focused pane fills the screen"):
+        for line in ("ctrl+r  Start run", "?  these keys (h too; F1 from a text field)", "x  Cancel",
+                     "alt+1..5  the tabs, from inside a text field too", "g  Glossary of terms",
+                     "z  the focused pane fills the screen"):
             assert line in shown
+        for binding in (*ResultsPane.BINDINGS, *SweepPane.BINDINGS):  # each tab's own keys too
+            assert f"{binding.key}  {binding.description}" in shown
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_escape_closes_the_keys_panel(tmp_path):
+    app = lab(tmp_path)
+    async with app.run_test(size=SMALL) as pilot:
+        app.action_show_help_panel()
+        await pilot.pause()
+        assert app.screen.query("HelpPanel")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not app.screen.query("HelpPanel")
 
 
 @pytest.mark.parametrize(("search", "title"), [("help", "Help"), ("quit", "Quit"), ("keys", "Keys")])
@@ -222,3 +238,23 @@ def test_snapshot_help(snap_compare, tmp_path):
         await pilot.pause()
 
     assert snap_compare(lab(tmp_path), run_before=opened, terminal_size=SMALL)
+
+
+@pytest.mark.slow
+async def test_a_cancel_names_the_step_it_waits_for_until_the_run_ends(tmp_path):
+    app = lab(tmp_path)
+    app.report = TpulabApp(probe=False).report
+    async with app.run_test(size=SMALL) as pilot:
+        await form_open(pilot)
+        for name, value in (("batch_size", "8"), ("image_size", "32"), ("filters", "16"), ("iterations", "100000"),
+                            ("warmup", "1")):
+            await type_into(pilot, app, name, value)
+        await pilot.press("ctrl+r")
+        pane = app.query_one(RunPane)
+        await wait_for(pilot, lambda: pane.run is not None and pane.run.recorder.steps_done() >= 5)
+        await pilot.press("x")
+        line = pane.query_one("#run-cancel", Static)
+        await pilot.pause()
+        assert line.display and "cancel: stopping after step " in text(line) and "(each ~" in text(line)
+        await wait_for(pilot, lambda: bool(app.records))
+        assert app.records[0].status == "cancelled" and not line.display

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -11,10 +13,9 @@ from textual.widgets import Static
 Rows = list[tuple[str, str]]  # (keys, what they do)
 
 # What no binding of the lab's own declares: Textual's keys, worded for this lab.
-MOVING: Rows = [("alt+1 .. alt+5", "the tabs, from inside a text field too"),
-                ("tab, shift+tab", "next, previous control (the focused one is coloured)"),
-                ("arrows, PgUp, PgDn", "move in, or scroll, the focused list, table or pane"),
-                ("home, end", "the top, the end of the focused pane"),
+MOVING: Rows = [("alt+1..5", "the tabs, from inside a text field too"),
+                ("tab", "the next control (the focused one is coloured); shift+tab: the previous"),
+                ("arrows, PgDn", "move in, or scroll, the focused list, table or pane; PgUp, home, end too"),
                 ("ctrl+p", "the command palette: type help, glossary, choose conv...")]
 
 
@@ -32,10 +33,13 @@ class HelpScreen(ModalScreen[None]):
         self.sections = [*sections, ("Moving around", MOVING)]
 
     def compose(self) -> ComposeResult:
-        width = max(len(keys) for _, section in self.sections for keys, _ in section)
-        lines = ["[b]Keys[/b]  (escape closes this; g opens the glossary of terms)"]
+        table = Table.grid(padding=(0, 2))
+        table.add_column(justify="right", style="bold", no_wrap=True)
+        table.add_column()  # what a key does wraps under itself, never under the keys
         for title, section in self.sections:
-            lines.append(f"\n[b u]{title}[/]")
-            lines += [f"[b]{keys:>{width}}[/b]  {what}" for keys, what in section]
+            table.add_row("", Text(f"\n{title}", style="bold underline"))
+            for keys, what in section:
+                table.add_row(keys, what)
         with VerticalScroll(id="help"):
-            yield Static("\n".join(lines), id="help-text")
+            yield Static("[b]Keys[/b]  (escape closes this; g opens the glossary of terms)")
+            yield Static(table, id="help-text")
