@@ -167,3 +167,62 @@ def test_run_as_a_command_is_the_run_option(capsys):
     as_command = build_parser("conv").parse_args(run_as_option(["run", "conv", *flags]))
     assert vars(as_command) == vars(build_parser("conv").parse_args(["--run", "conv", *flags]))
     assert "the following arguments are required: WORKLOAD" in refused(capsys, "run")
+
+
+def test_a_training_runs_lines_fit_80_columns_whole():
+    """Each step of a run on stand-in data carries the tag on its own line, not wrapped onto the next:
+    at 80 columns the figures close up, and the GFLOP/s (the summary has it) gives way."""
+    import io
+
+    from rich.console import Console
+
+    from tpulab.core.events import Compiled, Device, Epoch, Started, Step
+    from tpulab.core.record import RunRecorder
+    from tpulab.core.spec import RunSpec
+    from tpulab.runtime.detect import detect
+    from tpulab.views.console import RunPrinter
+
+    w = registry()["fashion-mnist"]
+    rec = RunRecorder(RunSpec(w, {**w.defaults(), "dataset": "synthetic"}, "tensorflow", "auto", "cpu"), detect())
+    metrics = {"loss": 5.1108, "sparse_categorical_accuracy": 0.1328}
+    events = [Started(workload=w.name, device=Device(kind="cpu", name="Intel(R) Xeon(R) Processor", replicas=1,
+                                                     strategy="OneDeviceStrategy"),
+                      dtype="float32", flops_per_step=32e9, steps_total=1600, per_replica_batch=1024,
+                      dataset="synthetic", synthetic=True),
+              Compiled(seconds=2.87, synthetic=True),
+              *(Step(step=i, seconds=1.2345, examples_per_s=829.5, metrics=metrics, warmup=i == 2, synthetic=True)
+                for i in (2, 1000)),
+              Epoch(epoch=1, seconds=754.0, metrics={**metrics, "val_loss": 3.0055,
+                                                      "val_sparse_categorical_accuracy": 0.1562}, synthetic=True)]
+    out = io.StringIO()
+    printer = RunPrinter(rec, Console(file=out, width=80))
+    for e in events:
+        rec.feed(e)
+        printer(e)
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80, lines
+    steps = [line for line in lines if line.startswith("step ")]
+    assert steps == ["step 2/1600 1.234 s 829.5 ex/s loss 5.1108 accuracy 0.1328 (warm-up) [synthetic]",
+                     "step 1000/1600 1.234 s 829.5 ex/s loss 5.1108 accuracy 0.1328 [synthetic]"]
+    assert "epoch 1: 12m34s, loss 5.1108, accuracy 0.1328  [synthetic data]" in lines
+    assert "  validation loss 3.0055, validation accuracy 0.1562" in lines
+    assert "first call (trace + compile, 1 step(s)): 2.870 s  not in the steady state" in lines
+    wide = io.StringIO()
+    RunPrinter(rec, Console(file=wide, width=200))(events[3])  # room enough: every figure, two spaces apart
+    assert wide.getvalue().strip() == ("step 1000/1600  1.234 s  829.5 ex/s  25.9 GFLOP/s  loss 5.1108  "
+                                       "accuracy 0.1328  [synthetic]")
+
+
+@pytest.mark.slow
+def test_a_headless_transformer_run_fits_80_columns_and_says_its_data_is_tokens(tmp_path):
+    from .helpers import run_cli
+
+    out = run_cli("run", "transformer", "--no-ui", "--preset", "smoke", "--no-save", "--telemetry", "off",
+                  env={"COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "SYNTHETIC DATA: random tokens: the loss means nothing" in lines
+    steps = [line for line in lines if line.startswith(("step ", "predict step "))]
+    assert len(steps) == 5 and all(line.endswith("[synthetic]") for line in steps)
+    assert not any(line.startswith("[synthetic") for line in lines)  # never a line of its own

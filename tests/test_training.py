@@ -155,7 +155,7 @@ def test_two_shards_on_synthetic_data_are_labelled():
     assert human.returncode == 0, human.stderr
     assert "SYNTHETIC DATA" in human.stdout and "synthetic-data" in human.stdout
     step_lines = [line for line in human.stdout.splitlines() if line.startswith("step ")]
-    assert step_lines and all("[synthetic data]" in line for line in step_lines)
+    assert step_lines and all(line.endswith("[synthetic]") for line in step_lines)
     assert "estimate: about" in human.stdout
 
 

@@ -1,9 +1,13 @@
 """Each event of a run in words for people: the one wording the headless printer and the lab share.
 
-Lines are Rich markup. The lab adds charts around them; it never words an event itself.
+Lines are Rich markup. The lab adds charts around them; it never words an event itself. Given the
+terminal's width, a line is fitted to it: figures closer together, then the ones the summary
+repeats left out, so that a line never wraps a word onto a line of its own.
 """
 
 from __future__ import annotations
+
+from rich.markup import escape
 
 from tpulab.core import fmt
 from tpulab.core.events import Cancelled, Compiled, Epoch, Event, Failed, Log, Sample, Started, Step, Telemetry
@@ -11,25 +15,41 @@ from tpulab.core.record import RunRecorder
 from tpulab.core.telemetry_summary import GPU_POOL_NOTE
 
 SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
+SYNTHETIC = ("[synthetic]", "yellow")  # what every step of a run on stand-in data ends with (short: there are many)
+Cell = tuple[str, str]  # (plain text, Rich style or "")
 
 
-def describe(event: Event, rec: RunRecorder) -> str | None:
-    """The event as a line (or a few) for a person, or None when it has nothing to say."""
+def fitted(cells: list[Cell], width: int | None, spare: tuple[int, ...] = ()) -> str:
+    """Cells in a line of Rich markup that fits `width`: two spaces apart, else one, else without the
+    cells at `spare` (figures shown elsewhere too), one after another."""
+    def length(cs: list[Cell], between: str) -> int:
+        return len(between.join(text for text, _ in cs))
+
+    shown, between = cells, "  "
+    if width is not None and length(shown, between) > width:
+        between = " "
+        for i in spare:
+            if length(shown, between) <= width:
+                break
+            shown = [c for c in shown if c is not cells[i]]
+    return between.join(f"[{style}]{escape(text)}[/]" if style else escape(text) for text, style in shown)
+
+
+def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | None:
+    """The event as a line (or a few) for a person, or None when it has nothing to say; fitted to `width`."""
     w = rec.workload
-    tag = SYNTHETIC_TAG if event.synthetic else ""
     match event:
         case Started():
             return header(event, rec)
         case Compiled():
             what = "first predict call" if w.is_inference(event.phase) else "first call"
             how = {True: "compiled (cache)", False: "trace + compile", None: "trace + compile"}[event.cache_hit]
-            return (f"{what} ({how}, {event.steps} {w.unit}(s)): {fmt.seconds(event.seconds)}  "
-                    "[dim]reported apart from the steady state[/]")
+            return fitted([(f"{what} ({how}, {event.steps} {w.unit}(s)): {fmt.seconds(event.seconds)}", ""),
+                           ("not in the steady state", "dim")], width, spare=(1,))
         case Step():
-            return step_line(event, rec) + tag
+            return step_line(event, rec, width)
         case Epoch():
-            figures = ", ".join(f"{w.label(k)} {v:.4f}" for k, v in event.metrics.items())
-            return f"epoch {event.epoch}: {fmt.duration(event.seconds)}" + (f", {figures}" if figures else "") + tag
+            return epoch_line(event, rec, width)
         case Failed():
             return f"[red]failed: {event.error}[/]"
         case Cancelled():
@@ -41,10 +61,10 @@ def describe(event: Event, rec: RunRecorder) -> str | None:
 
 def header(e: Started, rec: RunRecorder) -> str:
     d = e.device
-    lines = [f"[bold]{rec.workload.title}[/] on {d.kind.upper()} {d.name} ({d.replicas} replica(s), {d.strategy}"
-             + (f", {d.hosts} hosts" if d.hosts > 1 else "") + f"), {e.dtype}, global batch "
-             f"{rec.workload.batch_size(rec.params)} = {e.per_replica_batch} per replica"
-             + (f", data: {e.dataset}" if e.dataset else ""),
+    lines = [f"[bold]{rec.workload.title}[/] on {d.kind.upper()} {d.name}",
+             f"{d.replicas} replica(s) ({d.strategy}" + (f", {d.hosts} hosts" if d.hosts > 1 else "")
+             + f"), {e.dtype}, global batch {rec.workload.batch_size(rec.params)} = {e.per_replica_batch} per replica",
+             *([f"data: {e.dataset}"] if e.dataset else []),
              f"backend: {backend_line(e.backend, rec.backend_reason, e.versions)}"]
     if e.synthetic:
         lines.append(f"[yellow]SYNTHETIC DATA: {rec.workload.synthetic_warning()}[/]")
@@ -60,16 +80,32 @@ def backend_line(backend: str, reason: str | None, versions: dict[str, str] | No
     return f"{backend} {v.get(backend, '')}".rstrip() + keras + (f": {reason}" if reason else "")
 
 
-def step_line(e: Step, rec: RunRecorder) -> str:
+def step_line(e: Step, rec: RunRecorder, width: int | None = None) -> str:
+    """'step 3/16  298.4 ms  214.5 ex/s  105.7 GFLOP/s  loss 5.1826  accuracy 0.1198'; narrower, one space
+    apart, then the GFLOP/s and then the examples/s give way (the summary has both)."""
     w = rec.workload
     predict = rec.workload.is_inference(e.phase)
     flops = rec.info.flops_per_step if rec.info and not predict else None  # training's FLOPs
-    gflops = f"  {flops / e.seconds / 1e9:.1f} GFLOP/s" if flops else ""
-    figures = "".join(f"  {m.label} {m.show(e.metrics[m.key])}" for m in w.metrics if m.key in e.metrics)
-    warm = " [dim](warm-up)[/]" if e.warmup else ""
     where = f"predict {w.unit} {e.step}" if predict else f"{w.unit} {e.step}/{rec.steps_total}"
-    return (f"{where}  {fmt.seconds(e.seconds)}  "
-            f"{fmt.rate(e.examples_per_s, 'ex/s')}{gflops}{figures}{warm}")
+    cells: list[Cell] = [(where, ""), (fmt.seconds(e.seconds), ""), (fmt.rate(e.examples_per_s, "ex/s"), "")]
+    cells += [(f"{flops / e.seconds / 1e9:.1f} GFLOP/s", "")] if flops else []
+    cells += [(f"{m.label} {m.show(e.metrics[m.key])}", "") for m in w.metrics if m.key in e.metrics]
+    cells += [("(warm-up)", "dim")] if e.warmup else []
+    cells += [SYNTHETIC] if e.synthetic else []
+    return fitted(cells, width, spare=(3, 2) if flops else (2,))
+
+
+def epoch_line(e: Epoch, rec: RunRecorder, width: int | None = None) -> str:
+    """'epoch 1: 5s, loss 0.5123, accuracy 0.8120, validation loss 0.4410, validation accuracy 0.8400';
+    narrower, the validation figures on a line of their own."""
+    w = rec.workload
+    train = [f"{w.label(k)} {v:.4f}" for k, v in e.metrics.items() if not k.startswith("val_")]
+    val = [f"{w.label(k)} {v:.4f}" for k, v in e.metrics.items() if k.startswith("val_")]
+    tag = SYNTHETIC_TAG if e.synthetic else ""
+    figures, rest = [f"epoch {e.epoch}: {fmt.duration(e.seconds)}", *train], val
+    if width is None or len(", ".join([*figures, *val]) + ("  [synthetic data]" if tag else "")) <= width:
+        figures, rest = figures + val, []
+    return escape(", ".join(figures)) + tag + ("\n  " + escape(", ".join(rest)) if rest else "")
 
 
 def step_status(e: Step, rec: RunRecorder) -> str:

@@ -45,7 +45,7 @@ class RunPrinter:
         elif isinstance(event, Step) and self.progress is not None and self.task is not None:
             self.progress.update(self.task, status=step_status(event, rec))
         else:
-            line = describe(event, rec)
+            line = describe(event, rec, self.console.width)
             if line is not None:
                 self.console.print(line, highlight=False)
         if isinstance(event, Started) and rec.workload.trains and self.console.is_terminal:
