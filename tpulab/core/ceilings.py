@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from tpulab.core.events import Device, KernelFigure, RunRecord, Step
-from tpulab.workloads.base import Workload
 from tpulab.core.timing import Flag, median
+from tpulab.workloads.base import Workload
 from tpulab.workloads.roofline_kernels import MIB, Kernel
 
 WORKLOAD = "roofline"
@@ -114,10 +114,10 @@ def matmul_verdict(figures: Iterable[KernelFigure], dtype: str) -> Verdict:
 
     Small matmuls time the dispatch, not the math: their rate grows ~8x per doubling, and a ceiling
     taken there is beaten by every later run. A last doubling that still gains more than 10% has
-    not reached the plateau (run up to 4x larger); one that loses more than 10% is not steady (other
-    work on the device: run it again, at the default's sizes at least). A best at a middle size below a flat tail (operands held in
-    a cache) is work the device did, so it stays the ceiling: better high than low, since a
-    ceiling too low is beaten by every later run.
+    not reached the plateau (run up to 4x larger); one that loses more than 10% is not steady
+    (other work on the device: run it again, at the default's sizes at least). A best at a middle
+    size above a flat tail (operands held in a cache) is work the device did, so it stays the
+    ceiling: better high than low, since a ceiling too low is beaten by every later run.
     """
     curve = sorted((f for f in figures if f.kind == "matmul" and f.dtype == dtype and f.flops_per_s),
                    key=lambda f: f.size)
