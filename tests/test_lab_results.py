@@ -228,9 +228,27 @@ async def test_loss_and_accuracy_on_their_own_axes():
             plot.add("loss", step, 2.3 - step * 0.2)
             plot.add("accuracy", step, 0.1 + step * 0.08)
         shown = await drawn(pilot, plot)
-        assert "loss (left)" in shown[0] and "accuracy (right)" in shown[0]
+        assert "━ loss" in shown[0] and "━ accuracy (right)" in shown[0]
         right = y_labels(shown, "right")
         assert right and max(right) <= 0.9 and max(y_labels(shown)) >= 2.0  # each on its own scale
+
+
+async def test_a_narrow_chart_names_its_series_on_more_lines_and_keeps_three_rows_of_data():
+    class Narrow(ChartHost):  # a third of 80 columns: the Run tab's three charts side by side
+        CSS = "SeriesPlot { height: 8; width: 26; }"
+
+    app = Narrow()
+    async with app.run_test(size=SMALL) as pilot:
+        plot = app.query_one(SeriesPlot)
+        plot.configure("ms per step")
+        for step in range(1, 17):
+            plot.add("warm-up" if step == 1 else "step", step, 20.0 + step % 4)
+        plot.add("predict", 16, 12.0)
+        shown = await drawn(pilot, plot)
+        head = shown[:next(i for i, line in enumerate(shown) if "┤" in line)]  # the lines above the plot
+        assert all(f"━ {name}" in " ".join(head) for name in ("warm-up", "step", "predict"))
+        assert len([line for line in shown if "┤" in line]) >= 3
+        assert shown[-1].split() == ["1", "16"]  # whole steps, the first and the last when no more fit
 
 
 def test_snapshot_chart_with_a_legend_and_a_peak(snap_compare):

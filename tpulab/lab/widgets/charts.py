@@ -24,6 +24,7 @@ MAX_POINTS = 5000
 PLOT_POINTS = 300  # a series is thinned to this many points when drawn: plotext's cost grows with points
 PALETTE = ((80, 160, 255), (255, 165, 0), (90, 200, 110), (220, 110, 220), (0, 200, 200), (230, 220, 90))
 LINE_COLOUR = (230, 60, 60)  # a reference line (a peak) and its name in the header
+MIN_PLOT = 5  # rows plotext needs for three rows of data: the x axis and its ticks besides
 IN_RANGE = 2.0  # a reference line is drawn when at most this many times the data's top: the data keeps half the height
 
 
@@ -111,14 +112,15 @@ class SeriesPlot(PlotextPlot):
             plt.frame(False)
             plt.xaxes(True, False)
             plt.yaxes(True, any(name in view.right for name in view.series))
-            ticks = integer_ticks([x for pts in view.series.values() for x, _ in pts], max(2, width // 10))
+            ticks = integer_ticks([x for pts in view.series.values() for x, _ in pts], max(3, width // 8))
             if ticks:
                 plt.xticks([float(t) for t in ticks], [str(t) for t in ticks])
-            plt.plotsize(width, height - 1)
-            plt._set_size(width, height - 1)  # as PlotextPlot.render does: plotsize alone does not stick
+            head = header(view, shown, width, max(1, height - MIN_PLOT))
+            plt.plotsize(width, height - len(head))
+            plt._set_size(width, height - len(head))  # as PlotextPlot.render does: plotsize alone does not stick
             plt.theme(theme)
             body = Text.from_ansi(plt.build())
-        self.app.call_from_thread(self._show, Text("\n").join([header(view, shown, width), body]))
+        self.app.call_from_thread(self._show, Text("\n").join([*head, body]))
 
     def _show(self, built: Text) -> None:
         self._built = built
@@ -136,22 +138,28 @@ def _colours():
         yield from PALETTE
 
 
-def header(view: View, shown: dict[str, float], width: int) -> Text:
-    """The title, then each series in its colour (and its axis when there are two), then the reference lines:
-    drawn ones in their colour, the others said to be off scale."""
-    text = Text(view.title, style="bold")
-    two_axes = any(name in view.right for name in view.series)
+def header(view: View, shown: dict[str, float], width: int, most: int) -> list[Text]:
+    """The title, then each series in its colour (those on the right axis say so), then the reference lines:
+    drawn ones in their colour, the others said to be off scale; on as many lines as needed, at most `most`."""
+    pieces = [Text(view.title, style="bold")]
     for name, colour in zip(view.series, _colours()):
-        side = (" (right)" if name in view.right else " (left)") if two_axes else ""
-        text.append("  ━ ", style=Style(color=Color.from_rgb(*colour)))
-        text.append(name + side)
+        pieces.append(Text.assemble(("━ ", Style(color=Color.from_rgb(*colour))),
+                                    name + (" (right)" if name in view.right else "")))
     for name, value in view.lines.items():
-        if name in shown:
-            text.append(f"  ── {name} {value:,.1f}", style=Style(color=Color.from_rgb(*LINE_COLOUR)))
-        else:
-            text.append(f"  {name} {value:,.1f} off scale", style="dim")
-    text.truncate(width, overflow="ellipsis")
-    return text
+        pieces.append(Text(f"── {name} {value:,.1f}", style=Style(color=Color.from_rgb(*LINE_COLOUR))) if name in shown
+                      else Text(f"{name} {value:,.1f} off scale", style="dim"))
+    lines = [Text()]
+    for piece in pieces:
+        if lines[-1].cell_len and lines[-1].cell_len + 2 + piece.cell_len > width:
+            lines.append(Text())
+        lines[-1].append_text(Text("  ") + piece if lines[-1].cell_len else piece)
+    cut = len(lines) > most
+    lines = lines[:most]
+    if cut:
+        lines[-1].append("…")
+    for line in lines:
+        line.truncate(width, overflow="ellipsis")
+    return lines
 
 
 def integer_ticks(xs: list[float], most: int) -> list[int]:
@@ -162,7 +170,8 @@ def integer_ticks(xs: list[float], most: int) -> list[int]:
     raw = max(1.0, (hi - lo) / max(1, most - 1))
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    return list(range(-(-lo // step) * step, hi + 1, step)) or [lo]
+    ticks = list(range(-(-lo // step) * step, hi + 1, step))
+    return ticks if len(ticks) >= 2 else sorted({lo, hi})
 
 
 class BarPlot(PlotextPlot):
