@@ -28,6 +28,7 @@ from tpulab.lab.screens import lab
 
 OPEN_MARK = "▶ "
 ASK_OVER_S = 5 * 60  # a run or sweep estimated longer than this asks before it starts
+Estimator = Callable[[Callable[[Wanted], list[RunRow]]], Estimate]  # an estimate from the store's candidates
 
 
 class WorkloadsPane(Horizontal):
@@ -175,7 +176,7 @@ class WorkloadsPane(Horizontal):
         else:
             plan.update(f"[red]{len(event.errors)} value(s) to fix before running[/]")
 
-    def _estimate(self, compute: Callable[[Callable[[Wanted], list[RunRow]]], Estimate],
+    def _estimate(self, compute: Estimator,
                   render: Callable[[Estimate], str]) -> None:
         """The plan's estimate, from the kept runs in a thread; shown unless the plan changed since."""
         planned = self._planned
@@ -197,6 +198,7 @@ class WorkloadsPane(Horizontal):
     def request_run(self, ask: bool = False) -> None:
         """Run what the form holds, asking first when `ask` or when the estimate is over ASK_OVER_S."""
         form = self.form
+        compute: Estimator
         if form.sweep and form.grid is not None:
             sweep, grid, impossible = Sweep(form.grid, self.report, self.limits()), form.grid, form.impossible
             request: Message = self.SweepRequested(grid)
@@ -221,9 +223,14 @@ class WorkloadsPane(Horizontal):
             return
         if long:
             question += f" It would take about {fmt.duration(guess.seconds)}."
-        self.app.push_screen(ConfirmRun(question, plan), lambda yes: self.post_message(request) if yes else None)
 
-    def _estimator(self, p: Params) -> Callable[[Callable[[Wanted], list[RunRow]]], Estimate]:
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.post_message(request)
+
+        self.app.push_screen(ConfirmRun(question, plan), answered)
+
+    def _estimator(self, p: Params) -> Estimator:
         """The single run's estimate from the kept runs the store finds for it (called in a thread)."""
         w, limits, report = self.workload, self.limits(), self.report
         return lambda found: estimate(w, p, limits, report, found(wanted(w, p, limits)))
