@@ -149,10 +149,11 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
     d = sub.add_parser("detect", help="what hardware is here, and what TensorFlow and JAX make of it")
     d.add_argument("--json", action="store_true", dest="json")
     d.add_argument("--fast", action="store_true", help="skip the frameworks (no import, no TPU initialisation)")
-    top = sub.add_parser("top", help="live CPU, memory and device utilisation of every device detected, without a run",
-                         description="Never holds a device a run may need: no framework is imported.")
+    top = sub.add_parser("top", help="live CPU, memory and device utilisation of every device detected, and the "
+                         "processes holding each accelerator, without a run",
+                         description="Never holds a device a run may need: no framework is imported. q quits, ? shows the keys.")
     top.add_argument("--json", action="store_true", dest="json", help="a JSON line per sample on stdout")
-    top.add_argument("--count", type=int, metavar="N", help="take N samples, then exit (default: until Ctrl+C)")
+    top.add_argument("--count", type=int, metavar="N", help="take N samples, then exit (default: until q, or Ctrl+C with --json)")
     top.add_argument("--interval", type=float, metavar="S", default=1.0, help="seconds between samples; default 1")
     doc = sub.add_parser("doctor", help="why an accelerator is not used, and the command that fixes it")
     doc.add_argument("--json", action="store_true", dest="json")
