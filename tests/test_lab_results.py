@@ -141,6 +141,7 @@ async def test_sweep_tab_explains_its_marks_and_gives_rates_one_unit(tmp_path):
         await pilot.pause()
         findings = " ".join(text(pane.query_one("#sweep-findings", Static)).split())
         assert findings.startswith("* best, A the article's configuration")
+        assert pane.query_one("#sweep-findings").region.height >= 3  # on screen at 80x24, not squeezed out
         table = pane.query_one("#sweep-table", DataTable)
         shown = [str(table.get_row_at(i)[3]) for i in range(table.row_count)]  # mark, batch, median, throughput
         assert sorted(shown) == ["0.264 kex/s", "0.500 kex/s", "1.6 kex/s"]  # not "264.0 ex/s" beside "1.6 kex/s"
