@@ -46,8 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HOUSE = ROOT / ".device-check"
 CARRY_LIMIT_MIB = 64  # what the device tool copies along, the working tree included
 
-# The GPU machine's Python and the platforms its pip accepts: Ubuntu 24.04's glibc is 2.39, and
-# pip download matches manylinux_2_N exactly, so each N is named, the old aliases too.
+# The GPU machine's Python and the platforms its pip accepts: its Python 3.12.3 is Ubuntu
+# 24.04's, whose glibc is 2.39; pip download matches manylinux_2_N exactly, so each N is named.
 GPU_PYTHON = (3, 12)
 GPU_PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(39, 4, -1)] + [
     "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
@@ -58,8 +58,8 @@ IMAGE_HAS = {
     "numpy", "nvidia-ml-py", "opt-einsum", "packaging", "psutil", "pygments", "rich", "scipy",
     "typing-extensions"}
 
-# (preset of each workload, seconds) by mode: the article's sizes where a GPU makes them
-# cheap, the smallest that still run every path on a CPU shared with others.
+# Each workload's preset by mode: the article's sizes where a GPU makes them cheap, the
+# smallest that still run every path on a CPU shared with others.
 PRESETS = {
     "gpu": {"roofline": "default", "conv": "article", "resnet50": "smoke", "transformer": "tiny"},
     "cpu": {"roofline": "smoke", "conv": "smoke", "resnet50": "smoke", "transformer": "smoke"},
@@ -124,12 +124,14 @@ def build(target: str) -> Path:
         for wheel in house.glob("*.whl"):
             if image_has(wheel.name):
                 wheel.unlink()
+    digest = tree_digest()  # before the copy: others may be editing the tree meanwhile
     with tempfile.TemporaryDirectory() as src:  # a copy: pip builds in the source tree
-        for part in ("pyproject.toml", "README.md", "tpulab"):
-            copy = shutil.copytree if (ROOT / part).is_dir() else shutil.copy
-            copy(ROOT / part, Path(src) / part)
+        shutil.copytree(ROOT / "tpulab", Path(src) / "tpulab",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        for part in ("pyproject.toml", "README.md"):
+            shutil.copy(ROOT / part, Path(src) / part)
         subprocess.run([*pip, "wheel", "--no-deps", "-w", house, src], check=True)
-    (house / "tree.sha256").write_text(tree_digest())
+    (house / "tree.sha256").write_text(digest)
     wheels = sorted(w.name for w in house.glob("*.whl"))
     accepted = supported_tags(None, None) if target == "cpu" else supported_tags(
         GPU_PYTHON, GPU_PLATFORMS)
