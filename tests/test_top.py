@@ -114,7 +114,7 @@ async def test_a_tpu_shows_its_chart_and_the_run_holding_it(tmp_path, monkeypatc
         await wait_for(pilot, lambda: plot.points("mem"))
         assert plot.points("busy")[-1][1] == 40.0 and plot.points("mem")[-1][1] == 50.0
         # once laid out: what fits in half of 80 columns beside the series' names
-        await wait_for(pilot, lambda: plot.title == "TPU 0: 40%, 8.0/16.0 GiB", timeout=5)
+        await wait_for(pilot, lambda: plot.title == "TPU 0: 40%, 8.0/16 GiB", timeout=5)
         await wait_for(pilot, lambda: "┤" in plot.render().plain)
         assert "100.0┤" in plot.render().plain and " 0.0┤" in plot.render().plain  # percentages: 0 to 100, not 40 to 50
         rows = [table.get_row_at(i) for i in range(table.row_count)]
@@ -170,26 +170,65 @@ def test_each_kind_of_tpulab_worker_is_named(tmp_path, args, run):
 
 # --- who holds a GPU -----------------------------------------------------------------------------
 def fake_nvml(processes: dict[int, list[tuple[int, int | None]]]) -> types.ModuleType:
-    """nvidia-ml-py's calls that list compute processes: per device index, (pid, bytes used)."""
+    """nvidia-ml-py as far as tpulab asks it: compute processes per device index, (pid, bytes used); every
+    GPU 75% busy, 20 of 80 GiB, 250 W, 60 C (no clock, no energy counter: said unavailable)."""
     nvml = types.ModuleType("pynvml")
     nvml.nvmlInit = lambda: None  # type: ignore[attr-defined]
     nvml.nvmlDeviceGetCount = lambda: len(processes)  # type: ignore[attr-defined]
     nvml.nvmlDeviceGetHandleByIndex = lambda i: ("handle", i)  # type: ignore[attr-defined]
     nvml.nvmlDeviceGetComputeProcesses = lambda h: [  # type: ignore[attr-defined]
         types.SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in processes[h[1]]]
+    nvml.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=75)  # type: ignore[attr-defined]
+    nvml.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=20 * GiB, total=80 * GiB)  # type: ignore[attr-defined]
+    nvml.nvmlDeviceGetPowerUsage = lambda h: 250_000  # type: ignore[attr-defined]  # mW
+    nvml.nvmlDeviceGetTemperature = lambda h, sensor: 60  # type: ignore[attr-defined]
+    nvml.NVML_TEMPERATURE_GPU = 0  # type: ignore[attr-defined]
     return nvml
 
 
+def gpu_machine(root: Path) -> Path:
+    """Two GPUs' nodes; a tpulab run uses GPU 1; PID 77 here is sshd, no GPU user."""
+    for node in ("dev/nvidia0", "dev/nvidia1", "dev/nvidiactl", "dev/null"):
+        (root / node).parent.mkdir(parents=True, exist_ok=True)
+        (root / node).touch()
+    process(root, 4242, [*WORKER, CONV], {"5": "/dev/nvidiactl", "6": "/dev/nvidia1"})
+    process(root, 77, ["sshd"], {"0": "/dev/null"})
+    return root
+
+
+NVML_PROCESSES = {0: [(77, 3 * GiB)], 1: [(4242, GiB), (90001, None)]}  # 77 and 90001: the host's PIDs
+
+
 def test_gpu_holders_come_from_nvml_attributed_by_device(tmp_path, monkeypatch):
-    for node in ("dev/nvidia0", "dev/nvidia1", "dev/nvidiactl"):
-        (tmp_path / node).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / node).touch()
-    process(tmp_path, 4242, [*WORKER, CONV], {"5": "/dev/nvidiactl", "6": "/dev/nvidia1"})
-    process(tmp_path, 77, ["sshd"], {"0": "/dev/null"})  # a PID NVML gives from the host's namespace
-    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml({0: [(77, 3 * GiB)], 1: [(4242, GiB), (90001, None)]}))
-    found = GpuHolders(tmp_path).read().found
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(NVML_PROCESSES))
+    found = GpuHolders(gpu_machine(tmp_path)).read().found
     assert found == [
         Holder("GPU 0", 77, None, None, 3.0 * GiB),  # this namespace's 77 holds no GPU: not NVML's 77
         Holder("GPU 1", 4242, " ".join([*WORKER, CONV]), "conv on jax", 1.0 * GiB),
         Holder("GPU 1", 90001, None, None, None),  # no such process here, its memory not known
     ]
+
+
+async def test_gpus_show_their_charts_and_processes(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(NVML_PROCESSES))
+    app = TopApp(["gpu"], interval_s=0.25, root=gpu_machine(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one("#holders", DataTable)
+        await wait_for(pilot, lambda: "GPU 1" in app.charts and table.row_count == 3)
+        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        assert rows == [["GPU 0", "77", "3.0 GiB", "-", "-"],
+                        ["GPU 1", "4242", "1.0 GiB", "conv on jax", " ".join([*WORKER, CONV])],
+                        ["GPU 1", "90001", "-", "-", "-"]]
+        plot = app.charts["GPU 1"]
+        await wait_for(pilot, lambda: plot.title == "GPU 1: 75%, 20/80 GiB", timeout=5)  # 250 W does not fit
+        assert plot.points("busy")[-1][1] == 75.0 and plot.points("mem")[-1][1] == 25.0
+
+
+async def test_without_nvidia_ml_py_the_processes_say_why(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    app = TopApp(["gpu"], interval_s=0.25, root=gpu_machine(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        title = app.query_one("#holders-title", Static)
+        await wait_for(pilot, lambda: "unavailable" in str(title.content))
+        assert str(title.content) == "GPU processes unavailable: nvidia-ml-py is not installed: pip install 'tpulab[gpu]'"
+        assert list(app.charts) == ["CPU"]  # no GPU figures either, and no chart of dashes

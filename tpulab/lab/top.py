@@ -110,13 +110,16 @@ def share(used: float | None, total: float | None) -> float | None:
 
 
 def memory(used: float | None, total: float | None) -> str:
-    """'8.0/16.0 GiB' (one unit said once where both have it), '512 MiB/16.0 GiB', '-/-'."""
-    u, t = fmt.bytes_(used), fmt.bytes_(total)
-    return f"{u[:-4]}/{t}" if u[-4:] == t[-4:] == " GiB" else f"{u}/{t}"
+    """Used of total in GiB, in few characters (a chart's header is half of 80 columns): '8.2/24 GiB',
+    '79/80 GiB' (a decimal below 10 GiB only), '-/16 GiB'; below 1 GiB in all, as fmt says it."""
+    if total is None or total < 2**30:
+        return f"{fmt.bytes_(used)}/{fmt.bytes_(total)}"
+    u, t = ("-" if v is None else f"{v / 2**30:.{1 if v < 10 * 2**30 else 0}f}" for v in (used, total))
+    return f"{u}/{t} GiB"
 
 
 def figures(name: str, busy: float | None, used: float | None, total: float | None, *extra: str) -> list[str]:
-    """What a chart's header says now, most important first: 'GPU 0: 45%', '12.0/80.0 GiB', '300 W'."""
+    """What a chart's header says now, most important first: 'GPU 0: 45%', '12/80 GiB', '300 W'."""
     return [f"{name}: {fmt.pct(busy)}", memory(used, total), *extra]
 
 
