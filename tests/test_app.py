@@ -423,7 +423,8 @@ async def test_sweep_mode_and_view(tmp_path):
             await type_into(pilot, app, name, value)
         await pilot.pause()
         plan = text(app.query_one("#plan", Static))
-        assert "sweep: 2 point(s) + the article's configuration" in plan and "estimate" in plan
+        assert "sweep: 2 points, " in plan and "estimate" in plan
+        assert "no article's configuration to compare with: this sweep holds image size 16" in plan  # not run
         assert str(app.query_one("#run-button", Button).label) == "Sweep (ctrl+r)"
         await type_into(pilot, app, "shards", "1,3")
         await pilot.pause()
@@ -434,12 +435,12 @@ async def test_sweep_mode_and_view(tmp_path):
         pane = app.query_one(SweepPane)
         assert app.query_one("#tabs").active == "sweep"
         await wait_for(pilot, lambda: pane.sweep is not None and pane.sweep.status != "running", 240)
-        assert pane.query_one("#sweep-table", DataTable).row_count == 3
+        assert pane.query_one("#sweep-table", DataTable).row_count == 2
         assert "best:" in text(pane.query_one("#sweep-findings", Static))
         chart = pane.query_one("#sweep-chart", SeriesPlot)
-        assert [x for x, _ in chart.points("throughput")] == [4, 8, 128]  # the article's batch among them
+        assert [x for x, _ in chart.points("throughput")] == [4, 8]  # no article's batch 128 at 16x16 images
         assert len(chart.points("best")) == 1
-        assert sum(r.sweep == pane.sweep.id for r in app.records) == 3
+        assert sum(r.sweep == pane.sweep.id for r in app.records) == 2
         await wait_for(pilot, lambda: len(app.store.sweeps()) == 1, 10)
         best = pane.sweep.findings().best
         await pilot.press("o")

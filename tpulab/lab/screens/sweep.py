@@ -22,7 +22,7 @@ from tpulab.core.estimate import Estimate
 from tpulab.core.events import RunRecord
 from tpulab.core.sweep import Point, PointFinished, PointStarted, Sweep
 from tpulab.views.sweep import (FIGURES, chart_series, chart_title, figures, findings_lines, label, marks, marks_legend,
-                                ranked, rate_prefix, value_text, x_values)
+                                point_count, ranked, rate_prefix, value_text, x_values)
 from tpulab.lab.screens import lab
 
 
@@ -96,14 +96,14 @@ class SweepPane(Vertical):
         self.query_one("#sweep-findings", Static).update("")
         self.query_one("#sweep-progress", ProgressBar).update(total=len(sweep.points) * sweep.repeat, progress=0)
         self._starting = True
-        self._header(f"starting: {len(sweep.points)} point(s), estimate …")
+        self._header(f"starting: {point_count(sweep.points)}, estimate …")
         lab(self).estimate_in_background(sweep.estimate, lambda guess: self._estimated(sweep, guess))
         self._run(sweep)
 
     def _estimated(self, sweep: Sweep, guess: Estimate) -> None:
         """Shown while the header still says the sweep is starting (a point's progress replaces it)."""
         if self.sweep is sweep and self._starting:
-            self._header(f"starting: {len(sweep.points)} point(s), estimate {guess}")
+            self._header(f"starting: {point_count(sweep.points)}, estimate {guess}")
 
     def _header(self, status: str) -> None:
         assert self.sweep is not None

@@ -18,7 +18,7 @@ from tpulab.core import fmt
 from tpulab.core.estimate import Estimate, estimate, wanted
 from tpulab.core.runindex import RunRow, Wanted
 from tpulab.core.sweep import Grid, Sweep
-from tpulab.views.sweep import impossible_lines
+from tpulab.views.sweep import article_note, impossible_lines, point_count
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.lab.screens.confirm import ConfirmRun
 from tpulab.lab.widgets.param_form import ParamForm, explain
@@ -202,7 +202,7 @@ class WorkloadsPane(Horizontal):
         if form.sweep and form.grid is not None:
             sweep, grid, impossible = Sweep(form.grid, self.report, self.limits()), form.grid, form.impossible
             request: Message = self.SweepRequested(grid)
-            question = f"Sweep {self.workload.title} over {len(sweep.points)} points?"
+            question = f"Sweep {self.workload.title} over {point_count(sweep.points)}?"
             compute, render = sweep.estimate, partial(self.sweep_plan, sweep, grid, impossible)
         elif not form.sweep and form.params is not None:
             p = dict(form.params)
@@ -237,10 +237,10 @@ class WorkloadsPane(Horizontal):
 
     def sweep_plan(self, sweep: Sweep, grid: Grid, impossible: list[tuple[dict[str, object], str]],
                    guess: Estimate | str) -> str:
-        extra = " + the article's configuration" if any(p.article for p in sweep.points) else ""
         skipped = "".join(f"\n[yellow]{line}[/]" for line in impossible_lines(impossible))
-        return (f"sweep: {len(sweep.points) - (1 if extra else 0)} point(s){extra}, {grid.steps} timed "
-                f"{self.workload.unit}s each | estimate {guess}{skipped}")
+        note = f"\n[dim]{note}[/]" if (note := article_note(grid)) else ""
+        return (f"sweep: {point_count(sweep.points)}, {grid.steps} timed {self.workload.unit}s each | "
+                f"estimate {guess}{skipped}{note}")
 
     def plan(self, p: Params, guess: Estimate | str) -> str:
         w = self.workload
