@@ -55,7 +55,9 @@ class Caller:
     returns) and the next call gets a fresh one. Why one thread for every call, not one per call:
     libraries keep state per thread (psutil's `cpu_percent` keeps its previous read per thread: read
     from a new thread each time it compared nothing and said 0.0; a C library may set itself up per
-    thread), new threads reuse dead ones' ids, and a thread per call pays a start every time.
+    thread), new threads reuse dead ones' ids, and a thread per call pays a start every time. So
+    NVML and libtpu's SDK are set up and read on one thread, one call at a time (NVML's own callers
+    serialise it too), until a call hangs: then that probe is retired with its thread.
     """
 
     def __init__(self, name: str = "tpulab-telemetry-call") -> None:
