@@ -86,7 +86,8 @@ def supported_tags(python: tuple[int, int] | None, platforms: list[str] | None) 
 
 def misfits(wheels: Iterable[str], accepted: set[tags.Tag]) -> list[str]:
     """Why these wheel files would not install together there: a tag it refuses, or two versions."""
-    problems, seen = [], {}
+    problems: list[str] = []
+    seen: dict[str, object] = {}  # each project's version
     for name in wheels:
         project, version, _, wheel_tags = parse_wheel_filename(name)
         if not wheel_tags & accepted:
