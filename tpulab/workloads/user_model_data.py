@@ -25,26 +25,36 @@ def signature(model: Any, shape: tuple[int, ...] | None) -> tuple[Any, Any]:
     Keras knows them for a functional model; a subclassed one (or a Sequential without
     `keras.Input`) is traced on an input of `shape`, which builds its layers.
     """
-    try:
-        inputs = model.input
-    except (AttributeError, ValueError):  # not functional, or not built
-        inputs = None
+    known = _graph(model)
     if shape is None:
-        if inputs is None:
+        if known is None:
             raise TpulabError(f"Keras cannot see the input of this {type(model).__name__} (a subclassed model, "
-                              "or one without keras.Input): pass --input-shape with one example's shape (e.g. --input-shape 20), or return "
-                              "(model, (x, y)) with your data")
-        return inputs, model.output
-    if inputs is not None and len(keras.tree.flatten(inputs)) != 1:
-        raise TpulabError(f"--input-shape gives one input's shape, and this model has "
-                          f"{len(keras.tree.flatten(inputs))}: Keras knows their shapes, leave --input-shape out")
-    dtype = inputs.dtype if inputs is not None else "int32" if _embeddings(model) else "float32"
-    given = keras.KerasTensor((None, *shape), dtype=dtype, name=inputs.name if inputs is not None else "input")
+                              "or one without keras.Input): pass --input-shape with one example's shape (e.g. "
+                              "--input-shape 20), or return (model, (x, y)) with your data")
+        return known
+    inputs = keras.tree.flatten(known[0]) if known else []
+    if len(inputs) > 1:
+        raise TpulabError(f"--input-shape gives one input's shape, and this model has {len(inputs)}: Keras knows "
+                          "their shapes, leave --input-shape out")
+    dtype = inputs[0].dtype if inputs else "int32" if _embeddings(model) else "float32"
+    given = keras.KerasTensor((None, *shape), dtype=dtype, name=inputs[0].name if inputs else "input")
     try:
         return given, model(given)  # a symbolic call: builds the layers, and the model
     except Exception as e:  # noqa: BLE001 - the model's own words on why this shape does not fit
         raise TpulabError(f"--input-shape {','.join(map(str, shape))} does not fit the model: "
                           f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+
+
+def _graph(model: Any) -> tuple[Any, Any] | None:
+    """A functional model's inputs and outputs in its own structures; a Sequential's one of each (its graph
+    is within); None for a model Keras cannot see into (subclassed, or not built)."""
+    try:
+        flat = model.inputs, model.outputs
+    except (AttributeError, ValueError):
+        return None
+    if isinstance(model, keras.Sequential):
+        return flat[0][0], flat[1][0]
+    return model.input, model.output
 
 
 def synthetic(model: Any, shape: tuple[int, ...] | None, n: int, seed: int) -> tuple[Any, Any]:
