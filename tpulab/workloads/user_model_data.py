@@ -96,7 +96,7 @@ def _downstream(model: Any, tensor: Any) -> list[Any]:
     """The operations of a functional model that read `tensor`, directly or through others (not beyond an
     Embedding, whose output is no longer indices)."""
     frontier, reached = {id(tensor)}, []
-    for op in getattr(model, "operations", []):  # in the graph's order
+    for op in getattr(model, "operations", None) or model.layers:  # in the graph's order (a Sequential: its layers)
         for node in op._inbound_nodes:
             if any(id(t) in frontier for t in node.input_tensors):
                 reached.append(op)
