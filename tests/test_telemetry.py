@@ -17,7 +17,7 @@ import psutil
 import pytest
 from rich.console import Console
 
-from tpulab.core.events import Accel, Device, RunRecord, Sample, Started, Step, Compiled
+from tpulab.core.events import Accel, Device, RunRecord, Sample, Started, Step, Compiled, Telemetry
 from tpulab.core.record import RunRecorder
 from tpulab.core.store import Store, compare, export_csv, export_json, read_export
 from tpulab.core.telemetry import Caller, CpuProbe, GpuProbe, Hung, Sampler, TpuProbe
@@ -77,13 +77,6 @@ def test_sampler_samples_each_phase_boundary_and_stops():
 # --- a real process under a known load, sampled from the sampler's own thread -------------------
 CORE = max(os.sched_getaffinity(0))  # the core the loads below are pinned to: its figure is known
 BUSY_LOOP = "while True: pass"
-SLOW_PIPELINE = """
-def batches():  # the slow source: every example made in Python, one pixel at a time
-    while True:
-        yield [[(i * 7919) % 255 / 255 for i in range(28 * 28)] for _ in range(16)]
-for batch in batches():
-    pass  # the device takes each batch at once
-"""
 ON_ITS_CORE = f"""
 import os
 os.sched_setaffinity(0, {{{CORE}}})
@@ -109,7 +102,7 @@ def process_on_one_core(code: str) -> Iterator[int]:
         p.wait()
 
 
-def sampled(pid: int, *extra, seconds: float = 1.5) -> tuple[list[Sample], object]:
+def sampled(pid: int, *extra, seconds: float = 1.5) -> tuple[list[Sample], Telemetry]:
     """What the sampler records of `pid` (and the `extra` probes) over `seconds`, and their summary.
 
     The probe is set up here and read on the sampler's thread, as in a worker."""
@@ -118,7 +111,9 @@ def sampled(pid: int, *extra, seconds: float = 1.5) -> tuple[list[Sample], objec
     sampler.start("steady")
     time.sleep(seconds)
     sampler.stop()
-    return keeper.samples(), summarize(keeper, None, None)
+    t = summarize(keeper, None, None)
+    assert t is not None
+    return keeper.samples(), t
 
 
 @pytest.fixture(scope="module")
@@ -162,16 +157,6 @@ def test_one_busy_core_is_a_verdict_with_its_figures(one_busy_core):
     (v,) = [v for v in t.verdicts if v.code == "one-busy-core"]
     assert [v.code for v in t.verdicts] == ["one-busy-core"]
     assert f"{t.busiest_core_mean:.0f}% on average" in v.message and f"{t.process_mean:.0f}% of a core" in v.message
-
-
-def test_a_slow_generator_feeding_an_idle_gpu_is_input_bound(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(
-        nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=3, memory=1)))
-    with process_on_one_core(SLOW_PIPELINE) as pid:
-        _, t = sampled(pid, GpuProbe())
-    assert t.device_util_mean == 3 and t.process_mean >= 80
-    assert [v.code for v in t.verdicts] == ["input-bound", "one-busy-core"]
-    assert "GPU was busy 3% of the time" in t.verdicts[0].message
 
 
 # --- GPU: a stand-in NVML ------------------------------------------------------------------------
@@ -274,6 +259,25 @@ def test_calls_run_on_one_long_lived_thread_replaced_only_after_a_hang():
     caller.close()
     fresh.join(2)
     assert not fresh.is_alive()
+
+
+SLOW_PIPELINE = """
+def batches():  # the slow source: every example made in Python, one pixel at a time
+    while True:
+        yield [[(i * 7919) % 255 / 255 for i in range(28 * 28)] for _ in range(16)]
+for batch in batches():
+    pass  # the device takes each batch at once
+"""
+
+
+def test_a_slow_generator_feeding_an_idle_gpu_is_input_bound(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(
+        nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=3, memory=1)))
+    with process_on_one_core(SLOW_PIPELINE) as pid:
+        _, t = sampled(pid, GpuProbe())
+    assert t.device_util_mean == 3 and t.process_mean >= 80
+    assert [v.code for v in t.verdicts] == ["input-bound", "one-busy-core"]
+    assert "GPU was busy 3% of the time" in t.verdicts[0].message
 
 
 def test_a_gpu_run_without_nvml_goes_on_and_says_why(monkeypatch):
