@@ -122,6 +122,16 @@ def test_a_subclassed_model_is_built_from_its_input_shape_or_says_how_in_one_lin
     assert x.shape == (16, 64) and x.dtype == np.float32 and y.shape == (16,) and y.max() < 10
 
 
+@pytest.mark.slow
+def test_the_users_own_data_keeps_its_structure(keras):
+    from tpulab.workloads.user_model_data import arrays
+
+    several = arrays([np.zeros((4, 2)), np.ones((4, 3))])  # a list of arrays: one per input
+    assert isinstance(several, tuple) and [a.shape for a in several] == [(4, 2), (4, 3)]
+    assert arrays([0, 1, 2]).shape == (3,)  # a list of labels: one array
+    assert arrays({"words": [[1, 2]]})["words"].shape == (1, 2)
+
+
 # --- in real workers ------------------------------------------------------------------------------
 def result(stdout: str) -> dict:
     return json_events(stdout)[-1]
