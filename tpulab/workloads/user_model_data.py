@@ -93,7 +93,7 @@ def vocabularies(model: Any, inputs: Any) -> dict[int, int]:
 
 
 def _downstream(model: Any, tensor: Any) -> list[Any]:
-    """The operations of a functional model that read `tensor`, directly or through others (not beyond an
+    """The operations of a functional model (a Sequential's layers) that read `tensor`, directly or through others (not beyond an
     Embedding, whose output is no longer indices)."""
     frontier, reached = {id(tensor)}, []
     for op in getattr(model, "operations", None) or model.layers:  # in the graph's order (a Sequential: its layers)
