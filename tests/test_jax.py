@@ -109,6 +109,8 @@ def test_fashion_mnist_on_jax(fashion_data, shards):
     assert len([e for e in events if e["event"] == "epoch"]) == 2
     assert "val_sparse_categorical_accuracy" in result["summary"]["validation"]
     assert all("loss" in s["metrics"] for s in result["steps"])
+    s = result["summary"]  # XLA's count of the training step's bytes gives a Keras model its intensity on JAX
+    assert s["bytes_per_step"] > 0 and s["intensity"] == pytest.approx(s["flops_per_step"] / s["bytes_per_step"])
 
 
 @pytest.mark.slow

@@ -39,8 +39,7 @@ def intensity_text(s: Summary) -> str | None:
     if s.kernels:
         return None  # a roofline's kernels are the chart's points, each at its own intensity
     if s.intensity is None:
-        return ("unknown: no count of the bytes a step accesses (tpulab takes XLA's cost analysis, "
-                "for conv on JAX only)")
+        return "unknown: no count of the bytes a step accesses (XLA's cost analysis gives one on JAX)"
     if s.bound is None:
         return f"{s.intensity:.2f} FLOP/byte (XLA's count); bound unknown until a roofline measures both ceilings"
     ridge = (s.ceiling_flops or 0) / (s.bandwidth or 1)

@@ -44,8 +44,9 @@ class KerasWorkload(Workload):
         """The data, once the model is built (a model of unknown shapes gets inputs that fit it)."""
         return self.data(p)
 
-    def measured_flops(self, model: Any, data: Dataset, p: Params) -> float | None:
-        """FLOPs of one training step from the compiler, for a model whose FLOPs no formula gives (None: as declared)."""
+    def measured_flops(self, counted: float | None) -> float | None:
+        """The FLOPs of a training step, for a model whose FLOPs no formula gives, from what XLA `counted` (on
+        JAX; None elsewhere). None: the declared `flops_per_step` stand."""
         return None
 
     # --- the contract's hooks, for every Keras workload -----------------------------------------

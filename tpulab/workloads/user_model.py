@@ -168,10 +168,8 @@ class UserModel(KerasWorkload):
 
         return data(model, input_shape(p[INPUT_SHAPE.name]), self.batch_size(p), p[SEED.name])
 
-    def measured_flops(self, model: Any, data: Dataset, p: Params) -> float | None:
-        from tpulab.workloads.user_model_keras import compiled_flops
-
-        return compiled_flops(model, data, self.batch_size(p))
+    def measured_flops(self, counted: float | None) -> float | None:
+        return counted
 
 
 MODEL_WORKLOAD = UserModel()

@@ -109,12 +109,3 @@ def data(model: Any, shape: tuple[int, ...] | None, batch: int, seed: int) -> Da
         return Dataset(x, y, rows(x, slice(0)), rows(y, slice(0)), "the function's data")
     x, y = synthetic(model, shape, SYNTHETIC_BATCHES * batch, seed)
     return Dataset(x, y, rows(x, slice(0)), rows(y, slice(0)), "synthetic")
-
-
-def compiled_flops(model: Any, data: Dataset, batch: int) -> float | None:
-    """XLA's cost analysis of the whole training step, before optimisation, on JAX; None elsewhere."""
-    if keras.backend.backend() != "jax":
-        return None
-    from tpulab.workloads.user_model_jax import train_step_flops
-
-    return train_step_flops(model, rows(data.x_train, slice(batch)), rows(data.y_train, slice(batch)))
