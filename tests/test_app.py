@@ -424,7 +424,7 @@ async def test_sweep_mode_and_view(tmp_path):
         await pilot.pause()
         plan = text(app.query_one("#plan", Static))
         assert "sweep: 2 points, " in plan and "estimate" in plan
-        assert "no article's configuration to compare with: this sweep holds image size 16" in plan  # not run
+        assert "no article's point: this sweep holds image size 16 (the article's 256)" in plan
         assert str(app.query_one("#run-button", Button).label) == "Sweep (ctrl+r)"
         await type_into(pilot, app, "shards", "1,3")
         await pilot.pause()

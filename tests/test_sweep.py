@@ -72,8 +72,8 @@ def test_a_sweep_at_other_sizes_than_the_articles_has_no_article_point():
     sweep = Sweep(smoke, detect(), CPU)
     assert [p.values for p in sweep.points] == [{"batch_size": 4}, {"batch_size": 8}] and sweep.article_values is None
     assert point_count(sweep.points) == "2 points" and point_count(sweep.points[:1]) == "1 point"
-    assert article_note(smoke) == ("no article's configuration to compare with: this sweep holds image size 32 "
-                                   "(the article's 256), filters 16 (the article's 256), warmup 1 (the article's 2)")
+    assert article_note(smoke) == ("no article's point: this sweep holds image size 32 (the article's 256), "
+                                   "filters 16 (the article's 256), warmup 1 (the article's 2)")
     article, _ = build_grid(CONV, {"batch_size": "4,8"}, CPU)  # the article's sizes: its batch 128 is added
     sweep = Sweep(article, detect(), CPU)
     assert [(p.values, p.article) for p in sweep.points][-1] == ({"batch_size": 128}, True)

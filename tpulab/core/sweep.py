@@ -330,7 +330,7 @@ class Sweep:
         words = {"run": "from a kept run of the same configuration", "device": "at this device's best rate",
                  "peak": f"assuming {ASSUMED_PEAK_FRACTION:.0%} of peak"}
         counts = Counter(g.kind for g in guesses)
-        basis = "; ".join(f"{n} point(s) {words[kind]}" for kind, n in counts.items())
+        basis = "; ".join(f"{n} point{'' if n == 1 else 's'} {words[kind]}" for kind, n in counts.items())
         return Estimate(sum(g.seconds or 0 for g in guesses) * self.repeat, basis, "mixed")
 
     def stop(self, why: str = "stopped by the user") -> None:

@@ -85,7 +85,7 @@ def article_note(grid: Grid) -> str | None:
         return None
     held = ", ".join(f"{n.replace('_', ' ')} {value_text(ours)} (the article's {value_text(theirs)})"
                      for n, (ours, theirs) in unlike.items())
-    return f"no article's configuration to compare with: this sweep holds {held}"
+    return f"no article's point: this sweep holds {held}"
 
 
 MARKS = (("*", "best"), ("A", "the article's configuration"),
