@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tpulab.core.sweep import Point, build_grid, findings, parse_values
-from tpulab.views.sweep import marks_legend
+from tpulab.views.sweep import findings_lines, marks_legend
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, ParamError
 
@@ -99,6 +99,10 @@ def test_findings_best_speedups_and_knee():
     assert marks_legend(found) == ("* best, A the article's configuration, K the knee (the smallest batch "
                                    "within 5% of the best)")
     assert marks_legend(findings(points[:2], None)) == "* best, K the knee (the smallest batch within 5% of the best)"
+    assert "1.97x the article's configuration (batch_size 1024 (article): 341.3 examples/s)" in findings_lines(
+        found, ["batch_size"])
+    won = findings(points[5:], None)  # the article's point alone is the best: no "1.00x the article's"
+    assert won.best is points[5] and not any("x the article's" in line for line in findings_lines(won, ["batch_size"]))
 
 
 @pytest.mark.parametrize("argv, expected", [

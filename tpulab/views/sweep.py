@@ -170,7 +170,7 @@ def findings_lines(found: Findings, axes: list[str]) -> list[str]:
              + (f", {fmt.percent(found.best.peak_fraction)} of peak" if found.best.peak_fraction else "")
              + (f", {fmt.percent(found.best.ceiling_fraction)} of the measured ceiling"
                 if found.best.ceiling_fraction else "")]
-    if found.over_article is not None and found.article is not None:
+    if found.over_article is not None and found.article is not None and found.article is not found.best:
         lines.append(f"{found.over_article:.2f}x the article's configuration ({label(found.article, axes)}: "
                      f"{_rate(found.article, by)})")
     if found.over_slowest is not None and found.slowest is not None and found.slowest is not found.best:
