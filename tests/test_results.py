@@ -214,7 +214,7 @@ def test_cli_two_real_runs_compared(tmp_path):
     again = run_cli("results", "--db", other, "import", str(exported))
     assert "imported 0 run(s)" in again.stdout and "2 already present" in again.stdout
     missing = run_cli("results", "--db", db, "show", "ffffffff")
-    assert missing.returncode == 1 and "no run 'ffffffff'" in missing.stderr
+    assert missing.returncode == 2 and "no run 'ffffffff'" in missing.stderr
 
 
 def test_export_to_an_unwritable_path_names_it(tmp_path):
