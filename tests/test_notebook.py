@@ -113,7 +113,7 @@ def test_comparison_html_and_a_report_that_loads_nothing_from_the_network(tmp_pa
     assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg",
                                                               "http://www.w3.org/1999/xlink"}
     missing = run_cli("results", "report", "feedbeef", "-o", str(tmp_path / "x.html"))
-    assert missing.returncode == 1 and "no run or sweep 'feedbeef'" in missing.stderr
+    assert missing.returncode == 2 and "no run or sweep 'feedbeef'" in missing.stderr
     assert not (tmp_path / "x.html").exists()
 
 

@@ -7,7 +7,7 @@ anywhere, without a network. Several runs are compared, then each is shown; a sw
 from __future__ import annotations
 
 from tpulab.core.events import RunRecord
-from tpulab.core.store import Store, StoreError, compare
+from tpulab.core.store import NotKept, Store, StoreError, compare
 from tpulab.views import html
 
 
@@ -23,8 +23,8 @@ def report_page(store: Store, ids: list[str]) -> str:
             except StoreError:
                 if "matches" in str(run_error):
                     raise
-                raise StoreError(f"no run or sweep {i!r} in {store.path}: `tpulab results` and "
-                                 "`tpulab results sweep` list them") from None
+                raise NotKept(f"no run or sweep {i!r} in {store.path}: `tpulab results` and "
+                              "`tpulab results sweep` list them") from None
     bodies = [html.sweep_body(sw, store.sweep_runs(sw)) for sw in sweeps]
     if len(runs) > 1:
         bodies.append(html.comparison_body(compare(runs, across_workloads=True)))
