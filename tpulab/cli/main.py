@@ -129,7 +129,8 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
     sw = sub.add_parser("sweep", help="run a grid of a workload's parameters and find the fastest configuration",
                         description="Every parameter flag takes a comma list (--batch-size 32,64,128) or, for "
                         "integers, a doubling range (--batch-size 16..1024). Each point is a run, kept in the "
-                        "results with the sweep's id; the article's configuration is run too when the grid lacks it.")
+                        "results with the sweep's id; the article's configuration is run too when the grid lacks it "
+                        "and holds the article's other values.")
     sw.add_argument("workload", choices=list(registry()), help=f"one of {', '.join(registry())}")
     sw.add_argument("--steps", type=int, default=None, help="timed steps per point (training: one epoch of this many "
                     "steps, no validation); the first call is extra and excluded; default 12")
