@@ -140,7 +140,8 @@ class ResultsPane(Vertical):
         return MARK if run_id in self.marked else ""
 
     def on_resize(self, event: events.Resize) -> None:
-        self.call_after_refresh(self._lay_out, len(self.rows))
+        # no rows are new: counted when it runs, since a page may arrive before then
+        self.call_after_refresh(lambda: self._lay_out(len(self.rows)))
 
     def _counted(self, generation: int, total: int) -> None:
         if generation == self._generation:
