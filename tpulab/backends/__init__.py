@@ -169,6 +169,7 @@ class Backend:
     article: bool = False  # the article's framework: what sweeps compare against, and what schema-1 records ran on
     multi_host: str | None = None  # None: runs over several processes; else why not, and what to use instead
     tpu_install: str | None = None  # how to make it drive a TPU, where it can
+    no_flops: str = "no compiler cost analysis on this backend"  # why a step's FLOPs can be unknown here
 
     def installed(self, packages: Mapping[str, str | None]) -> bool:
         return any(packages.get(d) for d in self.distributions)

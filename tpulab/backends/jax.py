@@ -40,6 +40,7 @@ class JaxBackend(Backend):
     # framework to initialise it wins (jax-ml/jax #13260), so a JAX worker keeps TensorFlow out.
     excludes = ("tensorflow",)
     keras = True
+    no_flops = "XLA's cost analysis gave no count for this step"
     tpu_install = JAX_TPU_INSTALL
 
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:

@@ -11,6 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
+from tpulab import backends
+from tpulab.backends import Backend
 from tpulab.core import fmt
 from tpulab.core.events import Event, RunRecord, Sample, Started, Step, Telemetry
 from tpulab.core.narrate import backend_line, describe, sample_line, step_status, telemetry_rows, unavailable_lines
@@ -87,9 +89,13 @@ def workload_of(record: RunRecord) -> Workload | None:
     return registry().get(record.workload)
 
 
-NO_COST_ANALYSIS = "no compiler cost analysis on this backend"
-NO_FLOPS = {"jax": "XLA's cost analysis gave no count for this step"}  # why, where the backend has one
 FLAG_STYLES = {"beats-peak": "bold red", "beats-ceiling": "bold green", "beats-bandwidth": "bold green"}
+
+
+def no_flops(backend: str | None) -> str:
+    """Why the FLOPs of a step on `backend` are unknown, in that backend's words."""
+    found = backends.registry().get(backend or "")
+    return found.no_flops if found is not None else Backend.no_flops
 
 
 def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
@@ -110,7 +116,7 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
         (f"steady {unit} time", fmt.spread(s.step_seconds)),
         ("throughput", fmt.rate(s.throughput or s.examples_per_s, s.throughput_unit)) if record.batch else None,
         ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s") if s.flops_per_step
-         else f"unavailable: FLOPs unknown ({NO_FLOPS.get(record.backend, NO_COST_ANALYSIS)})"),
+         else f"unavailable: FLOPs unknown ({no_flops(record.backend)})"),
         ("fraction of spec peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
                                   f" ({s.peak_source or 'peak unknown'})"),
         ("fraction of ceiling", roofline.ceiling_text(s, record.dtype)),
