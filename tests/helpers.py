@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from tpulab.workloads.data import FILES
-from tpulab.core.events import Compiled, Device, Event, RunRecord, Started, Step
+from tpulab.core.events import Compiled, Device, Event, Finished, RunRecord, Sample, Started, Step
 from tpulab.core.record import RunRecorder
 from tpulab.core.runner import Run
 from tpulab.core.spec import RunSpec
@@ -124,6 +124,62 @@ def make_record(shards: int = 1, median: float = 1.0, batch: int = 8, status: st
     return rec.record()
 
 
+
+
+class ReplayedWorker:
+    """A worker that gives fixed events: what no real one can (the same timings twice, for a snapshot)."""
+
+    cancel_requested = False
+    returncode = 0
+    alive = False
+
+    def __init__(self, events: list[Event]) -> None:
+        self.replayed = events
+
+    def events(self) -> list[Event]:
+        return self.replayed
+
+    def cancel(self) -> None:
+        pass
+
+    def kill(self) -> None:
+        pass
+
+
+class Replay(Run):
+    """A run of `workload` whose worker is replayed: every event fixed, its id and times too."""
+
+    def __init__(self, workload: str, report: RuntimeReport, events: list[Event], run_id: str = "5eed" * 8) -> None:
+        w = registry()[workload]
+        super().__init__(RunSpec(w, {**w.defaults(), "device": "cpu", "backend": "jax"}, "jax", "you chose jax", "cpu"),
+                         report)
+        self.recorder.id, self.recorder.started_at = run_id, "2026-03-01T09:30:00"
+        self.replayed = events
+
+    def _start(self) -> None:
+        self.handles = [ReplayedWorker(self.replayed)]  # type: ignore[list-item]
+
+
+def conv_events(steps: int = 12, t0: float = 1.77e9) -> list[Event]:
+    """A small conv run as a worker tells it: started, the first call (step 0), a warm-up step and steady ones,
+    telemetry, finished."""
+    events: list[Event] = [
+        Started(t=t0, workload="conv", device=Device(kind="cpu", name="test CPU", replicas=1), dtype="float32",
+                flops_per_step=4.9e6, steps_total=steps + 1, per_replica_batch=8, backend="jax"),
+        Sample(t=t0, phase="compile", mark="start", cpu=None, cores=[], process=None, rss=8.0e8, mem_used=4e9,
+               mem_total=2.4e10),
+        Compiled(t=t0 + 0.5, seconds=0.5)]
+    t = t0 + 0.5
+    for i in range(steps):
+        seconds = 0.002 * (1.5 if i % 5 == 0 else 1.0)
+        t += seconds
+        events.append(Step(t=t, step=i + 1, seconds=seconds, warmup=i == 0, examples_per_s=8 / seconds))
+        if i % 3 == 2:
+            events.append(Sample(t=t, phase="steady", cpu=50.0 + i, cores=[90.0 + i / 2, 10.0 + i], process=99.0,
+                                 rss=8.5e8 + i * 1e6, mem_used=4.1e9, mem_total=2.4e10))
+    events.append(Sample(t=t, phase="steady", mark="end", cpu=60.0, cores=[97.0, 23.0], process=98.0, rss=8.6e8,
+                         mem_used=4.1e9, mem_total=2.4e10))
+    return [*events, Finished(t=t)]
 
 
 def cancel_after(run: Run, steps: int = 3) -> RunRecord:

@@ -473,6 +473,9 @@ async def test_telemetry_chart_has_its_own_row_at_80x24():
         assert all(0 <= y <= 100 for _, y in busy.points("CPU"))
         steps = [x for x, _ in chart(app, "ms per iteration").points("iteration")]
         assert max(x for x, _ in memory.points("worker")) == max(steps)  # the timings' axis: the step
+        assert app.screen.maximized is pane.query_one("#run-summary-box")  # the summary opens zoomed
+        await pilot.press("escape")  # the charts again
+        await pilot.pause()
         row, timings = pane.query_one("#telemetry").region, pane.query_one("#charts").region
         assert row.height >= 5 and busy.region.width >= 30 and memory.region.width >= 30
         assert row.y >= timings.bottom  # a row of its own, below the timings

@@ -14,7 +14,7 @@ from tpulab.lab.screens.run import RunLog, RunPane
 from tpulab.lab.screens.sweep import SweepPane
 from tpulab.lab.widgets.param_form import ParamForm
 
-from .helpers import cpu_only
+from .helpers import Replay, conv_events, cpu_only
 from .test_app import run_tiny_conv, text, type_into, wait_for
 
 SMALL = (80, 24)
@@ -216,10 +216,14 @@ async def test_after_a_run_at_80x24_its_summary_takes_the_keys_and_reads_whole(t
         await run_tiny_conv(pilot, app)
         box = app.query_one("#run-summary-box")
         await wait_for(pilot, lambda: app.focused is box, 10)
+        assert app.screen.maximized is box and box.region.width == 80  # it opens zoomed
         assert box.max_scroll_y > 0 and box.scroll_y == 0
         await pilot.press("pagedown")
         await pilot.pause()
         assert box.scroll_y > 0
+        await pilot.press("z")  # the charts and the log again
+        await pilot.pause()
+        assert app.screen.maximized is None
         log = app.query_one(RunLog)
         assert all(len(line.text.rstrip()) <= log.scrollable_content_region.width for line in log.lines)
         words = " ".join(" ".join(line.text.split()) for line in log.lines)
@@ -258,3 +262,22 @@ async def test_a_cancel_names_the_step_it_waits_for_until_the_run_ends(tmp_path)
         assert line.display and "cancel: stopping after step " in text(line) and "(each ~" in text(line)
         await wait_for(pilot, lambda: bool(app.records))
         assert app.records[0].status == "cancelled" and not line.display
+
+
+@pytest.mark.parametrize("view", ["zoomed", "charts"])
+def test_snapshot_run_tab_after_a_run(snap_compare, tmp_path, view):
+    """A replayed conv run (fixed timings and telemetry): its summary as it opens, zoomed, then the charts."""
+    app = lab(tmp_path)
+
+    async def ran(pilot):
+        await pilot.press("3")
+        await wait_for(pilot, lambda: bool(app.query(RunPane)), 5)
+        app.query_one(RunPane).start(Replay("conv", app.report, conv_events()))
+        await wait_for(pilot, lambda: len(app.records) == 1, 10)
+        await wait_for(pilot, lambda: app.screen.maximized is app.query_one("#run-summary-box"), 5)
+        if view == "charts":
+            await pilot.press("escape")
+        app.clear_notifications()
+        await pilot.pause(0.5)  # the charts drawn, one per tick
+
+    assert snap_compare(app, run_before=ran, terminal_size=SMALL)

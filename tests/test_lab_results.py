@@ -114,6 +114,45 @@ def test_snapshot_results_mixed_workloads(snap_compare, tmp_path):
     assert snap_compare(lab_with(tmp_path, mixed()), run_before=listed, terminal_size=SMALL)
 
 
+def three_convs() -> list[RunRecord]:
+    """Three conv runs of the same work, each twice as fast as the one before, on two backends."""
+    return [fixed(make_record(1, 2.0), 1), fixed(make_record(2, 1.0, backend="jax"), 2), fixed(make_record(4, 0.5), 3)]
+
+
+async def compared(pilot) -> None:
+    await results(pilot, 3)
+    await pilot.press("space", "down", "space", "down", "space", "m")
+    await wait_for(pilot, lambda: "0.25x" in text(pilot.app.query_one("#comparison", Static)), 10)
+    await pilot.pause()
+
+
+async def test_a_comparison_takes_the_keys_scrolls_and_zooms_at_80x24(tmp_path):
+    app = lab_with(tmp_path, three_convs())
+    async with app.run_test(size=SMALL) as pilot:
+        await compared(pilot)
+        box = app.query_one("#comparison-box")
+        assert app.focused is box and box.max_scroll_y > 0  # longer than its room: the rest is reached by keys
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert box.scroll_y > 0
+        room = box.region.height
+        await pilot.press("z")
+        await pilot.pause()
+        assert app.screen.maximized is box and box.region.width == 80 and box.region.height > room
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen.maximized is None
+
+
+def test_snapshot_comparison_zoomed(snap_compare, tmp_path):
+    async def zoomed(pilot):
+        await compared(pilot)
+        await pilot.press("z")
+        await pilot.pause()
+
+    assert snap_compare(lab_with(tmp_path, three_convs()), run_before=zoomed, terminal_size=SMALL)
+
+
 async def test_sweep_tab_explains_its_marks_and_gives_rates_one_unit(tmp_path):
     from tpulab.core.sweep import Sweep, build_grid
     from tpulab.lab.screens.sweep import SweepPane

@@ -12,7 +12,7 @@ from typing import Any
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Static
 
@@ -60,7 +60,8 @@ class ResultsPane(Vertical):
                      id="results-help")
         yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True, cell_padding=0)
         with Horizontal(id="compare-row"):
-            yield Static(id="comparison")
+            with VerticalScroll(id="comparison-box"):  # takes the keys once shown: PageDown reads on, z zooms it
+                yield Static(id="comparison")
             yield BarPlot(id="compare-chart")
         yield Button("Compare marked", id="compare-button", disabled=True)
 
@@ -249,6 +250,7 @@ class ResultsPane(Vertical):
         chart.display = True
         # The table takes what the chart leaves; when that is too narrow it turns to runs as columns.
         self.query_one("#comparison", Static).update(comparison_table(result, max(40, self.size.width * 2 // 3 - 2)))
+        self.query_one("#comparison-box").focus()
         chart.show_bars(f"speedup vs the first run (x, by {result.by})",
                         [f"{r.short_id}\n{r.device_label(short=True)} {r.backend}"[:24] for r in result.records],
                         [x or 0 for x in result.speedups])

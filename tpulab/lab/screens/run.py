@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from typing_extensions import Self
 
 from rich.console import Group
+from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -35,8 +36,9 @@ if TYPE_CHECKING:
 
 
 POST_EVERY_S = 0.1
+ZOOM_HINT = "the run's summary, zoomed: z or escape shows the charts and the log again"
 REDRAW_EVERY_S = 0.15  # one chart per tick: a plotext redraw takes ~20 ms, three at once would stall the UI
-CHART_IDS = ("chart-a", "chart-b", "chart-c")  # as many as any workload declares
+CHART_IDS = ("chart-a", "chart-b", "chart-c", "chart-d")  # as many as any workload declares (a Keras model: 4)
 TELEMETRY_TITLES = {"tele-util": "busy %", "tele-mem": "memory GiB"}  # x: the step, as the timings
 
 
@@ -283,7 +285,7 @@ class RunPane(Vertical):
         if record.device is not None and (record.workload == "roofline" or record.summary.intensity is not None):
             chart = roofline_view([record, *lab(self).records], record.device, self.size.width, height=16)
             summary = Group(summary, chart)
-        self.query_one("#run-summary", Static).update(summary)
+        self.query_one("#run-summary", Static).update(Group(Text(ZOOM_HINT, style="dim"), summary))
         for flag in record.summary.flags:
             colour = {"beats-peak": "red", "beats-ceiling": "green", "beats-bandwidth": "green"}.get(flag.code, "yellow")
             self.log_view.write(f"[{colour}]flag {flag.code}: {flag.message}[/]")
@@ -292,8 +294,9 @@ class RunPane(Vertical):
         self.log_view.write(f"run {record.short_id} {record.status}" + (f": {record.error}" if record.error else ""))
         box = self.query_one("#run-summary-box")
         focused = self.app.focused
-        if focused is None or self in focused.ancestors:
-            box.focus()  # the answer takes the keys: PageDown reads on, z zooms it
+        if focused is None or self in focused.ancestors:  # the user is here: the answer opens zoomed, taking the keys
+            box.focus()
+            self.screen.maximized = box
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group == "run" and event.state == WorkerState.ERROR:
