@@ -304,7 +304,7 @@ def test_snapshot_chart_with_a_legend_and_a_peak(snap_compare):
 
 
 async def test_every_chart_of_the_run_tab_is_whole_with_three_rows_of_data(tmp_path):
-    from tpulab.lab.screens.run import RunPane
+    from tpulab.lab.screens.run import CHART_IDS, RunPane
 
     app = TpulabApp(probe=False, report=cpu_only(tmp_path))
     async with app.run_test(size=SMALL) as pilot:
@@ -312,7 +312,7 @@ async def test_every_chart_of_the_run_tab_is_whole_with_three_rows_of_data(tmp_p
         await wait_for(pilot, lambda: bool(app.query(RunPane)), 5)
         await pilot.pause()
         plots = [p for p in app.query_one(RunPane).query(SeriesPlot) if p.display]
-        assert len(plots) == 5  # three of the workload's, two of telemetry
+        assert len(plots) == len(CHART_IDS) + 2  # before a run every slot shows, and two of telemetry
         for plot in plots:
             assert plot.region.height >= 6, plot.id  # the header, three rows of data, the x axis and its ticks
             assert plot.parent.region.contains_region(plot.region), plot.id  # none cut by its row

@@ -71,6 +71,7 @@ class ResultsPane(Vertical):
 
     def on_mount(self) -> None:
         self.query_one("#compare-chart").display = False
+        self.query_one("#comparison-box").display = False  # nothing compared yet: not even its edge
         self.watch(self.table, "scroll_y", self._scrolled, init=False)
         self.reload()
 
@@ -224,6 +225,7 @@ class ResultsPane(Vertical):
 
     def _show_roofline(self, view: Any) -> None:
         self.query_one("#compare-chart").display = False
+        self.query_one("#comparison-box").display = True
         self.query_one("#comparison", Static).update(view)
 
     def _update_button(self) -> None:
@@ -250,7 +252,9 @@ class ResultsPane(Vertical):
         chart.display = True
         # The table takes what the chart leaves; when that is too narrow it turns to runs as columns.
         self.query_one("#comparison", Static).update(comparison_table(result, max(40, self.size.width * 2 // 3 - 2)))
-        self.query_one("#comparison-box").focus()
+        box = self.query_one("#comparison-box")
+        box.display = True
+        box.focus()
         chart.show_bars(f"speedup vs the first run (x, by {result.by})",
                         [f"{r.short_id}\n{r.device_label(short=True)} {r.backend}"[:24] for r in result.records],
                         [x or 0 for x in result.speedups])
