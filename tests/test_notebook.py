@@ -17,12 +17,16 @@ from pathlib import Path
 import pytest
 
 import tpulab
-from tpulab.core.events import Step
+from tpulab.core.events import Compiled, Device, Started, Step
+from tpulab.core.record import RunRecorder
+from tpulab.core.spec import RunSpec
+from tpulab.core.timing import median
 from tpulab.core.store import Store, default_path
 from tpulab.notebook import api
-from tpulab.notebook.live import Throttled
+from tpulab.notebook.live import Throttled, progress_line
 from tpulab.notebook.results import RunResult
 from tpulab.runtime.detect import detect
+from tpulab.workloads import registry
 from tpulab.workloads.base import ParamError
 
 from .helpers import ROOT, TF, make_record, run_cli, v5e_tree
@@ -144,6 +148,19 @@ def test_live_updates_are_throttled_and_the_last_state_is_drawn():
     assert len(drawn) == 1 + 1 and view.pending  # the start, then one a second
     view(force=True)
     assert drawn[-1] == "at 1.998" and not view.pending
+
+
+def test_the_live_line_shows_the_median_timing_reports_on_an_even_count():
+    """Four steady steps: the median is the mean of the middle two, as every summary has it."""
+    w = registry()["conv"]
+    rec = RunRecorder(RunSpec(w, {**w.defaults(), "device": "cpu"}, "tensorflow", "asked for", "cpu"), detect())
+    rec.feed(Started(workload="conv", device=Device(kind="cpu", name="test CPU", replicas=1), dtype="float32",
+                     flops_per_step=1e9, steps_total=9, per_replica_batch=8, backend="tensorflow"))
+    rec.feed(Compiled(seconds=1.0))
+    for i, s in enumerate((0.1, 0.2, 0.4, 0.8), 1):
+        rec.feed(Step(step=i, seconds=s))
+    assert median(rec.steady_seconds()) == pytest.approx(0.3)
+    assert "median 300.0 ms" in progress_line(rec)
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from tpulab.core import fmt
 from tpulab.core.events import Event, RunRecord, Started, Step
 from tpulab.core.record import RunRecorder
+from tpulab.core.timing import median
 from tpulab.views import html
 
 INTERVAL_S = 1.0
@@ -65,12 +66,12 @@ def progress_line(rec: RunRecorder) -> str:
     total = rec.steps_total
     unit = rec.workload.unit
     done = f"{rec.steps_done()} of {total} {unit}s" if total else f"{rec.steps_done()} {unit}s"
-    steady = rec.steady_seconds()
-    median = f", median {fmt.seconds(sorted(steady)[len(steady) // 2])}" if steady else ""
+    mid = median(rec.steady_seconds())
+    middle = f", median {fmt.seconds(mid)}" if mid is not None else ""
     eta = rec.eta_seconds()
     left = f", about {fmt.duration(eta)} left" if eta is not None and rec.status == "running" else ""
     state = "" if rec.status == "running" else f" ({rec.status})"
-    return f"{rec.workload.name}: {done}{median}{left}{state}"
+    return f"{rec.workload.name}: {done}{middle}{left}{state}"
 
 
 def run_view(rec: RunRecorder, with_chart: bool = True) -> str:
