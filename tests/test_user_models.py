@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tpulab.core.errors import EXIT_FAILED
 from tpulab.core.events import Failed
 from tpulab.core.record import RunRecorder
 from tpulab.core.spec import RunSpec
@@ -50,11 +51,11 @@ def test_a_run_that_fails_before_its_first_step_shows_what_ran_where_and_the_err
     w = registry()["model"]
     p = w.resolve({"model": SUBCLASSED}, CPU, "smoke")
     rec = RunRecorder(RunSpec(w, {**p, "device": "cpu"}, "jax", "asked for", "cpu"), detect())
-    rec.feed(Failed(error="TpulabError: Keras cannot see the input"))
-    rec.finish("failed", "TpulabError: Keras cannot see the input")
+    rec.feed(Failed(error="Keras cannot see the input"))
+    rec.finish("failed", "Keras cannot see the input")
     rows = {name: value for name, value, _ in summary_rows(rec.record())}
     assert rows == {"model": "subclassed:build", "device": "cpu (asked for)", "backend": "jax: asked for",
-                    "error": "TpulabError: Keras cannot see the input"}
+                    "error": "Keras cannot see the input"}
 
 
 def test_an_unknown_flop_count_on_jax_does_not_say_jax_has_no_cost_analysis():
@@ -161,8 +162,8 @@ def test_a_subclassed_model_trains_from_its_input_shape(backend):
 @pytest.mark.slow
 def test_a_subclassed_model_without_its_shape_fails_in_one_line_and_a_short_summary():
     r = run_cli("--run", "model", "--model", SUBCLASSED, *SMOKE, "--backend", "jax", env={"COLUMNS": "400"})
-    assert r.returncode == 1
-    assert r.stdout.splitlines()[0] == ("failed: TpulabError: Keras cannot see the input of this Classifier (a "
+    assert r.returncode == EXIT_FAILED
+    assert r.stdout.splitlines()[0] == ("failed: Keras cannot see the input of this Classifier (a "
                                         "subclassed model, or one without keras.Input): pass --input-shape with one "
                                         "example's shape (e.g. --input-shape 20), or return (model, (x, y)) with "
                                         "your data")
@@ -183,7 +184,7 @@ def test_a_train_step_of_ones_own_runs_and_is_counted_on_jax():
 @pytest.mark.slow
 def test_a_jax_train_step_on_tensorflow_is_one_line():
     r = run_cli("--run", "model", "--model", JAX_STEP, *SMOKE, "--backend", "tensorflow", "--json")
-    assert r.returncode == 1
-    assert result(r.stdout)["error"] == ("TpulabError: jax_train_step:build: its train_step(state, data) is written "
+    assert r.returncode == EXIT_FAILED
+    assert result(r.stdout)["error"] == ("jax_train_step:build: its train_step(state, data) is written "
                                          "for another backend: on tensorflow Keras calls train_step(data); run it "
                                          "with --backend jax")

@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "run": "tpulab.notebook.api", "sweep": "tpulab.notebook.api", "results": "tpulab.notebook.api",
-    "compare": "tpulab.notebook.api", "detect": "tpulab.notebook.api", "AcceleratorBusy": "tpulab.notebook.api",
+    "compare": "tpulab.notebook.api", "detect": "tpulab.notebook.api", "AcceleratorBusy": "tpulab.core.errors",
     "RunResult": "tpulab.notebook.results", "SweepResult": "tpulab.notebook.results",
     "ComparisonResult": "tpulab.notebook.results", "RuntimeResult": "tpulab.notebook.results",
     "RunList": "tpulab.notebook.results", "ParamError": "tpulab.workloads.base",
@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from tpulab.callbacks import StepTimer
-    from tpulab.notebook.api import AcceleratorBusy, compare, detect, results, run, sweep
+    from tpulab.core.errors import AcceleratorBusy
+    from tpulab.notebook.api import compare, detect, results, run, sweep
     from tpulab.notebook.fit import FitTimer
     from tpulab.notebook.results import ComparisonResult, RunList, RunResult, RuntimeResult, SweepResult
     from tpulab.workloads.base import ParamError

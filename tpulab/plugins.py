@@ -20,6 +20,8 @@ from functools import cache
 from importlib import metadata
 from typing import Any
 
+from tpulab.core.errors import one_line
+
 WORKLOADS = "tpulab.workloads"
 BACKENDS = "tpulab.backends"
 
@@ -98,9 +100,7 @@ def discover(group: str) -> tuple[dict[str, tuple[Any, Origin]], tuple[Broken, .
         try:
             found[name] = (_load(target), origin)
         except Exception as e:  # noqa: BLE001 - a plugin's failure is its own line, never the app's
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            broken.append(Broken(group, name, target, origin, f"{type(e).__name__}: {first}" if first
-                                 else type(e).__name__))
+            broken.append(Broken(group, name, target, origin, one_line(e)))
     return found, tuple(broken)
 
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tpulab.core import fmt
+from tpulab.core.errors import EXIT_FAILED
 from tpulab.core.runindex import FILTERS, FilterError, RunFilter, make_filter
 from tpulab.views.console import comparison_table
 from tpulab.core.store import Store, StoreError, compare, default_path, export_csv, export_json, read_export, row
@@ -171,7 +172,7 @@ def _prune(args, store: Store, console: Console) -> int:
         if answer not in ("y", "yes"):
             console.print("nothing removed" + ("" if answer else " (no answer; --yes answers for scripts)"),
                           highlight=False)
-            return 1
+            return EXIT_FAILED
     removed, reclaimed = store.prune(filt)
     console.print(f"removed {removed:,} run(s){which}; {reclaimed / 2**20:.1f} MiB reclaimed, "
                   f"{store.size() / 2**20:.1f} MiB left in {store.path}", highlight=False)

@@ -10,7 +10,7 @@ from types import FrameType
 from rich.console import Console
 
 
-from tpulab.core.errors import UsageError
+from tpulab.core.errors import EXIT_CANCELLED, EXIT_FAILED, UsageError
 from tpulab.core.spec import spec_of
 from tpulab.runtime.detect import detect
 from tpulab.core.events import RunRecord
@@ -21,8 +21,6 @@ from tpulab.views.sweep import (article_note, findings_lines, impossible_lines, 
                                 point_count, point_json, summary_json, sweep_table, telemetry_table, text_chart)
 from tpulab.workloads import get_workload
 from tpulab.workloads.base import Limits
-
-EXIT_STOPPED = 130
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -105,8 +103,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         console.print(f"kept as sweep {sweep.id[:8]} in {store.path} (`tpulab results sweep {sweep.id[:8]}`)",
                       highlight=False)
     if found.best is None:
-        return 1
-    return EXIT_STOPPED if sweep.stopping == "stopped by the user" else 0
+        return EXIT_FAILED
+    return EXIT_CANCELLED if sweep.stopping == "stopped by the user" else 0
 
 
 def _keep(store: Store | None, record: RunRecord, console: Console) -> None:

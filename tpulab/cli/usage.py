@@ -15,7 +15,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
-EXIT_BAD_USAGE = 2
+from tpulab.core.errors import EXIT_USAGE
+
 NUMBER = re.compile(r"-\d+(\.\d*)?")  # a negative number is a value, never an option
 
 
@@ -30,7 +31,7 @@ class Parser(argparse.ArgumentParser):
     with the nearest known one."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_BAD_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:  # argparse's check of a choice
         if action.choices is not None and value not in action.choices:

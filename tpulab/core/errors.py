@@ -1,13 +1,23 @@
-"""The one error base: every error tpulab explains to a user carries its message and its exit code.
+"""The one error base, the exit codes and the one-line form of an error.
 
-The command line maps them to exit codes in one place (`tpulab.cli.main.main`); the lab and the
-Python API show the message. Anything else that escapes is a bug, and keeps its traceback.
+Every error tpulab explains to a user carries its message and its exit code. The command line
+maps them to exit codes in one place (`tpulab.cli.main.main`); the lab and the Python API show the
+message. Anything else that escapes is a bug, and keeps its traceback.
 """
 
 from __future__ import annotations
 
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+EXIT_OK = 0
+EXIT_FAILED = 1  # a run failed, or nothing came of a command
+EXIT_USAGE = 2  # a bad value or command line: nothing ran
+EXIT_CANCELLED = 130  # stopped by the user (Ctrl+C's 128 + SIGINT)
+
+STATUS_EXIT = {"finished": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
+
+
+def exit_code_of(status: str) -> int:
+    """A run's exit code from its final status (a run that did not end cleanly failed)."""
+    return STATUS_EXIT.get(status, EXIT_FAILED)
 
 
 class TpulabError(Exception):
@@ -26,6 +36,25 @@ class UserCodeError(TpulabError):
     """The user's own code raised: the message is their traceback (their frames only), kept whole."""
 
     whole = True  # a run's error keeps every line, not just the first
+
+
+class AcceleratorBusy(TpulabError, RuntimeError):
+    """This process holds the accelerator a run needs, so no worker could open it (a RuntimeError too, as it
+    always was)."""
+
+
+def first_line(text: str) -> str:
+    """The first line of a text that holds anything, stripped ('' for none)."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def one_line(e: BaseException) -> str:
+    """An error in one line: a tpulab error's own first line (its message speaks for itself); any other
+    error's first line after its class name ('KeyError: x'), which says what went wrong."""
+    first = first_line(str(e))
+    if isinstance(e, TpulabError):
+        return first or type(e).__name__
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
 def out_of_memory(e: BaseException) -> bool:

@@ -15,13 +15,13 @@ import time
 from typing import Iterator
 
 from tpulab.backends import Cluster
+from tpulab.core.errors import EXIT_CANCELLED, EXIT_OK, exit_code_of
 from tpulab.core.events import Event, Failed, Sample
 from tpulab.core.record import RunRecorder
 from tpulab.runtime.detect import RuntimeReport
-from tpulab.core.worker import EXIT_CANCELLED, RunHandle, worker_env
+from tpulab.core.worker import RunHandle, worker_env
 from tpulab.core.spec import RunSpec
 
-EXIT_CODES = {"finished": 0, "failed": 1, "cancelled": EXIT_CANCELLED}
 FOLLOWERS_GRACE_S = 10.0  # after process 0 ends, the others have this long to end by themselves
 
 
@@ -146,7 +146,7 @@ class Run:
                 self.recorder.feed(event)
             if isinstance(event, Failed):
                 said = (event.t or time.time(), event.error)
-        if self._stopping or handle.returncode in (0, EXIT_CANCELLED) or handle.cancel_requested:
+        if self._stopping or handle.returncode in (EXIT_OK, EXIT_CANCELLED) or handle.cancel_requested:
             return  # ended with the run, or stopped by it
         # Killed from outside (the kernel's OOM killer, a user): a cause, never a consequence of another's
         # failure, even when the watcher hears of it after process 0 reported the broken collective.
@@ -200,4 +200,4 @@ class Run:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES.get(self.recorder.status, 1)
+        return exit_code_of(self.recorder.status)

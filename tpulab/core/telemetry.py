@@ -20,6 +20,7 @@ import time
 import weakref
 from typing import Any, Callable, NamedTuple, Protocol
 
+from tpulab.core.errors import one_line
 from tpulab.core.events import Accel, Compiled, Event, Sample, Started
 
 INTERVAL_S = 0.5  # 2 Hz: NVML and the TPU runtime refresh about once a second; faster says nothing more
@@ -103,11 +104,6 @@ class _Call:
 def _serve(inbox: queue.SimpleQueue[_Call | None]) -> None:
     while (job := inbox.get()) is not None:
         job.run()
-
-
-def one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
 # --- CPU ---------------------------------------------------------------------------------------

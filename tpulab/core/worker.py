@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 
 from tpulab import backends
 from tpulab.backends import Cluster, Runtime
+from tpulab.core.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, one_line
 from tpulab.core.events import Cancelled, Compiled, Event, Failed, Finished, Started, Step, parse_line
 from tpulab.core.telemetry import RunSampling
 from tpulab.runtime.detect import detect
@@ -34,7 +35,6 @@ from tpulab.core.telemetry import enabled as telemetry_enabled
 from tpulab.workloads import get_workload
 from tpulab.workloads.base import CancelToken, Params, Sink
 
-EXIT_CANCELLED = 130
 FATAL_LINE = re.compile(r"^F\d{4} [\d:.]+\s+\d+ [^\]]+\] (.+)$", re.M)  # absl's "F1130 09:19:44.06 27587 x.h:80] ..."
 
 
@@ -217,7 +217,7 @@ def main(argv: list[str]) -> int:
             view = backends.get(argv[1]).load().probe()
         except Exception as e:  # noqa: BLE001 - the probe's answer is then the reason, in one line
             traceback.print_exc()
-            view = {"error": _one_line(e)}
+            view = {"error": one_line(e)}
         out.write(json.dumps({"probe": view}) + "\n")
         return 0
 
@@ -259,15 +259,15 @@ def main(argv: list[str]) -> int:
         if sampling is not None:
             sampling.stop()
         where = f"process {cluster.process_id}: " if cluster is not None and cluster.process_id else ""
-        said = str(e) if getattr(e, "whole", False) else _one_line(e)  # the user's traceback keeps its lines
+        said = str(e) if getattr(e, "whole", False) else one_line(e)  # the user's traceback keeps its lines
         emit(Failed(error=where + said, type=type(e).__name__))
-        return 1
+        return EXIT_FAILED
     if sampling is not None:
         sampling.stop()
     emit(Cancelled() if cancel.is_set() else Finished())
     if cluster is not None:
         runtime.leave()
-    return EXIT_CANCELLED if cancel.is_set() else 0
+    return EXIT_CANCELLED if cancel.is_set() else EXIT_OK
 
 
 def marked(emit: Sink, runtime: Runtime) -> Sink:
@@ -305,12 +305,6 @@ def shared(emit: Sink, backend: Runtime, requested: CancelToken, agreed: CancelT
             emit(event)
 
     return sink
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip()
-    first = next((line for line in text.splitlines() if line.strip()), "") if text else ""
-    return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
 if __name__ == "__main__":

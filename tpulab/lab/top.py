@@ -23,8 +23,9 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
 from tpulab.core import fmt
+from tpulab.core.errors import one_line
 from tpulab.core.events import Accel, Sample
-from tpulab.core.telemetry import CALL_TIMEOUT_S, GPU_EXTRA, Caller, Hung, Probe, Sampler, one_line, probes_for
+from tpulab.core.telemetry import CALL_TIMEOUT_S, GPU_EXTRA, Caller, Hung, Probe, Sampler, probes_for
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.runtime.holders import GpuHolders, Holder, Holders, tpu_holders
 

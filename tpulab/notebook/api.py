@@ -16,15 +16,12 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from tpulab.core.errors import AcceleratorBusy
 from tpulab.core.events import Event, RunRecord, Started, Step
 from tpulab.core.store import Store, default_path
 from tpulab.notebook.results import ComparisonResult, RunList, RunResult, RuntimeResult, SweepResult
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.workloads.base import Limits, ParamError, Params, Workload
-
-
-class AcceleratorBusy(RuntimeError):
-    """This process holds the accelerator a run needs, so no worker could open it."""
 
 
 # --- the spec: the one place the API reads the machine and resolves values (as `tpulab --run` does) ----

@@ -14,7 +14,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from tpulab.core.errors import TpulabError
+from tpulab.core.errors import TpulabError, one_line
 
 INDICES = 2  # integer inputs no Embedding reads are drawn below this
 
@@ -42,7 +42,7 @@ def signature(model: Any, shape: tuple[int, ...] | None) -> tuple[Any, Any]:
         return given, model(given)  # a symbolic call: builds the layers, and the model
     except Exception as e:  # noqa: BLE001 - the model's own words on why this shape does not fit
         raise TpulabError(f"--input-shape {','.join(map(str, shape))} does not fit the model: "
-                          f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+                          f"{one_line(e)}") from None
 
 
 def _graph(model: Any) -> tuple[Any, Any] | None:
