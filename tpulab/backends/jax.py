@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from tpulab.core.errors import first_line, one_line
 from tpulab.backends import HEARTBEAT_TIMEOUT_S, Backend, Cluster, DeviceError, Fitness, Placement, Runtime
 from tpulab.runtime.detect import detect
 from tpulab.runtime.verdict import Verdict
@@ -82,7 +83,7 @@ class JaxBackend(Backend):
                 why = view.get("error") or (f"JAX's platform is {view.get('platform', 'cpu')}: libtpu is missing "
                                             "or does not match")
                 out.append(Verdict("error", "tpu", f"TPU {gen} found, but JAX cannot use it: "
-                                   f"{why.splitlines()[0][:200]}", JAX_TPU_INSTALL, self.name))
+                                   f"{first_line(why)[:200]}", JAX_TPU_INSTALL, self.name))
         if report.gpus and self.installed(report.packages) and view is not None:
             names = ", ".join(g.name for g in report.gpus)
             if view.get("gpus"):
@@ -142,9 +143,8 @@ def join(cluster: Cluster) -> None:
             jax.distributed.initialize(coordinator_address=cluster.coordinator, num_processes=cluster.processes,
                                        process_id=cluster.process_id, **timeouts)  # type: ignore[arg-type]
     except Exception as e:  # noqa: BLE001 - whatever JAX raises, the run fails saying who did not join
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise DeviceError(f"process {cluster.process_id} could not join the other {cluster.processes - 1} "
-                          f"within {cluster.join_timeout_s} s at {cluster.coordinator}: {first}") from None
+                          f"within {cluster.join_timeout_s} s at {cluster.coordinator}: {one_line(e)}") from None
 
 
 def leave() -> None:
@@ -191,7 +191,7 @@ def devices_of(kind: str) -> list[Any]:
     try:
         return list(jax.devices(kind))
     except RuntimeError as e:
-        raise DeviceError(f"JAX sees no {kind.upper()} ({str(e).strip().splitlines()[0]}); see `tpulab doctor`") from None
+        raise DeviceError(f"JAX sees no {kind.upper()} ({first_line(str(e))}); see `tpulab doctor`") from None
 
 
 def place(device: str, shards: int) -> Placement:

@@ -11,6 +11,7 @@ import os
 import platform
 from typing import TYPE_CHECKING, Any, Mapping
 
+from tpulab.core.errors import first_line, one_line
 from tpulab.backends import Backend, BackendError, Cluster, DeviceError, Fitness, Placement, Runtime
 from tpulab.runtime.detect import detect
 from tpulab.runtime.verdict import Verdict, version_tuple
@@ -39,7 +40,7 @@ def drives_tpu(report: RuntimeReport) -> tuple[bool, str]:
     if tf.get("tpu_cores"):
         return True, "TensorFlow initialised the TPU"
     if "tpu_cores" in tf or tf.get("tpu_error"):
-        return False, "TensorFlow could not initialise the TPU" + (f" ({tf['tpu_error'].splitlines()[0][:120]})"
+        return False, "TensorFlow could not initialise the TPU" + (f" ({first_line(tf['tpu_error'])[:120]})"
                                                                     if tf.get("tpu_error") else "")
     pk = report.packages
     if not BACKEND.installed(pk):
@@ -120,7 +121,7 @@ class TensorFlowBackend(Backend):
             return [Verdict(level, "tpu", f"TPU {gen} found, but TensorFlow {installed} has no TPU runtime (libtpu) "
                             f"installed{newest}{alt}.", tf_tpu_install(pk.get("tensorflow")), self.name)]
         if error:
-            first = error.strip().splitlines()[0][:200]
+            first = first_line(error)[:200]
             return [Verdict(level, "tpu", f"TPU {gen} found, but TensorFlow could not initialise it: {first}{alt}",
                             "sudo lsof -w /dev/accel* /dev/vfio/*  # another process may hold the TPU; stop it",
                             self.name)]
@@ -212,7 +213,7 @@ def place(device: str, shards: int) -> Placement:
         try:
             resolver, topology = connect_tpu(report.tpu.address if report.tpu else None)
         except Exception as e:  # noqa: BLE001 - any failure here means "no usable TPU"
-            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            why = one_line(e)
             if device == "tpu":
                 raise DeviceError(f"TensorFlow could not initialise the TPU: {why} (see `tpulab doctor`)") from e
             note = f"a TPU was found but TensorFlow could not initialise it ({why}); see `tpulab doctor`"
