@@ -25,6 +25,8 @@ from typing import Any, Callable
 import keras
 import numpy as np
 
+from tpulab.core.events import PHASE_PREDICT, PHASE_TRAIN
+
 Sink = Callable[[dict[str, Any]], None]
 
 
@@ -89,7 +91,7 @@ class StepTimer(keras.callbacks.Callback):
         self._begin(batch)
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        self._end(batch, "train", _floats(logs))
+        self._end(batch, PHASE_TRAIN, _floats(logs))
 
     def on_test_batch_end(self, batch: int, logs: dict | None = None) -> None:
         if self.cancel is not None and self.cancel.is_set() and self.model is not None:
@@ -105,7 +107,7 @@ class StepTimer(keras.callbacks.Callback):
         # Fetching the outputs to the host waits for the step's work to finish.
         outputs = keras.tree.flatten((logs or {}).get("outputs"))
         value = float(sum(np.sum(np.asarray(o, dtype=np.float64)) for o in outputs)) if outputs else None
-        self._end(batch, "predict", {}, value)
+        self._end(batch, PHASE_PREDICT, {}, value)
 
 
 def _floats(logs: dict | None) -> dict[str, float]:

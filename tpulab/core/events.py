@@ -15,6 +15,9 @@ from tpulab.core.timing import Flag, Stats
 
 SCHEMA = 3  # 2: backend, backend_reason, sweep and hosts joined the record; 3: plugins, model, telemetry (older records read)
 STATUSES = ("finished", "failed", "cancelled")
+PHASE_COMPILE, PHASE_STEADY = "compile", "steady"  # a Sample's phase: before and after the first call
+PHASE_TRAIN, PHASE_PREDICT = "train", "predict"  # a Step's phase in a run that trains, then infers
+MARK_COMPILED = "compiled"  # the Sample taken as the first call ended
 
 T = TypeVar("T")
 
@@ -98,7 +101,7 @@ class Step(Event):
     examples_per_s: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     value: float | None = None  # the checksum that was fetched (conv)
-    phase: str = ""  # "train", "predict" (the inference phase); "" for a workload with one phase
+    phase: str = ""  # PHASE_TRAIN, PHASE_PREDICT (the inference phase); "" for a workload with one phase
     host_seconds: list[float] | None = None  # per host, when several processes share the step
     kernel: dict[str, Any] | None = None  # a run of several kernels: which one (kind, dtype, size, flops, bytes)
 

@@ -10,15 +10,14 @@ import uuid
 from datetime import datetime, timezone
 
 from tpulab.core import ceilings as measured
-from tpulab.core.events import Cancelled, Compiled, Epoch, Event, Failed, Finished, Log, RunRecord, Sample, Started, Step, Summary
+from tpulab.core.events import (PHASE_PREDICT, Cancelled, Compiled, Epoch, Event, Failed, Finished, Log, RunRecord, Sample,
+                                Started, Step, Summary)
 from tpulab.core.telemetry_summary import SampleKeeper, summarize as summarize_telemetry
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.runtime.peaks import device_peak
 from tpulab.core.timing import Flag, median, sanity_flags, summarize
 from tpulab.core.spec import RunSpec
-from tpulab.workloads.base import INFERENCE_PHASE
 
-PREDICT = INFERENCE_PHASE  # the phase of a training run's inference steps, summarised apart from training's
 
 
 def now_iso() -> str:
@@ -108,10 +107,10 @@ class RunRecorder:
         return self.info.steps_total if self.info else None
 
     def steady_seconds(self, phase: str = "") -> list[float]:
-        """The steady step times of training (or of `phase`: PREDICT for inference)."""
+        """The steady step times of training (or of `phase`: PHASE_PREDICT for inference)."""
         out: list[float] = []
         for s in self.steps:
-            if not s.warmup and self.workload.is_inference(s.phase) == (phase == PREDICT):
+            if not s.warmup and self.workload.is_inference(s.phase) == (phase == PHASE_PREDICT):
                 out.extend([s.seconds] * s.steps)
         return out
 
@@ -149,7 +148,7 @@ class RunRecorder:
         w = self.workload
         batch = w.batch_size(self.params)
         items = batch * w.items_per_example(self.params)
-        inference = summarize(self.steady_seconds(PREDICT))
+        inference = summarize(self.steady_seconds(PHASE_PREDICT))
         peak_fraction = flops_per_s / peak.flops if flops_per_s and peak else None
         flags = sanity_flags(peak_fraction, stats)
         if info is not None and info.synthetic:

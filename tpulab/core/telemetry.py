@@ -21,7 +21,7 @@ import weakref
 from typing import Any, Callable, NamedTuple, Protocol
 
 from tpulab.core.errors import one_line
-from tpulab.core.events import Accel, Compiled, Event, Sample, Started
+from tpulab.core.events import MARK_COMPILED, PHASE_COMPILE, PHASE_STEADY, Accel, Compiled, Event, Sample, Started
 
 INTERVAL_S = 0.5  # 2 Hz: NVML and the TPU runtime refresh about once a second; faster says nothing more
 CALL_TIMEOUT_S = 5.0
@@ -464,9 +464,9 @@ class RunSampling:
                     self.emit(Sample(host=self.host, unavailable={"telemetry": one_line(e)}))
                     return
                 self.sampler = Sampler(probes, self.emit, self.interval_s, self.host)
-                self.sampler.start("compile")
+                self.sampler.start(PHASE_COMPILE)
             elif isinstance(event, Compiled) and self.sampler is not None:
-                self.sampler.mark("steady", "compiled")
+                self.sampler.mark(PHASE_STEADY, MARK_COMPILED)
         return wrapped
 
     def stop(self) -> None:

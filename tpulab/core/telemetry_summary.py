@@ -11,7 +11,7 @@ from statistics import fmean
 from typing import Callable, Iterable
 
 from tpulab.core import fmt
-from tpulab.core.events import Sample, Telemetry
+from tpulab.core.events import MARK_COMPILED, PHASE_STEADY, Sample, Telemetry
 from tpulab.core.timing import Flag
 
 MAX_PER_HOST = 600  # samples kept per host: 5 minutes at 2 Hz whole, longer runs thinned evenly
@@ -67,7 +67,7 @@ def _peak(xs: Iterable[float | None]) -> float | None:
 
 def steady(samples: list[Sample]) -> list[Sample]:
     """The steady state's samples (from the end of compile on), else all of them."""
-    out = [s for s in samples if s.phase == "steady" or s.mark == "compiled"]
+    out = [s for s in samples if s.phase == PHASE_STEADY or s.mark == MARK_COMPILED]
     return out if len(out) >= 2 else samples
 
 

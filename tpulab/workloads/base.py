@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from tpulab.core.errors import UsageError
-from tpulab.core.events import Started
+from tpulab.core.events import PHASE_PREDICT, Started
 
 if TYPE_CHECKING:
     from tpulab.backends import Backend, Placement, Runtime
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from tpulab.runtime.detect import RuntimeReport
 
 Params = dict[str, Any]
-INFERENCE_PHASE = "predict"  # the StepTimer's phase of `predict` steps
 Sink = Callable[["Event"], None]
 
 
@@ -267,7 +266,7 @@ class Workload(ABC):
     def is_inference(self, phase: str) -> bool:
         """Whether steps of `phase` are an inference phase, kept apart from training's figures: a training
         workload's `predict` after `fit`. (A workload that does not train may time its steps with `predict`.)"""
-        return self.trains and phase == INFERENCE_PHASE
+        return self.trains and phase == PHASE_PREDICT
 
     def synthetic_warning(self) -> str:
         """'random tokens: the loss means nothing': what every figure of a run on stand-in data travels with."""
