@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timezone
+from typing import Any
 
 from tpulab.core import ceilings as measured
 from tpulab.core.events import (PHASE_PREDICT, Cancelled, Compiled, Epoch, Event, Failed, Finished, Log, RunRecord, Sample,
@@ -15,8 +16,9 @@ from tpulab.core.events import (PHASE_PREDICT, Cancelled, Compiled, Epoch, Event
 from tpulab.core.telemetry_summary import SampleKeeper, summarize as summarize_telemetry
 from tpulab.runtime.detect import RuntimeReport
 from tpulab.runtime.peaks import device_peak
-from tpulab.core.timing import Flag, median, sanity_flags, summarize
+from tpulab.core.timing import Flag, Stats, median, sanity_flags, summarize
 from tpulab.core.spec import RunSpec
+from tpulab.workloads.base import SummaryPart
 
 
 
@@ -131,24 +133,35 @@ class RunRecorder:
         return left * per_step + epoch_extra
 
     def summary(self) -> Summary:
+        """The run's figures, built from its parts: the workload's own (a roofline's kernels), the step's
+        timing, its rates against the device's peak and measured ceilings, the inference phase, the
+        metrics, and the telemetry. The record keeps them flat, as one `Summary`."""
         info = self.info
-        kernels = measured.kernel_figures(self.steps)
-        top = measured.best(kernels, "matmul", info.dtype if info else None)
-        copy = measured.best(kernels, "copy")
-        # several kernels: the step time and the headline are the best matmul's in the run's dtype
-        stats = summarize(measured.samples(self.steps, top) if top else self.steady_seconds())
+        own = (self.workload.summary_part(self.steps, info, self.ceilings) if info else None) or SummaryPart()
+        stats = summarize(self.steady_seconds() if own.seconds is None else own.seconds)
+        rates, flags = self.rates(stats, own)
+        return Summary(**self.timing(stats), **rates, **self.inference(), **self.metrics(), **own.fields,
+                       flags=[*flags, *own.flags],
+                       telemetry=summarize_telemetry(self.telemetry, stats.median if stats else None,
+                                                     self.workload.batch_size(self.params)))
+
+    def timing(self, stats: Stats | None) -> dict[str, Any]:
+        """The first call and the steady step, on each host too."""
+        return {"compile_seconds": self.compile_seconds, "cache_hit": self.cache_hit, "step_seconds": stats,
+                "host_seconds": self.host_medians()}
+
+    def rates(self, stats: Stats | None, own: SummaryPart) -> tuple[dict[str, Any], list[Flag]]:
+        """The step's work per second, against the device's spec peak and its measured ceilings, with the
+        flags that say when a figure cannot be trusted."""
+        info, w = self.info, self.workload
         flops = info.flops_per_step if info else None
+        flops_per_s = flops / stats.median if stats and flops and stats.median > 0 else None
+        if own.seconds is not None:  # the workload's own step (a call of a roofline's best matmul)
+            flops, flops_per_s = own.flops_per_step, own.flops_per_s
         peak = None
         if info is not None:
             d = info.device
             peak = device_peak(d.kind, d.name, info.dtype, d.replicas, self.runtime.cpu, d.machines)
-        flops_per_s = flops / stats.median if stats and flops and stats.median > 0 else None
-        if top is not None:  # a step is a call of the headline kernel
-            flops, flops_per_s = measured.kernel_work(top)[0], top.flops_per_s
-        w = self.workload
-        batch = w.batch_size(self.params)
-        items = batch * w.items_per_example(self.params)
-        inference = summarize(self.steady_seconds(PHASE_PREDICT))
         peak_fraction = flops_per_s / peak.flops if flops_per_s and peak else None
         flags = sanity_flags(peak_fraction, stats)
         if info is not None and info.synthetic:
@@ -162,32 +175,36 @@ class RunRecorder:
                 flags.append(measured.beats(flops_per_s, ceiling))
             else:
                 ceiling_fraction = flops_per_s / ceiling.value
-        if bandwidth is not None and copy is not None and copy.bytes_per_s and copy.bytes_per_s > bandwidth.value:
-            flags.append(measured.beats(copy.bytes_per_s, bandwidth, "B/s"))
         nbytes = info.bytes_per_step if info else None
         intensity = flops / nbytes if flops and nbytes else None
         bound = None
         if intensity is not None and ceiling is not None and bandwidth is not None:
             bound = "compute" if intensity >= ceiling.value / bandwidth.value else "memory"
-        return Summary(
-            ceiling_flops=ceiling.value if ceiling else None, ceiling_source=ceiling.source() if ceiling else None,
-            ceiling_fraction=ceiling_fraction, bandwidth=bandwidth.value if bandwidth else None,
-            bytes_per_step=nbytes, intensity=intensity, bound=bound,
-            gbytes_per_s=copy.bytes_per_s / 1e9 if copy and copy.bytes_per_s else None, kernels=kernels,
-            compile_seconds=self.compile_seconds, cache_hit=self.cache_hit, step_seconds=stats, flops_per_step=flops,
-            gflops_per_s=flops_per_s / 1e9 if flops_per_s else None,
-            peak_flops=peak.flops if peak else None, peak_source=peak.source if peak else None,
-            peak_fraction=peak_fraction,
-            examples_per_s=batch / stats.median if stats and batch and stats.median > 0 else None,
-            throughput=items / stats.median if stats and items and stats.median > 0 else None,
-            throughput_unit=w.throughput_unit, mfu=peak_fraction if w.model_flops else None,
-            inference_compile_seconds=self.inference_compile_seconds, inference_step_seconds=inference,
-            inference_throughput=items / inference.median if inference and items and inference.median > 0 else None,
-            final_metrics=next((s.metrics for s in reversed(self.steps) if s.metrics), None),
-            validation={k: v for k, v in (self.epochs[-1].metrics if self.epochs else {}).items()
-                        if k.startswith("val_")} or None,
-            flags=flags, host_seconds=self.host_medians(),
-            telemetry=summarize_telemetry(self.telemetry, stats.median if stats else None, batch))
+        batch = w.batch_size(self.params)
+        items = batch * w.items_per_example(self.params)
+        return {"flops_per_step": flops, "gflops_per_s": flops_per_s / 1e9 if flops_per_s else None,
+                "peak_flops": peak.flops if peak else None, "peak_source": peak.source if peak else None,
+                "peak_fraction": peak_fraction, "mfu": peak_fraction if w.model_flops else None,
+                "examples_per_s": batch / stats.median if stats and batch and stats.median > 0 else None,
+                "throughput": items / stats.median if stats and items and stats.median > 0 else None,
+                "throughput_unit": w.throughput_unit,
+                "ceiling_flops": ceiling.value if ceiling else None,
+                "ceiling_source": ceiling.source() if ceiling else None, "ceiling_fraction": ceiling_fraction,
+                "bandwidth": bandwidth.value if bandwidth else None, "bytes_per_step": nbytes,
+                "intensity": intensity, "bound": bound}, flags
+
+    def inference(self) -> dict[str, Any]:
+        """The inference phase (a training run's `predict`), timed apart from training."""
+        stats = summarize(self.steady_seconds(PHASE_PREDICT))
+        items = self.workload.batch_size(self.params) * self.workload.items_per_example(self.params)
+        return {"inference_compile_seconds": self.inference_compile_seconds, "inference_step_seconds": stats,
+                "inference_throughput": items / stats.median if stats and items and stats.median > 0 else None}
+
+    def metrics(self) -> dict[str, Any]:
+        """The model's last training metrics and its last validation."""
+        return {"final_metrics": next((s.metrics for s in reversed(self.steps) if s.metrics), None),
+                "validation": {k: v for k, v in (self.epochs[-1].metrics if self.epochs else {}).items()
+                               if k.startswith("val_")} or None}
 
     def host_medians(self) -> list[float] | None:
         """Each host's median steady step time, when several processes shared the steps."""

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from tpulab.core.errors import UsageError
-from tpulab.core.events import PHASE_PREDICT, Started
+from tpulab.core.events import PHASE_PREDICT, Started, Step
+from tpulab.core.timing import Flag
 
 if TYPE_CHECKING:
     from tpulab.backends import Backend, Placement, Runtime
     from tpulab.callbacks import StepTimer
+    from tpulab.core.ceilings import Ceilings
     from tpulab.core.charts import Chart
     from tpulab.core.events import Event
     from tpulab.runtime.detect import RuntimeReport
@@ -171,6 +173,18 @@ class Metric:
         return "-" if value is None else f"{value:.4f}"
 
 
+@dataclass(frozen=True)
+class SummaryPart:
+    """A workload's own part of its run's summary, for a run whose step is not one thing (a roofline
+    times many kernels): which step the timing and rates are of, and the figures only it can give."""
+
+    seconds: list[float] | None = None  # the steady times the step statistics are of (None: every steady step)
+    flops_per_step: float | None = None  # with `seconds`: the work of one of those steps
+    flops_per_s: float | None = None  # with `seconds`: its rate
+    fields: Mapping[str, Any] = field(default_factory=dict)  # Summary fields only this workload fills, by name
+    flags: tuple[Flag, ...] = ()
+
+
 class Runner(Protocol):
     """The function that runs a workload inside a worker, on one backend.
 
@@ -281,6 +295,10 @@ class Workload(ABC):
 
     def model_info(self, p: Params) -> dict[str, Any] | None:
         """What identifies the model when the parameters do not (a user's file): kept in the record."""
+        return None
+
+    def summary_part(self, steps: list[Step], started: Started, ceilings: Ceilings) -> SummaryPart | None:
+        """This workload's own part of its summary (None: a step is one thing, timed as it comes)."""
         return None
 
     # --- derived -------------------------------------------------------------------------------
