@@ -138,20 +138,50 @@ def strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
     return sorted(groups, key=len, reverse=True)
 
 
-BACKEND_NAMES = {"tensorflow", "jax"}
-PACKAGE_NAMES_OK = {"tpulab/runtime/detect.py"}  # package names in detection are not backend names
+def backend_names() -> set[str]:
+    """tpulab's own backends' names, and their short names ("tf")."""
+    from tpulab.backends import registry
+
+    found = [b for name, b in registry().items() if name in plugins.builtin(plugins.BACKENDS)]
+    return {b.name for b in found} | {b.short for b in found}
 
 
-def test_nothing_outside_backends_and_workloads_keys_on_a_backend_name():
-    found = []
-    for path in _modules().values():
-        rel = str(path.relative_to(ROOT))
-        if rel.startswith(("tpulab/backends/", "tpulab/workloads/")) or rel in PACKAGE_NAMES_OK:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and node.value in BACKEND_NAMES:
-                found.append(f"{rel}:{node.lineno} {node.value!r}")
+def keyed_on_a_backend_name(source: str, names: set[str]) -> list[int]:
+    """The lines of `source` where a backend's name is compared, branched on or looked up.
+
+    A workload's `runners` mapping is the one place a name may appear: it is the declaration (the
+    plugin API) of which function runs the workload on which backend, consulted by name only in
+    `Workload.runner`.
+    """
+    tree = ast.parse(source)
+    declared = {id(key) for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+                and any(isinstance(t, ast.Name) and t.id == "runners" for t in node.targets)
+                for key in node.value.keys}
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in names and id(node) not in declared]
+
+
+def per_backend(rel: str) -> bool:
+    """A backend's own module, or a workload file written for one backend (`conv_tf.py`, `cost_jax.py`)."""
+    return rel.startswith("tpulab/backends/") or rel.endswith(("_tf.py", "_jax.py"))
+
+
+def test_nothing_outside_backends_and_per_backend_files_keys_on_a_backend_name():
+    names = backend_names()
+    assert {"tensorflow", "jax", "tf"} <= names
+    found = [f"{rel}:{line}" for path in _modules().values()
+             if not per_backend(rel := str(path.relative_to(ROOT)))
+             for line in keyed_on_a_backend_name(path.read_text(), names)]
     assert found == []
+
+
+def test_the_backend_name_check_finds_a_planted_comparison():
+    names = backend_names()
+    planted = 'def f(backend):\n    return backend == "jax"\n'
+    assert keyed_on_a_backend_name(planted, names) == [2]
+    assert keyed_on_a_backend_name('STEP = {"tf": 1}\nx = STEP.get("tensorflow")\n', names) == [1, 2]
+    assert keyed_on_a_backend_name('runners = {"tensorflow": _tf, "jax": _jax}\n', names) == []
+    assert per_backend("tpulab/workloads/conv_jax.py") and not per_backend("tpulab/workloads/conv.py")
 
 
 def test_a_workload_declares_what_its_charts_plot():

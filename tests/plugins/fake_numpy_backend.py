@@ -6,10 +6,9 @@ Registered by the tests through an entry point (`tpulab.backends`), never import
 from __future__ import annotations
 
 import platform
-import sys
 from typing import Any
 
-from tpulab.backends import Backend, Fitness, Placement
+from tpulab.backends import Backend, Fitness, Placement, Runtime
 
 
 class NumpyBackend(Backend):
@@ -26,33 +25,30 @@ class NumpyBackend(Backend):
     def fitness(self, report: Any, device: str) -> Fitness:
         return Fitness(device == "cpu", "NumPy drives the CPU only", preference=-1)
 
-    def provides(self, workload: Any) -> bool:
-        return workload.name == "conv"
-
     def runner_for(self, workload: Any) -> Any:
-        return run_conv if workload.name == "conv" else None
+        return (lambda: run_conv) if workload.name == "conv" else None
 
-    def runtime(self) -> Any:
-        return sys.modules[__name__]
+    def runtime(self) -> Runtime:
+        return NumpyRuntime()
 
 
 BACKEND = NumpyBackend()
 
 
-def place(device: str, shards: int) -> Placement:
-    from tpulab.runtime.detect import detect
+class NumpyRuntime(Runtime):
+    """What a backend must say: where the replicas are and its versions; the base answers the rest
+    (one process, no compilation cache, no allocator figures)."""
 
-    return Placement(kind="cpu", name=detect().cpu.model, replicas=shards, strategy="numpy", devices=["host"] * shards)
+    def place(self, device: str, shards: int) -> Placement:
+        from tpulab.runtime.detect import detect
 
+        return Placement(kind="cpu", name=detect().cpu.model, replicas=shards, strategy="numpy",
+                         devices=["host"] * shards)
 
-def cache_hit() -> bool | None:
-    return None  # no compilation, no cache
+    def versions(self) -> dict[str, str]:
+        import numpy as np
 
-
-def versions() -> dict[str, str]:
-    import numpy as np
-
-    return {"numpy": np.__version__, "python": platform.python_version()}
+        return {"numpy": np.__version__, "python": platform.python_version()}
 
 
 def run_conv(w: Any, p: dict[str, Any], sink: Any, cancel: Any, runtime: Any) -> None:

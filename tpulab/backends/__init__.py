@@ -11,9 +11,10 @@ Nothing outside `backends/` and `workloads/` knows a backend by its name.
 from __future__ import annotations
 
 import sys
+from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from tpulab.core.errors import TpulabError, UsageError
 from tpulab.core.events import Device
@@ -104,43 +105,76 @@ class Cluster:
         return cls("auto", len(hosts), int(environ.get("TPU_WORKER_ID") or 0))
 
 
-class Runtime(Protocol):
-    """A backend's framework side, inside a worker (`Backend.runtime()` returns it)."""
+class Runtime(ABC):
+    """A backend's framework side, inside a worker (`Backend.runtime()` returns one).
 
-    def join(self, cluster: Cluster) -> None:
-        """Join the other processes of a multi-host run; before anything else touches a device."""
+    `place` and `versions` each backend defines; every other member has the answer of a framework
+    that runs in one process, compiles only when asked, and has no compilation cache, allocator
+    figures or compiler cost analysis to give.
+    """
 
-    def leave(self) -> None:
-        """Leave it together, after the last step (every process gets here after the same step)."""
-
+    @abstractmethod
     def place(self, device: str, shards: int) -> Placement:
         """`shards` replicas on `device` (auto, cpu, gpu, tpu); before any other framework op."""
 
+    @abstractmethod
     def versions(self) -> dict[str, str]:
         """The framework's and Keras's versions, kept in the record."""
 
-    def probe(self) -> dict[str, Any]:
-        """The framework's view of the machine: {"tpu_cores", "gpus": [{"name"}], versions...}."""
+    def join(self, cluster: Cluster) -> None:
+        """Join the other processes of a multi-host run; before anything else touches a device."""
+        raise DeviceError("this backend runs in one process: it cannot join others")
+
+    def leave(self) -> None:  # noqa: B027 - one process: nothing joined, nothing to leave
+        """Leave it together, after the last step (every process gets here after the same step)."""
 
     def gather(self, values: list[float]) -> list[list[float]]:
         """Every process's `values`, in process order (a collective: every process calls it)."""
+        return [values]
+
+    def probe(self) -> dict[str, Any]:
+        """The framework's view of the machine: {"tpu_cores", "gpus": [{"name"}], versions...}."""
+        return dict(self.versions())
 
     def keras_scope(self, placement: Placement) -> AbstractContextManager[Any]:
         """Where a Keras model is built and compiled so that `fit` runs over the placement's replicas."""
+        return placement.scope()
 
     def keras_inputs(self, x: Any, y: Any, batch: int, seed: int, train: bool, pipeline: str, shards: int) -> Any:
         """What `fit` reads: `x`, `y` (numpy) in global batches of `batch` over `shards` replicas, shuffled
         and repeated when `train`.
 
         `pipeline` is the workload's choice ("tf.data", "generator"); a backend without that pipeline
-        uses its own numpy one. On several processes each feeds its own shard of every global batch.
+        uses this numpy one. Sharded batches split evenly over the replicas: validation takes the
+        largest batch that does (and divides the examples, where one does, so every example is kept).
         """
+        from tpulab.workloads.data import random_slices
+        from tpulab.workloads.keras_inputs import Batches, count, validation_batch
+
+        if train:
+            if pipeline == "generator":
+                return random_slices(x, y, batch, seed)
+            return Batches(x, y, batch, seed, shuffle=True)
+        batch = validation_batch(count(x), batch, shards)
+        return Batches(x, y, batch, seed, shuffle=False, steps=max(1, count(x) // batch))
 
     def keras_jit(self, requested: bool) -> bool | str:
         """`jit_compile` for `Model.compile`: the backend's answer to the workload's `--xla` setting."""
+        return requested
+
+    def keras_step_cost(self, model: Any, x: Any, y: Any) -> tuple[float | None, float | None]:
+        """(FLOPs, bytes accessed) of one Keras training step on the batch `x`, `y`, as the compiler
+        counts them before it runs; None for what it does not count."""
+        return None, None
 
     def cache_hit(self) -> bool | None:
         """Whether every program compiled so far came from the persistent compilation cache (None: no cache)."""
+        return None
+
+    def memory_stats(self) -> list[dict[str, Any]] | None:
+        """This process's allocator figures per local device (bytes_in_use, bytes_limit...), where the
+        framework is the only one that can read them (a TPU's HBM); None where it has none to give."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -166,10 +200,15 @@ class Backend:
     install: str  # the command that installs it
     excludes: tuple[str, ...] = ()  # frameworks its worker must never load (they would compete for a TPU)
     keras: bool = False  # Keras 3 runs on it: every Keras workload runs here through the shared runner
+    keras_step_arguments: tuple[str, ...] = ("data",)  # what Keras passes a model's own train_step here
     article: bool = False  # the article's framework: what sweeps compare against, and what schema-1 records ran on
     multi_host: str | None = None  # None: runs over several processes; else why not, and what to use instead
     tpu_install: str | None = None  # how to make it drive a TPU, where it can
+    tpu_packages: tuple[str, ...] = ()  # with a TPU here, any one installed means it may drive it
+    packages: tuple[str, ...] = ()  # the others its verdicts read (CUDA libraries...): detection reads them
     no_flops: str = "no compiler cost analysis on this backend"  # why a step's FLOPs can be unknown here
+    xla_always: bool = False  # it compiles every step with XLA: a workload's --xla means nothing here
+    batch_parallel: tuple[str, ...] = ("cpu", "gpu", "tpu")  # the devices conv's batch-parallel mode runs on
 
     def installed(self, packages: Mapping[str, str | None]) -> bool:
         return any(packages.get(d) for d in self.distributions)
@@ -189,12 +228,20 @@ class Backend:
         """The doctor's findings about this framework on the devices found; `others` may drive them instead."""
         return []
 
-    def provides(self, workload: Workload) -> bool:
-        """Whether it brings its own runner for a workload declared elsewhere (without importing it)."""
+    def runner_for(self, workload: Workload) -> Callable[[], WorkloadRunner] | None:
+        """What imports its own runner for a workload declared elsewhere, or None; nothing imported yet.
+
+        Asked only by `Workload.runner`, after the workload's own `runners`."""
+        return None
+
+    def holds_device(self) -> bool:
+        """Whether this process has initialised the framework on a TPU, which only one process may
+        open; read from what is already imported, importing nothing."""
         return False
 
-    def runner_for(self, workload: Workload) -> WorkloadRunner | None:
-        """Its own runner for a workload declared elsewhere (imported now, in the worker), or None."""
+    def death(self, stderr: str, processes: int) -> str | None:
+        """Why a worker of a run over `processes` processes died, read in its framework's words from
+        its `stderr` ("could not join the others in time"), or None where they say nothing known."""
         return None
 
     def runtime(self) -> Runtime:
@@ -208,7 +255,11 @@ class Backend:
         """
         for name in self.excludes:
             sys.modules.setdefault(name, None)  # type: ignore[arg-type]
-        return self.runtime()
+        runtime = self.runtime()
+        if not isinstance(runtime, Runtime):
+            raise BackendError(f"backend {self.name}: runtime() returned {type(runtime).__name__}, not a "
+                               "tpulab.backends.Runtime: subclass it (define place and versions)")
+        return runtime
 
 
 def registry() -> dict[str, Backend]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from tpulab.core.errors import first_line, one_line
+from tpulab.core.errors import first_line
 from tpulab.backends import HEARTBEAT_TIMEOUT_S, Backend, Cluster, DeviceError, Fitness, Placement, Runtime
 from tpulab.runtime.detect import detect
 from tpulab.runtime.verdict import Verdict
@@ -41,8 +41,11 @@ class JaxBackend(Backend):
     # framework to initialise it wins (jax-ml/jax #13260), so a JAX worker keeps TensorFlow out.
     excludes = ("tensorflow",)
     keras = True
+    keras_step_arguments = ("state", "data")  # Keras's stateless step on JAX
     no_flops = "XLA's cost analysis gave no count for this step"
     tpu_install = JAX_TPU_INSTALL
+    tpu_packages = ("jax", "libtpu")  # a TPU VM's JAX (Colab's as shipped) drives it
+    xla_always = True
 
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
         """Keras on JAX, N host devices for N CPU shards, and JAX's persistent compilation cache in tpulab's
@@ -95,12 +98,25 @@ class JaxBackend(Backend):
                                    JAX_CUDA_INSTALL, self.name))
         return out
 
+    def holds_device(self) -> bool:
+        """JAX initialised a backend (its platforms are kept once one is asked for devices)."""
+        bridge = sys.modules.get("jax._src.xla_bridge")
+        return bridge is not None and bool(getattr(bridge, "_backends", None))
+
+    def death(self, stderr: str, processes: int) -> str | None:
+        """JAX aborts a process whose coordination service did not hear from every other in time (its
+        `RegisterTask` call failed)."""
+        if processes > 1 and "RegisterTask" in stderr:
+            return (f"could not join the other {processes - 1} process(es) in time (is every process started, "
+                    "with the same --coordinator?)")
+        return None
+
     def runtime(self) -> Runtime:
         import jax
         import keras  # noqa: F401 - on it: every run times its steps with a Keras callback
 
         jax.monitoring.register_event_listener(_count_cache_events)
-        return sys.modules[__name__]  # the module keeps the `Runtime` protocol
+        return JaxRuntime()
 
 
 BACKEND = JaxBackend()
@@ -115,73 +131,6 @@ def _count_cache_events(event: str, **kwargs: Any) -> None:
         _cache[event] += 1
 
 
-def cache_hit() -> bool | None:
-    """True when every program compiled so far was loaded from the persistent cache; None without a cache."""
-    import jax
-
-    if not jax.config.values.get("jax_compilation_cache_dir"):
-        return None
-    hits, misses = _cache.values()
-    return hits > 0 and misses == 0
-
-
-def join(cluster: Cluster) -> None:
-    """One program over every process's devices: JAX's distributed runtime, gloo for CPU collectives.
-
-    Bounded: a process that never joins fails the run after the cluster's join timeout, one that
-    goes silent after HEARTBEAT_TIMEOUT_S.
-    """
-    import jax
-
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    timeouts = {"initialization_timeout": cluster.join_timeout_s, "heartbeat_timeout_seconds": HEARTBEAT_TIMEOUT_S,
-                "shutdown_timeout_seconds": cluster.join_timeout_s}
-    try:
-        if cluster.coordinator == "auto":
-            jax.distributed.initialize(**timeouts)  # type: ignore[arg-type]
-        else:
-            jax.distributed.initialize(coordinator_address=cluster.coordinator, num_processes=cluster.processes,
-                                       process_id=cluster.process_id, **timeouts)  # type: ignore[arg-type]
-    except Exception as e:  # noqa: BLE001 - whatever JAX raises, the run fails saying who did not join
-        raise DeviceError(f"process {cluster.process_id} could not join the other {cluster.processes - 1} "
-                          f"within {cluster.join_timeout_s} s at {cluster.coordinator}: {one_line(e)}") from None
-
-
-def leave() -> None:
-    """Leave together: without it, the process hosting the coordinator may exit first and abort the others."""
-    import jax
-
-    jax.distributed.shutdown()
-
-
-def gather(values: list[float]) -> list[list[float]]:
-    """Every process's values, in process order; a no-op on one process."""
-    import jax
-
-    if jax.process_count() == 1:
-        return [values]
-    from jax.experimental import multihost_utils
-
-    table = multihost_utils.process_allgather(np.asarray(values, dtype=np.float64))
-    return np.asarray(table).reshape(jax.process_count(), len(values)).tolist()
-
-
-def memory_stats() -> list[dict[str, Any]]:
-    """This process's allocator figures per local device (bytes_in_use, bytes_limit...; {} on the CPU)."""
-    import jax
-
-    return [d.memory_stats() or {} for d in jax.local_devices()]
-
-
-def versions() -> dict[str, str]:
-    import jax
-    import jaxlib
-    import keras
-
-    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "keras": keras.__version__,
-            "python": platform.python_version()}
-
-
 def devices_of(kind: str) -> list[Any]:
     """JAX's devices of one kind (cpu, gpu, tpu), or of its default kind for auto."""
     import jax
@@ -194,83 +143,138 @@ def devices_of(kind: str) -> list[Any]:
         raise DeviceError(f"JAX sees no {kind.upper()} ({first_line(str(e))}); see `tpulab doctor`") from None
 
 
-def place(device: str, shards: int) -> Placement:
-    """`shards` devices of the requested kind, as a one-axis mesh named "batch"."""
-    import jax
+class JaxRuntime(Runtime):
+    def cache_hit(self) -> bool | None:
+        """True when every program compiled so far was loaded from the persistent cache; None without a cache."""
+        import jax
 
-    found = devices_of(device)
-    kind = found[0].platform
-    if shards > len(found):
-        raise DeviceError(f"--shards {shards} is more than the {len(found)} {kind.upper()} device(s) JAX sees")
-    hosts = jax.process_count()
-    if hosts > 1 and shards != len(found):
-        raise DeviceError(f"--shards {shards}: a run over {hosts} processes uses all {len(found)} global "
-                          f"devices; give --shards {len(found)}")
-    chosen = found[:shards]
-    report = detect()
-    if kind == "cpu":
-        name = report.cpu.model
-    elif kind == "tpu":
-        name = (report.tpu.generation if report.tpu else None) or chosen[0].device_kind
-    else:
-        name = chosen[0].device_kind
-    mesh = jax.sharding.Mesh(np.array(chosen), ("batch",))
-    cluster = Cluster.from_env(os.environ)
-    machines = 1 if cluster is None or cluster.local else hosts
-    return Placement(kind=kind, name=name, replicas=len(chosen), strategy=f"Mesh({len(chosen)} x {kind})",
-                     devices=chosen, handle=mesh, hosts=hosts, machines=machines)
+        if not jax.config.values.get("jax_compilation_cache_dir"):
+            return None
+        hits, misses = _cache.values()
+        return hits > 0 and misses == 0
 
+    def join(self, cluster: Cluster) -> None:
+        """One program over every process's devices: JAX's distributed runtime, gloo for CPU collectives.
 
-def keras_scope(placement: Placement) -> Any:
-    """`keras.distribution.DataParallel` over the placement's devices: the successor of `keras_to_tpu_model`.
+        Bounded: a process that never joins fails the run after the cluster's join timeout, one that
+        goes silent after HEARTBEAT_TIMEOUT_S.
+        """
+        import jax
 
-    Set before the model is built: the weights are replicated, each batch split over the devices.
-    Across processes each feeds its own shard of every global batch (Keras must not split it again).
-    """
-    import keras
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        timeouts = {"initialization_timeout": cluster.join_timeout_s, "heartbeat_timeout_seconds": HEARTBEAT_TIMEOUT_S,
+                    "shutdown_timeout_seconds": cluster.join_timeout_s}
+        try:
+            if cluster.coordinator == "auto":
+                jax.distributed.initialize(**timeouts)  # type: ignore[arg-type]
+            else:
+                jax.distributed.initialize(coordinator_address=cluster.coordinator, num_processes=cluster.processes,
+                                           process_id=cluster.process_id, **timeouts)  # type: ignore[arg-type]
+        except Exception as e:  # noqa: BLE001 - whatever JAX raises, the run fails saying who did not join
+            first = first_line(str(e)) or type(e).__name__
+            raise DeviceError(f"process {cluster.process_id} could not join the other {cluster.processes - 1} "
+                              f"within {cluster.join_timeout_s} s at {cluster.coordinator}: {first}") from None
 
-    if placement.replicas > 1:
-        keras.distribution.set_distribution(keras.distribution.DataParallel(
-            devices=[f"{d.platform}:{d.id}" for d in placement.devices],
-            auto_shard_dataset=placement.hosts == 1))
-    return nullcontext()
+    def leave(self) -> None:
+        """Leave together: without it, the process hosting the coordinator may exit first and abort the others."""
+        import jax
 
+        jax.distributed.shutdown()
 
-def keras_jit(requested: bool) -> bool | str:
-    return True  # JAX always compiles the step with XLA
+    def gather(self, values: list[float]) -> list[list[float]]:
+        """Every process's values, in process order; a no-op on one process."""
+        import jax
 
+        if jax.process_count() == 1:
+            return [values]
+        from jax.experimental import multihost_utils
 
-def keras_inputs(x: Any, y: Any, batch: int, seed: int, train: bool, pipeline: str, shards: int) -> Any:
-    """numpy batches without TensorFlow; on several processes, this process's shard and share of each batch.
+        table = multihost_utils.process_allgather(np.asarray(values, dtype=np.float64))
+        return np.asarray(table).reshape(jax.process_count(), len(values)).tolist()
 
-    Sharded batches must split evenly over the devices: validation takes the largest batch that
-    does (and divides the examples, where one does, so that every example is kept).
-    """
-    import jax
+    def memory_stats(self) -> list[dict[str, Any]] | None:
+        """This process's allocator figures per local device (bytes_in_use, bytes_limit...; {} on the CPU)."""
+        import jax
 
-    from tpulab.workloads.data import random_slices
-    from tpulab.workloads.keras_inputs import Batches, count, rows, validation_batch
+        return [d.memory_stats() or {} for d in jax.local_devices()]
 
-    n, i = jax.process_count(), jax.process_index()
-    x, y, batch = rows(x, slice(i, None, n)), rows(y, slice(i, None, n)), batch // n
-    if train:
-        if pipeline == "generator":
-            return random_slices(x, y, batch, seed + i)
-        return Batches(x, y, batch, seed, shuffle=True)
-    batch = validation_batch(count(x), batch, shards // n)
-    return Batches(x, y, batch, seed, shuffle=False, steps=max(1, count(x) // batch))
+    def versions(self) -> dict[str, str]:
+        import jax
+        import jaxlib
+        import keras
 
+        return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "keras": keras.__version__,
+                "python": platform.python_version()}
 
-def probe() -> dict[str, Any]:
-    """JAX's own view of the machine, for `tpulab detect`, the doctor and `auto`."""
-    import jax
+    def place(self, device: str, shards: int) -> Placement:
+        """`shards` devices of the requested kind, as a one-axis mesh named "batch"."""
+        import jax
 
-    out: dict[str, Any] = dict(versions())
-    backend = jax.default_backend()
-    found = jax.devices()
-    out["platform"] = backend
-    out["devices"] = [d.device_kind for d in found]
-    out["gpus"] = [{"name": d.device_kind} for d in found if d.platform == "gpu"]
-    out["tpu_cores"] = sum(d.platform == "tpu" for d in found)
-    out["processes"] = jax.process_count()
-    return out
+        found = devices_of(device)
+        kind = found[0].platform
+        if shards > len(found):
+            raise DeviceError(f"--shards {shards} is more than the {len(found)} {kind.upper()} device(s) JAX sees")
+        hosts = jax.process_count()
+        if hosts > 1 and shards != len(found):
+            raise DeviceError(f"--shards {shards}: a run over {hosts} processes uses all {len(found)} global "
+                              f"devices; give --shards {len(found)}")
+        chosen = found[:shards]
+        report = detect()
+        if kind == "cpu":
+            name = report.cpu.model
+        elif kind == "tpu":
+            name = (report.tpu.generation if report.tpu else None) or chosen[0].device_kind
+        else:
+            name = chosen[0].device_kind
+        mesh = jax.sharding.Mesh(np.array(chosen), ("batch",))
+        cluster = Cluster.from_env(os.environ)
+        machines = 1 if cluster is None or cluster.local else hosts
+        return Placement(kind=kind, name=name, replicas=len(chosen), strategy=f"Mesh({len(chosen)} x {kind})",
+                         devices=chosen, handle=mesh, hosts=hosts, machines=machines)
+
+    def keras_scope(self, placement: Placement) -> Any:
+        """`keras.distribution.DataParallel` over the placement's devices: the successor of `keras_to_tpu_model`.
+
+        Set before the model is built: the weights are replicated, each batch split over the devices.
+        Across processes each feeds its own shard of every global batch (Keras must not split it again).
+        """
+        import keras
+
+        if placement.replicas > 1:
+            keras.distribution.set_distribution(keras.distribution.DataParallel(
+                devices=[f"{d.platform}:{d.id}" for d in placement.devices],
+                auto_shard_dataset=placement.hosts == 1))
+        return nullcontext()
+
+    def keras_jit(self, requested: bool) -> bool | str:
+        return True  # JAX always compiles the step with XLA
+
+    def keras_step_cost(self, model: Any, x: Any, y: Any) -> tuple[float | None, float | None]:
+        from tpulab.workloads.cost_jax import train_step_cost
+
+        return train_step_cost(model, x, y)
+
+    def keras_inputs(self, x: Any, y: Any, batch: int, seed: int, train: bool, pipeline: str, shards: int) -> Any:
+        """numpy batches without TensorFlow; on several processes, this process's shard and share of each batch
+        (the generator draws each process's own slices)."""
+        import jax
+
+        from tpulab.workloads.keras_inputs import rows
+
+        n, i = jax.process_count(), jax.process_index()
+        return super().keras_inputs(rows(x, slice(i, None, n)), rows(y, slice(i, None, n)), batch // n,
+                                    seed + i if pipeline == "generator" else seed, train, pipeline, shards // n)
+
+    def probe(self) -> dict[str, Any]:
+        """JAX's own view of the machine, for `tpulab detect`, the doctor and `auto`."""
+        import jax
+
+        out: dict[str, Any] = dict(self.versions())
+        backend = jax.default_backend()
+        found = jax.devices()
+        out["platform"] = backend
+        out["devices"] = [d.device_kind for d in found]
+        out["gpus"] = [{"name": d.device_kind} for d in found if d.platform == "gpu"]
+        out["tpu_cores"] = sum(d.platform == "tpu" for d in found)
+        out["processes"] = jax.process_count()
+        return out

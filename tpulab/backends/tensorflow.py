@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tpulab.core.errors import first_line, one_line
@@ -59,6 +60,9 @@ class TensorFlowBackend(Backend):
     keras = True
     article = True
     multi_host = MULTI_HOST
+    tpu_packages = ("tensorflow-tpu", "libtpu", "libtpu-nightly")
+    packages = ("nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12")  # its CUDA libraries, from pip
+    batch_parallel = ("tpu",)  # tf.compat.v1.tpu.batch_parallel
 
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
         return {**super().worker_env(device, shards, environ),
@@ -151,13 +155,19 @@ class TensorFlowBackend(Backend):
         return [Verdict("error", "gpu", f"{names} found, but TensorFlow sees no GPU: its CUDA libraries are missing "
                         "or do not match the driver.", "pip install 'tensorflow[and-cuda]'", self.name)]
 
-    def runtime(self) -> Runtime:
-        import sys
+    def holds_device(self) -> bool:
+        """TensorFlow created its eager context (it opens the TPU then)."""
+        context = sys.modules.get("tensorflow.python.eager.context")
+        try:
+            return context is not None and context.context()._context_handle is not None
+        except Exception:  # noqa: BLE001 - a TensorFlow without that attribute: assume it does not hold it
+            return False
 
+    def runtime(self) -> Runtime:
         import tensorflow  # noqa: F401 - the framework, first, in the worker
         import keras  # noqa: F401 - on it: every run times its steps with a Keras callback
 
-        return sys.modules[__name__]  # the module keeps the `Runtime` protocol
+        return TensorFlowRuntime()
 
 
 BACKEND = TensorFlowBackend()
@@ -171,25 +181,6 @@ def _placement(strategy: Any, kind: str, name: str, replicas: int, note: str | N
                      scope=strategy.scope)
 
 
-def join(cluster: Cluster) -> None:
-    raise BackendError(MULTI_HOST)
-
-
-def leave() -> None:
-    """Nothing joined, nothing to leave."""
-
-
-def gather(values: list[float]) -> list[list[float]]:
-    return [values]  # one process: nothing to gather
-
-
-def versions() -> dict[str, str]:
-    import keras
-    import tensorflow as tf
-
-    return {"tensorflow": tf.__version__, "keras": keras.__version__, "python": platform.python_version()}
-
-
 def connect_tpu(address: str | None = None) -> tuple[Any, Any]:
     """The TF2 successor of the article's grpc session: resolver, connect, initialise."""
     import tensorflow as tf
@@ -198,45 +189,6 @@ def connect_tpu(address: str | None = None) -> tuple[Any, Any]:
     tf.config.experimental_connect_to_cluster(resolver)
     topology = tf.tpu.experimental.initialize_tpu_system(resolver)
     return resolver, topology
-
-
-def place(device: str, shards: int) -> Placement:
-    """Pick the device for `device` (auto, cpu, gpu, tpu) and a strategy over `shards` replicas.
-
-    Must run before any other TensorFlow op in the process.
-    """
-    import tensorflow as tf
-
-    report = detect()
-    note = None
-    if device == "tpu" or (device == "auto" and report.tpu is not None):
-        try:
-            resolver, topology = connect_tpu(report.tpu.address if report.tpu else None)
-        except Exception as e:  # noqa: BLE001 - any failure here means "no usable TPU"
-            why = one_line(e)
-            if device == "tpu":
-                raise DeviceError(f"TensorFlow could not initialise the TPU: {why} (see `tpulab doctor`)") from e
-            note = f"a TPU was found but TensorFlow could not initialise it ({why}); see `tpulab doctor`"
-        else:
-            cores = topology.num_tasks * topology.num_tpus_per_task
-            if shards > cores:
-                raise DeviceError(f"--shards {shards} is more than the TPU's {cores} cores")
-            assignment = tf.tpu.experimental.DeviceAssignment.build(topology, num_replicas=shards)
-            strategy = tf.distribute.TPUStrategy(resolver, experimental_device_assignment=assignment)
-            generation = report.tpu.generation if report.tpu else None
-            return _placement(strategy, "tpu", generation or "TPU", shards, master=resolver.master())
-    gpus = tf.config.list_physical_devices("GPU")
-    if device == "gpu" and not gpus:
-        raise DeviceError("TensorFlow sees no GPU (see `tpulab doctor`)")
-    if gpus and device in ("gpu", "auto"):
-        if shards > len(gpus):
-            raise DeviceError(f"--shards {shards} is more than the {len(gpus)} GPU(s) TensorFlow sees")
-        name = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
-        names = [f"/gpu:{i}" for i in range(shards)]
-        strategy = (tf.distribute.OneDeviceStrategy(names[0]) if shards == 1
-                    else tf.distribute.MirroredStrategy(names))
-        return _placement(strategy, "gpu", name, shards, note)
-    return _cpu_placement(shards, report.cpu.model, note)
 
 
 def _cpu_placement(shards: int, model: str, note: str | None) -> Placement:
@@ -264,19 +216,6 @@ def to_tpu_model(model: Any, strategy: Any) -> Any:
     return clone
 
 
-def keras_scope(placement: Placement) -> Any:
-    """The strategy's scope: a model built and compiled in it trains over every replica."""
-    return placement.scope()
-
-
-def cache_hit() -> bool | None:
-    return None  # TensorFlow keeps no persistent compilation cache
-
-
-def keras_jit(requested: bool) -> bool | str:
-    return requested  # XLA only when asked: on a CPU, oneDNN's kernels are faster (tf-facts)
-
-
 def _widen(x: Any, y: Any) -> Any:
     """Bytes are kept compact (images, labels) and widened per batch, as the numpy pipeline does."""
     import tensorflow as tf
@@ -287,41 +226,91 @@ def _widen(x: Any, y: Any) -> Any:
     return cast(x, tf.float32), cast(y, tf.int32)
 
 
-def keras_inputs(x: Any, y: Any, batch: int, seed: int, train: bool, pipeline: str, shards: int) -> Any:
-    """tf.data: shuffled, repeated, batched and prefetched; or the article's generator of random slices."""
-    import tensorflow as tf
+class TensorFlowRuntime(Runtime):
+    """One process; XLA only when asked (on a CPU, oneDNN's kernels are faster: tf-facts); no persistent
+    compilation cache; a model built in the strategy's scope trains over every replica."""
 
-    from tpulab.workloads.data import random_slices
+    def join(self, cluster: Cluster) -> None:
+        raise BackendError(MULTI_HOST)
 
-    if train and pipeline == "generator":
-        return random_slices(x, y, batch, seed)
-    ds = tf.data.Dataset.from_tensor_slices((x, y))
-    if train:
-        ds = ds.shuffle(10000, seed=seed).repeat().batch(batch, drop_remainder=True)
-    else:
-        ds = ds.batch(batch)
-    return ds.map(_widen, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    def versions(self) -> dict[str, str]:
+        import keras
+        import tensorflow as tf
 
+        return {"tensorflow": tf.__version__, "keras": keras.__version__, "python": platform.python_version()}
 
-def probe() -> dict[str, Any]:
-    """TensorFlow's own view of the machine, for `tpulab detect`, the doctor and `auto`."""
-    import tensorflow as tf
+    def place(self, device: str, shards: int) -> Placement:
+        """Pick the device for `device` (auto, cpu, gpu, tpu) and a strategy over `shards` replicas.
 
-    report = detect()
-    out: dict[str, Any] = dict(versions())
-    out["built_with_cuda"] = tf.test.is_built_with_cuda()
-    out["gpus"] = []
-    for gpu in tf.config.list_physical_devices("GPU"):
-        details = tf.config.experimental.get_device_details(gpu)
-        cc = details.get("compute_capability")
-        out["gpus"].append({"name": details.get("device_name", gpu.name),
-                            "compute_capability": ".".join(map(str, cc)) if cc else None})
-    out["tpu_cores"] = 0
-    if report.tpu is not None:
-        try:
-            _, topology = connect_tpu(report.tpu.address)
-            out["tpu_cores"] = topology.num_tasks * topology.num_tpus_per_task
-        except Exception as e:  # noqa: BLE001 - reported to the user by the doctor
-            out["tpu_error"] = f"{type(e).__name__}: {e}"
-    out["cpu_threads"] = os.cpu_count()
-    return out
+        Must run before any other TensorFlow op in the process.
+        """
+        import tensorflow as tf
+
+        report = detect()
+        note = None
+        if device == "tpu" or (device == "auto" and report.tpu is not None):
+            try:
+                resolver, topology = connect_tpu(report.tpu.address if report.tpu else None)
+            except Exception as e:  # noqa: BLE001 - any failure here means "no usable TPU"
+                why = one_line(e)
+                if device == "tpu":
+                    raise DeviceError(f"TensorFlow could not initialise the TPU: {why} (see `tpulab doctor`)") from e
+                note = f"a TPU was found but TensorFlow could not initialise it ({why}); see `tpulab doctor`"
+            else:
+                cores = topology.num_tasks * topology.num_tpus_per_task
+                if shards > cores:
+                    raise DeviceError(f"--shards {shards} is more than the TPU's {cores} cores")
+                assignment = tf.tpu.experimental.DeviceAssignment.build(topology, num_replicas=shards)
+                strategy = tf.distribute.TPUStrategy(resolver, experimental_device_assignment=assignment)
+                generation = report.tpu.generation if report.tpu else None
+                return _placement(strategy, "tpu", generation or "TPU", shards, master=resolver.master())
+        gpus = tf.config.list_physical_devices("GPU")
+        if device == "gpu" and not gpus:
+            raise DeviceError("TensorFlow sees no GPU (see `tpulab doctor`)")
+        if gpus and device in ("gpu", "auto"):
+            if shards > len(gpus):
+                raise DeviceError(f"--shards {shards} is more than the {len(gpus)} GPU(s) TensorFlow sees")
+            name = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
+            names = [f"/gpu:{i}" for i in range(shards)]
+            strategy = (tf.distribute.OneDeviceStrategy(names[0]) if shards == 1
+                        else tf.distribute.MirroredStrategy(names))
+            return _placement(strategy, "gpu", name, shards, note)
+        return _cpu_placement(shards, report.cpu.model, note)
+
+    def keras_inputs(self, x: Any, y: Any, batch: int, seed: int, train: bool, pipeline: str, shards: int) -> Any:
+        """tf.data: shuffled, repeated, batched and prefetched; or the article's generator of random slices."""
+        import tensorflow as tf
+
+        from tpulab.workloads.data import random_slices
+
+        if train and pipeline == "generator":
+            return random_slices(x, y, batch, seed)
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        if train:
+            ds = ds.shuffle(10000, seed=seed).repeat().batch(batch, drop_remainder=True)
+        else:
+            ds = ds.batch(batch)
+        return ds.map(_widen, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    def probe(self) -> dict[str, Any]:
+        """TensorFlow's own view of the machine, for `tpulab detect`, the doctor and `auto`."""
+        import tensorflow as tf
+
+        report = detect()
+        out: dict[str, Any] = dict(self.versions())
+        out["built_with_cuda"] = tf.test.is_built_with_cuda()
+        out["gpus"] = []
+        for gpu in tf.config.list_physical_devices("GPU"):
+            details = tf.config.experimental.get_device_details(gpu)
+            cc = details.get("compute_capability")
+            out["gpus"].append({"name": details.get("device_name", gpu.name),
+                                "compute_capability": ".".join(map(str, cc)) if cc else None})
+        out["tpu_cores"] = 0
+        if report.tpu is not None:
+            try:
+                _, topology = connect_tpu(report.tpu.address)
+                out["tpu_cores"] = topology.num_tasks * topology.num_tpus_per_task
+            except Exception as e:  # noqa: BLE001 - reported to the user by the doctor
+                out["tpu_error"] = f"{type(e).__name__}: {e}"
+        out["cpu_threads"] = os.cpu_count()
+        return out

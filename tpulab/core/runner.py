@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Iterator
 
+from tpulab import backends
 from tpulab.backends import Cluster
 from tpulab.core.errors import EXIT_CANCELLED, EXIT_OK, exit_code_of
 from tpulab.core.events import Event, Failed, Sample
@@ -182,9 +183,9 @@ class Run:
             return "failed", min(self.failures)[1]
         words = handle.last_words()
         processes = self.cluster.processes if self.cluster else self.spec.processes
-        if processes > 1 and "RegisterTask" in handle.stderr_text():  # JAX aborts a process that cannot join
-            return "failed", (f"process {index} could not join the other {processes - 1} process(es) in time "
-                              f"(is every process started, with the same --coordinator?): {words}")
+        said = backends.get(self.spec.backend).death(handle.stderr_text(), processes)
+        if said:
+            return "failed", f"process {index} {said}: {words}"
         if code is not None and code < 0:
             name = signal.Signals(-code).name
             hint = " (out of memory? try a smaller batch or image size)" if name == "SIGKILL" else ""

@@ -30,7 +30,7 @@ GPU_EXTRA = "pip install 'tpulab[gpu]'"
 TPU_METRICS = {"util": "tensorcore_util", "duty_cycle": "duty_cycle_pct",
                "mem_used": "hbm_capacity_usage", "mem_total": "hbm_capacity_total"}
 Reading = dict[str, Any]  # Sample fields a probe measured; "devices": a list of Accel
-MemoryStats = Callable[[], list[dict[str, Any]]]  # per local device: bytes_in_use, bytes_limit, ... (JAX)
+MemoryStats = Callable[[], list[dict[str, Any]] | None]  # per local device: bytes_in_use, bytes_limit, ... (JAX); None: none
 
 
 class Unavailable(Exception):
@@ -305,6 +305,9 @@ class TpuProbe:
         except Exception as e:  # noqa: BLE001
             self.memory_stats = None
             notes["tpu memory (JAX)"] = one_line(e)
+            return
+        if stats is None:  # the backend has no allocator figures to give
+            self.memory_stats = None
             return
         for i, st in enumerate(stats):
             acc = devices.setdefault(i, Accel(kind="tpu", index=i))

@@ -247,13 +247,13 @@ def main(argv: list[str]) -> int:
             runtime.join(cluster)
             sink = marked(shared(emit, runtime, requested, cancel, leader=cluster.process_id == 0), runtime)
         if sampling is not None:
-            sampling.memory_stats = getattr(runtime, "memory_stats", None)  # where the backend can read them
+            sampling.memory_stats = runtime.memory_stats  # where only the backend can read them
             sink = sampling.wrap(sink)
         workload = get_workload(spec["workload"])
-        runner = workload.runner(info)
-        if runner is None:
+        load = workload.runner(info)
+        if load is None:
             raise backends.BackendError(f"{workload.name} does not run on --backend {info.name}")
-        runner(workload, spec["params"], sink, cancel, runtime)
+        load()(workload, spec["params"], sink, cancel, runtime)
     except Exception as e:  # noqa: BLE001 - reported as the run's failure, with its traceback on stderr
         traceback.print_exc()
         if sampling is not None:

@@ -72,26 +72,22 @@ def pythonic(e: ParamError) -> ParamError:
 def kernel_holds(device: str) -> str | None:
     """Why this process keeps a worker from opening `device`, or None.
 
-    Only one process may hold a TPU: once the notebook's kernel initialised JAX (or TensorFlow) on
-    it, a worker would wait for the chip forever. GPUs are shared between processes.
+    Only one process may hold a TPU: once the notebook's kernel initialised a framework on it, a
+    worker would wait for the chip forever. Each backend says whether its framework holds it here.
+    GPUs are shared between processes.
     """
+    from tpulab.backends import registry
+
     if device != "tpu":
         return None
-    bridge = sys.modules.get("jax._src.xla_bridge")
-    if bridge is not None and getattr(bridge, "_backends", None):
-        who = "JAX"
-    else:
-        context = sys.modules.get("tensorflow.python.eager.context")
-        try:
-            held = context is not None and context.context()._context_handle is not None
-        except Exception:  # noqa: BLE001 - a TensorFlow without that attribute: assume it does not hold it
-            held = False
-        if not held:
-            return None
-        who = "TensorFlow"
+    found = registry().values()
+    who = next((b.title for b in found if b.holds_device()), None)
+    if who is None:
+        return None
+    frameworks = ", ".join(b.title for b in found)
     return (f"this notebook's own process has initialised {who}, which now holds the TPU (only one process may): "
             "a tpulab worker could not open it. Restart the session (Colab: Runtime > Restart session) and run "
-            "tpulab before using JAX, TensorFlow or Keras in this notebook, or pass device='cpu'")
+            f"tpulab before using {frameworks} or Keras in this notebook, or pass device='cpu'")
 
 
 # --- running -------------------------------------------------------------------------------------------

@@ -82,13 +82,14 @@ class RuntimeReport:
     @property
     def default_device(self) -> str:
         """The device a run with --device auto will use: the best any installed framework can drive."""
+        from tpulab.backends import registry
+
         views = self._views()
         if views:
             if any(v.get("tpu_cores") for v in views):
                 return "tpu"
             return "gpu" if any(v.get("gpus") for v in views) else "cpu"
-        pk = self.packages
-        if self.tpu and (pk.get("libtpu") or pk.get("tensorflow-tpu") or pk.get("jax")):
+        if self.tpu and any(self.packages.get(name) for b in registry().values() for name in b.tpu_packages):
             return "tpu"
         return "gpu" if self.gpus else "cpu"
 
@@ -263,13 +264,12 @@ def probe_tpu(root: Path, environ: Mapping[str, str]) -> TpuInfo | None:
 
 
 def probe_packages() -> dict[str, str | None]:
-    """Versions of the packages that decide what the frameworks can use, and of every registered backend's
-    own distributions; read from metadata, nothing imported."""
+    """Versions of Keras and of every package a registered backend reads (its distributions, its TPU
+    runtime, its CUDA libraries); from metadata, nothing imported."""
     from tpulab.backends import registry
 
-    names = ["tensorflow", "tensorflow-cpu", "tensorflow-tpu", "libtpu", "libtpu-nightly", "keras",
-             "nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12", "jax"]
-    names += [d for b in registry().values() for d in b.distributions if d not in names]
+    names = ["keras", *dict.fromkeys(d for b in registry().values() for d in (*b.distributions, *b.tpu_packages,
+                                                                             *b.packages))]
     out: dict[str, str | None] = {}
     for name in names:
         try:

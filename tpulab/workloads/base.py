@@ -231,18 +231,17 @@ class Workload(ABC):
     def total_steps(self, p: Params) -> int:
         """Every step the run executes, the first call included: progress and ETA count them."""
 
-    def runner(self, backend: Backend) -> Runner | None:
-        """The function that runs this workload on `backend`, imported now (in the worker only), or None.
+    def runner(self, backend: Backend) -> Callable[[], Runner] | None:
+        """The one answer to which function runs this workload on `backend`: what imports it (call it in
+        the worker only), or None where it does not run there.
 
         The workload's own `runners` first, else what the backend brings for it (a plugin backend
         may run tpulab's workloads).
         """
-        load = self.runners.get(backend.name)
-        return load() if load is not None else backend.runner_for(self)
+        return self.runners.get(backend.name) or backend.runner_for(self)
 
     def runs_on(self, backend: Backend) -> bool:
-        """Whether `runner` has an answer for `backend`, said without importing anything."""
-        return backend.name in self.runners or backend.provides(self)
+        return self.runner(backend) is not None
 
     def compute_dtype(self, p: Params) -> str:
         """The number format the math runs in: the device's peak is looked up for it."""

@@ -45,16 +45,29 @@ DATA_BY_MODE = {
 
 def check(p: Params, limits: Limits) -> None:
     check_shards(p, limits)
-    if (p["mode"] == "batch-parallel" and limits.device_for(p["device"]) != "tpu"
-            and limits.backend_for(p["backend"], p["device"]) == "tensorflow"):
-        raise ParamError("mode", "--mode batch-parallel needs a TPU on TensorFlow (tf.compat.v1.tpu.batch_parallel); "
-                         "use --backend jax (shard_map runs it on any device) or --mode sharded")
+    if p["mode"] == "batch-parallel":  # (auto: checked again once the run's spec decided it)
+        refused = batch_parallel_refused(p["backend"], limits.device_for(p["device"]))
+        if refused:
+            raise ParamError("mode", refused)
     if p["mode"] == "naive" and p["processes"] > 1:
         raise ParamError("mode", "--mode naive runs one device after another on one host: use --mode sharded or "
                          "batch-parallel with --processes")
     if p["padding"] == "VALID" and p["kernel_size"] > p["image_size"]:
         raise ParamError("kernel_size", f"--kernel-size must be at most --image-size {p['image_size']} "
                          f"with VALID padding (got {p['kernel_size']})")
+
+
+def batch_parallel_refused(backend: str, device: str) -> str | None:
+    """Why the backend named cannot run batch-parallel on `device`, and which can; None where it can."""
+    from tpulab.backends import registry
+
+    found = registry()
+    chosen = found.get(backend)
+    if chosen is None or device in chosen.batch_parallel:
+        return None
+    others = " or ".join(b.name for b in found.values() if device in b.batch_parallel)
+    return (f"--mode batch-parallel needs a {' or '.join(d.upper() for d in chosen.batch_parallel)} on "
+            f"{chosen.title}; use " + (f"--backend {others} or " if others else "") + "--mode sharded")
 
 
 def _tensorflow() -> Runner:

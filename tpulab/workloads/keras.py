@@ -9,7 +9,7 @@ imported here: the hooks import Keras when a worker calls them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from tpulab.workloads.base import COMPUTE_DTYPES, PRECISION, ParamError, Params, Runner, Workload, check_shards
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, STEPS_PER_EPOCH, STEPS_PER_EXECUTION, VALIDATION
@@ -20,6 +20,13 @@ if TYPE_CHECKING:
     from tpulab.backends import Backend
     from tpulab.workloads.base import Limits
     from tpulab.workloads.data import Dataset
+
+
+def _keras_runner() -> Runner:
+    from tpulab.workloads.keras_runner import run
+
+    return run
+
 
 class KerasWorkload(Workload):
     """A model trained with `fit` on any Keras backend; declare the shared parameters above."""
@@ -50,15 +57,9 @@ class KerasWorkload(Workload):
         return None
 
     # --- the contract's hooks, for every Keras workload -----------------------------------------
-    def runs_on(self, backend: Backend) -> bool:
-        return backend.keras or super().runs_on(backend)
-
-    def runner(self, backend: Backend) -> Runner | None:
-        if not backend.keras:
-            return super().runner(backend)
-        from tpulab.workloads.keras_runner import run
-
-        return run
+    def runner(self, backend: Backend) -> Callable[[], Runner] | None:
+        """The shared Keras runner on every backend Keras 3 runs on."""
+        return _keras_runner if backend.keras else super().runner(backend)
 
     def total_steps(self, p: Params) -> int:
         return int(p[EPOCHS.name] * p[STEPS_PER_EPOCH.name] + p.get(PREDICT_STEPS.name, 0))

@@ -7,8 +7,23 @@ from tpulab.workloads.base import BACKEND, DEVICE, PRECISION, SHARDS, ParamSpec
 EPOCHS = ParamSpec("epochs", int, 5, "passes of steps-per-epoch steps, each followed by validation", 1, 1000,
                    term="epoch")
 STEPS_PER_EPOCH = ParamSpec("steps_per_epoch", int, 100, "training steps per epoch", 1, 100000)
+
+
+def _compiles_when_asked() -> tuple[str, ...]:
+    from tpulab.backends import registry
+
+    return tuple(name for name, b in registry().items() if not b.xla_always)
+
+
+def _always_compiles(backend: str) -> str:
+    from tpulab.backends import registry
+
+    found = registry().get(backend)
+    return f"{found.title if found else backend} always compiles with XLA"
+
+
 XLA = ParamSpec("xla", bool, False, "compile the training step with XLA (jit_compile)", term="XLA",
-                backends=("tensorflow",), why_not="JAX always compiles with XLA")
+                backends=_compiles_when_asked, why_not=_always_compiles)
 VALIDATION = ParamSpec("validation", bool, True, "evaluate on the test set after each epoch", term="validation")
 STEPS_PER_EXECUTION = ParamSpec("steps_per_execution", int, 1, "steps run per call into the device (helps TPUs; "
                                 "timings stay per step)", 1, 1000, term="steps per execution")

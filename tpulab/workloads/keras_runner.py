@@ -9,7 +9,7 @@ phase "predict" so that the record keeps inference apart from training.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import keras
 
@@ -22,7 +22,6 @@ from tpulab.workloads.keras_inputs import rows
 from tpulab.workloads.keras_params import EPOCHS, PIPELINE, PREDICT_STEPS, SEED, STEPS_PER_EPOCH, VALIDATION, XLA
 
 if TYPE_CHECKING:
-    from tpulab.workloads.data import Dataset
     from tpulab.workloads.keras import KerasWorkload
 
 
@@ -35,7 +34,9 @@ def run(w: KerasWorkload, p: Params, sink: Sink, cancel: CancelToken, runtime: R
         model = w.build_model(p)
         w.compile_model(model, p, runtime.keras_jit(p.get(XLA.name, False)))
     data = w.data_for(model, p)
-    flops, nbytes = step_cost(model, data, w.batch_size(p))
+    one_batch = slice(w.batch_size(p))
+    flops, nbytes = runtime.keras_step_cost(model, rows(data.x_train, one_batch),
+                                            rows(data.y_train, one_batch))
     started = w.started(p, placement, runtime.versions(), data.source, data.synthetic, nbytes)
     measured = w.measured_flops(flops)
     if measured is not None:
@@ -58,13 +59,3 @@ def run(w: KerasWorkload, p: Params, sink: Sink, cancel: CancelToken, runtime: R
             raise TpulabError(f"the model does not fit in the device's memory at --batch-size {batch}: try a "
                               f"smaller batch (--batch-size {max(shards, batch // 2)})") from e
         raise
-
-
-
-def step_cost(model: Any, data: Dataset, batch: int) -> tuple[float | None, float | None]:
-    """(FLOPs, bytes accessed) of one training step as XLA counts it, on JAX; (None, None) elsewhere."""
-    if keras.backend.backend() != "jax":
-        return None, None
-    from tpulab.workloads.cost_jax import train_step_cost
-
-    return train_step_cost(model, rows(data.x_train, slice(batch)), rows(data.y_train, slice(batch)))

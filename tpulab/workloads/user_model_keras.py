@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 TPULAB = str(Path(__file__).resolve().parent.parent)
 GIVEN: dict[int, tuple[Any, Any]] = {}  # id(model) -> the (x, y) the user's function returned with it
 SYNTHETIC_BATCHES = 2
-STEP_ARGUMENTS = {"jax": ("state", "data")}  # what Keras passes a train_step on the backend; ("data",) elsewhere
 
 
 def load(t: Target, shape: tuple[int, ...] | None) -> Any:
@@ -53,7 +52,7 @@ def load(t: Target, shape: tuple[int, ...] | None) -> Any:
             raise TpulabError(f"{t.label} imports {refused}, which this worker never loads: on a TPU the first "
                               f"framework to initialise it wins, so a {keras.backend.backend()} run keeps "
                               f"{refused} out; build the model with Keras alone, or run it with --backend "
-                              f"{refused}") from None
+                              f"{backend_of(refused)}") from None
         raise UserCodeError(user_traceback(t, e)) from None
     except Exception as e:  # noqa: BLE001 - the user's code failed: they get their own traceback
         raise UserCodeError(user_traceback(t, e)) from None
@@ -76,20 +75,30 @@ def load(t: Target, shape: tuple[int, ...] | None) -> Any:
 
 def foreign_train_step(model: Any) -> str | None:
     """Why the model's own `train_step` cannot run on this backend, when its arguments are another backend's."""
+    from tpulab.backends import registry
+
+    found = registry()
     backend = keras.backend.backend()
-    expected = STEP_ARGUMENTS.get(backend, ("data",))
+    expected = found[backend].keras_step_arguments if backend in found else ("data",)
     arguments = inspect.signature(model.train_step).parameters.values()  # bound: no self
     if any(a.kind is inspect.Parameter.VAR_POSITIONAL for a in arguments) or len(arguments) == len(expected):
         return None
-    other = "tensorflow" if backend == "jax" else "jax"
+    fits = " or ".join(b.name for b in found.values() if b.keras and len(b.keras_step_arguments) == len(arguments))
     return (f"its train_step({', '.join(a.name for a in arguments)}) is written for another backend: on {backend} "
-            f"Keras calls train_step({', '.join(expected)}); run it with --backend {other}")
+            f"Keras calls train_step({', '.join(expected)})" + (f"; run it with --backend {fits}" if fits else ""))
+
+
+def backend_of(module: str) -> str:
+    """The backend whose framework `module` is (the module's own name where none is registered)."""
+    from tpulab.backends import registry
+
+    return next((b.name for b in registry().values() if module in b.distributions), module)
 
 
 def refused_framework(e: ImportError) -> str | None:
     """The framework the worker made unimportable, when that is what the import failed on."""
     name = (e.name or "").split(".")[0]
-    return name if name in ("tensorflow", "jax") and sys.modules.get(name, False) is None else None
+    return name if name and sys.modules.get(name, False) is None else None
 
 
 def user_traceback(t: Target, e: BaseException) -> str:
