@@ -1,9 +1,10 @@
 """Like with like: on what basis runs (or sweep points) are compared, decided here for compare and sweeps.
 
 Times compare only when every run did the same work per step; runs that did the same work per
-example (another batch) compare by examples per second; otherwise (another shape) by the rate at
-which the device did its work, GFLOP/s, where the work is known. Different models compare by
-examples per second, and say so.
+example (another batch) compare by examples per second; otherwise (another shape, or a roofline's
+kernels) by the rate at which the device did its work, GFLOP/s, where the work is known, else by
+examples per second. Different models never did the same work: they compare by GFLOP/s when every
+run's work is known, else by examples per second, and say so.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Basis:
 
 
 def basis(works: Sequence[Work]) -> Basis:
+    """The basis these runs compare on, and why in words."""
     if len({w.model for w in works}) > 1:  # another model is never the same work, whatever its FLOPs
         if all(w.flops for w in works):
             return Basis(GFLOPS, "different models: not the same work")

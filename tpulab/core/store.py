@@ -1,4 +1,4 @@
-"""Every run kept in SQLite, compared across runtimes, and carried between machines as a file.
+"""Every run and sweep kept in SQLite, compared across runtimes, and carried between machines as a file.
 
 Each run's whole record (runtime report, versions, parameters, every step) is kept as JSON in
 `run_data`, the source of truth; the columns a listing, a filter and an estimate read are derived
@@ -82,6 +82,8 @@ class Page:
 
 
 class Store:
+    """The results database at `path`, opened (and migrated) on first use; each call is one transaction."""
+
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._ready = False
@@ -497,12 +499,12 @@ def read_export(path: Path) -> Exported:
 # --- comparison -----------------------------------------------------------------------------
 @dataclass
 class Comparison:
-    """Runs of one workload side by side; speedups against the first, by time or by throughput."""
+    """Runs side by side; speedups against the first, by time or by a rate (`tpulab.core.basis`)."""
 
     workload: str
     records: list[RunRecord]
     speedups: list[float | None]
-    by: str  # "time": the same work per step, wall time compared; else the throughput compared
+    by: str  # basis.TIME: the same work per step, times compared; else the rate compared (GFLOP/s, examples/s)
     header: str
     warnings: list[str]
 
@@ -513,7 +515,7 @@ def compare(records: list[RunRecord], across_workloads: bool = False) -> Compari
     When the work differs (another batch or shape), a ratio of times says nothing; the runs are
     compared by what they achieved per second instead (GFLOP/s, else examples/s), and the header says so.
     Runs of different workloads (your own model against the article's CNN) only with `across_workloads`:
-    by examples/s, each having done its own work per example.
+    by GFLOP/s when every run's work is known, else by examples/s, each having done its own work.
     """
     if len(records) < 2:
         raise NotKept(f"compare needs at least two runs (got {len(records)})")
