@@ -39,18 +39,6 @@ def test_the_articles_model_layer_for_layer():
     assert counted == forward_flops_per_example()
 
 
-def test_to_tpu_model_keeps_architecture_and_weights():
-    from tpulab.backends.tensorflow import to_tpu_model
-    model = build_model()
-    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    clone = to_tpu_model(model, strategy)
-    assert clone is not model and clone.count_params() == model.count_params()
-    for a, b in zip(model.get_weights(), clone.get_weights()):
-        np.testing.assert_array_equal(a, b)
-    x = np.random.default_rng(0).random((2, 28, 28, 1), dtype=np.float32)
-    np.testing.assert_allclose(model(x, training=False), clone(x, training=False), rtol=1e-5)
-
-
 def tiny_fit(spe: int, steps: int, epochs: int = 1, cancel=None, validation: bool = False):
     from tpulab.callbacks import StepTimer
     events = []

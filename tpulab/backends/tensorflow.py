@@ -206,16 +206,6 @@ def _cpu_placement(shards: int, model: str, note: str | None) -> Placement:
     return _placement(strategy, "cpu", model, shards, note)
 
 
-def to_tpu_model(model: Any, strategy: Any) -> Any:
-    """What `keras_to_tpu_model` did: the same architecture and weights, rebuilt under the strategy."""
-    import keras
-
-    with strategy.scope():
-        clone = keras.models.clone_model(model)
-        clone.set_weights(model.get_weights())
-    return clone
-
-
 def _widen(x: Any, y: Any) -> Any:
     """Bytes are kept compact (images, labels) and widened per batch, as the numpy pipeline does."""
     import tensorflow as tf

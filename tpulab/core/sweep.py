@@ -144,11 +144,6 @@ class Point:
         return self.gflops if by == "GFLOP/s" else self.throughput
 
     @property
-    def flops_per_example(self) -> float | None:
-        r = self.finished[0] if self.finished else None
-        return r.summary.flops_per_step / r.batch if r and r.summary.flops_per_step and r.batch else None
-
-    @property
     def machines(self) -> int:
         r = self.finished[0] if self.finished else None
         return r.device.machines if r and r.device else 1

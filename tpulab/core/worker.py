@@ -63,7 +63,6 @@ class RunHandle:
         self.env = env
         self.cancel_requested = False
         self.ready = threading.Event()  # a standby worker has imported its framework
-        self.ready_at: float | None = None  # when (time.monotonic()), for the first-figure benchmark
         self._waiting: threading.Thread | None = None
         if standby:
             self._waiting = threading.Thread(target=self._await_ready, daemon=True)
@@ -85,7 +84,6 @@ class RunHandle:
     def _await_ready(self) -> None:
         assert self.proc.stdout is not None
         if self.proc.stdout.readline():
-            self.ready_at = time.monotonic()
             self.ready.set()
 
     def hand(self, workload: str, params: Params, backend: str) -> RunHandle:
