@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tpulab.core.errors import EXIT_CANCELLED, EXIT_FAILED
 from tpulab.core.events import Failed
 from tpulab.core.runner import Run
 from tpulab.core.spec import spec_of
@@ -94,7 +95,7 @@ def test_worker_failure_is_reported_with_its_reason():
     events = list(run.events())
     assert isinstance(events[-1], Failed)
     rec = run.recorder.record()
-    assert rec.status == "failed" and rec.error and "TPU" in rec.error and run.exit_code == 1
+    assert rec.status == "failed" and rec.error and "TPU" in rec.error and run.exit_code == EXIT_FAILED
 
 
 def test_ctrl_c_stops_after_the_current_step_and_keeps_the_measurements():
@@ -109,7 +110,7 @@ def test_ctrl_c_stops_after_the_current_step_and_keeps_the_measurements():
                 proc.send_signal(signal.SIGINT)
                 break
     rest, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    assert proc.returncode == EXIT_CANCELLED, err
     events = json_events(rest)
     assert events[-2]["event"] == "cancelled"
     result = events[-1]

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tpulab.backends import Cluster
+from tpulab.core.errors import EXIT_CANCELLED, EXIT_FAILED
 from tpulab.core.events import Step
 from tpulab.core.runner import Run, free_port
 from tpulab.core.spec import spec_of
@@ -98,8 +99,8 @@ def test_a_process_killed_mid_run_fails_the_run_naming_it():
 def test_cancel_stops_every_process_after_the_same_step():
     run = local_run("conv", batch_size="8", image_size="64", filters="16", iterations="100000")
     record = cancel_after(run)
-    assert record.status == "cancelled" and run.exit_code == 130
-    assert [h.proc.wait(30) for h in run.handles] == [130, 130]  # both stopped by agreement, none killed
+    assert record.status == "cancelled" and run.exit_code == EXIT_CANCELLED
+    assert [h.proc.wait(30) for h in run.handles] == [EXIT_CANCELLED] * 2  # both stopped by agreement, none killed
     assert 3 <= len(record.steps) < 20 and all(len(s.host_seconds or []) == 2 for s in record.steps)
 
 
@@ -137,6 +138,6 @@ def test_a_process_that_never_joins_fails_the_run_in_bounded_time():
     out = run_cli("--run", "conv", "--no-ui", "--backend", "jax", "--device", "cpu", "--shards", "2", *TINY,
                   "--coordinator", f"127.0.0.1:{free_port()}", "--num-processes", "2", "--process-id", "0",
                   "--join-timeout", "5", "--no-save", timeout=120)
-    assert out.returncode == 1 and time.monotonic() - t0 < 90
+    assert out.returncode == EXIT_FAILED and time.monotonic() - t0 < 90
     assert "process 0 could not join the other 1 process(es) in time" in out.stdout
     assert "DEADLINE_EXCEEDED" in out.stdout and "nanobind" not in out.stdout  # the cause, not a native stack

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tpulab.core.basis import differ
+from tpulab.core.errors import EXIT_USAGE
 from tpulab.core.store import Store, StoreError, compare, export_csv, export_json, read_export
 
 from .helpers import ROOT, json_events, make_record, run_cli
@@ -168,9 +169,9 @@ def test_a_missing_id_or_a_compare_of_one_run_is_bad_input(tmp_path):
     kept = make_record()
     Store(db).save(kept)
     missing = run_cli("results", "--db", str(db), "show", "nonexistent")
-    assert missing.returncode == 2 and "no run 'nonexistent'" in missing.stderr and "Traceback" not in missing.stderr
+    assert missing.returncode == EXIT_USAGE and "no run 'nonexistent'" in missing.stderr and "Traceback" not in missing.stderr
     one = run_cli("results", "--db", str(db), "compare", kept.short_id)
-    assert one.returncode == 2 and "compare needs at least two runs (got 1)" in one.stderr
+    assert one.returncode == EXIT_USAGE and "compare needs at least two runs (got 1)" in one.stderr
 
 
 def test_csv_export(tmp_path):

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tpulab.core.errors import EXIT_CANCELLED
 from tpulab.core.sweep import Point, build_grid, findings, parse_values
 from tpulab.views.sweep import findings_lines, marks_legend
 from tpulab.workloads import registry
@@ -181,7 +182,7 @@ def test_ctrl_c_stops_after_the_current_point_and_keeps_the_finished_ones(tmp_pa
             proc.send_signal(signal.SIGINT)
             break
     rest, err = proc.communicate(timeout=300)
-    assert proc.returncode == 130, err
+    assert proc.returncode == EXIT_CANCELLED, err
     summary = json_events(rest)[-1]
     finished = [p for p in summary["points"] if p["status"] == "finished"]
     assert summary["status"] == "cancelled" and 1 <= len(finished) <= 2 and len(summary["points"]) == 4

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tpulab.workloads.data import DEBIAN_DIR, FILES
+from tpulab.core.errors import EXIT_CANCELLED
 from tpulab.core.runner import Run
 from tpulab.core.spec import spec_of
 from tpulab.runtime.detect import detect
@@ -153,7 +154,7 @@ def test_cancel_mid_run_keeps_partial_results():
         {"dataset": "synthetic", "batch_size": "16", "epochs": "3", "steps_per_epoch": "1000", "device": "cpu"}, CPU)
     run = Run(spec_of("fashion-mnist", params, detect()), detect())
     rec = cancel_after(run)
-    assert rec.status == "cancelled" and run.exit_code == 130
+    assert rec.status == "cancelled" and run.exit_code == EXIT_CANCELLED
     assert 3 <= len(rec.steps) < 50 and rec.summary.step_seconds and rec.summary.step_seconds.count >= 3
 
 
