@@ -238,6 +238,26 @@ class Ceilings:
     def __bool__(self) -> bool:
         return bool(self.kept)
 
+    def judge(self, device: Device | None, dtype: str | None, flops_per_s: float | None, flops: float | None,
+              nbytes: float | None) -> tuple[dict[str, Any], list[Flag]]:
+        """A run's part of its summary against this device's measured ceilings: the fraction of the FLOP/s
+        ceiling it reached (a flag instead when it beat it), and which ceiling its intensity puts it under."""
+        ceiling, bandwidth = self.flops(device, dtype), self.bandwidth(device)
+        fraction, flags = None, []
+        if ceiling is not None and flops_per_s:
+            if flops_per_s > ceiling.value:
+                flags.append(beats(flops_per_s, ceiling))
+            else:
+                fraction = flops_per_s / ceiling.value
+        intensity = flops / nbytes if flops and nbytes else None
+        bound = None
+        if intensity is not None and ceiling is not None and bandwidth is not None:
+            bound = "compute" if intensity >= ceiling.value / bandwidth.value else "memory"
+        return {"ceiling_flops": ceiling.value if ceiling else None,
+                "ceiling_source": ceiling.source() if ceiling else None, "ceiling_fraction": fraction,
+                "bandwidth": bandwidth.value if bandwidth else None, "bytes_per_step": nbytes,
+                "intensity": intensity, "bound": bound}, flags
+
 
 def beats(achieved: float, ceiling: Ceiling, what: str = "FLOP/s") -> Flag:
     """The flag of a figure above a kept ceiling: 'beats-ceiling' (FLOP/s) or 'beats-bandwidth' (bytes/s)."""

@@ -151,8 +151,8 @@ class RunRecorder:
                 "host_seconds": self.host_medians()}
 
     def rates(self, stats: Stats | None, own: SummaryPart) -> tuple[dict[str, Any], list[Flag]]:
-        """The step's work per second, against the device's spec peak and its measured ceilings, with the
-        flags that say when a figure cannot be trusted."""
+        """The step's work per second, against the device's spec peak and its measured ceilings
+        (`Ceilings.judge`), with the flags that say when a figure cannot be trusted."""
         info, w = self.info, self.workload
         flops = info.flops_per_step if info else None
         flops_per_s = flops / stats.median if stats and flops and stats.median > 0 else None
@@ -166,20 +166,8 @@ class RunRecorder:
         flags = sanity_flags(peak_fraction, stats)
         if info is not None and info.synthetic:
             flags.append(Flag("synthetic-data", f"trained on {w.synthetic_warning()}"))
-        device = info.device if info else None
-        ceiling = self.ceilings.flops(device, info.dtype if info else None)
-        bandwidth = self.ceilings.bandwidth(device)
-        ceiling_fraction = None
-        if ceiling is not None and flops_per_s:
-            if flops_per_s > ceiling.value:
-                flags.append(measured.beats(flops_per_s, ceiling))
-            else:
-                ceiling_fraction = flops_per_s / ceiling.value
-        nbytes = info.bytes_per_step if info else None
-        intensity = flops / nbytes if flops and nbytes else None
-        bound = None
-        if intensity is not None and ceiling is not None and bandwidth is not None:
-            bound = "compute" if intensity >= ceiling.value / bandwidth.value else "memory"
+        against, beaten = self.ceilings.judge(info.device if info else None, info.dtype if info else None,
+                                              flops_per_s, flops, info.bytes_per_step if info else None)
         batch = w.batch_size(self.params)
         items = batch * w.items_per_example(self.params)
         return {"flops_per_step": flops, "gflops_per_s": flops_per_s / 1e9 if flops_per_s else None,
@@ -187,11 +175,7 @@ class RunRecorder:
                 "peak_fraction": peak_fraction, "mfu": peak_fraction if w.model_flops else None,
                 "examples_per_s": batch / stats.median if stats and batch and stats.median > 0 else None,
                 "throughput": items / stats.median if stats and items and stats.median > 0 else None,
-                "throughput_unit": w.throughput_unit,
-                "ceiling_flops": ceiling.value if ceiling else None,
-                "ceiling_source": ceiling.source() if ceiling else None, "ceiling_fraction": ceiling_fraction,
-                "bandwidth": bandwidth.value if bandwidth else None, "bytes_per_step": nbytes,
-                "intensity": intensity, "bound": bound}, flags
+                "throughput_unit": w.throughput_unit, **against}, flags + beaten
 
     def inference(self) -> dict[str, Any]:
         """The inference phase (a training run's `predict`), timed apart from training."""
