@@ -106,7 +106,8 @@ class Cluster:
 
 
 class Runtime(ABC):
-    """A backend's framework side, inside a worker (`Backend.runtime()` returns one).
+    """A backend's framework side, inside a worker (`Backend.runtime()` returns one); the machine it runs
+    on is the `RuntimeReport` (`tpulab.runtime.detect`).
 
     `place` and `versions` each backend defines; every other member has the answer of a framework
     that runs in one process, compiles only when asked, and has no compilation cache, allocator

@@ -65,6 +65,9 @@ class TpuInfo:
 
 @dataclass
 class RuntimeReport:
+    """The machine a run meets, as detected: its CPU, accelerators, Python and packages (and, once probed,
+    each framework's view). Not a backend's `Runtime`, which is the framework's session inside a worker."""
+
     cpu: CpuInfo
     gpus: list[GpuInfo]
     tpu: TpuInfo | None
