@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[jax,test,dev]'
+	$(PY) -m pip install -q -e '.[all,test,dev]'
 	touch $@
 
 install: $(VENV)/.installed

@@ -79,6 +79,20 @@ def test_a_kernel_holding_the_tpu_is_named_instead_of_a_worker_waiting(tmp_path,
     assert api.kernel_holds("tpu") is None
 
 
+def test_the_kernel_check_asks_each_backend_whether_it_holds_the_tpu(monkeypatch):
+    """TensorFlow's eager context, faked at the edge: its backend says it holds the TPU, JAX's does not."""
+    from tpulab.backends import get
+
+    monkeypatch.delitem(sys.modules, "jax._src.xla_bridge", raising=False)
+    context = types.ModuleType("tensorflow.python.eager.context")
+    context.context = lambda: types.SimpleNamespace(_context_handle=object())  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tensorflow.python.eager.context", context)
+    assert get("tensorflow").holds_device() and not get("jax").holds_device()
+    assert "has initialised TensorFlow, which now holds the TPU" in api.kernel_holds("tpu")
+    context.context = lambda: types.SimpleNamespace(_context_handle=None)  # type: ignore[attr-defined]
+    assert not get("tensorflow").holds_device() and api.kernel_holds("tpu") is None
+
+
 def test_run_html_holds_the_figures_and_its_charts():
     r = RunResult(make_record(1, 0.5))
     page = r._repr_html_()

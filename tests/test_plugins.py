@@ -217,3 +217,65 @@ def test_the_plugin_example_is_what_the_readme_walks_through():
                  "tpulab --run hello --no-ui"):
         assert text in readme
     assert 'hello = "tpulab_hello:HELLO"' in (EXAMPLE / "pyproject.toml").read_text()
+
+
+# --- the backend contract -----------------------------------------------------------------------
+class OldContract:
+    """A backend written before `Runtime` was a class: its runtime is a module of functions."""
+
+    name, title = "old", "Old"
+
+    def runtime(self) -> object:
+        return sys.modules[__name__]
+
+
+def test_a_runtime_that_is_not_the_class_is_one_line_naming_what_is_missing():
+    from tpulab.backends import Backend, BackendError
+
+    class Old(OldContract, Backend):
+        pass
+
+    with pytest.raises(BackendError, match=r"^backend old: runtime\(\) returned module, not a tpulab.backends.Runtime: "
+                                           r"subclass it \(define place and versions\)$"):
+        Old().load()
+
+
+def test_a_runtime_declares_everything_a_worker_asks_with_defaults_for_one_process():
+    from tpulab.backends import Placement, Runtime
+
+    class Minimal(Runtime):
+        def place(self, device: str, shards: int) -> Placement:
+            return Placement("cpu", "host", shards, "none", ["host"] * shards)
+
+        def versions(self) -> dict[str, str]:
+            return {"minimal": "1.0"}
+
+    with pytest.raises(TypeError, match="place"):
+        Runtime()  # type: ignore[abstract]
+    rt = Minimal()
+    assert rt.memory_stats() is None and rt.cache_hit() is None and rt.keras_step_cost(None, None, None) == (None, None)
+    assert rt.gather([1.0, 2.0]) == [[1.0, 2.0]] and rt.probe() == {"minimal": "1.0"}
+    assert rt.keras_jit(True) is True and rt.keras_jit(False) is False
+
+
+def test_jax_reads_a_worker_that_could_not_join_from_its_stderr():
+    from tpulab.backends import get
+
+    stderr = ("E1201 15:40:02.123456 4242 coordination_service_agent.cc:332] Coordination agent is set to be in "
+              "error state: DEADLINE_EXCEEDED: Deadline Exceeded\nAdditional GRPC error information from remote "
+              "target coordination_service while calling /tensorflow.CoordinationService/RegisterTask:\n")
+    jax = get("jax")
+    assert jax.death(stderr, 2) == ("could not join the other 1 process(es) in time (is every process started, "
+                                    "with the same --coordinator?)")
+    assert jax.death(stderr, 1) is None and jax.death("Killed\n", 2) is None
+    assert get("tensorflow").death(stderr, 2) is None  # another framework's words mean nothing to it
+
+
+def test_which_runner_runs_a_workload_has_one_answer():
+    from tpulab.backends import get
+    from tpulab.workloads import registry
+
+    conv, mnist = registry()["conv"], registry()["fashion-mnist"]
+    assert conv.runner(get("jax")) is conv.runners["jax"]  # its own declaration
+    assert mnist.runner(get("tensorflow")) is mnist.runner(get("jax"))  # the shared Keras runner
+    assert conv.runs_on(get("jax")) and conv.backends() == ["tensorflow", "jax"]

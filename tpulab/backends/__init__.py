@@ -286,6 +286,12 @@ def article() -> Backend | None:
     return next((b for b in registry().values() if b.article), None)
 
 
+def install_one(ranked: list[Backend]) -> tuple[str, str]:
+    """The command that installs the first of `ranked`, and the others' in words: " (or pip install ...)"."""
+    first, *rest = [b.install.split("  #")[0] for b in ranked]
+    return first, f" (or {', or '.join(rest)})" if rest else ""
+
+
 def choose(requested: str, report: RuntimeReport, device: str = "auto") -> tuple[str, str]:
     """The backend a run uses, and why: `auto` takes the most preferred installed backend that drives the device."""
     backends = registry()
@@ -303,8 +309,7 @@ def choose(requested: str, report: RuntimeReport, device: str = "auto") -> tuple
             return b.name, "; ".join([*passed, fit.why])
         passed.append(fit.why)
     if not any(b.installed(report.packages) for b in ranked):
-        first, *rest = [b.install.split("  #")[0] for b in ranked]
-        alternatives = f" (or {', or '.join(rest)})" if rest else ""
+        first, alternatives = install_one(ranked)
         raise BackendError(f"neither {' nor '.join(b.title for b in ranked)} is installed; "
                            f"install one with: {first}{alternatives}")
     fix = next((b.tpu_install for b in ranked if kind == "tpu" and b.tpu_install), None)

@@ -56,7 +56,7 @@ class TensorFlowBackend(Backend):
     title = "TensorFlow"
     short = "tf"
     distributions = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu")
-    install = "pip install 'tensorflow>=2.16'"
+    install = "pip install 'tpulab[tensorflow]'  # or: pip install 'tensorflow>=2.16'"
     keras = True
     article = True
     multi_host = MULTI_HOST

@@ -14,7 +14,7 @@ __all__ = ["Verdict", "diagnose"]
 
 
 def diagnose(report: RuntimeReport) -> list[Verdict]:
-    from tpulab.backends import registry
+    from tpulab.backends import install_one, registry
 
     backends = list(registry().values())
     out: list[Verdict] = []
@@ -27,6 +27,12 @@ def diagnose(report: RuntimeReport) -> list[Verdict]:
         out.append(Verdict("error", "tpu", f"TPU {report.tpu.generation or 'unknown generation'} found, but "
                            f"neither {names} is installed: install {wants.title} (what TPUs run today).",
                            wants.tpu_install, wants.name))
+    if report.tpu is None and not any(b.installed(report.packages) for b in backends):
+        device = report.default_device
+        ranked = sorted(backends, key=lambda b: -b.fitness(report, device).preference)
+        first, alternatives = install_one(ranked)
+        out.append(Verdict("error", device, f"neither {' nor '.join(b.title for b in ranked)} is installed: tpulab "
+                           f"runs nothing here until one is{alternatives}.", first))
     if report.gpu_hardware and not report.gpus:
         out.append(Verdict("error", "gpu", f"{report.gpu_hardware} NVIDIA GPU(s) on the PCI bus, but no NVIDIA "
                            "driver is loaded.", "sudo apt-get install -y nvidia-driver  # then reboot; check with "
