@@ -12,7 +12,7 @@ import pytest
 from tpulab.core.errors import EXIT_CANCELLED, EXIT_FAILED
 from tpulab.core.events import Failed
 from tpulab.core.runner import Run
-from tpulab.core.spec import spec_of
+from tpulab.core.spec import resolve
 from tpulab.runtime.detect import detect
 from tpulab.core.timing import conv_flops
 from tpulab.workloads import registry
@@ -91,7 +91,7 @@ def test_batch_parallel_graph_consumes_every_shards_output():
 def test_worker_failure_is_reported_with_its_reason():
     params = {**registry()["conv"].defaults(), "batch_size": 8, "image_size": 16, "filters": 4, "iterations": 2,
               "device": "tpu", "backend": "tensorflow"}
-    run = Run(spec_of("conv", params, detect()), detect())
+    run = Run(resolve("conv", params, detect()), detect())
     events = list(run.events())
     assert isinstance(events[-1], Failed)
     rec = run.recorder.record()

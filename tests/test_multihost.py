@@ -13,14 +13,14 @@ from tpulab.backends import Cluster
 from tpulab.core.errors import EXIT_CANCELLED, EXIT_FAILED
 from tpulab.core.events import Step
 from tpulab.core.runner import Run, free_port
-from tpulab.core.spec import spec_of
+from tpulab.core.spec import resolve
 from tpulab.runtime.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, ParamError
 
 from .helpers import ROOT, cancel_after, cpu_only, json_events, run_cli
 
-CPU = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu", "jax")
+CPU = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
 TINY = ["--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterations", "3", "--warmup", "1"]
 
 
@@ -53,7 +53,7 @@ pytest.importorskip("jax")
 def local_run(workload: str, **values: str) -> Run:
     params = registry()[workload].resolve({"backend": "jax", "device": "cpu", "processes": "2", "shards": "4",
                                           **values}, CPU)
-    return Run(spec_of(workload, params, detect()), detect())
+    return Run(resolve(workload, params, detect()), detect())
 
 
 @pytest.mark.slow

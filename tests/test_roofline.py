@@ -10,7 +10,7 @@ from rich.text import Text
 from tpulab.core.ceilings import MEMORY, Ceilings, kept_at, kernel_figures, kernel_intensity, verdicts
 from tpulab.core.events import Compiled, Device, Event, RunRecord, Started, Step
 from tpulab.core.record import RunRecorder
-from tpulab.core.spec import RunSpec
+from tpulab.core.spec import RunSpec, resolve
 from tpulab.core.store import Store, compare
 from tpulab.views.console import comparison_table, summary_table
 from tpulab.views.roofline import roofline_plot
@@ -339,8 +339,10 @@ def test_the_roofline_chart_draws_the_ceilings_and_the_runs(tmp_path):
 # --- parameters --------------------------------------------------------------------------------
 def test_sizes_double_and_auto_dtypes_are_the_devices(tmp_path):
     limits = Limits.of(cpu_only(tmp_path))
-    p = ROOFLINE.resolve({"min_size": "100", "max_size": "900"}, limits)
+    spec = resolve(ROOFLINE, {"min_size": "100", "max_size": "900"}, cpu_only(tmp_path))
+    p = spec.params
     assert sizes_of(p) == [100, 200, 400, 800] and p["dtypes"] == "float32"
+    assert spec.reasons["dtypes"] == "auto: those CPU has fast units for (float32)"
     assert [k.kind for k in kernels_of(p)] == ["matmul"] * 4 + ["copy"]
     two = ROOFLINE.resolve({"dtypes": "float32+bfloat16"}, limits, "smoke")
     assert [(k.dtype, k.size) for k in kernels_of(two)][:4] == [("float32", 16), ("float32", 32), ("float32", 64),

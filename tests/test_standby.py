@@ -7,7 +7,7 @@ import pytest
 
 from tpulab.core.events import Step
 from tpulab.core.runner import Run, Standby
-from tpulab.core.spec import spec_of
+from tpulab.core.spec import resolve
 from tpulab.lab.app import TpulabApp
 from tpulab.runtime.detect import detect
 from tpulab.workloads import registry
@@ -26,22 +26,22 @@ def test_a_standby_worker_is_replaced_when_the_backend_changes_and_handed_the_ru
     report = detect()
     standby = Standby()
     try:
-        standby.want(spec_of("conv", conv("jax"), report), report)
+        standby.want(resolve("conv", conv("jax"), report), report)
         first = standby.handle
         assert first is not None and first.ready.wait(120)  # framework imported, no run yet
-        standby.want(spec_of("conv", conv("tensorflow"), report), report)
+        standby.want(resolve("conv", conv("tensorflow"), report), report)
         assert first.proc.wait(10) is not None  # replaced: the JAX worker is gone
         assert standby.handle is not None and standby.handle.env["KERAS_BACKEND"] == "tensorflow"
-        standby.want(spec_of("conv", conv("jax"), report), report)
+        standby.want(resolve("conv", conv("jax"), report), report)
         waiting = standby.handle
         assert waiting is not None and waiting.ready.wait(120)
-        run = Run(spec_of("conv", conv("jax"), report), report, standby)
+        run = Run(resolve("conv", conv("jax"), report), report, standby)
         steps = [e for e in run.events() if isinstance(e, Step)]
         assert run.handles[0] is waiting and standby.handle is None  # handed, not started anew
         assert run.recorder.status == "finished" and len(steps) == 2
         # A run the standby was not made for starts its own worker and leaves the standby waiting.
-        standby.want(spec_of("conv", conv("jax"), report), report)
-        other = Run(spec_of("conv", {**conv("jax"), "shards": 2}, report), report, standby)
+        standby.want(resolve("conv", conv("jax"), report), report)
+        other = Run(resolve("conv", {**conv("jax"), "shards": 2}, report), report, standby)
         list(other.events())
         assert other.handles[0] is not standby.handle and standby.handle is not None
     finally:
@@ -52,10 +52,10 @@ def test_a_standby_worker_is_replaced_when_the_backend_changes_and_handed_the_ru
 def test_no_standby_on_a_tpu_host_or_across_processes(tmp_path):
     tpu = detect(v5e_tree(tmp_path / "tpu"), {}, {"jax": "0.10.2"})
     standby = Standby()
-    standby.want(spec_of("conv", {**conv("jax"), "device": "auto"}, tpu), tpu)
+    standby.want(resolve("conv", {**conv("jax"), "device": "auto"}, tpu), tpu)
     assert standby.handle is None  # one process holds a TPU: the worker starts when the run does
     cpu = cpu_only(tmp_path / "cpu", {"jax": "0.10.2"})
-    standby.want(spec_of("conv", {**conv("jax"), "processes": 2, "shards": 2}, cpu), cpu)
+    standby.want(resolve("conv", {**conv("jax"), "processes": 2, "shards": 2}, cpu), cpu)
     assert standby.handle is None
 
 

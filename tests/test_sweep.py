@@ -13,14 +13,19 @@ from tpulab.core.errors import EXIT_CANCELLED
 from tpulab.core.sweep import Point, build_grid, findings, parse_values
 from tpulab.views.sweep import findings_lines, marks_legend
 from tpulab.workloads import registry
-from tpulab.workloads.base import Limits, ParamError
+from tpulab.workloads.base import ParamError
 
-from .helpers import ROOT, json_events, make_record, run_cli, write_set
+from .helpers import ROOT, cpu_only, json_events, make_record, run_cli, write_set
 
-CPU = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
 CONV = registry()["conv"]
 FASHION = registry()["fashion-mnist"]
 TINY = ["--preset", "smoke", "--steps", "2", "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def cpu(tmp_path_factory):
+    """A machine with no accelerator, with TensorFlow installed."""
+    return cpu_only(tmp_path_factory.mktemp("machine"))
 
 
 def test_lists_and_doubling_ranges():
@@ -38,22 +43,21 @@ def test_lists_and_doubling_ranges():
         parse_values(FASHION.spec("precision"), "float32,fp8")
 
 
-def test_impossible_combinations_are_named_not_dropped():
-    grid, impossible = build_grid(CONV, {"batch_size": "6,8", "shards": "1,4"}, CPU)
+def test_impossible_combinations_are_named_not_dropped(cpu):
+    grid, impossible = build_grid(CONV, {"batch_size": "6,8", "shards": "1,4"}, cpu)
     assert grid.axes == {"batch_size": [6, 8], "shards": [1, 4]}
     assert impossible == [({"batch_size": 6, "shards": 4}, "--batch-size must be divisible by --shards 4 (got 6)")]
     with pytest.raises(ParamError, match="no combination of the grid can run: --shards must be an integer from 1 "
                                          "to 8 on CPU"):
-        build_grid(CONV, {"shards": "16,32", "batch_size": "32"}, CPU)
+        build_grid(CONV, {"shards": "16,32", "batch_size": "32"}, cpu)
 
 
-def test_points_are_short_and_the_articles_configuration_is_added():
-    from tpulab.runtime.detect import detect
+def test_points_are_short_and_the_articles_configuration_is_added(cpu):
     from tpulab.core.sweep import Sweep
 
     grid, _ = build_grid(FASHION, {"batch_size": "32,64", "precision": "float32,mixed_bfloat16",
-                                   "dataset": "synthetic"}, CPU, steps=5)
-    sweep = Sweep(grid, detect(), CPU)
+                                   "dataset": "synthetic"}, cpu, steps=5)
+    sweep = Sweep(grid, cpu)
     assert [p.values for p in sweep.points][:4] == [
         {"batch_size": 32, "precision": "float32"}, {"batch_size": 32, "precision": "mixed_bfloat16"},
         {"batch_size": 64, "precision": "float32"}, {"batch_size": 64, "precision": "mixed_bfloat16"}]
@@ -63,24 +67,23 @@ def test_points_are_short_and_the_articles_configuration_is_added():
     assert (p["epochs"], p["steps_per_epoch"], p["validation"], p["dataset"]) == (1, 5, False, "synthetic")
 
 
-def test_a_sweep_at_other_sizes_than_the_articles_has_no_article_point():
+def test_a_sweep_at_other_sizes_than_the_articles_has_no_article_point(cpu):
     """The smoke preset's 32x32 images are not the article's run: no point is run or named as the article's."""
     from tpulab.core.sweep import Sweep
-    from tpulab.runtime.detect import detect
     from tpulab.views.sweep import article_note, point_count
 
-    smoke, _ = build_grid(CONV, {"batch_size": "4,8"}, CPU, "smoke")
-    sweep = Sweep(smoke, detect(), CPU)
+    smoke, _ = build_grid(CONV, {"batch_size": "4,8"}, cpu, "smoke")
+    sweep = Sweep(smoke, cpu)
     assert [p.values for p in sweep.points] == [{"batch_size": 4}, {"batch_size": 8}] and sweep.article_values is None
     assert point_count(sweep.points) == "2 points" and point_count(sweep.points[:1]) == "1 point"
     assert article_note(smoke) == ("no article's point: this sweep holds image size 32 (the article's 256), "
                                    "filters 16 (the article's 256), warmup 1 (the article's 2)")
-    article, _ = build_grid(CONV, {"batch_size": "4,8"}, CPU)  # the article's sizes: its batch 128 is added
-    sweep = Sweep(article, detect(), CPU)
+    article, _ = build_grid(CONV, {"batch_size": "4,8"}, cpu)  # the article's sizes: its batch 128 is added
+    sweep = Sweep(article, cpu)
     assert [(p.values, p.article) for p in sweep.points][-1] == ({"batch_size": 128}, True)
     assert point_count(sweep.points) == "2 points + the article's configuration" and article_note(article) is None
-    other, _ = build_grid(registry()["transformer"], {"batch_size": "2,4"}, CPU, "smoke")  # the article ran no LM
-    assert Sweep(other, detect(), CPU).article_values is None and article_note(other) is None
+    other, _ = build_grid(registry()["transformer"], {"batch_size": "2,4"}, cpu, "smoke")  # the article ran no LM
+    assert Sweep(other, cpu).article_values is None and article_note(other) is None
 
 
 def test_findings_best_speedups_and_knee():
@@ -199,11 +202,11 @@ def test_repeat_shows_the_spread(tmp_path):
     assert "ex/s (" in out.stdout  # the throughput's range over the repeats
 
 
-def test_what_the_sweep_sets_itself_cannot_be_swept():
+def test_what_the_sweep_sets_itself_cannot_be_swept(cpu):
     with pytest.raises(ParamError, match=r"--epochs is set by the sweep itself \(each point is 12 timed steps"):
-        build_grid(FASHION, {"epochs": "1,2", "dataset": "synthetic"}, CPU)
+        build_grid(FASHION, {"epochs": "1,2", "dataset": "synthetic"}, cpu)
     with pytest.raises(ParamError, match="--iterations is set by the sweep itself"):
-        build_grid(CONV, {"iterations": "5"}, CPU)
+        build_grid(CONV, {"iterations": "5"}, cpu)
 
 
 def test_points_of_different_work_are_ranked_by_the_rate_of_work():

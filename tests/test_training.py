@@ -8,7 +8,7 @@ import pytest
 from tpulab.workloads.data import DEBIAN_DIR, FILES
 from tpulab.core.errors import EXIT_CANCELLED
 from tpulab.core.runner import Run
-from tpulab.core.spec import spec_of
+from tpulab.core.spec import resolve
 from tpulab.runtime.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits
@@ -152,7 +152,7 @@ def test_two_shards_on_synthetic_data_are_labelled():
 def test_cancel_mid_run_keeps_partial_results():
     params = registry()["fashion-mnist"].resolve(
         {"dataset": "synthetic", "batch_size": "16", "epochs": "3", "steps_per_epoch": "1000", "device": "cpu"}, CPU)
-    run = Run(spec_of("fashion-mnist", params, detect()), detect())
+    run = Run(resolve("fashion-mnist", params, detect()), detect())
     rec = cancel_after(run)
     assert rec.status == "cancelled" and run.exit_code == EXIT_CANCELLED
     assert 3 <= len(rec.steps) < 50 and rec.summary.step_seconds and rec.summary.step_seconds.count >= 3

@@ -294,13 +294,20 @@ def cmd_detect(args: argparse.Namespace) -> int:
     return 0
 
 
-def resolve_params(args: argparse.Namespace, report: RuntimeReport, hosts: int = 1) -> dict[str, Any]:
-    """The run's parameters from its flags, checked (a `UsageError` names the flag and the allowed range)."""
+def resolve_params(args: argparse.Namespace, report: RuntimeReport) -> dict[str, Any]:
+    """The form's parameters from the flags, checked (a `UsageError` names the flag and the allowed range);
+    `auto` stays for the form to show (the run's spec decides it)."""
     from tpulab.workloads import get_workload
     from tpulab.workloads.base import Limits
 
-    w = get_workload(args.run)
-    return w.resolve({s.name: getattr(args, s.name) for s in w.params}, Limits.of(report, hosts), args.preset)
+    return get_workload(args.run).resolve(flag_values(args), Limits.of(report), args.preset)
+
+
+def flag_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The workload's parameters as given on the command line (None: not given)."""
+    from tpulab.workloads import get_workload
+
+    return {s.name: getattr(args, s.name) for s in get_workload(args.run).params}
 
 
 def cluster_of(args: argparse.Namespace) -> Cluster | None:
@@ -332,17 +339,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tpulab.core.ceilings import kept_at
     from tpulab.core.errors import UsageError
     from tpulab.core.runner import Run
-    from tpulab.core.spec import spec_of
+    from tpulab.core.spec import resolve
     from tpulab.core.store import Store, StoreError, default_path
     from tpulab.views.console import RunPrinter, summary_table
 
     report = fast_report()
     cluster = cluster_of(args)
-    params = resolve_params(args, report, cluster.processes if cluster else 1)
+    spec = resolve(args.run, flag_values(args), report, args.preset, cluster)
     console = Console(stderr=args.json)
-    if cluster is not None and params.get("processes", 1) > 1:
+    if cluster is not None and spec.workload.processes(spec.params) > 1:
         raise UsageError("--processes starts local processes; it does not combine with joining a multi-host run")
-    run = Run(spec_of(args.run, params, report, cluster), report)
+    run = Run(spec, report)
     printer = RunPrinter(run.recorder, console)
     store = None if args.no_save or run.following else Store(args.db or default_path())
     run.recorder.ceilings = kept_at(args.db or default_path())

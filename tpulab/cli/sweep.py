@@ -10,38 +10,26 @@ from types import FrameType
 from rich.console import Console
 
 
-from tpulab.core.errors import EXIT_CANCELLED, EXIT_FAILED, UsageError
-from tpulab.core.spec import spec_of
-from tpulab.runtime.detect import detect
-from tpulab.core.events import RunRecord
-from tpulab.core.ceilings import kept_at
+from tpulab.core.errors import EXIT_CANCELLED, EXIT_FAILED
 from tpulab.core.store import Store, StoreError, default_path
-from tpulab.core.sweep import DEFAULT_STEPS, PointFinished, PointStarted, Sweep, build_grid
+from tpulab.core.sweep import PointFinished, PointStarted, Unkept, plan
+from tpulab.runtime.detect import detect
 from tpulab.views.sweep import (article_note, findings_lines, impossible_lines, label, live_header, live_line,
                                 point_count, point_json, summary_json, sweep_table, telemetry_table, text_chart)
 from tpulab.workloads import get_workload
-from tpulab.workloads.base import Limits
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    report = detect()
-    limits = Limits.of(report)
     w = get_workload(args.workload)
     console = Console(stderr=args.json)
-    if args.steps is not None and not 1 <= args.steps <= 100000:
-        raise UsageError(f"--steps must be an integer from 1 to 100000 (got {args.steps})")
-    if not 1 <= args.repeat <= 100:
-        raise UsageError(f"--repeat must be an integer from 1 to 100 (got {args.repeat})")
-    grid, impossible = build_grid(w, {s.name: getattr(args, s.name) for s in w.params}, limits, args.preset,
-                                  args.steps or DEFAULT_STEPS)
-    for combo in grid.combinations():  # every backend the grid names can run here, or the sweep says why now
-        spec_of(w, grid.params(combo), report)
+    db = getattr(args, "db", None) or default_path()
+    sweep, impossible = plan(w, {s.name: getattr(args, s.name) for s in w.params}, detect(), args.preset,
+                             args.steps, args.repeat, args.max_minutes, db)
+    grid = sweep.grid
     axes = list(grid.axes)
     for line in impossible_lines(impossible):
         console.print(f"[yellow]{line}[/]", highlight=False)
-    store = None if args.no_save else Store(getattr(args, "db", None) or default_path())
-    sweep = Sweep(grid, report, limits, args.repeat, args.max_minutes)
-    sweep.ceilings = kept_at(getattr(args, "db", None) or default_path())
+    store = None if args.no_save else Store(db)
     try:
         guess = sweep.estimate(store.candidates if store is not None else lambda wanted: [])
     except StoreError as e:
@@ -68,11 +56,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if not args.json:
         console.print(live_header(grid.axes), style="bold", highlight=False)
     try:
-        for event in sweep.events():
-            if isinstance(event, PointStarted) and not args.json:
+        for event in sweep.drive(store):
+            if isinstance(event, Unkept):
+                console.print(f"[red]tpulab: {event.error}[/]", highlight=False)
+            elif isinstance(event, PointStarted) and not args.json:
                 console.print(f"[dim]point {event.index}/{event.of}: {label(event.point, axes)}[/]", highlight=False)
             elif isinstance(event, PointFinished):
-                _keep(store, event.record, console)
+                if event.record.status == "failed" and store is not None:
+                    console.print(f"[red]point failed: {event.record.error}[/]", highlight=False)
                 if args.json:
                     print(json.dumps({"event": "point", **point_json(event.point)}), flush=True)
                 else:
@@ -80,11 +71,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     found = sweep.findings()
-    if store is not None:
-        try:
-            store.save_sweep(sweep.record())
-        except StoreError as e:
-            console.print(f"[red]tpulab: {e}[/]", highlight=False)
     if args.json:
         print(json.dumps(summary_json(sweep.points, found, sweep.id, sweep.status)), flush=True)
     else:
@@ -105,16 +91,3 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if found.best is None:
         return EXIT_FAILED
     return EXIT_CANCELLED if sweep.stopping == "stopped by the user" else 0
-
-
-def _keep(store: Store | None, record: RunRecord, console: Console) -> None:
-    if store is None:
-        return
-    try:
-        store.save(record)
-    except StoreError as e:
-        console.print(f"[red]tpulab: {e}[/]", highlight=False)
-    if record.status == "failed":
-        console.print(f"[red]point failed: {record.error}[/]", highlight=False)
-
-

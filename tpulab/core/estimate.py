@@ -39,9 +39,11 @@ def _work_ratio(r: RunRow, flops: float) -> float:
 
 
 def wanted(workload: Workload, p: Params, limits: Limits) -> Wanted:
-    """What the estimate of this plan learns from: kept runs on its device, of similar work."""
-    return Wanted(workload.name, limits.device_for(p.get("device", "auto")),
-                  limits.backend_for(p.get("backend", "auto"), p.get("device", "auto")), workload.compute_dtype(p),
+    """What the estimate of this plan learns from: kept runs on its device, of similar work.
+
+    `p` as resolved (`tpulab.core.spec.resolve`): an `auto` backend matches no kept run."""
+    return Wanted(workload.name, limits.device_for(p.get("device", "auto")), p.get("backend", "auto"),
+                  workload.compute_dtype(p),
                   configuration_key(workload.configuration(p)), workload.flops_per_step(p) or 0.0, SIMILAR_WORK)
 
 

@@ -1,20 +1,20 @@
-"""A run's spec, resolved once: the workload, its checked parameters, the backend and device chosen.
+"""A run's spec, resolved once: the workload, its parameters as run, and why each `auto` became what it is.
 
-`auto` is decided here (through the backends' own preferences) and nowhere else; the runner,
-the worker, the record and the store read the resolved spec. The command line, the lab, sweeps
-and the Python API all come through `resolve` (from what a user typed) or `spec_of` (from
-parameters already checked, such as a sweep's point).
+`resolve` is the one place `auto` is decided: the backend (through the backends' own
+preferences), the device, then the workload's own (`Workload.resolve_auto`: the roofline's
+dtypes). The command line, the lab, the Python API and every sweep point come through it; the
+runner, the worker, the record and the store read the spec it returns, and detect nothing again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tpulab import backends
 from tpulab.backends import BackendError, Cluster
 from tpulab.workloads import get_workload
-from tpulab.workloads.base import DEVICE, Limits, Params, Workload
+from tpulab.workloads.base import BACKEND, DEVICE, Limits, Params, Workload
 
 if TYPE_CHECKING:
     from tpulab.runtime.detect import RuntimeReport
@@ -23,38 +23,57 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class RunSpec:
     workload: Workload
-    params: Params
+    params: Params  # as run: no `auto` left in what the workload declares
     backend: str  # never "auto"
     backend_reason: str
     device: str  # the kind the worker must see: cpu, gpu or tpu
     cluster: Cluster | None = None  # this process is one of a multi-host run started elsewhere
     sweep: str | None = None  # the sweep this run is a point of
+    why: Mapping[str, str] = field(default_factory=dict)  # the other decided values: {name: why}
 
     @property
     def processes(self) -> int:
         """Processes this run starts here: those of `--processes`, or 1 when joining a run started elsewhere."""
         return 1 if self.cluster is not None else self.workload.processes(self.params)
 
+    @property
+    def reasons(self) -> dict[str, str]:
+        """Why each decided value is what it is: the backend, the device, the workload's own."""
+        return {BACKEND.name: self.backend_reason, **self.why}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"workload": self.workload.name, "params": self.params, "backend": self.backend,
+                "device": self.device, "reasons": self.reasons}
+
+
+def backend_of(params: Params, report: RuntimeReport) -> tuple[str, str]:
+    """The backend that runs these parameters here, and why (`resolve` decides by it; a form greys by it)."""
+    return backends.choose(params.get(BACKEND.name, "auto"), report, params.get(DEVICE.name, "auto"))
+
 
 def resolve(workload: str | Workload, values: Mapping[str, Any], report: RuntimeReport, preset: str | None = None,
-            cluster: Cluster | None = None) -> RunSpec:
-    """From what a user gave (text or values, None for "not given"): raises `UsageError` naming the parameter."""
+            cluster: Cluster | None = None, sweep: str | None = None) -> RunSpec:
+    """From what a user gave (text or values, None for "not given"), or a sweep's point (checked values).
+
+    Raises `ParamError` naming the parameter, or `BackendError` naming the install command.
+    """
     w = get_workload(workload) if isinstance(workload, str) else workload
+    params = w.parse(values, preset)
     limits = Limits.of(report, cluster.processes if cluster else 1)
-    return spec_of(w, w.resolve(values, limits, preset), report, cluster)
-
-
-def spec_of(workload: str | Workload, params: Params, report: RuntimeReport, cluster: Cluster | None = None,
-            sweep: str | None = None) -> RunSpec:
-    """From checked parameters: the backend chosen (a `BackendError` names the install command)."""
-    w = get_workload(workload) if isinstance(workload, str) else workload
-    device = params.get(DEVICE.name, "auto")
-    backend, why = backends.choose(params.get("backend", "auto"), report, device)
+    w.validate(params, limits)  # what can be said before anything is decided: a bad value first
+    asked = params.get(DEVICE.name, "auto")
+    backend, backend_why = backend_of(params, report)
+    device = report.default_device if asked == "auto" else asked
+    why = {DEVICE.name: f"auto takes TPU, then GPU, then CPU: {device.upper()} here" if asked == "auto"
+           else f"you chose {device}"}
+    params.update({name: value for name, value in ((BACKEND.name, backend), (DEVICE.name, device))
+                   if name in params})
+    w.validate(params, limits)  # again, on what runs: what the decided backend ignores or cannot do
+    params, own = w.resolve_auto(params, device, report)
     chosen = backends.get(backend)
     if not w.runs_on(chosen):
         runs_on = ", ".join(w.backends()) or "no installed backend"
         raise BackendError(f"{w.name} does not run on --backend {backend}: it runs on {runs_on}")
     if (cluster is not None or w.processes(params) > 1) and chosen.multi_host is not None:
         raise BackendError(chosen.multi_host)
-    return RunSpec(w, dict(params), backend, why, report.default_device if device == "auto" else device,
-                   cluster, sweep)
+    return RunSpec(w, params, backend, backend_why, device, cluster, sweep, {**why, **own})

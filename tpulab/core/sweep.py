@@ -11,30 +11,35 @@ points are short; the first call is excluded as always.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 import math
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
 
 from tpulab.backends import BackendError
 from tpulab.backends import article as article_backend
 from tpulab.core.basis import Work, basis
-from tpulab.core.ceilings import Ceilings
+from tpulab.core.ceilings import Ceilings, kept_at
 from tpulab.core.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate, wanted
 from tpulab.core.events import Event, RunRecord, SweepPoint, SweepRecord
 from tpulab.core.record import now_iso
 from tpulab.core.runindex import RunRow, Wanted
 from tpulab.core.runner import Run
-from tpulab.runtime.detect import RuntimeReport
-from tpulab.core.spec import RunSpec, spec_of
+from tpulab.core.spec import RunSpec, resolve
 from tpulab.core.timing import median
+from tpulab.runtime.detect import RuntimeReport
 from tpulab.workloads.base import BACKEND, BATCH_SIZE, PROCESSES, Limits, ParamError, Params, ParamSpec, Workload
+
+if TYPE_CHECKING:
+    from tpulab.core.store import Store
 
 KNEE_WITHIN = 0.05  # the knee: the smallest batch whose throughput is within this of the best
 DEFAULT_STEPS = 12  # timed steps per point; the first call is extra and excluded
+MAX_STEPS, MAX_REPEAT = 100000, 100
 
 
 def parse_values(spec: ParamSpec, raw: str) -> list[Any]:
@@ -74,11 +79,12 @@ class Grid:
         return self.workload.shorten({**self.base, **values}, self.steps)
 
 
-def build_grid(workload: Workload, raw: dict[str, Any], limits: Limits, preset: str | None = None,
+def build_grid(workload: Workload, raw: Mapping[str, Any], report: RuntimeReport, preset: str | None = None,
                steps: int = DEFAULT_STEPS) -> tuple[Grid, list[tuple[dict[str, Any], str]]]:
-    """The grid, and the combinations that cannot run with the reason for each.
+    """The grid, and the combinations that cannot run with the reason for each (each resolved as its run).
 
-    Raises `ParamError` for a bad value (one line naming the parameter) or when no combination can run.
+    Raises `ParamError` for a bad value (one line naming the parameter) or when no combination can run,
+    `BackendError` (the install command) when one names a backend that cannot run here.
     """
     axes: dict[str, list[Any]] = {}
     fixed: dict[str, Any] = {}
@@ -99,7 +105,7 @@ def build_grid(workload: Workload, raw: dict[str, Any], limits: Limits, preset: 
     runnable = 0
     for combo in grid.combinations():
         try:
-            workload.validate(grid.params(combo), limits)
+            resolve(workload, grid.params(combo), report)
             runnable += 1
         except ParamError as e:
             impossible.append((combo, str(e)))
@@ -114,9 +120,11 @@ class Point:
     """One configuration of the grid, run `repeat` times."""
 
     values: dict[str, Any]
-    params: Params
+    params: Params  # as run (resolved), or as given when it cannot run here
     article: bool = False  # the article's configuration, run because the grid lacked it
     records: list[RunRecord] = field(default_factory=list)
+    spec: RunSpec | None = None  # None: a kept sweep's point, or one whose backend cannot run here
+    cannot: str | None = None  # why its backend cannot run here (the point is kept as failed)
 
     @property
     def finished(self) -> list[RunRecord]:
@@ -283,33 +291,47 @@ class PointFinished:
 SweepEvent = PointStarted | PointFinished | Event
 
 
-class Sweep:
-    """Runs a grid point after point; a failed point is kept and the sweep goes on."""
+@dataclass
+class Unkept:
+    """The store could not keep a point's run or the sweep: the sweep goes on."""
 
-    def __init__(self, grid: Grid, report: RuntimeReport, limits: Limits, repeat: int = 1,
-                 max_minutes: float | None = None) -> None:
-        self.grid, self.report, self.limits = grid, report, limits
+    error: str
+
+
+class Sweep:
+    """Runs a grid point after point; a failed point is kept and the sweep goes on.
+
+    Every point is resolved as its run (`tpulab.core.spec.resolve`) when the sweep is made. The command
+    line, the notebook and the lab drive it alike (`plan`, then `drive`) and only render what it yields.
+    """
+
+    def __init__(self, grid: Grid, report: RuntimeReport, repeat: int = 1, max_minutes: float | None = None) -> None:
+        self.grid, self.report, self.limits = grid, report, Limits.of(report)
         self.repeat = repeat
         self.max_minutes = max_minutes
         self.id = uuid.uuid4().hex
         self.started_at = now_iso()
         self.ended_at: str | None = None
         self.status = "running"
-        self.points = [Point(v, grid.params(v)) for v in grid.combinations() if self._runs(v)]
+        self.points = [p for v in grid.combinations() if (p := self._point(v)) is not None]
         self.article_values = article_configuration(grid, report)
         if self.article_values is not None and not any(p.values == self.article_values for p in self.points) \
-                and self._runs(self.article_values):
-            self.points.append(Point(self.article_values, grid.params(self.article_values), article=True))
+                and (article := self._point(self.article_values, article=True)) is not None:
+            self.points.append(article)
         self.run: Run | None = None
         self.ceilings = Ceilings()  # the measured ceilings each point is judged by (the caller reads the store)
         self.stopping: str | None = None  # why the sweep stops after the current point
 
-    def _runs(self, values: dict[str, Any]) -> bool:
+    def _point(self, values: dict[str, Any], article: bool = False) -> Point | None:
+        """The point of these values, resolved as its run; None when it cannot run with these values."""
+        params = self.grid.params(values)
         try:
-            self.grid.workload.validate(self.grid.params(values), self.limits)
-            return True
+            spec = resolve(self.grid.workload, params, self.report, sweep=self.id)
         except ParamError:
-            return False
+            return None
+        except BackendError as e:
+            return Point(values, params, article, cannot=str(e))
+        return Point(values, spec.params, article, spec=spec)
 
     def estimate(self, candidates: Callable[[Wanted], list[RunRow]]) -> Estimate:
         """The whole sweep's duration: each point's estimate, summed, times the repeats.
@@ -355,20 +377,36 @@ class Sweep:
         self.status = "cancelled" if self.stopping else "finished"
         self.ended_at = now_iso()
 
+    def drive(self, store: Store | None = None) -> Iterator[SweepEvent | Unkept]:
+        """`events`, each finished point's run kept in `store` before it is yielded, and the sweep at the end."""
+        from tpulab.core.store import StoreError
+
+        for event in self.events():
+            if isinstance(event, PointFinished) and store is not None:
+                try:
+                    store.save(event.record)
+                except StoreError as e:
+                    yield Unkept(str(e))
+            yield event
+        if store is not None:
+            try:
+                store.save_sweep(self.record())
+            except StoreError as e:
+                yield Unkept(str(e))
+
     def _run_point(self, point: Point) -> Generator[Event, None, RunRecord]:
-        try:
-            self.run = Run(spec_of(self.grid.workload, point.params, self.report, sweep=self.id), self.report)
-            self.run.recorder.ceilings = self.ceilings
-        except BackendError as e:
+        if point.spec is None:
             from tpulab.core.events import Failed
             from tpulab.core.record import RunRecorder
 
             params = point.params
-            unresolved = RunSpec(self.grid.workload, params, params.get(BACKEND.name, "auto"), str(e),
+            unresolved = RunSpec(self.grid.workload, params, params.get(BACKEND.name, "auto"), point.cannot or "",
                                  params.get("device", "auto"), sweep=self.id)
             recorder = RunRecorder(unresolved, self.report)
-            recorder.feed(Failed(error=str(e)))
+            recorder.feed(Failed(error=point.cannot or "it cannot run here"))
             return recorder.record()
+        self.run = Run(point.spec, self.report)
+        self.run.recorder.ceilings = self.ceilings
         try:
             yield from self.run.events()
             return self.run.recorder.record()
@@ -400,3 +438,23 @@ def kept_points(sweep: SweepRecord, records: dict[str, RunRecord]) -> list[Point
     return [Point(p.values, next((records[i].params for i in p.runs if i in records), {}), p.article,
                   [records[i] for i in p.runs if i in records])
             for p in sweep.points]
+
+
+def plan(workload: Workload, raw: Mapping[str, Any], report: RuntimeReport, preset: str | None = None,
+         steps: int | None = None, repeat: int = 1, max_minutes: float | None = None,
+         db: Path | None = None) -> tuple[Sweep, list[tuple[dict[str, Any], str]]]:
+    """A sweep ready to `drive`, and the combinations that cannot run with the reason for each.
+
+    Every check a front end needs before anything runs: `steps` and `repeat` in range, every value,
+    every point resolved (a `UsageError` names what to fix). `db`: the store whose measured ceilings
+    judge each point.
+    """
+    if steps is not None and not 1 <= steps <= MAX_STEPS:
+        raise ParamError("steps", f"--steps must be an integer from 1 to {MAX_STEPS} (got {steps})")
+    if not 1 <= repeat <= MAX_REPEAT:
+        raise ParamError("repeat", f"--repeat must be an integer from 1 to {MAX_REPEAT} (got {repeat})")
+    grid, impossible = build_grid(workload, raw, report, preset, steps or DEFAULT_STEPS)
+    sweep = Sweep(grid, report, repeat, max_minutes)
+    if db is not None:
+        sweep.ceilings = kept_at(db)
+    return sweep, impossible

@@ -19,7 +19,7 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, Footer, Header, TabbedContent, TabPane
 
 from tpulab import backends
-from tpulab.backends import BackendError
+from tpulab.core.errors import UsageError
 from tpulab.core.ceilings import kept_at
 from tpulab.core.estimate import Estimate
 from tpulab.core.events import RunRecord
@@ -37,7 +37,7 @@ from tpulab.lab.screens.workloads import WorkloadsPane
 from tpulab.lab.widgets.param_form import ParamForm
 from tpulab.core.sweep import Grid, Sweep
 from tpulab.workloads import registry
-from tpulab.workloads.base import Limits, Workload
+from tpulab.workloads.base import Workload
 
 Candidates = Callable[[Wanted], list[RunRow]]
 
@@ -260,15 +260,15 @@ class TpulabApp(App[None]):
     @on(WorkloadsPane.RunRequested)
     def _run_requested(self, event: WorkloadsPane.RunRequested) -> None:
         from tpulab.core.runner import Run
-        from tpulab.core.spec import spec_of
+        from tpulab.core.spec import resolve
 
         pane = self.query_one(RunPane)
         if self._busy():
             return
         try:
-            run = Run(spec_of(event.workload, event.params, self.report), self.report, self.standby)
+            run = Run(resolve(event.workload, event.params, self.report), self.report, self.standby)
             run.recorder.ceilings = kept_at(self.store.path)
-        except BackendError as e:
+        except UsageError as e:  # a framework missing, or a value the decided backend cannot take
             self.notify(str(e), title="cannot run", severity="error", timeout=15)
             return
         self.action_show_tab("run")
@@ -286,7 +286,7 @@ class TpulabApp(App[None]):
         if not panes:  # the lazy pane mounts after this refresh
             self.call_after_refresh(self._start_sweep, grid)
             return
-        sweep = Sweep(grid, self.report, Limits.of(self.report))
+        sweep = Sweep(grid, self.report)
         sweep.ceilings = kept_at(self.store.path)
         panes.first().start(sweep)
 
@@ -309,12 +309,12 @@ class TpulabApp(App[None]):
     def prestart(self) -> None:
         """Keep a worker ready for the form's run while nothing runs (a run's CPU is the run's alone)."""
         from tpulab.core.errors import TpulabError
-        from tpulab.core.spec import spec_of
+        from tpulab.core.spec import resolve
 
         if self.wanted is None or self._work_going():
             return
         try:
-            self.standby.want(spec_of(*self.wanted, self.report), self.report)
+            self.standby.want(resolve(*self.wanted, self.report), self.report)
         except TpulabError:
             self.standby.drop()  # this configuration cannot run here: Enter says why
 

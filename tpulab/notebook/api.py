@@ -1,7 +1,7 @@
 """tpulab from Python: run, sweep, results, compare, detect.
 
-Every run takes the CLI's path: the workload's declarations check the values (`resolve` against
-`Limits.of(detect())`), a worker process runs it (`core.runner.Run`), its events build the record
+Every run takes the CLI's path: the workload's declarations check the values and every `auto` is
+decided (`core.spec.resolve` against `detect()`), a worker process runs it (`core.runner.Run`), its events build the record
 (`RunRecorder`) and the store keeps it. Only the display differs: the notebook's cell, updated in
 place. Interrupting the cell stops the run after its current step, keeps what was measured, and
 raises KeyboardInterrupt again, so a loop of runs stops too.
@@ -14,23 +14,17 @@ import re
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from tpulab.core.errors import AcceleratorBusy
 from tpulab.core.events import Event, RunRecord, Started, Step
 from tpulab.core.store import Store, default_path
 from tpulab.notebook.results import ComparisonResult, RunList, RunResult, RuntimeResult, SweepResult
-from tpulab.runtime.detect import RuntimeReport
-from tpulab.workloads.base import Limits, ParamError, Params, Workload
+from tpulab.workloads.base import ParamError, Workload
 
-
-# --- the spec: the one place the API reads the machine and resolves values (as `tpulab --run` does) ----
-def machine() -> tuple[RuntimeReport, Limits]:
-    """This machine's report (no framework started) and what it allows."""
-    from tpulab.runtime.detect import detect as detect_report
-
-    report = detect_report()
-    return report, Limits.of(report)
+if TYPE_CHECKING:
+    from tpulab.core.spec import RunSpec
+    from tpulab.runtime.detect import RuntimeReport
 
 
 def workload_named(name: str) -> Workload:
@@ -42,17 +36,20 @@ def workload_named(name: str) -> Workload:
     return found[name]
 
 
-def resolve(workload: str, preset: str | None, values: Mapping[str, Any]) -> tuple[Workload, Params, RuntimeReport,
-                                                                                    Limits]:
-    """The workload, its checked parameters, this machine's report and its limits.
+def resolve(workload: str, preset: str | None, values: Mapping[str, Any]) -> tuple[RunSpec, RuntimeReport]:
+    """The run's spec, as the CLI resolves its flags (`core.spec.resolve`), and this machine's report.
 
-    Raises `ParamError` (a ValueError) naming the parameter and what it allows.
+    Raises `ParamError` (a ValueError) naming the parameter and what it allows, `BackendError` naming
+    the install command.
     """
+    from tpulab.core.spec import resolve as resolve_spec
+    from tpulab.runtime.detect import detect as detect_report
+
     w = workload_named(workload)
     check_names(w, values)
-    report, limits = machine()
+    report = detect_report()
     try:
-        return w, w.resolve(values, limits, preset), report, limits
+        return resolve_spec(w, values, report, preset), report
     except ParamError as e:
         raise pythonic(e) from None
 
@@ -155,15 +152,14 @@ def run(workload: str, preset: str | None = None, *, live: bool = True, save: bo
     CLI checks its flags; a bad one raises ValueError naming it. `on_event` sees every event.
     """
     from tpulab.core.runner import Run
-    from tpulab.core.spec import spec_of
     from tpulab.notebook.live import LiveRun
 
-    w, values, report, limits = resolve(workload, preset, params)
-    why = kernel_holds(limits.device_for(values.get("device", "auto")))
+    spec, report = resolve(workload, preset, params)
+    why = kernel_holds(spec.device)
     if why:
         raise AcceleratorBusy(why)
     store = _store(save, db)
-    job = Run(spec_of(w, values, report), report)  # BackendError (the install command) when a framework is missing
+    job = Run(spec, report)
     view = LiveRun(job.recorder) if live else None
 
     def each(event: Event) -> None:
@@ -194,33 +190,28 @@ def sweep(workload: str, preset: str | None = None, *, steps: int | None = None,
     Each parameter takes a value, a list (`batch_size=[32, 64, 128]`) or the CLI's text
     (`batch_size="16..1024"`). Combinations that cannot run are named and left out.
     """
-    from tpulab.core.spec import spec_of
-    from tpulab.core.sweep import DEFAULT_STEPS, PointFinished, PointStarted, Sweep, build_grid
-    from tpulab.views import html
+    from tpulab.core.sweep import PointFinished, PointStarted, Unkept, plan
     from tpulab.notebook.live import LiveSweep
+    from tpulab.runtime.detect import detect as detect_report
+    from tpulab.views import html
     from tpulab.views.sweep import impossible_lines, label, live_header, live_line
 
     w = workload_named(workload)
     check_names(w, lists)
-    report, limits = machine()
-    if steps is not None and not 1 <= steps <= 100000:
-        raise ParamError("steps", f"steps must be an integer from 1 to 100000 (got {steps})")
-    if not 1 <= repeat <= 100:
-        raise ParamError("repeat", f"repeat must be an integer from 1 to 100 (got {repeat})")
     raw = {name: _as_text(value) for name, value in lists.items()}
     try:
-        grid, impossible = build_grid(w, raw, limits, preset, steps or DEFAULT_STEPS)
+        job, impossible = plan(w, raw, detect_report(), preset, steps, repeat, max_minutes,
+                               Path(db) if db else default_path())
     except ParamError as e:
         raise pythonic(e) from None
-    for combo in grid.combinations():
-        spec = spec_of(w, grid.params(combo), report)  # every backend the grid names can run here
-        why = kernel_holds(spec.device)
+    for point in job.points:
+        why = kernel_holds(point.spec.device if point.spec else "")
         if why:
             raise AcceleratorBusy(why)
     for line in impossible_lines(impossible):
         print(f"tpulab: {pythonic(ParamError('', line))}", file=sys.stderr)
     store = _store(save, db)
-    job = Sweep(grid, report, limits, repeat, max_minutes)
+    grid = job.grid
     axes = list(grid.axes)
     view = LiveSweep() if live else None
     if view is not None and not view.notebook:
@@ -230,9 +221,9 @@ def sweep(workload: str, preset: str | None = None, *, steps: int | None = None,
         return {r.id: r for p in job.points for r in p.records}
 
     def each(event: Any) -> None:
-        if isinstance(event, PointFinished):
-            if store is not None:
-                store.save(event.record)
+        if isinstance(event, Unkept):
+            print(f"tpulab: {event.error}", file=sys.stderr)
+        elif isinstance(event, PointFinished):
             if view is not None:
                 view.finished(html.sweep_body(job.record(), kept()), live_line(event.point, grid.axes))
         elif view is not None and isinstance(event, PointStarted):
@@ -247,10 +238,8 @@ def sweep(workload: str, preset: str | None = None, *, steps: int | None = None,
         job.stop()
         job.cancel_point()
 
-    interrupted = pump(job.events(), each, stop)
+    interrupted = pump(job.drive(store), each, stop)
     result = SweepResult(job.record(), kept())
-    if store is not None:
-        store.save_sweep(result.sweep)
     if view is not None:
         view.head = f"sweep {job.id[:8]} of {w.name}: {job.status}"
         view.finished(html.sweep_body(result.sweep, result.records), "")

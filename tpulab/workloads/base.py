@@ -129,34 +129,22 @@ def _fmt(x: float) -> str:
 
 @dataclass(frozen=True)
 class Limits:
-    """What the chosen hardware allows, found without importing a framework."""
+    """What the machine allows, found without importing a framework: the devices and how many of each.
+
+    Which backend runs is not a limit: `tpulab.core.spec.resolve` decides it, with the device.
+    """
 
     max_shards: Mapping[str, int]  # per device kind: cpu, gpu, tpu
     default_device: str = "cpu"
-    default_backend: str = "auto"  # what `--backend auto` resolves to here
-    backends: Mapping[str, str] = field(default_factory=dict)  # ... for each --device, where it differs
 
     @classmethod
     def of(cls, report: RuntimeReport, hosts: int = 1) -> Limits:
-        """What the detected hardware and the installed frameworks allow; `hosts` bring their own devices."""
-        from tpulab.backends import BackendError, article, choose
-
-        fallback = article()
-        backends = {}
-        for device in ("auto", "cpu", "gpu", "tpu"):
-            try:
-                backends[device] = choose("auto", report, device)[0]
-            except BackendError:  # nothing can run there: a run says so, with the install command
-                backends[device] = fallback.name if fallback else "auto"
+        """What the detected hardware allows; `hosts` bring their own devices."""
         shards = {kind: n * hosts for kind, n in report.max_shards().items()}
-        return cls(shards, report.default_device, backends["auto"], backends)
+        return cls(shards, report.default_device)
 
     def device_for(self, choice: str) -> str:
         return self.default_device if choice == "auto" else choice
-
-    def backend_for(self, choice: str, device: str = "auto") -> str:
-        """The backend `choice` means for a run on `device` (auto keeps TensorFlow where it drives it)."""
-        return self.backends.get(device, self.default_backend) if choice == "auto" else choice
 
 
 @dataclass(frozen=True)
@@ -339,27 +327,39 @@ class Workload(ABC):
             params.update(self.presets[name])
         return params
 
-    def resolve(self, values: Mapping[str, Any], limits: Limits, preset: str | None = None) -> Params:
-        """Defaults, then the preset, then the user's values; each checked, then the whole.
+    def parse(self, values: Mapping[str, Any], preset: str | None = None) -> Params:
+        """Defaults, then the preset, then the user's values, each checked on its own.
 
-        Processes given without shards take one device each.
+        Processes given without shards take one device each. A value the workload set itself that
+        is no parameter (`shorten`'s, for a sweep's point) is kept as it is.
         """
         params = self.preset(preset)
         for name, raw in values.items():
             if raw is not None:
-                params[name] = self.spec(name).parse(raw)
+                params[name] = self.spec(name).parse(raw) if name in self._names else raw
         if values.get(SHARDS.name) is None and PROCESSES.name in params and SHARDS.name in params:
             params[SHARDS.name] = max(params[SHARDS.name], params[PROCESSES.name])
+        return params
+
+    def resolve(self, values: Mapping[str, Any], limits: Limits, preset: str | None = None) -> Params:
+        """`parse`, then the checks across parameters: what a form shows before a run is resolved
+        (`tpulab.core.spec.resolve` decides every `auto` and checks again)."""
+        params = self.parse(values, preset)
         self.validate(params, limits)
         return params
 
     def validate(self, params: Params, limits: Limits) -> None:
         """The checks across parameters: what the backend ignores, then the workload's own."""
-        backend = limits.backend_for(params.get(BACKEND.name, "auto"), params.get(DEVICE.name, "auto"))
+        backend = params.get(BACKEND.name, "auto")
         for spec in self.params:  # (with no backend resolved yet, the run's spec says what is missing)
             if backend != "auto" and not spec.applies(backend) and params[spec.name] != spec.default:
                 raise ParamError(spec.name, f"{spec.flag} means nothing on --backend {backend}: {spec.why(backend)}")
         self.check(params, limits)
+
+    def resolve_auto(self, p: Params, device: str, report: RuntimeReport) -> tuple[Params, dict[str, str]]:
+        """The workload's own `auto` values decided for `device` (cpu, gpu, tpu), with the reason for each:
+        (the parameters as run, {name: why}). The backend and the device are decided before."""
+        return p, {}
 
     def started(self, p: Params, placement: Placement, versions: dict[str, str], dataset: str,
                 synthetic: bool = False, bytes_per_step: float | None = None) -> Started:

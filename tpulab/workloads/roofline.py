@@ -13,7 +13,7 @@ How each kernel is timed: `tpulab.workloads.roofline_kernels`.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING
 
 from tpulab.core import ceilings as measured
 from tpulab.core.charts import GFLOPS, Chart, ChartContext, Point, step_time
@@ -21,6 +21,9 @@ from tpulab.core.events import Event, Started, Step
 from tpulab.workloads.base import (BACKEND, DEVICE, Limits, ParamError, Params, ParamSpec, Runner, SummaryPart,
                                    Workload)
 from tpulab.workloads.roofline_kernels import COPY_DTYPE, DTYPE_CHOICES, dtypes_of, kernels_of, sizes_of
+
+if TYPE_CHECKING:
+    from tpulab.runtime.detect import RuntimeReport
 
 PARAMS = (
     ParamSpec("min_size", int, 256, "smallest matrix side n of the n x n matmul", 1, 65536, term="roofline"),
@@ -95,12 +98,12 @@ class Roofline(Workload):
     def shorten(self, p: Params, steps: int) -> Params:
         return {**p, "iterations": steps}
 
-    def resolve(self, values: Mapping[str, Any], limits: Limits, preset: str | None = None) -> Params:
-        """auto dtypes become the chosen device's, so the record says which were measured."""
-        p = super().resolve(values, limits, preset)
-        if p["dtypes"] == "auto":
-            p["dtypes"] = "+".join(dtypes_of(p, limits.device_for(p["device"])))
-        return p
+    def resolve_auto(self, p: Params, device: str, report: RuntimeReport) -> tuple[Params, dict[str, str]]:
+        """auto dtypes become the device's, so the worker runs them and the record says which were measured."""
+        if p["dtypes"] != "auto":
+            return p, {}
+        dtypes = "+".join(dtypes_of(p, device))
+        return {**p, "dtypes": dtypes}, {"dtypes": f"auto: those {device.upper()} has fast units for ({dtypes})"}
 
     def check(self, p: Params, limits: Limits) -> None:
         device = limits.device_for(p["device"])

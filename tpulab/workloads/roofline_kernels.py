@@ -114,10 +114,7 @@ def _calls(p: Params) -> Iterator[bool]:
 
 
 def placed(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> tuple[Params, Placement]:
-    """Say `Started` (through the workload contract) and return the parameters, auto dtypes made the
-    device's (a sweep's point arrives unresolved), and where the kernels run."""
-    if p["dtypes"] == "auto":
-        kind = runtime.place(p.get("device", "auto"), 1).kind
-        p = {**p, "dtypes": "+".join(DEVICE_DTYPES.get(kind, ("float32",)))}
+    """Say `Started` (through the workload contract) and return the parameters and where the kernels run
+    (the run's spec decided auto dtypes before the worker started)."""
     placement, _ = w.begin(p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"])
     return p, placement

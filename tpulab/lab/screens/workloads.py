@@ -15,8 +15,10 @@ from textual.widgets import Button, Checkbox, OptionList, Static
 from textual.widgets.option_list import Option
 
 from tpulab.core import fmt
+from tpulab.core.errors import UsageError
 from tpulab.core.estimate import Estimate, estimate, wanted
 from tpulab.core.runindex import RunRow, Wanted
+from tpulab.core.spec import resolve
 from tpulab.core.sweep import Grid, Sweep
 from tpulab.views.sweep import article_note, impossible_lines, point_count
 from tpulab.runtime.detect import RuntimeReport
@@ -60,7 +62,7 @@ class WorkloadsPane(Horizontal):
         with Vertical(id="workload-main"):
             yield Checkbox("sweep: fields take lists, 32,64 or 16..1024", False, id="sweep-mode",
                            compact=True)
-            yield ParamForm(self.workload, self.limits(), self.initial_params, id="param-form")
+            yield ParamForm(self.workload, self.report, self.initial_params, id="param-form")
             yield Static(id="plan")
             yield Button("Run (ctrl+r)", id="run-button", variant="success", disabled=True, compact=True)
 
@@ -93,7 +95,7 @@ class WorkloadsPane(Horizontal):
             for old in self.query(ParamForm):
                 self.kept[old.workload.name] = old.text_values()
             await self.query(ParamForm).remove()
-            form = ParamForm(self.workload, self.limits(), values, sweep=self.sweeping, id="param-form")
+            form = ParamForm(self.workload, self.report, values, sweep=self.sweeping, id="param-form")
             await self.query_one("#workload-main").mount(form, after="#sweep-mode")
 
     async def select(self, name: str) -> None:
@@ -114,7 +116,7 @@ class WorkloadsPane(Horizontal):
         """A framework's view arrived: shard bounds and `auto` may change; keep what the user typed."""
         self.report = report
         for form in self.query(ParamForm):  # none while one is being replaced: the new one reads the report
-            form.limits = self.limits()
+            form.report = report
             form.revalidate()
 
     @on(OptionList.OptionSelected, "#workload-list")
@@ -165,7 +167,7 @@ class WorkloadsPane(Horizontal):
         self._planned += 1
         plan = self.query_one("#plan", Static)
         if form.sweep and form.grid is not None:
-            sweep = Sweep(form.grid, self.report, self.limits())
+            sweep = Sweep(form.grid, self.report)
             grid, impossible = form.grid, form.impossible
             plan.update(self.sweep_plan(sweep, grid, impossible, "…"))
             self._estimate(sweep.estimate, lambda guess: self.sweep_plan(sweep, grid, impossible, guess))
@@ -200,7 +202,7 @@ class WorkloadsPane(Horizontal):
         form = self.form
         compute: Estimator
         if form.sweep and form.grid is not None:
-            sweep, grid, impossible = Sweep(form.grid, self.report, self.limits()), form.grid, form.impossible
+            sweep, grid, impossible = Sweep(form.grid, self.report), form.grid, form.impossible
             request: Message = self.SweepRequested(grid)
             question = f"Sweep {self.workload.title} over {point_count(sweep.points)}?"
             compute, render = sweep.estimate, partial(self.sweep_plan, sweep, grid, impossible)
@@ -230,10 +232,17 @@ class WorkloadsPane(Horizontal):
 
         self.app.push_screen(ConfirmRun(question, plan), answered)
 
+    def resolved(self, p: Params) -> Params:
+        """The form's values as its run would run them (`auto` decided), or as given when it cannot run here."""
+        try:
+            return resolve(self.workload, p, self.report).params
+        except UsageError:
+            return p
+
     def _estimator(self, p: Params) -> Estimator:
         """The single run's estimate from the kept runs the store finds for it (called in a thread)."""
-        w, limits, report = self.workload, self.limits(), self.report
-        return lambda found: estimate(w, p, limits, report, found(wanted(w, p, limits)))
+        w, limits, report, run = self.workload, self.limits(), self.report, self.resolved(p)
+        return lambda found: estimate(w, run, limits, report, found(wanted(w, run, limits)))
 
     def sweep_plan(self, sweep: Sweep, grid: Grid, impossible: list[tuple[dict[str, object], str]],
                    guess: Estimate | str) -> str:
@@ -244,11 +253,11 @@ class WorkloadsPane(Horizontal):
 
     def plan(self, p: Params, guess: Estimate | str) -> str:
         w = self.workload
-        limits = self.limits()
-        device = limits.device_for(p["device"])
-        steps = w.total_steps(p)
-        flops = w.flops_per_step(p)
-        batch, shards = w.batch_size(p), w.replicas(p)
+        run = self.resolved(p)
+        device = self.limits().device_for(run["device"])
+        steps = w.total_steps(run)
+        flops = w.flops_per_step(run)
+        batch, shards = w.batch_size(run), w.replicas(run)
         return (f"global batch {batch} = {batch // shards} per replica x {shards} "
-                f"shard(s) on {device.upper()} via {limits.backend_for(p['backend'], p['device'])} | "
+                f"shard(s) on {device.upper()} via {self.form.backend(run)} | "
                 f"{fmt.rate(flops, 'FLOP')} per {w.unit}, {steps} {w.unit}s | estimate {guess}")

@@ -15,10 +15,14 @@ from textual.message import Message
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from tpulab.core.glossary import GLOSSARY
-from tpulab.workloads.base import Limits, ParamError, Params, ParamSpec, Workload
+from tpulab.backends import BackendError, article
+from tpulab.core.errors import UsageError
+from tpulab.core.spec import backend_of, resolve
+from tpulab.workloads.base import ParamError, Params, ParamSpec, Workload
 
 if TYPE_CHECKING:
     from tpulab.core.sweep import Grid
+    from tpulab.runtime.detect import RuntimeReport
 
 NO_PRESET = "(defaults)"
 
@@ -42,11 +46,11 @@ class ParamForm(VerticalScroll, can_focus=False):
             super().__init__()
             self.spec = spec
 
-    def __init__(self, workload: Workload, limits: Limits, values: dict[str, Any] | None = None,
+    def __init__(self, workload: Workload, report: RuntimeReport, values: dict[str, Any] | None = None,
                  sweep: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.workload = workload
-        self.limits = limits
+        self.report = report
         self.sweep = sweep
         self.initial = {**workload.defaults(), **(values or {})}
         self.preset = NO_PRESET
@@ -117,13 +121,24 @@ class ParamForm(VerticalScroll, can_focus=False):
                 errors[name] = str(e)
         if not errors:
             try:
-                self.workload.validate(params, self.limits)
+                resolve(self.workload, params, self.report)  # as the run will: every auto decided
             except ParamError as e:
                 errors[e.param if e.param in params else "batch_size"] = str(e)
-        self._grey_out(self.limits.backend_for(params.get("backend", "auto"), params.get("device", "auto")))
+            except BackendError:
+                pass  # no framework here runs it: Enter says which to install
+        self._grey_out(self.backend(params))
         self._show_errors(errors)
         self.params = None if errors else params
         self.post_message(self.Changed(self, self.params, errors))
+
+    def backend(self, params: Params) -> str:
+        """The backend the run would take; where none can run it, the one asked for, else the article's."""
+        try:
+            return backend_of(params, self.report)[0]
+        except UsageError:
+            framework = article()
+            asked = params.get("backend", "auto")
+            return framework.name if asked == "auto" and framework is not None else asked
 
     def _revalidate_grid(self) -> None:
         from tpulab.core.sweep import DEFAULT_STEPS, build_grid
@@ -131,10 +146,11 @@ class ParamForm(VerticalScroll, can_focus=False):
         errors: dict[str, str] = {}
         raw = {k: v for k, v in self.raw_values().items() if k not in self.workload.set_by_sweeps(DEFAULT_STEPS)}
         try:
-            self.grid, self.impossible = build_grid(self.workload, raw, self.limits)
-        except ParamError as e:
+            self.grid, self.impossible = build_grid(self.workload, raw, self.report)
+        except UsageError as e:  # a bad value, or a backend that cannot run here (said at the backend)
             self.grid, self.impossible = None, []
-            errors[e.param if e.param in self.initial else "batch_size"] = str(e)
+            param = e.param if isinstance(e, ParamError) else "backend"
+            errors[param if param in self.initial else "batch_size"] = str(e)
         self._show_errors(errors)
         self.params = None
         self.post_message(self.Changed(self, None, errors))
