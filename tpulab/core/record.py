@@ -21,7 +21,6 @@ from tpulab.core.spec import RunSpec
 from tpulab.workloads.base import SummaryPart
 
 
-
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -40,8 +39,11 @@ def origins(spec: RunSpec) -> dict[str, str]:
 
 
 class RunRecorder:
+    """One run's events, fed as they come, and the record and summary derived from them at any moment."""
+
     def __init__(self, spec: RunSpec, runtime: RuntimeReport, ceilings: measured.Ceilings | None = None) -> None:
-        """`ceilings`: the measured ceilings kept so far (from the store's roofline runs), to judge this run by."""
+        """`runtime`: the machine it ran on (as detected); `ceilings`: the measured ceilings kept so far
+        (from the store's roofline runs), to judge this run by."""
         self.workload = spec.workload
         self.params = dict(spec.params)
         self.runtime = runtime
