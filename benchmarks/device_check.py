@@ -10,9 +10,10 @@ has two phases:
 
 `build` fills .device-check/gpu with what tpulab needs beyond the GPU machine's image (for its
 Python and platform, small enough to travel with the working tree) and .device-check/cpu with
-everything but TensorFlow for this machine's Python, JAX's CPU wheels included. Both hold
-tpulab's own wheel, built from the tree (TensorFlow is still a hard dependency, so every wheel
-installs with --no-deps). `run` installs one of them into a fresh folder and, on the JAX
+tpulab's core and its jax extra for this machine's Python (no TensorFlow: it is an extra). Both
+hold tpulab's own wheel, built from the tree; every wheel installs with --no-deps, into a fresh
+folder that cannot see what the image already has (JAX, NumPy), so pip must not look for them.
+`run` installs one of them into a fresh folder and, on the JAX
 backend, runs `tpulab detect`, `tpulab top`, the roofline, conv, ResNet-50 and the transformer
 (GPU sizes there, smoke sizes on a CPU), exports the records and checks their telemetry. Each
 step has its own timeout, all of them 5 minutes together; the summary (each step's status,
@@ -70,10 +71,9 @@ TIMEOUTS = {"install": 30, "detect": 30, "top": 10, "roofline": 35, "conv": 25,
 
 # --- wheels ---------------------------------------------------------------------------------
 def requirements(cpu: bool) -> list[str]:
-    """tpulab's dependencies without TensorFlow, plus the Keras it would bring (and JAX on a CPU)."""
+    """tpulab's core dependencies (Keras, no framework), and on a CPU its jax extra."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    deps = [d for d in project["dependencies"] if not d.startswith("tensorflow")]
-    return deps + ["keras>=3"] + (project["optional-dependencies"]["jax"] if cpu else [])
+    return list(project["dependencies"]) + (project["optional-dependencies"]["jax"] if cpu else [])
 
 
 def supported_tags(python: tuple[int, int] | None, platforms: list[str] | None) -> set[tags.Tag]:

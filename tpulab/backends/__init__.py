@@ -5,7 +5,10 @@ A backend is one module (`tensorflow.py`, `jax.py` beside this one, or a plugin'
 (install hint, the environment its worker sets before the import, how much `auto` prefers it,
 its doctor verdicts) is asked in any process; `runtime()` imports the framework and is called
 only inside a worker, where it places shards, joins other hosts and probes the machine.
-Nothing outside `backends/` and `workloads/` knows a backend by its name.
+What only a framework knows (whether this process holds the TPU, what a dead worker's stderr
+means, which packages drive a TPU) is its backend's word: nothing outside `backends/` and the
+per-backend workload files keys on a backend's name, but a workload's `runners` declaration
+(tests/test_plugins.py checks it).
 """
 
 from __future__ import annotations
