@@ -30,12 +30,13 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=256)
     args = ap.parse_args()
 
-    from tpulab.backends import tensorflow as runtime
+    from tpulab.backends import get
     from tpulab.callbacks import StepTimer
     from tpulab.workloads.fashion_mnist import FASHION_MNIST as W
 
     params = {**W.defaults(), "batch_size": args.batch_size,
               "dataset": "fashion-mnist" if _has_real_data() else "synthetic"}
+    runtime = get("tensorflow").load()  # TensorFlow and Keras on it, as a worker has them
     data = W.data(params)
     model = W.build_model(params)
     W.compile_model(model, params, jit_compile=False)
