@@ -1,0 +1,119 @@
+"""One resolve(): every `auto` decided once, with its reason; the worker runs the spec as given."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import tpulab
+from tpulab.core.spec import resolve
+from tpulab.core.store import Store
+from tpulab.runtime.detect import detect
+from tpulab.workloads import registry
+from tpulab.workloads.base import ParamError
+
+from .helpers import ROOT, cpu_only, json_events, run_cli
+
+NEEDS = {"model": {"model": str(ROOT / "examples" / "models" / "mlp.py") + ":build"},  # no default there
+         "fashion-mnist": {"dataset": "synthetic"}}  # no download in a test
+
+
+def auto_left(params: dict) -> list[str]:
+    return [name for name, value in params.items() if value == "auto"]
+
+
+@pytest.mark.parametrize("name", list(registry()))
+def test_resolve_leaves_no_auto_and_keeps_why(name):
+    """Every workload's defaults on this CPU machine: the backend, the device and its own autos decided."""
+    report = detect()
+    spec = resolve(name, NEEDS.get(name, {}), report, "smoke" if "smoke" in registry()[name].presets else None)
+    assert auto_left(spec.params) == []
+    assert spec.backend != "auto" and spec.params["backend"] == spec.backend
+    assert spec.device == report.default_device == spec.params["device"]
+    assert spec.reasons["device"] == f"auto takes TPU, then GPU, then CPU: {spec.device.upper()} here"
+    assert spec.reasons["backend"]  # the backends' own words (installed, drives the device)
+    assert json.loads(json.dumps(spec.to_json()))["params"] == spec.params  # serialisable as it runs
+
+
+def test_the_roofline_decides_its_dtypes_for_the_device(tmp_path):
+    spec = resolve("roofline", {"dtypes": "auto"}, cpu_only(tmp_path))
+    assert spec.params["dtypes"] == "float32"
+    assert spec.reasons == {"backend": spec.backend_reason, "device": "auto takes TPU, then GPU, then CPU: CPU here",
+                            "dtypes": "auto: those CPU has fast units for (float32)"}
+    asked = resolve("roofline", {"dtypes": "float32+bfloat16", "device": "cpu"}, cpu_only(tmp_path))
+    assert asked.params["dtypes"] == "float32+bfloat16" and "dtypes" not in asked.reasons
+    assert asked.reasons["device"] == "you chose cpu"
+
+
+def test_an_asked_backend_is_the_users_and_auto_is_the_machines(tmp_path):
+    """On a machine with TensorFlow only, auto takes it (the article's framework), and says why."""
+    auto = resolve("conv", {}, cpu_only(tmp_path), "smoke")
+    assert (auto.backend, auto.params["backend"]) == ("tensorflow", "tensorflow")
+    assert auto.backend_reason == "TensorFlow is installed and drives this device (the article's framework)"
+    chosen = resolve("conv", {"backend": "tensorflow"}, cpu_only(tmp_path), "smoke")
+    assert chosen.backend_reason == "you chose tensorflow" and chosen.params == auto.params
+
+
+def test_a_value_the_decided_backend_cannot_take_is_refused_after_the_decision(tmp_path):
+    """batch-parallel needs a TPU on TensorFlow: with auto deciding TensorFlow on a CPU, resolve says so."""
+    with pytest.raises(ParamError, match="--mode batch-parallel needs a TPU on TensorFlow"):
+        resolve("conv", {"mode": "batch-parallel"}, cpu_only(tmp_path), "smoke")
+
+
+@pytest.mark.slow
+def test_the_worker_runs_the_spec_without_deciding_again():
+    """The worker, with the backends' decision made to fail in its process: the resolved spec runs."""
+    spec = resolve("conv", {"batch_size": "2", "image_size": "8", "filters": "2", "iterations": "2",
+                            "warmup": "0", "backend": "jax"}, detect(), "smoke")
+    code = ("import sys; from tpulab import backends\n"
+            "def refuse(*a, **k): raise AssertionError('the worker decided a backend again')\n"
+            "backends.choose = refuse\n"
+            "from tpulab.core import worker; sys.exit(worker.main(sys.argv[1:]))")
+    arg = json.dumps({"workload": "conv", "backend": spec.backend, "params": spec.params})
+    out = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env={**os.environ, **spec_env(spec)})
+    events = json_events(out.stdout)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert [e["event"] for e in events][0] == "started" and events[-1]["event"] == "finished"
+    assert events[0]["backend"] == "jax" and events[0]["device"]["kind"] == "cpu"
+
+
+def spec_env(spec) -> dict[str, str]:
+    from tpulab.core.worker import child_env, worker_env
+
+    return child_env(worker_env(spec.backend, spec.device, spec.workload.replicas(spec.params)))
+
+
+@pytest.mark.slow
+def test_a_run_says_the_backend_it_resolved_and_why(tpulab_home):
+    out = run_cli("--run", "conv", "--no-ui", "--json", "--preset", "smoke", "--batch-size", "2", "--image-size", "8",
+                  "--filters", "2", "--iterations", "2", "--warmup", "0", "--no-save")
+    assert out.returncode == 0, out.stderr[-2000:]
+    events = json_events(out.stdout)
+    started, result = events[0], events[-1]
+    expected = resolve("conv", {}, detect(), "smoke")
+    assert started["event"] == "started" and started["backend"] == expected.backend
+    assert result["params"]["backend"] == expected.backend and result["params"]["device"] == expected.device
+    assert result["backend_reason"] == expected.backend_reason
+
+
+@pytest.mark.slow
+def test_the_cli_and_the_notebook_sweep_the_same_points(tpulab_home):
+    grid = ["--preset", "smoke", "--batch-size", "2,4", "--image-size", "8", "--filters", "2", "--steps", "2",
+            "--warmup", "0", "--device", "cpu"]
+    out = run_cli("sweep", "conv", *grid, "--json", "--db", str(tpulab_home / "cli.db"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    cli = json_events(out.stdout)[-1]
+    nb = tpulab.sweep("conv", preset="smoke", batch_size=[2, 4], image_size=8, filters=2, steps=2, warmup=0,
+                      device="cpu", live=False, db=tpulab_home / "nb.db")
+    assert sorted(p["values"]["batch_size"] for p in cli["points"]) == [2, 4]
+    assert [p.values for p in nb.sweep.points] == [{"batch_size": 2}, {"batch_size": 4}]
+    kept = Store(tpulab_home / "cli.db")
+    cli_params = sorted((kept.get(p["runs"][0]).params for p in cli["points"]), key=lambda p: p["batch_size"])
+    nb_params = [nb.records[p.runs[0]].params for p in nb.sweep.points]
+    assert cli_params == nb_params and auto_left(nb_params[0]) == []
+    assert nb_params[0]["iterations"] == 2 and nb_params[0]["backend"] != "auto"
