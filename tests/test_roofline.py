@@ -7,7 +7,7 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from tpulab.core.ceilings import MEMORY, Ceilings, kept_at, kernel_figures, kernel_intensity, verdicts
+from tpulab.core.ceilings import MEMORY, Ceilings, kept_at, verdicts
 from tpulab.core.events import Compiled, Device, Event, RunRecord, Started, Step
 from tpulab.core.record import RunRecorder
 from tpulab.core.spec import RunSpec, resolve
@@ -17,7 +17,8 @@ from tpulab.views.roofline import roofline_plot
 from tpulab.workloads.base import CancelToken, Limits, ParamError
 from tpulab.workloads.conv import CONV
 from tpulab.workloads.roofline import ROOFLINE
-from tpulab.workloads.roofline_kernels import MIB, Kernel, kernels_of, measure, sizes_of
+from tpulab.workloads.roofline_kernels import (MIB, Kernel, kernel_figures, kernel_intensity, kernels_of, measure,
+                                               sizes_of)
 
 from .helpers import caches, cpu_only, json_events, make_record, run_cli
 

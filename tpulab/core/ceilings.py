@@ -18,15 +18,14 @@ reads the same in every view and in an export, and an old run is not silently re
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from tpulab.core.events import Device, KernelFigure, RunRecord, Step
-from tpulab.core.timing import Flag, median
+from tpulab.core.events import Device, KernelFigure, RunRecord
+from tpulab.core.timing import Flag
 from tpulab.workloads.base import Workload
-from tpulab.workloads.roofline_kernels import MIB, Kernel
+from tpulab.workloads.roofline_kernels import MIB, best
 
 WORKLOAD = "roofline"
 MEMORY = "memory"  # the dtype key of the bandwidth ceiling (bytes are bytes)
@@ -63,40 +62,6 @@ Key = tuple[str, str, str]  # device kind, device name, dtype
 
 def key(device: Device, dtype: str) -> Key:
     return (device.kind, device.name, dtype)
-
-
-def kernel_figures(steps: Iterable[Step]) -> list[KernelFigure]:
-    """Each kernel's steady median and rate, from steps that carry their kernel, in the order first timed."""
-    samples: dict[tuple[str, str, int], list[float]] = defaultdict(list)
-    work: dict[tuple[str, str, int], tuple[float, float]] = {}
-    for s in steps:
-        k = s.kernel
-        if k is None or s.warmup:
-            continue
-        ident = (str(k["kind"]), str(k["dtype"]), int(k["size"]))
-        samples[ident].extend([s.seconds] * s.steps)
-        work[ident] = (float(k.get("flops") or 0), float(k.get("bytes") or 0))
-    out = []
-    for (kind, dtype, size), xs in samples.items():
-        mid = median(xs) or 0.0
-        flops, nbytes = work[(kind, dtype, size)]
-        out.append(KernelFigure(kind=kind, dtype=dtype, size=size, median_s=mid, count=len(xs),
-                                flops_per_s=flops / mid if kind == "matmul" and mid > 0 else None,
-                                bytes_per_s=nbytes / mid if kind == "copy" and mid > 0 else None))
-    return out
-
-
-def samples(steps: Iterable[Step], figure: KernelFigure) -> list[float]:
-    """The steady step times of one kernel."""
-    return [s.seconds for s in steps for _ in range(s.steps) if s.kernel and not s.warmup
-            and (s.kernel["kind"], s.kernel["dtype"], s.kernel["size"]) == (figure.kind, figure.dtype, figure.size)]
-
-
-def best(figures: Iterable[KernelFigure], kind: str, dtype: str | None = None) -> KernelFigure | None:
-    """The fastest figure of a kind (and dtype)."""
-    rate = (lambda f: f.flops_per_s or 0.0) if kind == "matmul" else (lambda f: f.bytes_per_s or 0.0)
-    found = [f for f in figures if f.kind == kind and (dtype is None or f.dtype == dtype) and rate(f) > 0]
-    return max(found, key=rate, default=None)
 
 
 @dataclass(frozen=True)
@@ -238,6 +203,13 @@ class Ceilings:
     def __bool__(self) -> bool:
         return bool(self.kept)
 
+    def over_bandwidth(self, device: Device | None, bytes_per_s: float | None) -> list[Flag]:
+        """The flag of a copy faster than this device's measured bandwidth (none when it is not)."""
+        bandwidth = self.bandwidth(device)
+        if bandwidth is None or not bytes_per_s or bytes_per_s <= bandwidth.value:
+            return []
+        return [beats(bytes_per_s, bandwidth, "B/s")]
+
     def judge(self, device: Device | None, dtype: str | None, flops_per_s: float | None, flops: float | None,
               nbytes: float | None) -> tuple[dict[str, Any], list[Flag]]:
         """A run's part of its summary against this device's measured ceilings: the fraction of the FLOP/s
@@ -267,18 +239,6 @@ def beats(achieved: float, ceiling: Ceiling, what: str = "FLOP/s") -> Flag:
     return Flag(code, f"achieved {fmt.rate(achieved, what)}, above this device's measured ceiling "
                 f"{fmt.rate(ceiling.value, what)} ({ceiling.source()}): a new best, not a fraction above 100%; "
                 "a larger roofline run measures the ceiling again")
-
-
-def kernel_work(figure: KernelFigure) -> tuple[float, float]:
-    """FLOPs and bytes of one call of a roofline kernel (its least traffic: operands read, result written once)."""
-    k = Kernel(figure.kind, figure.dtype, figure.size)
-    return k.flops, k.bytes
-
-
-def kernel_intensity(figure: KernelFigure) -> float:
-    """FLOP per byte of a roofline kernel."""
-    flops, nbytes = kernel_work(figure)
-    return flops / nbytes
 
 
 def kept_at(path: Path) -> Ceilings:

@@ -12,8 +12,10 @@ from typing import Iterable
 from rich.text import Text
 
 from tpulab.core import fmt
-from tpulab.core.ceilings import MEMORY, Ceilings, Verdict, kernel_intensity, verdicts
+from tpulab.core.ceilings import MEMORY, Ceilings, Verdict, verdicts
 from tpulab.core.events import Device, RunRecord, Summary
+from tpulab.workloads.roofline_kernels import kernel_intensity
+
 
 def ceiling_text(s: Summary, dtype: str | None = None) -> str | None:
     """'39.2% of the measured ceiling 138.0 GFLOP/s (roofline run ..., jax, n=256..2048)', or None

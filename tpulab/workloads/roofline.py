@@ -15,14 +15,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpulab.core import ceilings as measured
 from tpulab.core.charts import GFLOPS, Chart, ChartContext, Point, step_time
 from tpulab.core.events import Event, Started, Step
 from tpulab.workloads.base import (BACKEND, DEVICE, Limits, ParamError, Params, ParamSpec, Runner, SummaryPart,
                                    Workload)
-from tpulab.workloads.roofline_kernels import COPY_DTYPE, DTYPE_CHOICES, dtypes_of, kernels_of, sizes_of
+from tpulab.workloads.roofline_kernels import (COPY_DTYPE, DTYPE_CHOICES, best, dtypes_of, kernel_figures, kernel_samples,
+                                               kernel_work, kernels_of, sizes_of)
 
 if TYPE_CHECKING:
+    from tpulab.core.ceilings import Ceilings
     from tpulab.runtime.detect import RuntimeReport
 
 PARAMS = (
@@ -119,19 +120,18 @@ class Roofline(Workload):
         return (f"random {p['dtypes']} matrices n={sizes[0]}..{sizes[-1]} (seed {p['seed']}) and a "
                 f"{p['copy_mib']} MiB {COPY_DTYPE} array, held on the device")
 
-    def summary_part(self, steps: list[Step], started: Started, ceilings: measured.Ceilings) -> SummaryPart:
+    def summary_part(self, steps: list[Step], started: Started, ceilings: Ceilings) -> SummaryPart:
         """Each kernel's figures; the run's step is a call of the best matmul in the headline dtype, and
         its bytes/s is the best copy's (flagged when it beats the measured bandwidth)."""
-        kernels = measured.kernel_figures(steps)
-        top = measured.best(kernels, "matmul", started.dtype)
-        copy = measured.best(kernels, "copy")
-        bandwidth = ceilings.bandwidth(started.device)
+        kernels = kernel_figures(steps)
+        top = best(kernels, "matmul", started.dtype)
+        copy = best(kernels, "copy")
         rate = copy.bytes_per_s if copy else None
-        flags = (measured.beats(rate, bandwidth, "B/s"),) if bandwidth and rate and rate > bandwidth.value else ()
+        flags = tuple(ceilings.over_bandwidth(started.device, rate))
         fields = {"kernels": kernels, "gbytes_per_s": rate / 1e9 if rate else None}
         if top is None:
             return SummaryPart(fields=fields, flags=flags)
-        return SummaryPart(measured.samples(steps, top), measured.kernel_work(top)[0], top.flops_per_s, fields, flags)
+        return SummaryPart(kernel_samples(steps, top), kernel_work(top)[0], top.flops_per_s, fields, flags)
 
 
 ROOFLINE = Roofline()

@@ -1,4 +1,4 @@
-"""The roofline's kernels and how each is timed: shared by the declaration and both runners.
+"""The roofline's kernels, how each is timed and its figures: shared by the declaration and both runners.
 
 Each kernel is timed on its own: its first call (trace and compile) is reported apart, then
 `warmup` calls left out, then `iterations` timed calls, each waiting for a value that depends on
@@ -9,10 +9,12 @@ so the record keeps the figures of every size. No framework is imported here.
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from tpulab.core.events import Compiled, Step
+from tpulab.core.events import Compiled, KernelFigure, Step
+from tpulab.core.timing import median
 from tpulab.workloads.base import CancelToken, Params, Sink, Workload
 
 if TYPE_CHECKING:
@@ -111,6 +113,52 @@ def _calls(p: Params) -> Iterator[bool]:
     yield True
     yield from [True] * p["warmup"]
     yield from [False] * p["iterations"]
+
+
+def kernel_figures(steps: Iterable[Step]) -> list[KernelFigure]:
+    """Each kernel's steady median and rate, from steps that carry their kernel, in the order first timed."""
+    samples: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+    work: dict[tuple[str, str, int], tuple[float, float]] = {}
+    for s in steps:
+        k = s.kernel
+        if k is None or s.warmup:
+            continue
+        ident = (str(k["kind"]), str(k["dtype"]), int(k["size"]))
+        samples[ident].extend([s.seconds] * s.steps)
+        work[ident] = (float(k.get("flops") or 0), float(k.get("bytes") or 0))
+    out = []
+    for (kind, dtype, size), xs in samples.items():
+        mid = median(xs) or 0.0
+        flops, nbytes = work[(kind, dtype, size)]
+        out.append(KernelFigure(kind=kind, dtype=dtype, size=size, median_s=mid, count=len(xs),
+                                flops_per_s=flops / mid if kind == "matmul" and mid > 0 else None,
+                                bytes_per_s=nbytes / mid if kind == "copy" and mid > 0 else None))
+    return out
+
+
+def kernel_samples(steps: Iterable[Step], figure: KernelFigure) -> list[float]:
+    """The steady step times of one kernel."""
+    return [s.seconds for s in steps for _ in range(s.steps) if s.kernel and not s.warmup
+            and (s.kernel["kind"], s.kernel["dtype"], s.kernel["size"]) == (figure.kind, figure.dtype, figure.size)]
+
+
+def best(figures: Iterable[KernelFigure], kind: str, dtype: str | None = None) -> KernelFigure | None:
+    """The fastest figure of a kind (and dtype)."""
+    rate = (lambda f: f.flops_per_s or 0.0) if kind == "matmul" else (lambda f: f.bytes_per_s or 0.0)
+    found = [f for f in figures if f.kind == kind and (dtype is None or f.dtype == dtype) and rate(f) > 0]
+    return max(found, key=rate, default=None)
+
+
+def kernel_work(figure: KernelFigure) -> tuple[float, float]:
+    """FLOPs and bytes of one call of a roofline kernel (its least traffic: operands read, result written once)."""
+    k = Kernel(figure.kind, figure.dtype, figure.size)
+    return k.flops, k.bytes
+
+
+def kernel_intensity(figure: KernelFigure) -> float:
+    """FLOP per byte of a roofline kernel."""
+    flops, nbytes = kernel_work(figure)
+    return flops / nbytes
 
 
 def placed(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> tuple[Params, Placement]:
