@@ -144,6 +144,9 @@ def devices_of(kind: str) -> list[Any]:
 
 
 class JaxRuntime(Runtime):
+    """One program over every process's devices (a mesh), XLA always, a persistent compilation cache,
+    and the allocator's figures (a TPU's HBM, which only the process holding it can read)."""
+
     def cache_hit(self) -> bool | None:
         """True when every program compiled so far was loaded from the persistent cache; None without a cache."""
         import jax
