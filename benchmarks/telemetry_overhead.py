@@ -45,6 +45,7 @@ def sample_cost(samples: int) -> tuple[float, float, float]:
     """Median and p90 wall seconds of one sample of the CPU probe (what every run samples), guarded; and
     the CPU seconds it used on average (all threads of this process), which the machine's load does not inflate."""
     from tpulab.core.telemetry import Sampler, probes_for
+    from tpulab.core.timing import summarize
 
     sampler = Sampler(probes_for(["cpu"], os.getpid()), lambda s: None)
     times = []
@@ -55,8 +56,9 @@ def sample_cost(samples: int) -> tuple[float, float, float]:
         sampler.sample()
         times.append(time.perf_counter() - t0)
         cpu += time.process_time() - c0
-    times.sort()
-    return statistics.median(times), times[int(0.9 * (len(times) - 1))], cpu / samples
+    stats = summarize(times)  # the p90 every record reports (interpolated), not the nearest rank below it
+    assert stats is not None
+    return stats.median, stats.p90, cpu / samples
 
 
 def block(step, seconds: float) -> float:
