@@ -1,4 +1,5 @@
-"""A run's record, built from its event stream: the one place where figures are derived.
+"""A run's record, built from its event stream: the one place where its figures are put together
+(the workload's own part and the judgement against the measured ceilings come from their owners).
 
 The headless printer, the lab and the results store all read the same record, so a number
 means the same thing everywhere. A run that fails or is cancelled keeps what it measured.
