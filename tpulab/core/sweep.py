@@ -302,7 +302,8 @@ class Sweep:
     """Runs a grid point after point; a failed point is kept and the sweep goes on.
 
     Every point is resolved as its run (`tpulab.core.spec.resolve`) when the sweep is made. The command
-    line, the notebook and the lab drive it alike (`plan`, then `drive`) and only render what it yields.
+    line and the notebook drive it alike (`plan`, then `drive`), the lab reads its `events` in a thread
+    (keeping each point itself); each only renders what it yields.
     """
 
     def __init__(self, grid: Grid, report: RuntimeReport, repeat: int = 1, max_minutes: float | None = None) -> None:
