@@ -1,4 +1,4 @@
-"""One run from the parent's side: choose its backend, start its worker(s), feed the events to the record.
+"""One run from the parent's side: start the worker(s) of its resolved spec, feed the events to the record.
 
 Shared by the headless CLI, the lab and sweeps, so all record and judge a run the same way. A run
 over several local processes (`processes` > 1) starts one worker per process, joined over loopback;
