@@ -21,9 +21,9 @@ sys.path.insert(0, str(ROOT))
 
 def step(args: argparse.Namespace, backend: str) -> tuple[float, float]:
     """(median steady step, first call) of one short training run."""
-    from tpulab.core.runner import Run
-    from tpulab.core.spec import spec_of
-    from tpulab.runtime.detect import detect
+    from tpulab.engine.runner import Run
+    from tpulab.engine.spec import spec_of
+    from tpulab.machine.detect import detect
     from tpulab.workloads import registry
 
     params = {**registry()["fashion-mnist"].defaults(), "batch_size": args.batch_size, "epochs": 1,

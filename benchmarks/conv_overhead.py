@@ -66,9 +66,9 @@ def baseline(args: argparse.Namespace, backend: str) -> float:
 
 
 def tpulab(args: argparse.Namespace, backend: str, mode: str) -> float:
-    from tpulab.core.runner import Run
-    from tpulab.core.spec import spec_of
-    from tpulab.runtime.detect import detect
+    from tpulab.engine.runner import Run
+    from tpulab.engine.spec import spec_of
+    from tpulab.machine.detect import detect
     from tpulab.workloads import registry
 
     params = {**registry()["conv"].defaults(), "batch_size": args.batch_size, "image_size": args.image_size,

@@ -34,12 +34,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 import venv
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import tomllib
 from packaging import tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 

@@ -47,8 +47,8 @@ async def lab(backend: str, home: str, runs: int = 2) -> list[float]:
     """Enter to the first step, for each of `runs` runs in one lab (the second one's worker pre-started again)."""
     os.environ["TPULAB_HOME"] = home
     from tpulab.lab.app import TpulabApp
-    from tpulab.lab.screens.run import RunPane
-    from tpulab.runtime.detect import detect
+    from tpulab.lab.panes.run import RunPane
+    from tpulab.machine.detect import detect
 
     app = TpulabApp(probe=False, workload="conv", params={"batch_size": 8, "image_size": 32, "filters": 16,
                                                          "iterations": 5, "warmup": 1, "device": "cpu",

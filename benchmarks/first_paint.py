@@ -55,7 +55,7 @@ def launch(timeout: float = 30.0) -> float:
 def settle(timeout: float = 30.0) -> None:
     """Wait for the killed app's TensorFlow probe (its own process) to finish, so launches don't overlap."""
     deadline = time.monotonic() + timeout
-    while subprocess.run(["pgrep", "-f", "tpulab.core.worker"], capture_output=True).returncode == 0:
+    while subprocess.run(["pgrep", "-f", "tpulab.engine.worker"], capture_output=True).returncode == 0:
         if time.monotonic() > deadline:
             break
         time.sleep(0.2)

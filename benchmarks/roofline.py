@@ -68,9 +68,9 @@ def baseline(args: argparse.Namespace, backend: str) -> tuple[float, float]:
 
 
 def tpulab(args: argparse.Namespace, backend: str):  # -> RunRecord
-    from tpulab.core.runner import Run
-    from tpulab.core.spec import spec_of
-    from tpulab.runtime.detect import detect
+    from tpulab.engine.runner import Run
+    from tpulab.engine.spec import spec_of
+    from tpulab.machine.detect import detect
     from tpulab.workloads import registry
 
     params = {**registry()["roofline"].defaults(), "min_size": args.size, "max_size": args.size,

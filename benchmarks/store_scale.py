@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.helpers import copies  # noqa: E402
-from tpulab.core.events import RunRecord  # noqa: E402
-from tpulab.core.store import Exported, Store  # noqa: E402
+from tpulab.base.events import RunRecord  # noqa: E402
+from tpulab.engine.store import Exported, Store  # noqa: E402
 
 TINY = ["--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterations", "5", "--warmup", "1"]
 
@@ -65,7 +65,7 @@ def time_tab(db: Path, report: object, refills: int = 5) -> tuple[float, float]:
     """From the lab's start to the Results tab showing its first rows; then the tab filled again (its
     listing asked afresh, as a filter does), the median of `refills`."""
     from tpulab.lab.app import TpulabApp
-    from tpulab.lab.screens.results import ResultsPane
+    from tpulab.lab.panes.results import ResultsPane
 
     async def go() -> tuple[float, float]:
         t0 = time.perf_counter()
@@ -93,7 +93,7 @@ def time_tab(db: Path, report: object, refills: int = 5) -> tuple[float, float]:
 
 
 def time_estimate(db: Path, record: RunRecord, report: object, repeat: int = 40) -> float:
-    from tpulab.core.estimate import estimate, wanted
+    from tpulab.engine.estimate import estimate, wanted
     from tpulab.workloads import WORKLOADS
     from tpulab.workloads.base import Limits
 
@@ -115,7 +115,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     sizes = [int(x) for x in args.runs.split(",")]
-    from tpulab.runtime.detect import detect
+    from tpulab.machine.detect import detect
 
     report = detect()
     with tempfile.TemporaryDirectory() as tmp:

@@ -29,7 +29,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one BLAS thread: on a shar
 
 def run_once(spec, report, telemetry: bool) -> tuple[float, int]:
     """(median steady step time, samples taken) of one real run."""
-    from tpulab.core.runner import Run
+    from tpulab.engine.runner import Run
 
     os.environ["TPULAB_TELEMETRY"] = "on" if telemetry else "off"  # read by the worker, as --telemetry sets it
     run = Run(spec, report)
@@ -44,8 +44,8 @@ def run_once(spec, report, telemetry: bool) -> tuple[float, int]:
 def sample_cost(samples: int) -> tuple[float, float, float]:
     """Median and p90 wall seconds of one sample of the CPU probe (what every run samples), guarded; and
     the CPU seconds it used on average (all threads of this process), which the machine's load does not inflate."""
-    from tpulab.core.telemetry import Sampler, probes_for
-    from tpulab.core.timing import summarize
+    from tpulab.base.timing import summarize
+    from tpulab.engine.telemetry import Sampler, probes_for
 
     sampler = Sampler(probes_for(["cpu"], os.getpid()), lambda s: None)
     times = []
@@ -73,7 +73,7 @@ def block(step, seconds: float) -> float:
 
 
 def in_process(name: str, step, blocks: int, block_s: float) -> None:
-    from tpulab.core.telemetry import Sampler, probes_for
+    from tpulab.engine.telemetry import Sampler, probes_for
 
     on: list[float] = []
     off: list[float] = []
@@ -118,8 +118,8 @@ def main() -> None:
     if args.pairs < 1:
         return
 
-    from tpulab.core.spec import resolve
-    from tpulab.runtime.detect import detect
+    from tpulab.engine.spec import resolve
+    from tpulab.machine.detect import detect
 
     report = detect()
     spec = resolve("conv", {"batch_size": "8", "image_size": "64", "filters": "16", "iterations": str(args.iterations),

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from tpulab.workloads.data import FILES
-from tpulab.core.events import Compiled, Device, Event, Finished, RunRecord, Sample, Started, Step
-from tpulab.core.record import RunRecorder
-from tpulab.core.runner import Run
-from tpulab.core.spec import RunSpec
-from tpulab.runtime.detect import RuntimeReport, detect
+from tpulab.base.events import Compiled, Device, Event, Finished, RunRecord, Sample, Started, Step
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.runner import Run
+from tpulab.engine.spec import RunSpec
+from tpulab.machine.detect import RuntimeReport, detect
 from tpulab.workloads import registry
+from tpulab.workloads.data import FILES
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,18 +8,17 @@ import threading
 import time
 
 import pytest
-
 from rich.console import Console
 from textual.widgets import Button, Checkbox, DataTable, Input, OptionList, Select, Static, Switch
 
+from tpulab.base.events import RunRecord
+from tpulab.engine.runindex import RunRow
+from tpulab.engine.store import Store
 from tpulab.lab.app import TpulabApp
-from tpulab.core.events import RunRecord
-from tpulab.core.runindex import RunRow
-from tpulab.core.store import Store
-from tpulab.runtime.detect import detect
-from tpulab.lab.screens.run import RunPane
+from tpulab.lab.panes.run import RunPane
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.lab.widgets.param_form import ParamForm
+from tpulab.machine.detect import detect
 
 from .helpers import cpu_only, make_record, v5e_tree
 
@@ -329,8 +328,8 @@ async def test_compare_at_80_columns_keeps_every_speedup_readable(tmp_path):
 async def test_results_tab_shows_a_page_of_a_large_store_at_once(tmp_path):
     """2,000 runs kept: the first page is listed, the rest fetched as the cursor goes down; a filter asks
     the store again."""
-    from tpulab.core.store import Exported
-    from tpulab.lab.screens.results import PAGE, ResultsPane
+    from tpulab.engine.store import Exported
+    from tpulab.lab.panes.results import PAGE, ResultsPane
 
     from .helpers import copies
 
@@ -361,7 +360,7 @@ async def test_results_tab_shows_a_page_of_a_large_store_at_once(tmp_path):
 
 
 def test_estimate_trusts_similar_work_and_says_which_basis(tmp_path):
-    from tpulab.core.estimate import estimate
+    from tpulab.engine.estimate import estimate
     from tpulab.workloads import registry
     from tpulab.workloads.base import Limits
 
@@ -409,7 +408,7 @@ async def test_the_forms_estimate_comes_from_the_store_off_the_ui_thread(tmp_pat
 
 @pytest.mark.slow
 async def test_sweep_mode_and_view(tmp_path):
-    from tpulab.lab.screens.sweep import SweepPane
+    from tpulab.lab.panes.sweep import SweepPane
 
     app = TpulabApp(probe=False, report=cpu_only(tmp_path))
     async with app.run_test(size=SIZE) as pilot:

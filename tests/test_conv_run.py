@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from tpulab.core.errors import EXIT_CANCELLED, EXIT_FAILED
-from tpulab.core.events import Failed
-from tpulab.core.runner import Run
-from tpulab.core.spec import resolve
-from tpulab.runtime.detect import detect
-from tpulab.core.timing import conv_flops
+from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED
+from tpulab.base.events import Failed
+from tpulab.base.timing import conv_flops
+from tpulab.engine.runner import Run
+from tpulab.engine.spec import resolve
+from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 
 from .helpers import ROOT, json_events, run_cli

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tpulab.runtime.detect import detect
-from tpulab.runtime.doctor import diagnose
-from tpulab.runtime.peaks import cpu_peak, device_peak, gpu_peak, tpu_peak
+from tpulab.engine.doctor import diagnose
+from tpulab.machine.detect import detect
+from tpulab.machine.peaks import cpu_peak, device_peak, gpu_peak, tpu_peak
 
 from .helpers import TF, gpu_tree, pci, run_cli, tree, v5e_tree
+
 
 def verdict(report, device):
     return [v for v in diagnose(report) if v.device == device]
@@ -184,11 +185,11 @@ def test_cpu_peak_uses_the_max_clock_when_known(tmp_path):
 
 
 def test_core_never_imports_a_framework_or_textual():
-    code = ("import sys; import tpulab.cli.main, tpulab.runtime.detect, tpulab.runtime.doctor, tpulab.runtime.peaks, "
-            "tpulab.workloads, tpulab.core.record, tpulab.core.store, tpulab.cli.results, tpulab.core.runner, tpulab.core.worker, "
-            "tpulab.views.console, tpulab.workloads.data, tpulab.core.timing, tpulab.core.events, tpulab.core.estimate, "
-            "tpulab.core.narrate, tpulab.core.runindex, "
-            "tpulab.backends, tpulab.plugins; from tpulab.runtime.detect import detect; detect(); "
+    code = ("import sys; import tpulab.cli.main, tpulab.machine.detect, tpulab.engine.doctor, tpulab.machine.peaks, "
+            "tpulab.workloads, tpulab.engine.record, tpulab.engine.store, tpulab.cli.results, tpulab.engine.runner, tpulab.engine.worker, "
+            "tpulab.views.console, tpulab.workloads.data, tpulab.base.timing, tpulab.base.events, tpulab.engine.estimate, "
+            "tpulab.views.narrate, tpulab.engine.runindex, "
+            "tpulab.backends, tpulab.base.plugins; from tpulab.machine.detect import detect; detect(); "
             "from tpulab.workloads import registry; from tpulab.backends import registry as b; registry(); b(); "
             "bad = [m for m in ('tensorflow', 'keras', 'jax', 'textual') if m in sys.modules]; print(bad); "
             "sys.exit(bool(bad))")

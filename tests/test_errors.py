@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import tpulab
-from tpulab.core.errors import (EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE, TpulabError, UsageError,
-                                exit_code_of, one_line)
+from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE, TpulabError, UsageError, exit_code_of, one_line
 
 
 def test_a_tpulab_error_speaks_for_itself_and_any_other_keeps_its_class_name():

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
-import os
-
 from tpulab.backends import BackendError, choose, get
-from tpulab.runtime.detect import detect
+from tpulab.machine.detect import detect
 
 from .helpers import ROOT, TF, gpu_tree, json_events, run_cli, tree, v5e_tree
 
@@ -124,7 +123,7 @@ def test_the_articles_generator_feeds_jax_too():
 
 NO_TENSORFLOW = """
 import json, sys
-from tpulab.core import worker
+from tpulab.engine import worker
 code = worker.main([sys.argv[1]])
 imported = sorted(m for m in sys.modules if (m == "tensorflow" or m.startswith("tensorflow."))
                   and sys.modules[m] is not None)

@@ -7,11 +7,11 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets import Footer, Input, OptionList, Select, Static
 
 from tpulab.lab.app import TpulabApp
-from tpulab.lab.screens.confirm import ConfirmRun
-from tpulab.lab.screens.help import HelpScreen
-from tpulab.lab.screens.results import ResultsPane
-from tpulab.lab.screens.run import RunLog, RunPane
-from tpulab.lab.screens.sweep import SweepPane
+from tpulab.lab.panes.confirm import ConfirmRun
+from tpulab.lab.panes.help import HelpScreen
+from tpulab.lab.panes.results import ResultsPane
+from tpulab.lab.panes.run import RunLog, RunPane
+from tpulab.lab.panes.sweep import SweepPane
 from tpulab.lab.widgets.param_form import ParamForm
 
 from .helpers import Replay, conv_events, cpu_only

@@ -10,10 +10,10 @@ from datetime import datetime, timedelta
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 
-from tpulab.core import fmt
-from tpulab.core.charts import METRICS, ChartContext
-from tpulab.core.events import RunRecord
-from tpulab.core.store import Store
+from tpulab.base import fmt
+from tpulab.base.charts import METRICS, ChartContext
+from tpulab.base.events import RunRecord
+from tpulab.engine.store import Store
 from tpulab.lab.app import TpulabApp
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.workloads import registry
@@ -154,8 +154,8 @@ def test_snapshot_comparison_zoomed(snap_compare, tmp_path):
 
 
 async def test_sweep_tab_explains_its_marks_and_gives_rates_one_unit(tmp_path):
-    from tpulab.core.sweep import Sweep, build_grid
-    from tpulab.lab.screens.sweep import SweepPane
+    from tpulab.engine.sweep import Sweep, build_grid
+    from tpulab.lab.panes.sweep import SweepPane
     from tpulab.workloads.base import Limits
 
     rates = {8: 1600.0, 16: 264.0}  # examples a second; any other batch (the article's): 500
@@ -304,7 +304,7 @@ def test_snapshot_chart_with_a_legend_and_a_peak(snap_compare):
 
 
 async def test_every_chart_of_the_run_tab_is_whole_with_three_rows_of_data(tmp_path):
-    from tpulab.lab.screens.run import CHART_IDS, RunPane
+    from tpulab.lab.panes.run import CHART_IDS, RunPane
 
     app = TpulabApp(probe=False, report=cpu_only(tmp_path))
     async with app.run_test(size=SMALL) as pilot:

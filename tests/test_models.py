@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from tpulab.core.basis import EXAMPLES, GFLOPS, Work, basis
-from tpulab.core.errors import out_of_memory
-from tpulab.core.events import Compiled, Device, Started, Step
-from tpulab.core.fmt import list_row
-from tpulab.core.runindex import RunRow
-from tpulab.core.record import RunRecorder
-from tpulab.core.spec import RunSpec
-from tpulab.core.store import Store, compare, row
-from tpulab.runtime.detect import detect
+from tpulab.base.basis import EXAMPLES, GFLOPS, Work, basis
+from tpulab.base.errors import out_of_memory
+from tpulab.base.events import Compiled, Device, Started, Step
+from tpulab.base.fmt import list_row
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.runindex import RunRow
+from tpulab.engine.spec import RunSpec
+from tpulab.engine.store import Store, compare, row
+from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, ParamError
 from tpulab.workloads.resnet50 import forward_macs

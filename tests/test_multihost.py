@@ -10,11 +10,11 @@ import time
 import pytest
 
 from tpulab.backends import Cluster
-from tpulab.core.errors import EXIT_CANCELLED, EXIT_FAILED
-from tpulab.core.events import Step
-from tpulab.core.runner import Run, free_port
-from tpulab.core.spec import resolve
-from tpulab.runtime.detect import detect
+from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED
+from tpulab.base.events import Step
+from tpulab.engine.runner import Run, free_port
+from tpulab.engine.spec import resolve
+from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, ParamError
 

@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 
 import tpulab
-from tpulab.core.events import Compiled, Device, Started, Step
-from tpulab.core.record import RunRecorder
-from tpulab.core.spec import RunSpec
-from tpulab.core.timing import median
-from tpulab.core.store import Store, default_path
+from tpulab.base.events import Compiled, Device, Started, Step
+from tpulab.base.timing import median
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.spec import RunSpec
+from tpulab.engine.store import Store, default_path
+from tpulab.machine.detect import detect
 from tpulab.notebook import api
 from tpulab.notebook.live import Throttled, progress_line
 from tpulab.notebook.results import RunResult
-from tpulab.runtime.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import ParamError
 
@@ -66,7 +66,7 @@ def test_bad_values_raise_one_error_naming_the_parameter_and_its_range():
 
 
 def test_a_kernel_holding_the_tpu_is_named_instead_of_a_worker_waiting(tmp_path, monkeypatch):
-    monkeypatch.setattr("tpulab.runtime.detect.detect",
+    monkeypatch.setattr("tpulab.machine.detect.detect",
                         lambda: detect(v5e_tree(tmp_path), {}, {**TF, "jax": "0.6.0", "libtpu": "0.0.15"}))
     bridge = types.ModuleType("jax._src.xla_bridge")
     bridge._backends = {"tpu": object()}  # type: ignore[attr-defined]
@@ -278,7 +278,7 @@ def _workers_of_this_process() -> list[str]:
             cmdline = (stat.parent / "cmdline").read_bytes().decode(errors="replace")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == os.getpid() and "tpulab.core.worker" in cmdline:
+        if ppid == os.getpid() and "tpulab.engine.worker" in cmdline:
             alive.append(cmdline)
     return alive
 

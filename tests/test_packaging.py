@@ -8,8 +8,8 @@ import re
 import pytest
 
 from tpulab.backends import BackendError, choose
-from tpulab.runtime.detect import detect
-from tpulab.runtime.doctor import diagnose
+from tpulab.engine.doctor import diagnose
+from tpulab.machine.detect import detect
 
 from .helpers import ROOT, gpu_tree, tree
 

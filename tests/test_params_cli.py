@@ -176,10 +176,10 @@ def test_a_training_runs_lines_fit_80_columns_whole():
 
     from rich.console import Console
 
-    from tpulab.core.events import Compiled, Device, Epoch, Started, Step
-    from tpulab.core.record import RunRecorder
-    from tpulab.core.spec import RunSpec
-    from tpulab.runtime.detect import detect
+    from tpulab.base.events import Compiled, Device, Epoch, Started, Step
+    from tpulab.engine.record import RunRecorder
+    from tpulab.engine.spec import RunSpec
+    from tpulab.machine.detect import detect
     from tpulab.views.console import RunPrinter
 
     w = registry()["fashion-mnist"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tpulab import plugins
-from tpulab.core.store import Store
+from tpulab.base import plugins
+from tpulab.engine.store import Store
 
 from .helpers import ROOT
 
@@ -90,6 +90,18 @@ def test_a_broken_plugin_is_one_line_and_breaks_nothing_else(tmp_path):
     detect = tpulab("detect", "--fast", path=path, home=tmp_path, timeout=60)
     assert detect.returncode == 0 and "broken-plugin 0.3" in detect.stdout
     assert "Traceback" not in help_.stderr + detect.stderr
+
+
+@pytest.mark.parametrize("name", ["charts", "events"])
+def test_a_plugin_importing_an_old_core_path_loads_and_is_told_the_new_one(name):
+    """Plugins written against `tpulab.core.charts`/`.events` still load; one warning names the new module."""
+    check = (f"import tpulab.core.{name} as old, tpulab.base.{name} as new; "
+             "assert all(getattr(old, n) is getattr(new, n) for n in dir(new) if not n.startswith('_'))")
+    done = subprocess.run([sys.executable, "-W", "always::DeprecationWarning", "-c", check],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "DeprecationWarning" in line]
+    assert warned == [f"<string>:1: DeprecationWarning: tpulab.core.{name} moved to tpulab.base.{name}"]
 
 
 def _modules() -> dict[str, Path]:
@@ -186,8 +198,8 @@ def test_the_backend_name_check_finds_a_planted_comparison():
 
 def test_a_workload_declares_what_its_charts_plot():
     """The lab knows no quantity by name: each chart of each workload plots from events alone."""
-    from tpulab.core.charts import ChartContext
-    from tpulab.core.events import Step
+    from tpulab.base.charts import ChartContext
+    from tpulab.base.events import Step
     from tpulab.workloads import registry
 
     for w in registry().values():
@@ -205,7 +217,7 @@ def test_the_article_backend_fills_records_from_before_backends_were_named(tmp_p
     del old["backend"]
     old["schema"] = 1
     store = Store(tmp_path / "r.db")
-    from tpulab.core.store import Exported
+    from tpulab.engine.store import Exported
 
     store.import_records(Exported([old], []))
     assert store.get(old["id"]).backend == "tensorflow"

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 import tpulab
-from tpulab.core.spec import resolve
-from tpulab.core.store import Store
-from tpulab.runtime.detect import detect
+from tpulab.engine.spec import resolve
+from tpulab.engine.store import Store
+from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import ParamError
 
@@ -72,7 +72,7 @@ def test_the_worker_runs_the_spec_without_deciding_again():
     code = ("import sys; from tpulab import backends\n"
             "def refuse(*a, **k): raise AssertionError('the worker decided a backend again')\n"
             "backends.choose = refuse\n"
-            "from tpulab.core import worker; sys.exit(worker.main(sys.argv[1:]))")
+            "from tpulab.engine import worker; sys.exit(worker.main(sys.argv[1:]))")
     arg = json.dumps({"workload": "conv", "backend": spec.backend, "params": spec.params})
     out = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, timeout=300, cwd=ROOT,
                          env={**os.environ, **spec_env(spec)})
@@ -83,7 +83,7 @@ def test_the_worker_runs_the_spec_without_deciding_again():
 
 
 def spec_env(spec) -> dict[str, str]:
-    from tpulab.core.worker import child_env, worker_env
+    from tpulab.engine.worker import child_env, worker_env
 
     return child_env(worker_env(spec.backend, spec.device, spec.workload.replicas(spec.params)))
 

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from tpulab.core.basis import differ
-from tpulab.core.errors import EXIT_USAGE
-from tpulab.core.store import Store, StoreError, compare, export_csv, export_json, read_export
+from tpulab.base.basis import differ
+from tpulab.base.errors import EXIT_USAGE
+from tpulab.engine.store import Store, StoreError, compare, export_csv, export_json, read_export
 
 from .helpers import ROOT, json_events, make_record, run_cli
 
@@ -76,7 +76,7 @@ def test_a_version_1_store_gains_sweeps_and_keeps_its_runs(tmp_path):
 SAVER = """
 import sys
 from tests.helpers import make_record
-from tpulab.core.store import Store
+from tpulab.engine.store import Store
 store = Store(sys.argv[1])
 for _ in range(50):
     store.save(make_record())
@@ -251,11 +251,11 @@ def test_compare_says_when_first_calls_differ_in_kind():
 
 def test_a_run_on_stand_in_data_says_what_the_data_is_for_its_workload():
     """The transformer's synthetic data is tokens, not images; its only metric is the loss."""
-    from tpulab.core.events import Compiled, Device, Started, Step
-    from tpulab.core.narrate import header
-    from tpulab.core.record import RunRecorder
-    from tpulab.core.spec import RunSpec
-    from tpulab.runtime.detect import detect
+    from tpulab.base.events import Compiled, Device, Started, Step
+    from tpulab.engine.record import RunRecorder
+    from tpulab.engine.spec import RunSpec
+    from tpulab.machine.detect import detect
+    from tpulab.views.narrate import header
     from tpulab.workloads import registry
 
     w = registry()["transformer"]

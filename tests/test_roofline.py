@@ -7,18 +7,17 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from tpulab.core.ceilings import MEMORY, Ceilings, kept_at, verdicts
-from tpulab.core.events import Compiled, Device, Event, RunRecord, Started, Step
-from tpulab.core.record import RunRecorder
-from tpulab.core.spec import RunSpec, resolve
-from tpulab.core.store import Store, compare
+from tpulab.base.events import Compiled, Device, Event, RunRecord, Started, Step
+from tpulab.engine.ceilings import MEMORY, Ceilings, kept_at, verdicts
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.spec import RunSpec, resolve
+from tpulab.engine.store import Store, compare
 from tpulab.views.console import comparison_table, summary_table
 from tpulab.views.roofline import roofline_plot
 from tpulab.workloads.base import CancelToken, Limits, ParamError
 from tpulab.workloads.conv import CONV
 from tpulab.workloads.roofline import ROOFLINE
-from tpulab.workloads.roofline_kernels import (MIB, Kernel, kernel_figures, kernel_intensity, kernels_of, measure,
-                                               sizes_of)
+from tpulab.workloads.roofline_kernels import MIB, Kernel, kernel_figures, kernel_intensity, kernels_of, measure, sizes_of
 
 from .helpers import caches, cpu_only, json_events, make_record, run_cli
 
@@ -79,7 +78,7 @@ def test_measure_times_every_kernel_apart():
 
 
 def test_the_live_chart_draws_each_matmuls_rate_by_dtype():
-    from tpulab.core.charts import ChartContext
+    from tpulab.base.charts import ChartContext
     from tpulab.workloads.roofline import MATMUL_GFLOPS
 
     ctx = ChartContext(ROOFLINE, peak_flops=2e11)
@@ -419,7 +418,7 @@ async def test_a_roofline_run_in_the_lab_ends_with_its_chart():
     from textual.widgets import Static
 
     from tpulab.lab.app import TpulabApp
-    from tpulab.lab.screens.run import RunPane
+    from tpulab.lab.panes.run import RunPane
 
     from .test_app import text, wait_for
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from tpulab.core.events import Step
-from tpulab.core.runner import Run, Standby
-from tpulab.core.spec import resolve
+from tpulab.base.events import Step
+from tpulab.engine.runner import Run, Standby
+from tpulab.engine.spec import resolve
 from tpulab.lab.app import TpulabApp
-from tpulab.runtime.detect import detect
+from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 
 from .helpers import cpu_only, v5e_tree
@@ -69,7 +69,7 @@ async def test_the_lab_prestarts_the_forms_worker_hands_it_the_run_and_ends_it_o
         assert waiting is not None and waiting.env["KERAS_BACKEND"] == "jax"
         await pilot.press("ctrl+r")
         await pilot.pause()
-        from tpulab.lab.screens.run import RunPane
+        from tpulab.lab.panes.run import RunPane
 
         pane = app.query_one(RunPane)
         assert pane.run is not None and pane.run.handles[0] is waiting

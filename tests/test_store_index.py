@@ -9,12 +9,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tpulab.core.estimate import SIMILAR_WORK, estimate, wanted
-from tpulab.core.events import Device, RunRecord
-from tpulab.core.runindex import COLUMNS, FilterError, RunFilter, RunRow, make_filter, parse_filter
-from tpulab.core.store import Store
-from tpulab.runtime.detect import detect
-from tpulab.core.events import SweepRecord
+from tpulab.base.events import Device, RunRecord, SweepRecord
+from tpulab.engine.estimate import SIMILAR_WORK, estimate, wanted
+from tpulab.engine.runindex import COLUMNS, FilterError, RunFilter, RunRow, make_filter, parse_filter
+from tpulab.engine.store import Store
+from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from tpulab.core.errors import EXIT_CANCELLED
-from tpulab.core.sweep import Point, build_grid, findings, parse_values
+from tpulab.base.errors import EXIT_CANCELLED
+from tpulab.engine.sweep import Point, build_grid, findings, parse_values
 from tpulab.views.sweep import findings_lines, marks_legend
 from tpulab.workloads import registry
 from tpulab.workloads.base import ParamError
@@ -53,7 +53,7 @@ def test_impossible_combinations_are_named_not_dropped(cpu):
 
 
 def test_points_are_short_and_the_articles_configuration_is_added(cpu):
-    from tpulab.core.sweep import Sweep
+    from tpulab.engine.sweep import Sweep
 
     grid, _ = build_grid(FASHION, {"batch_size": "32,64", "precision": "float32,mixed_bfloat16",
                                    "dataset": "synthetic"}, cpu, steps=5)
@@ -69,7 +69,7 @@ def test_points_are_short_and_the_articles_configuration_is_added(cpu):
 
 def test_a_sweep_at_other_sizes_than_the_articles_has_no_article_point(cpu):
     """The smoke preset's 32x32 images are not the article's run: no point is run or named as the article's."""
-    from tpulab.core.sweep import Sweep
+    from tpulab.engine.sweep import Sweep
     from tpulab.views.sweep import article_note, point_count
 
     smoke, _ = build_grid(CONV, {"batch_size": "4,8"}, cpu, "smoke")
@@ -223,7 +223,7 @@ def test_points_of_different_work_are_ranked_by_the_rate_of_work():
 
 
 def test_a_kept_sweep_is_typed_and_round_trips_through_json():
-    from tpulab.core.events import SweepPoint, SweepRecord
+    from tpulab.base.events import SweepPoint, SweepRecord
 
     kept = SweepRecord(id="ab" * 16, workload="conv", started_at="2026-11-30T12:00:00+00:00", status="finished",
                        axes={"batch_size": [4, 8]}, base={"iterations": 3}, steps=3, repeat=2,

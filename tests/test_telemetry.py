@@ -17,13 +17,13 @@ import psutil
 import pytest
 from rich.console import Console
 
-from tpulab.core.events import Accel, Device, RunRecord, Sample, Started, Step, Compiled, Telemetry
-from tpulab.core.record import RunRecorder
-from tpulab.core.store import Store, compare, export_csv, export_json, read_export
-from tpulab.core.telemetry import Caller, CpuProbe, GpuProbe, Hung, Sampler, TpuProbe
-from tpulab.core.telemetry_summary import SampleKeeper, summarize
+from tpulab.base.events import Accel, Compiled, Device, RunRecord, Sample, Started, Step, Telemetry
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.spec import RunSpec
+from tpulab.engine.store import Store, compare, export_csv, export_json, read_export
+from tpulab.engine.telemetry import Caller, CpuProbe, GpuProbe, Hung, Sampler, TpuProbe
+from tpulab.engine.telemetry_summary import SampleKeeper, summarize
 from tpulab.views.console import RunPrinter, comparison_table, summary_table
-from tpulab.core.spec import RunSpec
 from tpulab.workloads import registry
 
 from .helpers import cpu_only, json_events, make_record, run_cli
@@ -282,7 +282,7 @@ def test_a_slow_generator_feeding_an_idle_gpu_is_input_bound(monkeypatch):
 
 def test_a_gpu_run_without_nvml_goes_on_and_says_why(monkeypatch):
     """The worker's side: the run's Started starts the sampler for its device kind, Compiled marks the steady state."""
-    from tpulab.core.telemetry import RunSampling
+    from tpulab.engine.telemetry import RunSampling
 
     monkeypatch.setitem(sys.modules, "pynvml", None)
     stream: list = []
@@ -497,7 +497,7 @@ def test_compare_and_summary_show_the_telemetry_at_80_columns():
 
 
 def test_a_sweep_shows_its_points_telemetry_in_a_second_table_at_80_columns():
-    from tpulab.core.sweep import Point, findings
+    from tpulab.engine.sweep import Point, findings
     from tpulab.views.sweep import sweep_table, telemetry_table
 
     points = [Point({"batch_size": b, "image_size": 256, "filters": 32, "shards": 1}, {}, records=[r])

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from tpulab.core.events import Compiled, Device, Finished, Started, Step
-from tpulab.core.record import RunRecorder
-from tpulab.core.spec import RunSpec
-from tpulab.core.timing import conv_flops, conv_output_size, percentile, summarize
+from tpulab.base.events import Compiled, Device, Finished, Started, Step
+from tpulab.base.timing import conv_flops, conv_output_size, percentile, summarize
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.spec import RunSpec
 from tpulab.workloads.conv import CONV
 
 from .helpers import cpu_only

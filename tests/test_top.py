@@ -14,16 +14,16 @@ import psutil
 import pytest
 from textual.widgets import DataTable, Static
 
-import tpulab.core.worker
-from tpulab.core import fmt
+import tpulab.engine.worker
+from tpulab.base import fmt
 from tpulab.lab.top import HelpPanel, TopApp, bar, core_lines
-from tpulab.runtime.holders import GpuHolders, Holder, tpu_holders
+from tpulab.machine.holders import GpuHolders, Holder, tpu_holders
 
 from .helpers import ROOT
 
 SIZE = (80, 24)
 GiB = 2**30
-WORKER = [sys.executable, "-m", tpulab.core.worker.__name__]  # how RunHandle starts a run's process
+WORKER = [sys.executable, "-m", tpulab.engine.worker.__name__]  # how RunHandle starts a run's process
 CONV = json.dumps({"workload": "conv", "backend": "jax", "params": {"batch_size": 8}})
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tpulab.workloads.data import DEBIAN_DIR, FILES
-from tpulab.core.errors import EXIT_CANCELLED
-from tpulab.core.runner import Run
-from tpulab.core.spec import resolve
-from tpulab.runtime.detect import detect
+from tpulab.base.errors import EXIT_CANCELLED
+from tpulab.engine.runner import Run
+from tpulab.engine.spec import resolve
+from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits
+from tpulab.workloads.data import DEBIAN_DIR, FILES
 from tpulab.workloads.fashion_mnist import build_model, forward_flops_per_example
 
 from .helpers import cancel_after, json_events, run_cli

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tpulab.core.errors import EXIT_FAILED
-from tpulab.core.events import Failed
-from tpulab.core.record import RunRecorder
-from tpulab.core.spec import RunSpec
-from tpulab.runtime.detect import detect
+from tpulab.base.errors import EXIT_FAILED
+from tpulab.base.events import Failed
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.spec import RunSpec
+from tpulab.machine.detect import detect
 from tpulab.views.console import summary_rows
 from tpulab.workloads import registry
 from tpulab.workloads.base import ParamError
@@ -109,7 +109,7 @@ def test_each_integer_input_stays_within_the_embedding_that_reads_it(keras):
 
 @pytest.mark.slow
 def test_a_subclassed_model_is_built_from_its_input_shape_or_says_how_in_one_line(keras):
-    from tpulab.core.errors import TpulabError
+    from tpulab.base.errors import TpulabError
     from tpulab.workloads.user_model_data import synthetic
 
     with pytest.raises(TpulabError) as e:

@@ -15,13 +15,13 @@ library (importing Keras would fix the notebook's Keras backend).
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # not `typing`'s: importing typing would cost more than all of this module
+from tpulab.base.version import __version__
 
-__version__ = "0.1.0"
+TYPE_CHECKING = False  # not `typing`'s: importing typing would cost more than all of this module
 
 _LAZY = {
     "run": "tpulab.notebook.api", "sweep": "tpulab.notebook.api", "results": "tpulab.notebook.api",
-    "compare": "tpulab.notebook.api", "detect": "tpulab.notebook.api", "AcceleratorBusy": "tpulab.core.errors",
+    "compare": "tpulab.notebook.api", "detect": "tpulab.notebook.api", "AcceleratorBusy": "tpulab.base.errors",
     "RunResult": "tpulab.notebook.results", "SweepResult": "tpulab.notebook.results",
     "ComparisonResult": "tpulab.notebook.results", "RuntimeResult": "tpulab.notebook.results",
     "RunList": "tpulab.notebook.results", "ParamError": "tpulab.workloads.base",
@@ -33,8 +33,8 @@ __all__ = ["__version__", "run", "sweep", "results", "compare", "detect", "Accel
 if TYPE_CHECKING:
     from typing import Any
 
+    from tpulab.base.errors import AcceleratorBusy
     from tpulab.callbacks import StepTimer
-    from tpulab.core.errors import AcceleratorBusy
     from tpulab.notebook.api import compare, detect, results, run, sweep
     from tpulab.notebook.fit import FitTimer
     from tpulab.notebook.results import ComparisonResult, RunList, RunResult, RuntimeResult, SweepResult

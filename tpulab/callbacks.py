@@ -25,7 +25,7 @@ from typing import Any, Callable
 import keras
 import numpy as np
 
-from tpulab.core.events import PHASE_PREDICT, PHASE_TRAIN
+from tpulab.base.events import PHASE_PREDICT, PHASE_TRAIN
 
 Sink = Callable[[dict[str, Any]], None]
 

@@ -40,7 +40,7 @@ class NumpyRuntime(Runtime):
     (one process, no compilation cache, no allocator figures)."""
 
     def place(self, device: str, shards: int) -> Placement:
-        from tpulab.runtime.detect import detect
+        from tpulab.machine.detect import detect
 
         return Placement(kind="cpu", name=detect().cpu.model, replicas=shards, strategy="numpy",
                          devices=["host"] * shards)
@@ -55,7 +55,7 @@ def run_conv(w: Any, p: dict[str, Any], sink: Any, cancel: Any, runtime: Any) ->
     """The article's convolution by windows and an einsum, its sum fetched (NumPy is synchronous)."""
     import numpy as np
 
-    from tpulab.core.timing import conv_output_size
+    from tpulab.base.timing import conv_output_size
 
     _, timer = w.begin(p, sink, cancel, runtime, "random NumPy images and kernels", warmup=p["warmup"])
     rng = np.random.default_rng(p["seed"])

@@ -19,12 +19,12 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from tpulab.core.errors import TpulabError, UsageError
-from tpulab.core.events import Device
+from tpulab.base.errors import TpulabError, UsageError
+from tpulab.base.events import Device
 
 if TYPE_CHECKING:
-    from tpulab.runtime.detect import RuntimeReport
-    from tpulab.runtime.verdict import Verdict
+    from tpulab.machine.detect import RuntimeReport
+    from tpulab.machine.verdict import Verdict
     from tpulab.workloads.base import Runner as WorkloadRunner
     from tpulab.workloads.base import Workload
 
@@ -110,7 +110,7 @@ class Cluster:
 
 class Runtime(ABC):
     """A backend's framework side, inside a worker (`Backend.runtime()` returns one); the machine it runs
-    on is the `RuntimeReport` (`tpulab.runtime.detect`).
+    on is the `RuntimeReport` (`tpulab.machine.detect`).
 
     `place` and `versions` each backend defines; every other member has the answer of a framework
     that runs in one process, compiles only when asked, and has no compilation cache, allocator
@@ -268,7 +268,7 @@ class Backend:
 
 def registry() -> dict[str, Backend]:
     """Every backend that loaded, tpulab's own first, by name."""
-    from tpulab import plugins
+    from tpulab.base import plugins
 
     return {name: obj for name, (obj, _) in plugins.discover(plugins.BACKENDS)[0].items()}
 

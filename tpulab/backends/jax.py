@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from tpulab.core.errors import first_line
 from tpulab.backends import HEARTBEAT_TIMEOUT_S, Backend, Cluster, DeviceError, Fitness, Placement, Runtime
-from tpulab.runtime.detect import detect
-from tpulab.runtime.verdict import Verdict
+from tpulab.base.errors import first_line
+from tpulab.machine.detect import detect
+from tpulab.machine.verdict import Verdict
 
 if TYPE_CHECKING:
-    from tpulab.runtime.detect import RuntimeReport
+    from tpulab.machine.detect import RuntimeReport
 
 JAX_TPU_INSTALL = "pip install -U 'jax[tpu]'"
 CACHE_MAX_BYTES = 1 << 30  # the compilation cache's bound: least recently used programs go first
@@ -50,7 +50,7 @@ class JaxBackend(Backend):
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
         """Keras on JAX, N host devices for N CPU shards, and JAX's persistent compilation cache in tpulab's
         home (every program kept, the cache bounded), unless the user set their own."""
-        from tpulab.core.store import home
+        from tpulab.engine.store import home
 
         env = super().worker_env(device, shards, environ)
         cache = {"JAX_COMPILATION_CACHE_DIR": str(home(environ) / "jax-cache"),

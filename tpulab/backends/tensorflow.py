@@ -12,13 +12,13 @@ import platform
 import sys
 from typing import TYPE_CHECKING, Any, Mapping
 
-from tpulab.core.errors import first_line, one_line
 from tpulab.backends import Backend, BackendError, Cluster, DeviceError, Fitness, Placement, Runtime
-from tpulab.runtime.detect import detect
-from tpulab.runtime.verdict import Verdict, version_tuple
+from tpulab.base.errors import first_line, one_line
+from tpulab.machine.detect import detect
+from tpulab.machine.verdict import Verdict, version_tuple
 
 if TYPE_CHECKING:
-    from tpulab.runtime.detect import RuntimeReport
+    from tpulab.machine.detect import RuntimeReport
 
 # The newest tensorflow-tpu on PyPI: 2.20.0 (published 2025-08; still the newest on 2026-11-30 by
 # `pip index versions tensorflow-tpu`). It is a whole TensorFlow build and pulls libtpu from PyPI.
@@ -164,8 +164,8 @@ class TensorFlowBackend(Backend):
             return False
 
     def runtime(self) -> Runtime:
-        import tensorflow  # noqa: F401 - the framework, first, in the worker
         import keras  # noqa: F401 - on it: every run times its steps with a Keras callback
+        import tensorflow  # noqa: F401 - the framework, first, in the worker
 
         return TensorFlowRuntime()
 

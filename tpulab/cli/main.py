@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from tpulab import __version__
+from tpulab.base.version import __version__
 from tpulab.cli.usage import Parser
 
 if TYPE_CHECKING:
     from tpulab.backends import Cluster
-    from tpulab.runtime.detect import RuntimeReport
+    from tpulab.machine.detect import RuntimeReport
     from tpulab.workloads.base import Workload
 
 METAVARS = {int: "N", float: "X", str: "PATH"}
@@ -46,7 +46,7 @@ def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool
     g = parser.add_argument_group(f"{w.name} parameters", w.summary + " Presets: " + ", ".join(w.presets) + ".")
     set_by_sweep: set[str] = set()
     if lists:
-        from tpulab.core.sweep import DEFAULT_STEPS
+        from tpulab.engine.sweep import DEFAULT_STEPS
 
         set_by_sweep = w.set_by_sweeps(DEFAULT_STEPS)
     for spec in w.params:
@@ -80,7 +80,7 @@ def positive(text: str) -> int:
 def add_filter_flags(a: argparse.ArgumentParser, workloads: list[str]) -> None:
     """The filters `results list`, `export` and `prune` share (the lab's filter field takes them as key:value)."""
     from tpulab.backends import registry as backend_registry
-    from tpulab.core.events import STATUSES
+    from tpulab.base.events import STATUSES
 
     g = a.add_argument_group("filters (each narrows the selection)")
     g.add_argument("--workload", choices=workloads)
@@ -93,9 +93,8 @@ def add_filter_flags(a: argparse.ArgumentParser, workloads: list[str]) -> None:
 
 
 def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = None) -> Parser:
+    from tpulab.base.plugins import broken
     from tpulab.workloads import registry
-
-    from tpulab.plugins import broken
 
     p = Parser(prog="tpulab", description="How fast is this machine for deep learning, and why. "
                "With no arguments, opens the lab (a terminal UI).",
@@ -207,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = run_as_option(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser(_workload_named(argv), argv)
     args = parser.parse_args(argv)
-    from tpulab.core.errors import TpulabError
+    from tpulab.base.errors import TpulabError
 
     if getattr(args, "telemetry", "on") == "off":
         import os
@@ -241,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def fast_report() -> RuntimeReport:
-    from tpulab.runtime.detect import detect
+    from tpulab.machine.detect import detect
 
     return detect()
 
@@ -251,7 +250,7 @@ def probe_frameworks(report: RuntimeReport) -> dict[str, dict[str, Any]]:
     a spinner on a terminal, a line each elsewhere."""
     from rich.console import Console
 
-    from tpulab.core.worker import probe_installed
+    from tpulab.engine.worker import probe_installed
 
     err = Console(stderr=True)
     if not err.is_terminal:
@@ -261,13 +260,13 @@ def probe_frameworks(report: RuntimeReport) -> dict[str, dict[str, Any]]:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
+    from tpulab.engine.doctor import diagnose
     from tpulab.views.console import runtime_table
-    from tpulab.runtime.doctor import diagnose
 
     report = fast_report()
     if not args.fast:
         report.frameworks = probe_frameworks(report)
-    from tpulab.plugins import broken
+    from tpulab.base.plugins import broken
 
     verdicts = diagnose(report)
     failed = [b.line() for b in broken()]
@@ -315,7 +314,7 @@ def cluster_of(args: argparse.Namespace) -> Cluster | None:
     import os
 
     from tpulab.backends import Cluster
-    from tpulab.core.errors import UsageError
+    from tpulab.base.errors import UsageError
 
     given = [args.coordinator, args.num_processes, args.process_id]
     if not 1 <= args.join_timeout <= 3600:
@@ -336,11 +335,11 @@ def cluster_of(args: argparse.Namespace) -> Cluster | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tpulab.core.ceilings import kept_at
-    from tpulab.core.errors import UsageError
-    from tpulab.core.runner import Run
-    from tpulab.core.spec import resolve
-    from tpulab.core.store import Store, StoreError, default_path
+    from tpulab.base.errors import UsageError
+    from tpulab.engine.ceilings import kept_at
+    from tpulab.engine.runner import Run
+    from tpulab.engine.spec import resolve
+    from tpulab.engine.store import Store, StoreError, default_path
     from tpulab.views.console import RunPrinter, summary_table
 
     report = fast_report()

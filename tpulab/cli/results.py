@@ -10,11 +10,11 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tpulab.core import fmt
-from tpulab.core.errors import EXIT_FAILED
-from tpulab.core.runindex import FILTERS, FilterError, RunFilter, make_filter
+from tpulab.base import fmt
+from tpulab.base.errors import EXIT_FAILED
+from tpulab.engine.runindex import FILTERS, FilterError, RunFilter, make_filter
+from tpulab.engine.store import Store, StoreError, compare, default_path, export_csv, export_json, read_export, row
 from tpulab.views.console import comparison_table
-from tpulab.core.store import Store, StoreError, compare, default_path, export_csv, export_json, read_export, row
 
 SCREEN_LINES = 7  # what a listing prints besides its rows: header, rule, a footer of two lines, the prompt
 

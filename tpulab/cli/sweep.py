@@ -9,13 +9,24 @@ from types import FrameType
 
 from rich.console import Console
 
-
-from tpulab.core.errors import EXIT_CANCELLED, EXIT_FAILED
-from tpulab.core.store import Store, StoreError, default_path
-from tpulab.core.sweep import PointFinished, PointStarted, Unkept, plan
-from tpulab.runtime.detect import detect
-from tpulab.views.sweep import (article_note, findings_lines, impossible_lines, label, live_header, live_line,
-                                point_count, point_json, summary_json, sweep_table, telemetry_table, text_chart)
+from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED
+from tpulab.engine.store import Store, StoreError, default_path
+from tpulab.engine.sweep import PointFinished, PointStarted, Unkept, plan
+from tpulab.machine.detect import detect
+from tpulab.views.sweep import (
+    article_note,
+    findings_lines,
+    impossible_lines,
+    label,
+    live_header,
+    live_line,
+    point_count,
+    point_json,
+    summary_json,
+    sweep_table,
+    telemetry_table,
+    text_chart,
+)
 from tpulab.workloads import get_workload
 
 

@@ -15,11 +15,11 @@ import time
 
 from rich.console import Console
 
-from tpulab.core.telemetry import Sampler, probes_for
+from tpulab.engine.telemetry import Sampler, probes_for
 
 
 def cmd_top(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from tpulab.runtime.detect import detect
+    from tpulab.machine.detect import detect
 
     if args.count is not None and args.count < 1:
         parser.error(f"--count must be a positive integer (got {args.count})")

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
-from tpulab.core.errors import EXIT_USAGE
+from tpulab.base.errors import EXIT_USAGE
 
 NUMBER = re.compile(r"-\d+(\.\d*)?")  # a negative number is a value, never an option
 

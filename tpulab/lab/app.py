@@ -19,23 +19,23 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, Footer, Header, TabbedContent, TabPane
 
 from tpulab import backends
-from tpulab.core.errors import UsageError
-from tpulab.core.ceilings import kept_at
-from tpulab.core.estimate import Estimate
-from tpulab.core.events import RunRecord
-from tpulab.core.runindex import RunRow, Wanted
-from tpulab.core.runner import Standby
-from tpulab.core.store import Store, StoreError, default_path
-from tpulab.runtime.detect import RuntimeReport, detect
-from tpulab.lab.screens.glossary import GlossaryScreen
-from tpulab.lab.screens.help import HelpScreen, rows
-from tpulab.lab.screens.results import ResultsPane
-from tpulab.lab.screens.run import RunPane
-from tpulab.lab.screens.runtime import RuntimePane
-from tpulab.lab.screens.sweep import SweepPane
-from tpulab.lab.screens.workloads import WorkloadsPane
+from tpulab.base.errors import UsageError
+from tpulab.base.events import RunRecord
+from tpulab.engine.ceilings import kept_at
+from tpulab.engine.estimate import Estimate
+from tpulab.engine.runindex import RunRow, Wanted
+from tpulab.engine.runner import Standby
+from tpulab.engine.store import Store, StoreError, default_path
+from tpulab.engine.sweep import Grid, Sweep
+from tpulab.lab.panes.glossary import GlossaryScreen
+from tpulab.lab.panes.help import HelpScreen, rows
+from tpulab.lab.panes.results import ResultsPane
+from tpulab.lab.panes.run import RunPane
+from tpulab.lab.panes.runtime import RuntimePane
+from tpulab.lab.panes.sweep import SweepPane
+from tpulab.lab.panes.workloads import WorkloadsPane
 from tpulab.lab.widgets.param_form import ParamForm
-from tpulab.core.sweep import Grid, Sweep
+from tpulab.machine.detect import RuntimeReport, detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import Workload
 
@@ -122,7 +122,7 @@ class TpulabApp(App[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="probe")
     def probe_frameworks(self, fresh: bool = False) -> None:
         """Each installed framework's view, one after another (only one process may hold a TPU)."""
-        from tpulab.core.worker import probe
+        from tpulab.engine.worker import probe
 
         if fresh:
             self.report = detect()
@@ -259,8 +259,8 @@ class TpulabApp(App[None]):
 
     @on(WorkloadsPane.RunRequested)
     def _run_requested(self, event: WorkloadsPane.RunRequested) -> None:
-        from tpulab.core.runner import Run
-        from tpulab.core.spec import resolve
+        from tpulab.engine.runner import Run
+        from tpulab.engine.spec import resolve
 
         pane = self.query_one(RunPane)
         if self._busy():
@@ -308,8 +308,8 @@ class TpulabApp(App[None]):
 
     def prestart(self) -> None:
         """Keep a worker ready for the form's run while nothing runs (a run's CPU is the run's alone)."""
-        from tpulab.core.errors import TpulabError
-        from tpulab.core.spec import resolve
+        from tpulab.base.errors import TpulabError
+        from tpulab.engine.spec import resolve
 
         if self.wanted is None or self._work_going():
             return

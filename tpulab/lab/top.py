@@ -1,7 +1,7 @@
 """`tpulab top`: CPU busy per core, a history chart per device, and the processes holding each accelerator.
 
 It never holds a device: no framework is imported; figures come from the telemetry sampler, the
-processes from /proc and NVML (`tpulab.runtime.holders`). Sampling runs on a thread of its own and
+processes from /proc and NVML (`tpulab.machine.holders`). Sampling runs on a thread of its own and
 posts what it read, so a device call that takes seconds never freezes the screen.
 """
 
@@ -22,12 +22,12 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
-from tpulab.core import fmt
-from tpulab.core.errors import one_line
-from tpulab.core.events import Accel, Sample
-from tpulab.core.telemetry import CALL_TIMEOUT_S, GPU_EXTRA, Caller, Hung, Probe, Sampler, probes_for
+from tpulab.base import fmt
+from tpulab.base.errors import one_line
+from tpulab.base.events import Accel, Sample
+from tpulab.engine.telemetry import CALL_TIMEOUT_S, GPU_EXTRA, Caller, Hung, Probe, Sampler, probes_for
 from tpulab.lab.widgets.charts import SeriesPlot
-from tpulab.runtime.holders import GpuHolders, Holder, Holders, tpu_holders
+from tpulab.machine.holders import GpuHolders, Holder, Holders, tpu_holders
 
 HISTORY_S = 120.0  # what a chart shows: the last two minutes
 HOLDERS_EVERY_S = 1.0  # NVML's per-process queries take its driver lock: at most once a second

@@ -16,15 +16,15 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
-from tpulab.core.errors import AcceleratorBusy
-from tpulab.core.events import Event, RunRecord, Started, Step
-from tpulab.core.store import Store, default_path
+from tpulab.base.errors import AcceleratorBusy
+from tpulab.base.events import Event, RunRecord, Started, Step
+from tpulab.engine.store import Store, default_path
 from tpulab.notebook.results import ComparisonResult, RunList, RunResult, RuntimeResult, SweepResult
 from tpulab.workloads.base import ParamError, Workload
 
 if TYPE_CHECKING:
-    from tpulab.core.spec import RunSpec
-    from tpulab.runtime.detect import RuntimeReport
+    from tpulab.engine.spec import RunSpec
+    from tpulab.machine.detect import RuntimeReport
 
 
 def workload_named(name: str) -> Workload:
@@ -42,8 +42,8 @@ def resolve(workload: str, preset: str | None, values: Mapping[str, Any]) -> tup
     Raises `ParamError` (a ValueError) naming the parameter and what it allows, `BackendError` naming
     the install command.
     """
-    from tpulab.core.spec import resolve as resolve_spec
-    from tpulab.runtime.detect import detect as detect_report
+    from tpulab.engine.spec import resolve as resolve_spec
+    from tpulab.machine.detect import detect as detect_report
 
     w = workload_named(workload)
     check_names(w, values)
@@ -151,7 +151,7 @@ def run(workload: str, preset: str | None = None, *, live: bool = True, save: bo
     `params` are the workload's parameters by name (`batch_size=8`, `device="cpu"`), checked as the
     CLI checks its flags; a bad one raises ValueError naming it. `on_event` sees every event.
     """
-    from tpulab.core.runner import Run
+    from tpulab.engine.runner import Run
     from tpulab.notebook.live import LiveRun
 
     spec, report = resolve(workload, preset, params)
@@ -190,9 +190,9 @@ def sweep(workload: str, preset: str | None = None, *, steps: int | None = None,
     Each parameter takes a value, a list (`batch_size=[32, 64, 128]`) or the CLI's text
     (`batch_size="16..1024"`). Combinations that cannot run are named and left out.
     """
-    from tpulab.core.sweep import PointFinished, PointStarted, Unkept, plan
+    from tpulab.engine.sweep import PointFinished, PointStarted, Unkept, plan
+    from tpulab.machine.detect import detect as detect_report
     from tpulab.notebook.live import LiveSweep
-    from tpulab.runtime.detect import detect as detect_report
     from tpulab.views import html
     from tpulab.views.sweep import impossible_lines, label, live_header, live_line
 
@@ -260,13 +260,13 @@ def _as_text(value: Any) -> str:
 def results(workload: str | None = None, *, status: str | None = None, sweep: str | None = None, limit: int = 20,
             offset: int = 0, db: str | Path | None = None) -> RunList:
     """Kept runs, newest first: `limit` of them after `offset`, of one workload, status or sweep if given."""
-    from tpulab.core.events import STATUSES
+    from tpulab.base.events import STATUSES
 
     if status is not None and status not in STATUSES:
         raise ParamError("status", f"status must be one of {', '.join(STATUSES)} (got {status!r})")
     if limit < 1 or offset < 0:
         raise ParamError("limit", f"limit must be at least 1 and offset at least 0 (got {limit}, {offset})")
-    from tpulab.core.runindex import RunFilter
+    from tpulab.engine.runindex import RunFilter
 
     store = Store(Path(db) if db else default_path())
     filt = RunFilter(workload=workload, status=status, sweep=sweep)  # the CLI's filters, on the indexed columns
@@ -289,7 +289,7 @@ def compare(*runs: RunResult | RunRecord | str, db: str | Path | None = None) ->
 
     Runs of different workloads (your `FitTimer` run against tpulab's CNN) are set side by side by examples/s.
     """
-    from tpulab.core.store import compare as compare_records
+    from tpulab.engine.store import compare as compare_records
 
     if len(runs) == 1 and isinstance(runs[0], (list, tuple)):
         runs = tuple(runs[0])
@@ -299,12 +299,12 @@ def compare(*runs: RunResult | RunRecord | str, db: str | Path | None = None) ->
 
 def detect(probe: bool = False) -> RuntimeResult:
     """This machine: CPU, GPUs, TPU, frameworks, and what to fix. `probe=True` asks each framework, in a worker."""
-    from tpulab.runtime.detect import detect as detect_report
-    from tpulab.runtime.doctor import diagnose
+    from tpulab.engine.doctor import diagnose
+    from tpulab.machine.detect import detect as detect_report
 
     report = detect_report()
     if probe:
-        from tpulab.core.worker import probe_installed
+        from tpulab.engine.worker import probe_installed
 
         report.frameworks = probe_installed(report.packages)
     return RuntimeResult(report, diagnose(report))

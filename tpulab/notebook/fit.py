@@ -18,14 +18,14 @@ from typing import Any
 
 import keras
 
+from tpulab.base.events import Cancelled, Device, Event, Finished, Started, event_from_json
 from tpulab.callbacks import StepTimer
-from tpulab.core.events import Cancelled, Device, Event, Finished, Started, event_from_json
-from tpulab.core.record import RunRecorder
-from tpulab.core.spec import RunSpec
-from tpulab.core.store import Store, default_path
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.spec import RunSpec
+from tpulab.engine.store import Store, default_path
+from tpulab.machine.detect import RuntimeReport, detect
 from tpulab.notebook.live import LiveRun
 from tpulab.notebook.results import RunResult
-from tpulab.runtime.detect import RuntimeReport, detect
 from tpulab.workloads.notebook_fit import NOTEBOOK_FIT
 
 

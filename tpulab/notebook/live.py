@@ -13,10 +13,10 @@ import time
 from html import escape
 from typing import Any, Callable
 
-from tpulab.core import fmt
-from tpulab.core.events import Event, RunRecord, Started, Step
-from tpulab.core.record import RunRecorder
-from tpulab.core.timing import median
+from tpulab.base import fmt
+from tpulab.base.events import Event, RunRecord, Started, Step
+from tpulab.base.timing import median
+from tpulab.engine.record import RunRecorder
 from tpulab.views import html
 
 INTERVAL_S = 1.0

@@ -10,17 +10,17 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from tpulab.core.events import RunRecord, SweepRecord
-from tpulab.core.runindex import RunRow
+from tpulab.base.events import RunRecord, SweepRecord
+from tpulab.engine.runindex import RunRow
 from tpulab.views import html
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from tpulab.core.store import Comparison
-    from tpulab.core.sweep import Findings, Point
-    from tpulab.runtime.detect import RuntimeReport
-    from tpulab.runtime.doctor import Verdict
+    from tpulab.engine.doctor import Verdict
+    from tpulab.engine.store import Comparison
+    from tpulab.engine.sweep import Findings, Point
+    from tpulab.machine.detect import RuntimeReport
 
 
 def text(*renderables: Any, width: int = 100) -> str:
@@ -131,13 +131,13 @@ class SweepResult:
 
     @property
     def points(self) -> list[Point]:
-        from tpulab.core.sweep import kept_points
+        from tpulab.engine.sweep import kept_points
 
         return kept_points(self.sweep, self.records)
 
     @property
     def findings(self) -> Findings:
-        from tpulab.core.sweep import findings
+        from tpulab.engine.sweep import findings
 
         return findings(self.points, self.sweep.article_values)
 
@@ -204,7 +204,7 @@ class ComparisonResult:
         return np.array([x if x is not None else np.nan for x in self.comparison.speedups], dtype=float)
 
     def to_dict(self) -> dict[str, Any]:
-        from tpulab.core.store import row
+        from tpulab.engine.store import row
 
         c = self.comparison
         return {"workload": c.workload, "by": c.by, "header": c.header, "warnings": c.warnings,
@@ -264,7 +264,7 @@ class RunList(list):
         self.caption = caption
 
     def to_pandas(self) -> Any:
-        from tpulab.core.store import row
+        from tpulab.engine.store import row
 
         return pandas().DataFrame([row(r.record) for r in self])
 
@@ -275,7 +275,7 @@ class RunList(list):
         from rich import box
         from rich.table import Table
 
-        from tpulab.core import fmt
+        from tpulab.base import fmt
 
         t = Table(title=self.caption, box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
         for col in fmt.LIST_COLUMNS:

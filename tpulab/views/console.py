@@ -13,14 +13,14 @@ from rich.text import Text
 
 from tpulab import backends
 from tpulab.backends import Backend
-from tpulab.core import fmt
-from tpulab.core.events import Event, RunRecord, Sample, Started, Step, Telemetry
-from tpulab.core.narrate import backend_line, describe, sample_line, step_status, telemetry_rows, unavailable_lines
-from tpulab.core.record import RunRecorder
-from tpulab.core.store import Comparison
-from tpulab.runtime.detect import RuntimeReport
-from tpulab.runtime.doctor import Verdict
+from tpulab.base import fmt
+from tpulab.base.events import Event, RunRecord, Sample, Started, Step, Telemetry
+from tpulab.engine.doctor import Verdict
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.store import Comparison
+from tpulab.machine.detect import RuntimeReport
 from tpulab.views import roofline
+from tpulab.views.narrate import backend_line, describe, sample_line, step_status, telemetry_rows, unavailable_lines
 from tpulab.workloads import registry
 from tpulab.workloads.base import Workload
 

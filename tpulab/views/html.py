@@ -13,13 +13,14 @@ import re
 from html import escape
 from typing import TYPE_CHECKING, Any, Sequence
 
-from tpulab.core import fmt
+from tpulab.base import fmt
+from tpulab.base.version import __version__
 
 if TYPE_CHECKING:
-    from tpulab.core.events import RunRecord, SweepRecord
-    from tpulab.core.store import Comparison
-    from tpulab.runtime.detect import RuntimeReport
-    from tpulab.runtime.doctor import Verdict
+    from tpulab.base.events import RunRecord, SweepRecord
+    from tpulab.engine.doctor import Verdict
+    from tpulab.engine.store import Comparison
+    from tpulab.machine.detect import RuntimeReport
 
 CSS = """
 .tpulab { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; font-size: 13px; color: #222; }
@@ -116,9 +117,9 @@ def drawn(draw: Any, *args: Any) -> str:
 
 
 def run_series(record: RunRecord) -> dict[str, tuple[list[float], list[float], str]]:
-    """The run's charts as (x, y, label): what its workload declares (`tpulab.core.charts`), drawn from the
+    """The run's charts as (x, y, label): what its workload declares (`tpulab.base.charts`), drawn from the
     kept steps as the lab draws them live; each point a measured step."""
-    from tpulab.core.charts import STEP_TIME, THROUGHPUT, ChartContext, Point
+    from tpulab.base.charts import STEP_TIME, THROUGHPUT, ChartContext, Point
     from tpulab.workloads import registry
     from tpulab.workloads.notebook_fit import NOTEBOOK_FIT
 
@@ -213,9 +214,8 @@ def run_html(record: RunRecord) -> str:
 
 
 def sweep_body(sweep: SweepRecord, runs: dict[str, RunRecord]) -> str:
-    from tpulab.core.sweep import findings, kept_points
-    from tpulab.views.sweep import (FIGURES, figures, findings_lines, marks, marks_legend, point_count, ranked,
-                                    rate_prefix, value_text)
+    from tpulab.engine.sweep import findings, kept_points
+    from tpulab.views.sweep import FIGURES, figures, findings_lines, marks, marks_legend, point_count, ranked, rate_prefix, value_text
 
     points = kept_points(sweep, runs)
     axes = list(sweep.axes)
@@ -263,15 +263,13 @@ def runtime_html(report: RuntimeReport, verdicts: list[Verdict]) -> str:
 def list_html(records: list[RunRecord], caption: str) -> str:
     if not records:
         return block(lines([caption + ": no runs"], "note"))
-    from tpulab.core.runindex import RunRow
+    from tpulab.engine.runindex import RunRow
 
     return block(table([fmt.list_row(RunRow.of(r)) for r in records], fmt.LIST_COLUMNS, caption))
 
 
 def page(title: str, bodies: list[str]) -> str:
     """A whole HTML document, self-contained: its style inline, its charts inline SVG."""
-    from tpulab import __version__
-
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(title)}</title><style>{CSS}</style></head>"
             f'<body class="tpulab"><h1>{escape(title)}</h1>{"<hr>".join(bodies)}'

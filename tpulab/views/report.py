@@ -6,8 +6,8 @@ anywhere, without a network. Several runs are compared, then each is shown; a sw
 
 from __future__ import annotations
 
-from tpulab.core.events import RunRecord
-from tpulab.core.store import NotKept, Store, StoreError, compare
+from tpulab.base.events import RunRecord
+from tpulab.engine.store import NotKept, Store, StoreError, compare
 from tpulab.views import html
 
 

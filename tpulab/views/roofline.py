@@ -11,9 +11,9 @@ from typing import Iterable
 
 from rich.text import Text
 
-from tpulab.core import fmt
-from tpulab.core.ceilings import MEMORY, Ceilings, Verdict, verdicts
-from tpulab.core.events import Device, RunRecord, Summary
+from tpulab.base import fmt
+from tpulab.base.events import Device, RunRecord, Summary
+from tpulab.engine.ceilings import MEMORY, Ceilings, Verdict, verdicts
 from tpulab.workloads.roofline_kernels import kernel_intensity
 
 

@@ -13,9 +13,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from tpulab.core import fmt
-from tpulab.core.events import RunRecord, SweepRecord
-from tpulab.core.sweep import Findings, Grid, Point, findings, kept_points, unlike_article
+from tpulab.base import fmt
+from tpulab.base.events import RunRecord, SweepRecord
+from tpulab.engine.sweep import Findings, Grid, Point, findings, kept_points, unlike_article
 from tpulab.workloads.base import BATCH_SIZE
 
 FIGURES = ("median", "throughput", "GFLOP/s", "peak", "ceiling", "flags")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpulab.core.errors import UsageError
+from tpulab.base.errors import UsageError
 
 if TYPE_CHECKING:
-    from tpulab.plugins import Origin
+    from tpulab.base.plugins import Origin
     from tpulab.workloads.base import Workload
 
 # tpulab's own workloads, as pyproject.toml registers them (found here too when its metadata is stale).
@@ -26,7 +26,7 @@ BUILTIN = {
 
 def registry() -> dict[str, Workload]:
     """Every workload that loaded, tpulab's own first, by name."""
-    from tpulab import plugins
+    from tpulab.base import plugins
     from tpulab.workloads.base import Workload
 
     return {name: obj for name, (obj, _) in plugins.discover(plugins.WORKLOADS)[0].items()
@@ -35,7 +35,7 @@ def registry() -> dict[str, Workload]:
 
 def origin(name: str) -> Origin | None:
     """The distribution that declared a workload, and its version."""
-    from tpulab import plugins
+    from tpulab.base import plugins
 
     found = plugins.discover(plugins.WORKLOADS)[0].get(name)
     return found[1] if found else None

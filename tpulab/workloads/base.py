@@ -13,17 +13,17 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
-from tpulab.core.errors import UsageError
-from tpulab.core.events import PHASE_PREDICT, Started, Step
-from tpulab.core.timing import Flag
+from tpulab.base.errors import UsageError
+from tpulab.base.events import PHASE_PREDICT, Started, Step
+from tpulab.base.timing import Flag
 
 if TYPE_CHECKING:
     from tpulab.backends import Backend, Placement, Runtime
+    from tpulab.base.charts import Chart
+    from tpulab.base.events import Event
     from tpulab.callbacks import StepTimer
-    from tpulab.core.ceilings import Ceilings
-    from tpulab.core.charts import Chart
-    from tpulab.core.events import Event
-    from tpulab.runtime.detect import RuntimeReport
+    from tpulab.engine.ceilings import Ceilings
+    from tpulab.machine.detect import RuntimeReport
 
 Params = dict[str, Any]
 Sink = Callable[["Event"], None]
@@ -131,7 +131,7 @@ def _fmt(x: float) -> str:
 class Limits:
     """What the machine allows, found without importing a framework: the devices and how many of each.
 
-    Which backend runs is not a limit: `tpulab.core.spec.resolve` decides it, with the device.
+    Which backend runs is not a limit: `tpulab.engine.spec.resolve` decides it, with the device.
     """
 
     max_shards: Mapping[str, int]  # per device kind: cpu, gpu, tpu
@@ -203,7 +203,7 @@ class Workload(ABC):
     unit: str = "step"  # what one timed step is called
     trains: bool = False  # a training run: loss and metrics per step, epochs with validation
     metrics: tuple[Metric, ...] = ()
-    charts: tuple[Chart, ...] = ()  # the live charts the lab draws (see tpulab.core.charts)
+    charts: tuple[Chart, ...] = ()  # the live charts the lab draws (see tpulab.base.charts)
     how: tuple[str, ...] = ()  # parameters that choose how the work is done (see `configuration`)
     runners: Mapping[str, Callable[[], Runner]] = {}  # backend name -> a function that imports its runner
     throughput_unit: str = "examples/s"  # what its throughput counts: "images/s", "tokens/s"
@@ -343,7 +343,7 @@ class Workload(ABC):
 
     def resolve(self, values: Mapping[str, Any], limits: Limits, preset: str | None = None) -> Params:
         """`parse`, then the checks across parameters: what a form shows before a run is resolved
-        (`tpulab.core.spec.resolve` decides every `auto` and checks again)."""
+        (`tpulab.engine.spec.resolve` decides every `auto` and checks again)."""
         params = self.parse(values, preset)
         self.validate(params, limits)
         return params
@@ -378,8 +378,8 @@ class Workload(ABC):
         so, so that no figure travels without the warning. `bytes_per_step`: the memory traffic of a
         step as the compiler counts it, when the runner can ask (it gives the run's arithmetic intensity).
         """
+        from tpulab.base.events import from_dicts
         from tpulab.callbacks import StepTimer
-        from tpulab.core.events import from_dicts
 
         placement = runtime.place(p.get(DEVICE.name, "auto"), self.replicas(p))
         sink(self.started(p, placement, runtime.versions(), dataset, synthetic, bytes_per_step))

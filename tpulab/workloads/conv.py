@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-from tpulab.core.charts import GFLOPS, step_time
-from tpulab.core.timing import conv_flops
-from tpulab.workloads.base import (BACKEND, DEVICE, PROCESSES, SHARDS, Limits, ParamError, Params, ParamSpec, Runner,
-                                   Workload, batch_size, check_shards)
+from tpulab.base.charts import GFLOPS, step_time
+from tpulab.base.timing import conv_flops
+from tpulab.workloads.base import (
+    BACKEND,
+    DEVICE,
+    PROCESSES,
+    SHARDS,
+    Limits,
+    ParamError,
+    Params,
+    ParamSpec,
+    Runner,
+    Workload,
+    batch_size,
+    check_shards,
+)
 
 MODES = ("sharded", "naive", "batch-parallel")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping
 
-from tpulab.core.errors import TpulabError
+from tpulab.base.errors import TpulabError
 
 if TYPE_CHECKING:  # numpy loads when data is read, not when the CLI starts
     import numpy as np

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tpulab.core.charts import METRICS, STEP_TIME, THROUGHPUT
-from tpulab.workloads.base import (BACKEND, DEVICE, PRECISION, PROCESSES, SHARDS, Limits, Metric, ParamError, Params,
-                                   ParamSpec, batch_size)
+from tpulab.base.charts import METRICS, STEP_TIME, THROUGHPUT
+from tpulab.workloads.base import BACKEND, DEVICE, PRECISION, PROCESSES, SHARDS, Limits, Metric, ParamError, Params, ParamSpec, batch_size
 from tpulab.workloads.data import DataError, find
 from tpulab.workloads.keras import KerasWorkload
 from tpulab.workloads.keras_params import EPOCHS, SEED, STEPS_PER_EPOCH, STEPS_PER_EXECUTION, VALIDATION, XLA

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 import keras
 
 from tpulab.backends import Runtime
+from tpulab.base.errors import TpulabError, out_of_memory
+from tpulab.base.events import from_dicts
 from tpulab.callbacks import StepTimer
-from tpulab.core.errors import TpulabError, out_of_memory
-from tpulab.core.events import from_dicts
 from tpulab.workloads.base import DEVICE, CancelToken, Params, Sink
 from tpulab.workloads.keras_inputs import rows
 from tpulab.workloads.keras_params import EPOCHS, PIPELINE, PREDICT_STEPS, SEED, STEPS_PER_EPOCH, VALIDATION, XLA

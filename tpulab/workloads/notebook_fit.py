@@ -7,7 +7,7 @@ fraction of peak, only times and examples/s.
 
 from __future__ import annotations
 
-from tpulab.core.charts import METRICS, STEP_TIME, THROUGHPUT
+from tpulab.base.charts import METRICS, STEP_TIME, THROUGHPUT
 from tpulab.workloads.base import Limits, Params, ParamSpec, Workload
 
 NAME = "fit"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tpulab.core.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
+from tpulab.base.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
 from tpulab.workloads.base import Metric, Params, ParamSpec, batch_size
 from tpulab.workloads.keras import KerasWorkload
 from tpulab.workloads.keras_params import EPOCHS, HOW_IT_RUNS, PREDICT_STEPS, STEPS_PER_EPOCH

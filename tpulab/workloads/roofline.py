@@ -5,7 +5,7 @@ everywhere: well-tuned matmuls reach 80-90% of it. The roofline times the two ce
 meets: a matrix product over a doubling range of sizes in each dtype the device has (FLOP/s),
 and a copy of an array much larger than the last-level cache (bytes read and written per
 second). Its best figures become the device's measured ceilings once they are ceilings: the
-matmul's curve flat at its largest sizes, the copy at least 4x the cache (`tpulab.core.ceilings`);
+matmul's curve flat at its largest sizes, the copy at least 4x the cache (`tpulab.engine.ceilings`);
 the smoke preset's sizes are too small for either, and its summary says which to run.
 
 How each kernel is timed: `tpulab.workloads.roofline_kernels`.
@@ -15,16 +15,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpulab.core.charts import GFLOPS, Chart, ChartContext, Point, step_time
-from tpulab.core.events import Event, Started, Step
-from tpulab.workloads.base import (BACKEND, DEVICE, Limits, ParamError, Params, ParamSpec, Runner, SummaryPart,
-                                   Workload)
-from tpulab.workloads.roofline_kernels import (COPY_DTYPE, DTYPE_CHOICES, best, dtypes_of, kernel_figures, kernel_samples,
-                                               kernel_work, kernels_of, sizes_of)
+from tpulab.base.charts import GFLOPS, Chart, ChartContext, Point, step_time
+from tpulab.base.events import Event, Started, Step
+from tpulab.workloads.base import BACKEND, DEVICE, Limits, ParamError, Params, ParamSpec, Runner, SummaryPart, Workload
+from tpulab.workloads.roofline_kernels import (
+    COPY_DTYPE,
+    DTYPE_CHOICES,
+    best,
+    dtypes_of,
+    kernel_figures,
+    kernel_samples,
+    kernel_work,
+    kernels_of,
+    sizes_of,
+)
 
 if TYPE_CHECKING:
-    from tpulab.core.ceilings import Ceilings
-    from tpulab.runtime.detect import RuntimeReport
+    from tpulab.engine.ceilings import Ceilings
+    from tpulab.machine.detect import RuntimeReport
 
 PARAMS = (
     ParamSpec("min_size", int, 256, "smallest matrix side n of the n x n matmul", 1, 65536, term="roofline"),

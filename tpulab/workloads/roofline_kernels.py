@@ -13,8 +13,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from tpulab.core.events import Compiled, KernelFigure, Step
-from tpulab.core.timing import median
+from tpulab.base.events import Compiled, KernelFigure, Step
+from tpulab.base.timing import median
 from tpulab.workloads.base import CancelToken, Params, Sink, Workload
 
 if TYPE_CHECKING:

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tpulab.core.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
-from tpulab.workloads.base import (BACKEND, DEVICE, PRECISION, SHARDS, Limits, Metric, ParamError, Params,
-                                   ParamSpec, batch_size)
+from tpulab.base.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
+from tpulab.workloads.base import BACKEND, DEVICE, PRECISION, SHARDS, Limits, Metric, ParamError, Params, ParamSpec, batch_size
 from tpulab.workloads.keras import KerasWorkload
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
 

@@ -14,7 +14,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from tpulab.core.errors import TpulabError, one_line
+from tpulab.base.errors import TpulabError, one_line
 
 INDICES = 2  # integer inputs no Embedding reads are drawn below this
 

@@ -14,15 +14,15 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Label, Select, Static, Switch
 
-from tpulab.core.glossary import GLOSSARY
 from tpulab.backends import BackendError, article
-from tpulab.core.errors import UsageError
-from tpulab.core.spec import backend_of, resolve
+from tpulab.base.errors import UsageError
+from tpulab.base.glossary import GLOSSARY
+from tpulab.engine.spec import backend_of, resolve
 from tpulab.workloads.base import ParamError, Params, ParamSpec, Workload
 
 if TYPE_CHECKING:
-    from tpulab.core.sweep import Grid
-    from tpulab.runtime.detect import RuntimeReport
+    from tpulab.engine.sweep import Grid
+    from tpulab.machine.detect import RuntimeReport
 
 NO_PRESET = "(defaults)"
 
@@ -141,7 +141,7 @@ class ParamForm(VerticalScroll, can_focus=False):
             return framework.name if asked == "auto" and framework is not None else asked
 
     def _revalidate_grid(self) -> None:
-        from tpulab.core.sweep import DEFAULT_STEPS, build_grid
+        from tpulab.engine.sweep import DEFAULT_STEPS, build_grid
 
         errors: dict[str, str] = {}
         raw = {k: v for k, v in self.raw_values().items() if k not in self.workload.set_by_sweeps(DEFAULT_STEPS)}
@@ -166,7 +166,7 @@ class ParamForm(VerticalScroll, can_focus=False):
 
     def _grey_out_sweep(self) -> None:
         """In sweep mode, what the sweep sets itself (the steps of each point) is no field of the grid."""
-        from tpulab.core.sweep import DEFAULT_STEPS
+        from tpulab.engine.sweep import DEFAULT_STEPS
 
         for name in self.workload.set_by_sweeps(DEFAULT_STEPS):
             self.control(name).disabled = True

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tpulab.core import fmt
-from tpulab.core.runindex import RunRow, Wanted, configuration_key
-from tpulab.runtime.detect import RuntimeReport
-from tpulab.runtime.peaks import device_peak
+from tpulab.base import fmt
+from tpulab.engine.runindex import RunRow, Wanted, configuration_key
+from tpulab.machine.detect import RuntimeReport
+from tpulab.machine.peaks import device_peak
 from tpulab.workloads.base import Limits, Params, Workload
 
 ASSUMED_PEAK_FRACTION = 0.25
@@ -41,7 +41,7 @@ def _work_ratio(r: RunRow, flops: float) -> float:
 def wanted(workload: Workload, p: Params, limits: Limits) -> Wanted:
     """What the estimate of this plan learns from: kept runs on its device, of similar work.
 
-    `p` as resolved (`tpulab.core.spec.resolve`): an `auto` backend matches no kept run."""
+    `p` as resolved (`tpulab.engine.spec.resolve`): an `auto` backend matches no kept run."""
     return Wanted(workload.name, limits.device_for(p.get("device", "auto")), p.get("backend", "auto"),
                   workload.compute_dtype(p),
                   configuration_key(workload.configuration(p)), workload.flops_per_step(p) or 0.0, SIMILAR_WORK)

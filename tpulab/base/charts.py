@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from tpulab.core.events import Epoch, Event, Step
+from tpulab.base.events import Epoch, Event, Step
 
 if TYPE_CHECKING:
     from tpulab.workloads.base import Workload

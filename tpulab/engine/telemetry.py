@@ -20,8 +20,8 @@ import time
 import weakref
 from typing import Any, Callable, NamedTuple, Protocol
 
-from tpulab.core.errors import one_line
-from tpulab.core.events import MARK_COMPILED, PHASE_COMPILE, PHASE_STEADY, Accel, Compiled, Event, Sample, Started
+from tpulab.base.errors import one_line
+from tpulab.base.events import MARK_COMPILED, PHASE_COMPILE, PHASE_STEADY, Accel, Compiled, Event, Sample, Started
 
 INTERVAL_S = 0.5  # 2 Hz: NVML and the TPU runtime refresh about once a second; faster says nothing more
 CALL_TIMEOUT_S = 5.0

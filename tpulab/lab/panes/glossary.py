@@ -8,7 +8,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from tpulab.core.glossary import GLOSSARY
+from tpulab.base.glossary import GLOSSARY
 
 
 class GlossaryScreen(ModalScreen[None]):

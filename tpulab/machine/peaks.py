@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpulab.runtime.detect import CpuInfo
+from tpulab.machine.detect import CpuInfo
 
 T = 1e12
 TPU_SOURCE = "Google Cloud TPU system architecture docs (bf16 per chip; float32 matmuls run as bf16 passes by default)"

@@ -16,12 +16,12 @@ from typing import Iterator
 
 from tpulab import backends
 from tpulab.backends import Cluster
-from tpulab.core.errors import EXIT_CANCELLED, EXIT_OK, exit_code_of
-from tpulab.core.events import Event, Failed, Sample
-from tpulab.core.record import RunRecorder
-from tpulab.runtime.detect import RuntimeReport
-from tpulab.core.worker import RunHandle, worker_env
-from tpulab.core.spec import RunSpec
+from tpulab.base.errors import EXIT_CANCELLED, EXIT_OK, exit_code_of
+from tpulab.base.events import Event, Failed, Sample
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.spec import RunSpec
+from tpulab.engine.worker import RunHandle, worker_env
+from tpulab.machine.detect import RuntimeReport
 
 FOLLOWERS_GRACE_S = 10.0  # after process 0 ends, the others have this long to end by themselves
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from tpulab.core.errors import UsageError
-from tpulab.core.events import STATUSES, RunRecord
+from tpulab.base.errors import UsageError
+from tpulab.base.events import STATUSES, RunRecord
 
 
 def _col(sql: str, of: Callable[[RunRecord], Any]) -> Any:

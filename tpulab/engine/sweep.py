@@ -22,20 +22,20 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from tpulab.backends import BackendError
 from tpulab.backends import article as article_backend
-from tpulab.core.basis import Work, basis
-from tpulab.core.ceilings import Ceilings, kept_at
-from tpulab.core.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate, wanted
-from tpulab.core.events import Event, RunRecord, SweepPoint, SweepRecord
-from tpulab.core.record import now_iso
-from tpulab.core.runindex import RunRow, Wanted
-from tpulab.core.runner import Run
-from tpulab.core.spec import RunSpec, resolve
-from tpulab.core.timing import median
-from tpulab.runtime.detect import RuntimeReport
+from tpulab.base.basis import Work, basis
+from tpulab.base.events import Event, RunRecord, SweepPoint, SweepRecord
+from tpulab.base.timing import median
+from tpulab.engine.ceilings import Ceilings, kept_at
+from tpulab.engine.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate, wanted
+from tpulab.engine.record import now_iso
+from tpulab.engine.runindex import RunRow, Wanted
+from tpulab.engine.runner import Run
+from tpulab.engine.spec import RunSpec, resolve
+from tpulab.machine.detect import RuntimeReport
 from tpulab.workloads.base import BACKEND, BATCH_SIZE, PROCESSES, Limits, ParamError, Params, ParamSpec, Workload
 
 if TYPE_CHECKING:
-    from tpulab.core.store import Store
+    from tpulab.engine.store import Store
 
 KNEE_WITHIN = 0.05  # the knee: the smallest batch whose throughput is within this of the best
 DEFAULT_STEPS = 12  # timed steps per point; the first call is extra and excluded
@@ -301,7 +301,7 @@ class Unkept:
 class Sweep:
     """Runs a grid point after point; a failed point is kept and the sweep goes on.
 
-    Every point is resolved as its run (`tpulab.core.spec.resolve`) when the sweep is made. The command
+    Every point is resolved as its run (`tpulab.engine.spec.resolve`) when the sweep is made. The command
     line and the notebook drive it alike (`plan`, then `drive`), the lab reads its `events` in a thread
     (keeping each point itself); each only renders what it yields.
     """
@@ -380,7 +380,7 @@ class Sweep:
 
     def drive(self, store: Store | None = None) -> Iterator[SweepEvent | Unkept]:
         """`events`, each finished point's run kept in `store` before it is yielded, and the sweep at the end."""
-        from tpulab.core.store import StoreError
+        from tpulab.engine.store import StoreError
 
         for event in self.events():
             if isinstance(event, PointFinished) and store is not None:
@@ -397,8 +397,8 @@ class Sweep:
 
     def _run_point(self, point: Point) -> Generator[Event, None, RunRecord]:
         if point.spec is None:
-            from tpulab.core.events import Failed
-            from tpulab.core.record import RunRecorder
+            from tpulab.base.events import Failed
+            from tpulab.engine.record import RunRecorder
 
             params = point.params
             unresolved = RunSpec(self.grid.workload, params, params.get(BACKEND.name, "auto"), point.cannot or "",

@@ -6,7 +6,7 @@ device count at start-up, so each run needs a fresh runtime; the parent (CLI or 
 imports a framework; a crash or out-of-memory kills the worker, not the app. Cancel is graceful
 first (SIGINT: stop after this step), then firm (kill).
 
-Child side: ``python -m tpulab.core.worker '{"workload": "conv", "backend": "jax", "params": {...}}'``
+Child side: ``python -m tpulab.engine.worker '{"workload": "conv", "backend": "jax", "params": {...}}'``
 or ``--probe BACKEND``.
 """
 
@@ -27,11 +27,11 @@ from typing import Any, Callable, Iterator
 
 from tpulab import backends
 from tpulab.backends import Cluster, Runtime
-from tpulab.core.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, one_line
-from tpulab.core.events import Cancelled, Compiled, Event, Failed, Finished, Started, Step, parse_line
-from tpulab.core.telemetry import RunSampling
-from tpulab.runtime.detect import detect
-from tpulab.core.telemetry import enabled as telemetry_enabled
+from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, one_line
+from tpulab.base.events import Cancelled, Compiled, Event, Failed, Finished, Started, Step, parse_line
+from tpulab.engine.telemetry import RunSampling
+from tpulab.engine.telemetry import enabled as telemetry_enabled
+from tpulab.machine.detect import detect
 from tpulab.workloads import get_workload
 from tpulab.workloads.base import CancelToken, Params, Sink
 
@@ -58,7 +58,7 @@ class RunHandle:
     def __init__(self, args: list[str], env: dict[str, str], standby: bool = False) -> None:
         self._stderr = tempfile.TemporaryFile(mode="w+b")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tpulab.core.worker", *args], stdout=subprocess.PIPE, stderr=self._stderr,
+            [sys.executable, "-m", "tpulab.engine.worker", *args], stdout=subprocess.PIPE, stderr=self._stderr,
             stdin=subprocess.PIPE if standby else subprocess.DEVNULL, env=child_env(env), start_new_session=True)
         self.env = env
         self.cancel_requested = False

@@ -20,7 +20,8 @@ from functools import cache
 from importlib import metadata
 from typing import Any
 
-from tpulab.core.errors import one_line
+from tpulab.base.errors import one_line
+from tpulab.base.version import __version__
 
 WORKLOADS = "tpulab.workloads"
 BACKENDS = "tpulab.backends"
@@ -70,8 +71,6 @@ def _own_version() -> str:
     try:
         return metadata.version(OWN)
     except metadata.PackageNotFoundError:
-        from tpulab import __version__
-
         return __version__
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import Self
-
 from rich.console import Group
 from rich.text import Text
 from textual import events, on, work
@@ -20,16 +18,17 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import ProgressBar, RichLog, Static
 from textual.worker import Worker, WorkerState
+from typing_extensions import Self
 
-from tpulab.core import fmt
+from tpulab.base import fmt
+from tpulab.base.charts import Chart, ChartContext
+from tpulab.base.events import Event, RunRecord, Sample, Started, Step
+from tpulab.base.timing import median
+from tpulab.engine.runner import Run
+from tpulab.lab.panes import lab
 from tpulab.views.console import summary_table
+from tpulab.views.narrate import describe, unavailable_lines
 from tpulab.views.roofline import roofline_view
-from tpulab.core.charts import Chart, ChartContext
-from tpulab.core.events import Event, RunRecord, Sample, Started, Step
-from tpulab.core.narrate import describe, unavailable_lines
-from tpulab.core.runner import Run
-from tpulab.core.timing import median
-from tpulab.lab.screens import lab
 
 if TYPE_CHECKING:
     from tpulab.lab.widgets.charts import SeriesPlot

@@ -17,13 +17,26 @@ from textual.message import Message
 from textual.widgets import DataTable, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
-from tpulab.core import fmt
-from tpulab.core.estimate import Estimate
-from tpulab.core.events import RunRecord
-from tpulab.core.sweep import Point, PointFinished, PointStarted, Sweep
-from tpulab.views.sweep import (FIGURES, chart_series, chart_title, figures, findings_lines, label, marks, marks_legend,
-                                point_count, ranked, rate_prefix, value_text, x_values)
-from tpulab.lab.screens import lab
+from tpulab.base import fmt
+from tpulab.base.events import RunRecord
+from tpulab.engine.estimate import Estimate
+from tpulab.engine.sweep import Point, PointFinished, PointStarted, Sweep
+from tpulab.lab.panes import lab
+from tpulab.views.sweep import (
+    FIGURES,
+    chart_series,
+    chart_title,
+    figures,
+    findings_lines,
+    label,
+    marks,
+    marks_legend,
+    point_count,
+    ranked,
+    rate_prefix,
+    value_text,
+    x_values,
+)
 
 
 class SweepPane(Vertical):

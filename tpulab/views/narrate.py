@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from tpulab.core import fmt
-from tpulab.core.events import Cancelled, Compiled, Epoch, Event, Failed, Log, Sample, Started, Step, Telemetry
-from tpulab.core.record import RunRecorder
-from tpulab.core.telemetry_summary import GPU_POOL_NOTE
+from tpulab.base import fmt
+from tpulab.base.events import Cancelled, Compiled, Epoch, Event, Failed, Log, Sample, Started, Step, Telemetry
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.telemetry_summary import GPU_POOL_NOTE
 
 SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
 SYNTHETIC = ("[synthetic]", "yellow")  # what every step of a run on stand-in data ends with (short: there are many)

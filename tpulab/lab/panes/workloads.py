@@ -6,7 +6,6 @@ import asyncio
 from functools import partial
 from typing import Any, Callable
 
-
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -14,19 +13,19 @@ from textual.message import Message
 from textual.widgets import Button, Checkbox, OptionList, Static
 from textual.widgets.option_list import Option
 
-from tpulab.core import fmt
-from tpulab.core.errors import UsageError
-from tpulab.core.estimate import Estimate, estimate, wanted
-from tpulab.core.runindex import RunRow, Wanted
-from tpulab.core.spec import resolve
-from tpulab.core.sweep import Grid, Sweep
-from tpulab.views.sweep import article_note, impossible_lines, point_count
-from tpulab.runtime.detect import RuntimeReport
-from tpulab.lab.screens.confirm import ConfirmRun
+from tpulab.base import fmt
+from tpulab.base.errors import UsageError
+from tpulab.engine.estimate import Estimate, estimate, wanted
+from tpulab.engine.runindex import RunRow, Wanted
+from tpulab.engine.spec import resolve
+from tpulab.engine.sweep import Grid, Sweep
+from tpulab.lab.panes import lab
+from tpulab.lab.panes.confirm import ConfirmRun
 from tpulab.lab.widgets.param_form import ParamForm, explain
+from tpulab.machine.detect import RuntimeReport
+from tpulab.views.sweep import article_note, impossible_lines, point_count
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, Params, Workload
-from tpulab.lab.screens import lab
 
 OPEN_MARK = "▶ "
 ASK_OVER_S = 5 * 60  # a run or sweep estimated longer than this asks before it starts
@@ -68,7 +67,7 @@ class WorkloadsPane(Horizontal):
 
     def _options(self) -> list[Option]:
         """One entry per workload; the open one is marked, so the list says which form is shown."""
-        from tpulab.plugins import WORKLOADS, discover
+        from tpulab.base.plugins import WORKLOADS, discover
 
         broken = [Option(f"[dim]{b.name}: could not be loaded[/]\n  [dim]{b.error[:60]}[/]", id=f"broken-{b.name}",
                          disabled=True) for b in discover(WORKLOADS)[1]]

@@ -17,7 +17,7 @@ from tpulab.workloads import get_workload
 from tpulab.workloads.base import BACKEND, DEVICE, Limits, Params, Workload
 
 if TYPE_CHECKING:
-    from tpulab.runtime.detect import RuntimeReport
+    from tpulab.machine.detect import RuntimeReport
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:
-    from tpulab.core.runindex import RunRow
-    from tpulab.core.timing import Stats
+    from tpulab.base.timing import Stats
+    from tpulab.engine.runindex import RunRow
 
 
 def seconds(x: float | None) -> str:

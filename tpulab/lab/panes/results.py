@@ -16,12 +16,12 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Static
 
-from tpulab.core import fmt
-from tpulab.core.runindex import FilterError, RunFilter, RunRow, parse_filter
-from tpulab.core.store import Comparison, Page, StoreError, compare
+from tpulab.base import fmt
+from tpulab.engine.runindex import FilterError, RunFilter, RunRow, parse_filter
+from tpulab.engine.store import Comparison, Page, StoreError, compare
+from tpulab.lab.panes import lab
 from tpulab.views.console import comparison_table
 from tpulab.views.roofline import roofline_view
-from tpulab.lab.screens import lab
 
 PAGE = 100  # rows fetched at a time
 AHEAD = 20  # the next page is fetched when the cursor or the scroll comes this close to the end
@@ -206,7 +206,7 @@ class ResultsPane(Vertical):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="results-roofline")
     def _roofline(self, run_id: str, width: int) -> None:
-        from tpulab.core.ceilings import WORKLOAD
+        from tpulab.engine.ceilings import WORKLOAD
 
         store = lab(self).store
         try:

@@ -11,14 +11,28 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from tpulab.core import ceilings as measured
-from tpulab.core.events import (PHASE_PREDICT, Cancelled, Compiled, Epoch, Event, Failed, Finished, Log, RunRecord, Sample,
-                                Started, Step, Summary)
-from tpulab.core.telemetry_summary import SampleKeeper, summarize as summarize_telemetry
-from tpulab.runtime.detect import RuntimeReport
-from tpulab.runtime.peaks import device_peak
-from tpulab.core.timing import Flag, Stats, median, sanity_flags, summarize
-from tpulab.core.spec import RunSpec
+from tpulab.base.events import (
+    PHASE_PREDICT,
+    Cancelled,
+    Compiled,
+    Epoch,
+    Event,
+    Failed,
+    Finished,
+    Log,
+    RunRecord,
+    Sample,
+    Started,
+    Step,
+    Summary,
+)
+from tpulab.base.timing import Flag, Stats, median, sanity_flags, summarize
+from tpulab.engine import ceilings as measured
+from tpulab.engine.spec import RunSpec
+from tpulab.engine.telemetry_summary import SampleKeeper
+from tpulab.engine.telemetry_summary import summarize as summarize_telemetry
+from tpulab.machine.detect import RuntimeReport
+from tpulab.machine.peaks import device_peak
 from tpulab.workloads.base import SummaryPart
 
 
@@ -28,7 +42,7 @@ def now_iso() -> str:
 
 def origins(spec: RunSpec) -> dict[str, str]:
     """The plugin distributions (name and version) that brought this run's workload or backend."""
-    from tpulab import plugins
+    from tpulab.base import plugins
 
     out = {}
     for group, kind, name in ((plugins.WORKLOADS, "workload", spec.workload.name), (plugins.BACKENDS, "backend",

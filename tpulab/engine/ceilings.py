@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from tpulab.core.events import Device, KernelFigure, RunRecord
-from tpulab.core.timing import Flag
+from tpulab.base.events import Device, KernelFigure, RunRecord
+from tpulab.base.timing import Flag
 from tpulab.workloads.base import Workload
 from tpulab.workloads.roofline_kernels import MIB, best
 
@@ -116,7 +116,7 @@ def copy_verdict(figure: KernelFigure, cache: tuple[int, str]) -> Verdict:
 def cache_of(record: RunRecord) -> tuple[int, str]:
     """The cache a roofline's copy must outgrow, in bytes and words: a CPU's last-level cache as
     sysfs gave it when the run ran; an accelerator's, or one sysfs did not give, `ASSUMED_CACHE`."""
-    from tpulab.core import fmt
+    from tpulab.base import fmt
 
     assumed = f"(unknown here: taken as {fmt.bytes_(ASSUMED_CACHE)})"
     if record.device is None or record.device.kind != "cpu":
@@ -233,7 +233,7 @@ class Ceilings:
 
 def beats(achieved: float, ceiling: Ceiling, what: str = "FLOP/s") -> Flag:
     """The flag of a figure above a kept ceiling: 'beats-ceiling' (FLOP/s) or 'beats-bandwidth' (bytes/s)."""
-    from tpulab.core import fmt
+    from tpulab.base import fmt
 
     code = "beats-bandwidth" if ceiling.copy else "beats-ceiling"
     return Flag(code, f"achieved {fmt.rate(achieved, what)}, above this device's measured ceiling "
@@ -243,8 +243,8 @@ def beats(achieved: float, ceiling: Ceiling, what: str = "FLOP/s") -> Flag:
 
 def kept_at(path: Path) -> Ceilings:
     """The ceilings of the store at `path` (none when there is no store yet, or it cannot be read)."""
-    from tpulab.core.runindex import RunFilter
-    from tpulab.core.store import Store, StoreError
+    from tpulab.engine.runindex import RunFilter
+    from tpulab.engine.store import Store, StoreError
 
     if not Path(path).exists():
         return Ceilings()

@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
-from tpulab.core.timing import Flag, Stats
+from tpulab.base.timing import Flag, Stats
 
 SCHEMA = 3  # 2: backend, backend_reason, sweep and hosts joined the record; 3: plugins, model, telemetry (older records read)
 STATUSES = ("finished", "failed", "cancelled")

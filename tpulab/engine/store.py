@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from tpulab.core.basis import GFLOPS, TIME, Work, basis, differ
-from tpulab.core.errors import EXIT_USAGE, TpulabError
-from tpulab.core.events import STATUSES, RunRecord, SweepRecord, Telemetry
-from tpulab.core.runindex import COLUMNS, RunFilter, RunRow, Wanted, derive, table_sql
+from tpulab.base.basis import GFLOPS, TIME, Work, basis, differ
+from tpulab.base.errors import EXIT_USAGE, TpulabError
+from tpulab.base.events import STATUSES, RunRecord, SweepRecord, Telemetry
+from tpulab.engine.runindex import COLUMNS, RunFilter, RunRow, Wanted, derive, table_sql
 from tpulab.workloads import registry
 
 SCHEMA_VERSION = 3  # 2: sweeps; 3: records apart from their indexed columns
@@ -499,7 +499,7 @@ def read_export(path: Path) -> Exported:
 # --- comparison -----------------------------------------------------------------------------
 @dataclass
 class Comparison:
-    """Runs side by side; speedups against the first, by time or by a rate (`tpulab.core.basis`)."""
+    """Runs side by side; speedups against the first, by time or by a rate (`tpulab.base.basis`)."""
 
     workload: str
     records: list[RunRecord]

@@ -6,10 +6,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from tpulab.engine.doctor import diagnose
+from tpulab.lab.panes import lab
+from tpulab.machine.detect import RuntimeReport
 from tpulab.views.console import runtime_table
-from tpulab.runtime.detect import RuntimeReport
-from tpulab.runtime.doctor import diagnose
-from tpulab.lab.screens import lab
 
 
 class RuntimePane(VerticalScroll, can_focus=True):

@@ -10,9 +10,9 @@ from __future__ import annotations
 from statistics import fmean
 from typing import Callable, Iterable
 
-from tpulab.core import fmt
-from tpulab.core.events import MARK_COMPILED, PHASE_STEADY, Sample, Telemetry
-from tpulab.core.timing import Flag
+from tpulab.base import fmt
+from tpulab.base.events import MARK_COMPILED, PHASE_STEADY, Sample, Telemetry
+from tpulab.base.timing import Flag
 
 MAX_PER_HOST = 600  # samples kept per host: 5 minutes at 2 Hz whole, longer runs thinned evenly
 INPUT_BOUND_DEVICE = 50.0  # device busy below this (percent) ...

@@ -7,8 +7,8 @@ versions that are published.
 
 from __future__ import annotations
 
-from tpulab.runtime.detect import RuntimeReport
-from tpulab.runtime.verdict import Verdict
+from tpulab.machine.detect import RuntimeReport
+from tpulab.machine.verdict import Verdict
 
 __all__ = ["Verdict", "diagnose"]
 

@@ -1,0 +1,1 @@
+"""This machine: its accelerators detected, their peaks, the processes that hold them, a verdict."""
