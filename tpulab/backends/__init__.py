@@ -25,8 +25,8 @@ from tpulab.base.events import Device
 if TYPE_CHECKING:
     from tpulab.machine.detect import RuntimeReport
     from tpulab.machine.verdict import Verdict
-    from tpulab.workloads.base import Runner as WorkloadRunner
     from tpulab.workloads.base import Workload
+    from tpulab.workloads.running import Runner as WorkloadRunner
 
 
 # tpulab's own backends, as pyproject.toml registers them (found here too when its metadata is stale).

@@ -33,7 +33,8 @@ from tpulab.engine.telemetry import RunSampling
 from tpulab.engine.telemetry import enabled as telemetry_enabled
 from tpulab.machine.detect import detect
 from tpulab.workloads import get_workload
-from tpulab.workloads.base import CancelToken, Params, Sink
+from tpulab.workloads.base import Params
+from tpulab.workloads.running import CancelToken, Sink
 
 FATAL_LINE = re.compile(r"^F\d{4} [\d:.]+\s+\d+ [^\]]+\] (.+)$", re.M)  # absl's "F1130 09:19:44.06 27587 x.h:80] ..."
 

@@ -4,29 +4,30 @@ A workload is a `Workload` subclass instance registered under the `tpulab.worklo
 Its `ParamSpec`s drive the CLI flags, the lab's form, validation, help, presets and the stored
 record; nothing else lists them again. Its hooks (documented below) tell the core how much work a
 step is, how many steps a run takes, how to check a combination, and which function runs it on a
-backend. Declarations import no framework: the runner is imported only inside a worker.
+backend. Declarations import no framework: the runner is imported only inside a worker, where
+`tpulab.workloads.running` hands it what it needs.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from tpulab.base.errors import UsageError
 from tpulab.base.events import PHASE_PREDICT, Started, Step
 from tpulab.base.timing import Flag
+from tpulab.workloads import running
+from tpulab.workloads.running import CancelToken, Runner, Sink  # the worker's side, importable here as before
 
 if TYPE_CHECKING:
     from tpulab.backends import Backend, Placement, Runtime
     from tpulab.base.charts import Chart
-    from tpulab.base.events import Event
     from tpulab.callbacks import StepTimer
     from tpulab.engine.ceilings import Ceilings
     from tpulab.machine.detect import RuntimeReport
 
 Params = dict[str, Any]
-Sink = Callable[["Event"], None]
 
 
 class ParamError(UsageError):
@@ -171,20 +172,6 @@ class SummaryPart:
     flops_per_s: float | None = None  # with `seconds`: its rate
     fields: Mapping[str, Any] = field(default_factory=dict)  # Summary fields only this workload fills, by name
     flags: tuple[Flag, ...] = ()
-
-
-class Runner(Protocol):
-    """The function that runs a workload inside a worker, on one backend.
-
-    `w`: the workload's declaration (its hooks). `p`: the checked parameters. `sink`: takes every
-    event, first a `Started`, then `Compiled`, `Step`, `Epoch`, `Log` as they happen: `w.begin(...)`
-    says `Started` and returns the `StepTimer` that writes the timed ones. `cancel`: stop after the
-    current step once it is set. `runtime`: the backend's framework side, already loaded (placement,
-    versions, Keras hooks). Return normally when done or cancelled; raise to fail the run (the
-    message becomes its error, in one line).
-    """
-
-    def __call__(self, w: Any, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None: ...
 
 
 class Workload(ABC):
@@ -361,30 +348,10 @@ class Workload(ABC):
         (the parameters as run, {name: why}). The backend and the device are decided before."""
         return p, {}
 
-    def started(self, p: Params, placement: Placement, versions: dict[str, str], dataset: str,
-                synthetic: bool = False, bytes_per_step: float | None = None) -> Started:
-        """The first event of every run of this workload, whatever the backend (the worker adds its name)."""
-        return Started(workload=self.name, device=placement.device(), dtype=self.compute_dtype(p),
-                       flops_per_step=self.flops_per_step(p), steps_total=self.total_steps(p),
-                       per_replica_batch=self.batch_size(p) // self.replicas(p), versions=versions,
-                       note=placement.note, dataset=dataset, synthetic=synthetic, bytes_per_step=bytes_per_step)
-
     def begin(self, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime, dataset: str,
-              synthetic: bool = False, warmup: int = 0, bytes_per_step: float | None = None
-              ) -> tuple[Placement, StepTimer]:
-        """What every runner does first: place the replicas, say `Started`, and make the step timer.
-
-        In a worker only (the timer is a Keras callback). Every event of a run on synthetic data says
-        so, so that no figure travels without the warning. `bytes_per_step`: the memory traffic of a
-        step as the compiler counts it, when the runner can ask (it gives the run's arithmetic intensity).
-        """
-        from tpulab.base.events import from_dicts
-        from tpulab.callbacks import StepTimer
-
-        placement = runtime.place(p.get(DEVICE.name, "auto"), self.replicas(p))
-        sink(self.started(p, placement, runtime.versions(), dataset, synthetic, bytes_per_step))
-        timer = StepTimer(from_dicts(sink, synthetic), batch_size=self.batch_size(p), warmup=warmup, cancel=cancel)
-        return placement, timer
+              **options: Any) -> tuple[Placement, StepTimer]:
+        """`tpulab.workloads.running.begin` for this workload (what runners called before it moved)."""
+        return running.begin(self, p, sink, cancel, runtime, dataset, **options)
 
     def set_by_sweeps(self, steps: int) -> set[str]:
         """The parameters a sweep sets itself (through `shorten`), which its grid cannot hold."""
@@ -398,19 +365,6 @@ class Workload(ABC):
     @property
     def _names(self) -> set[str]:
         return {p.name for p in self.params}
-
-
-class CancelToken:
-    """Set once to ask a run to stop after its current step."""
-
-    def __init__(self) -> None:
-        self._set = False
-
-    def set(self) -> None:
-        self._set = True
-
-    def is_set(self) -> bool:
-        return self._set
 
 
 def _backend_choices() -> tuple[str, ...]:

@@ -13,11 +13,11 @@ from tpulab.workloads.base import (
     ParamError,
     Params,
     ParamSpec,
-    Runner,
     Workload,
     batch_size,
     check_shards,
 )
+from tpulab.workloads.running import Runner
 
 MODES = ("sharded", "naive", "batch-parallel")
 

@@ -25,8 +25,9 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from tpulab.backends import Placement, Runtime
-from tpulab.workloads.base import CancelToken, Params, Sink, Workload
+from tpulab.workloads.base import Params, Workload
 from tpulab.workloads.cost_jax import bytes_accessed
+from tpulab.workloads.running import CancelToken, Sink, begin
 
 
 def conv(x: jax.Array, k: jax.Array, stride: int, padding: str) -> jax.Array:
@@ -90,8 +91,8 @@ def step_bytes(p: Params) -> float | None:
 
 
 def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
-    placement, timer = w.begin(p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"],
-                               bytes_per_step=step_bytes(p))
+    placement, timer = begin(w, p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"],
+                                 bytes_per_step=step_bytes(p))
     if p["mode"] == "naive":
         step = naive(p, placement)
     else:

@@ -14,7 +14,8 @@ import tensorflow as tf
 
 from tpulab.backends import Placement, Runtime
 from tpulab.callbacks import StepTimer
-from tpulab.workloads.base import CancelToken, Params, Sink, Workload
+from tpulab.workloads.base import Params, Workload
+from tpulab.workloads.running import CancelToken, Sink, begin
 
 
 class ConvSum(keras.layers.Layer):
@@ -53,7 +54,7 @@ def build_model(p: Params, placement: Placement) -> keras.Model:
 
 
 def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
-    placement, timer = w.begin(p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"])
+    placement, timer = begin(w, p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"])
     if p["mode"] == "naive":
         run_naive(p, timer, cancel, placement.devices, w.total_steps(p))
     elif p["mode"] == "batch-parallel":

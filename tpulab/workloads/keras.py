@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from tpulab.workloads.base import COMPUTE_DTYPES, PRECISION, ParamError, Params, Runner, Workload, check_shards
+from tpulab.workloads.base import COMPUTE_DTYPES, PRECISION, ParamError, Params, Workload, check_shards
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, STEPS_PER_EPOCH, STEPS_PER_EXECUTION, VALIDATION
+from tpulab.workloads.running import Runner
 
 __all__ = ["KerasWorkload"]
 

@@ -17,9 +17,10 @@ from tpulab.backends import Runtime
 from tpulab.base.errors import TpulabError, out_of_memory
 from tpulab.base.events import from_dicts
 from tpulab.callbacks import StepTimer
-from tpulab.workloads.base import DEVICE, CancelToken, Params, Sink
+from tpulab.workloads.base import DEVICE, Params
 from tpulab.workloads.keras_inputs import rows
 from tpulab.workloads.keras_params import EPOCHS, PIPELINE, PREDICT_STEPS, SEED, STEPS_PER_EPOCH, VALIDATION, XLA
+from tpulab.workloads.running import CancelToken, Sink, started
 
 if TYPE_CHECKING:
     from tpulab.workloads.keras import KerasWorkload
@@ -37,12 +38,12 @@ def run(w: KerasWorkload, p: Params, sink: Sink, cancel: CancelToken, runtime: R
     one_batch = slice(w.batch_size(p))
     flops, nbytes = runtime.keras_step_cost(model, rows(data.x_train, one_batch),
                                             rows(data.y_train, one_batch))
-    started = w.started(p, placement, runtime.versions(), data.source, data.synthetic, nbytes)
+    first = started(w, p, placement, runtime.versions(), data.source, data.synthetic, nbytes)
     measured = w.measured_flops(flops)
     if measured is not None:
-        started.flops_per_step = measured
-    started.model = {"parameters": int(model.count_params())}
-    sink(started)
+        first.flops_per_step = measured
+    first.model = {"parameters": int(model.count_params())}
+    sink(first)
     batch, seed, pipeline, shards = w.batch_size(p), p[SEED.name], p.get(PIPELINE, ""), w.replicas(p)
     timer = StepTimer(from_dicts(sink, data.synthetic), batch_size=batch, cancel=cancel)
     validation = (runtime.keras_inputs(data.x_test, data.y_test, batch, seed, False, pipeline, shards)

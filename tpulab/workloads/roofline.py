@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from tpulab.base.charts import GFLOPS, Chart, ChartContext, Point, step_time
 from tpulab.base.events import Event, Started, Step
-from tpulab.workloads.base import BACKEND, DEVICE, Limits, ParamError, Params, ParamSpec, Runner, SummaryPart, Workload
+from tpulab.workloads.base import BACKEND, DEVICE, Limits, ParamError, Params, ParamSpec, SummaryPart, Workload
 from tpulab.workloads.roofline_kernels import (
     COPY_DTYPE,
     DTYPE_CHOICES,
@@ -29,6 +29,7 @@ from tpulab.workloads.roofline_kernels import (
     kernels_of,
     sizes_of,
 )
+from tpulab.workloads.running import Runner
 
 if TYPE_CHECKING:
     from tpulab.engine.ceilings import Ceilings

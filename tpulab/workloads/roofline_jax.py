@@ -13,7 +13,8 @@ import jax
 import jax.numpy as jnp
 
 from tpulab.backends import Runtime
-from tpulab.workloads.base import CancelToken, Params, Sink, Workload
+from tpulab.workloads.base import Params, Workload
+from tpulab.workloads.running import CancelToken, Sink
 from tpulab.workloads.roofline_kernels import Call, Kernel, measure, placed
 
 

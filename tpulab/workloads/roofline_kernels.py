@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from tpulab.base.events import Compiled, KernelFigure, Step
 from tpulab.base.timing import median
-from tpulab.workloads.base import CancelToken, Params, Sink, Workload
+from tpulab.workloads.base import Params, Workload
+from tpulab.workloads.running import CancelToken, Sink, begin
 
 if TYPE_CHECKING:
     from tpulab.backends import Placement, Runtime
@@ -164,5 +165,5 @@ def kernel_intensity(figure: KernelFigure) -> float:
 def placed(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> tuple[Params, Placement]:
     """Say `Started` (through the workload contract) and return the parameters and where the kernels run
     (the run's spec decided auto dtypes before the worker started)."""
-    placement, _ = w.begin(p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"])
+    placement, _ = begin(w, p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"])
     return p, placement
