@@ -26,10 +26,24 @@ check: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# Every benchmark, each printing its goal as a ratio against a baseline measured in the same
+# run. `make bench`: each at its quick setting (one round, small sizes: about 10 minutes on 2
+# cores); `make bench FULL=1`: each at its own defaults, as the README's figures were measured.
+# benchmarks/device_check.py is no benchmark: it installs tpulab offline on a lent GPU machine
+# and runs every path once, with no baseline to set a figure against (`make device-check`).
+quick = $(if $(FULL),,$(1))
+, := ,# a comma inside $(call quick,...)
+
 bench: install
-	$(PY) benchmarks/conv_overhead.py
-	$(PY) benchmarks/callback_overhead.py
-	$(PY) benchmarks/backends.py
+	$(PY) benchmarks/conv_overhead.py $(call quick,--rounds 1 --batch-size 32 --image-size 128)
+	$(PY) benchmarks/callback_overhead.py $(call quick,--rounds 2 --steps 10 --batch-size 128)
+	$(PY) benchmarks/backends.py $(call quick,--rounds 1 --steps 6 --batch-size 128)
+	$(PY) benchmarks/roofline.py $(call quick,--rounds 1 --size 512 --copy-mib 64)
+	$(PY) benchmarks/telemetry_overhead.py $(call quick,--blocks 8 --pairs 1 --iterations 60 --samples 100)
+	$(PY) benchmarks/first_paint.py $(call quick,--launches 2)
+	$(PY) benchmarks/first_figure.py $(call quick,--rounds 1)
+	$(PY) benchmarks/store_scale.py $(call quick,--runs 100$(,)10000 --rounds 2)
+	$(PY) benchmarks/models.py $(call quick,--rounds 1 --steps 4)
 
 # tpulab on the JAX backend, offline from carried wheels (benchmarks/device_check.py): on a
 # machine with an NVIDIA GPU, the run alone, into $(OUT) (the device tool sets it); elsewhere,
