@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
+from rich.console import Console, RenderableType
+from textual.widgets import Input, Static
 
 from tpulab.base.events import Compiled, Device, Event, Finished, RunRecord, Sample, Started, Step
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.runner import Run
 from tpulab.engine.spec import RunSpec
+from tpulab.lab.panes.run import RunPane
+from tpulab.lab.widgets.charts import SeriesPlot
+from tpulab.lab.widgets.param_form import ParamForm
 from tpulab.machine.detect import RuntimeReport, detect
 from tpulab.workloads import registry
+from tpulab.workloads.base import Limits
 from tpulab.workloads.data import FILES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,6 +114,18 @@ def write_set(folder: Path, n_train: int = 12, n_test: int = 5, seed: int = 0) -
 
 
 # --- records ---------------------------------------------------------------------------------
+EIGHT_CPUS = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")  # what a workload resolves against
+
+
+def recorder(workload: str, params: dict, flops: float | None, model: dict | None = None) -> RunRecorder:
+    """A recorder of a JAX run on this host's CPU, told it started."""
+    w = registry()[workload]
+    rec = RunRecorder(RunSpec(w, {**w.defaults(), **params, "device": "cpu"}, "jax", "asked for", "cpu"), detect())
+    rec.feed(Started(workload=workload, device=Device(kind="cpu", name="test CPU"), dtype="float32",
+                     flops_per_step=flops, steps_total=6, per_replica_batch=params["batch_size"], model=model))
+    return rec
+
+
 def make_record(shards: int = 1, median: float = 1.0, batch: int = 8, status: str = "finished",
                 flops: float = 1e9, backend: str = "tensorflow", workload: str = "conv",
                 report: RuntimeReport | None = None) -> RunRecord:
@@ -203,3 +223,49 @@ def copies(record: RunRecord, n: int, backends: tuple[str, ...] = ("tensorflow",
     start = datetime.fromisoformat(record.started_at)
     return [{**base, "id": uuid.uuid4().hex, "backend": backends[i % len(backends)],
              "started_at": (start - timedelta(minutes=i)).isoformat(timespec="seconds")} for i in range(n)]
+
+
+# --- what is shown ---------------------------------------------------------------------------
+def text(shown: Static | RenderableType, width: int = 200) -> str:
+    """A Rich renderable, or what a Static shows, as plain text `width` columns wide (by default
+    wide enough that no line wraps)."""
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(shown.content if isinstance(shown, Static) else shown)
+    return console.export_text()
+
+
+# --- the lab under pilot ---------------------------------------------------------------------
+SIZE = (120, 40)
+
+
+async def type_into(pilot, app, name: str, value: str) -> None:
+    field = app.query_one(f"#param-{name}", Input)
+    field.focus()
+    field.clear()
+    await pilot.press(*value)
+
+
+async def wait_for(pilot, condition, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await pilot.pause(0.1)
+
+
+def chart(app, title: str) -> SeriesPlot:
+    plot = app.query_one(RunPane).chart(title)
+    assert plot is not None, title
+    return plot
+
+
+async def run_tiny_conv(pilot, app, shards: str = "1") -> RunRecord:
+    await pilot.press("2")
+    for name, value in (("batch_size", "8"), ("image_size", "32"), ("filters", "16"), ("iterations", "4"),
+                        ("warmup", "1"), ("shards", shards)):
+        await type_into(pilot, app, name, value)
+    await pilot.pause()
+    assert app.query_one(ParamForm).params is not None
+    finished = len(app.records)
+    await pilot.press("ctrl+r")
+    await wait_for(pilot, lambda: len(app.records) > finished)
+    return app.records[0]

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import threading
 import time
 
 import pytest
-from rich.console import Console
 from textual.widgets import Button, Checkbox, DataTable, Input, OptionList, Select, Static, Switch
 
-from tpulab.base.events import RunRecord
 from tpulab.engine.runindex import RunRow
 from tpulab.engine.store import Store
 from tpulab.lab.app import TpulabApp
@@ -20,54 +17,12 @@ from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.lab.widgets.param_form import ParamForm
 from tpulab.machine.detect import detect
 
-from .helpers import cpu_only, make_record, v5e_tree
-
-SIZE = (120, 40)
-
-
-def text(widget: Static) -> str:
-    """What a Static shows, as plain text."""
-    console = Console(width=200, record=True, file=io.StringIO())
-    console.print(widget.content)
-    return console.export_text()
-
-
-async def type_into(pilot, app, name: str, value: str) -> None:
-    field = app.query_one(f"#param-{name}", Input)
-    field.focus()
-    field.clear()
-    await pilot.press(*value)
+from .helpers import SIZE, chart, cpu_only, make_record, run_tiny_conv, text, type_into, v5e_tree, wait_for
 
 
 async def choose(pilot, app, name: str, value: str) -> None:
     app.query_one(f"#param-{name}", Select).value = value
     await pilot.pause()
-
-
-async def wait_for(pilot, condition, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        await pilot.pause(0.1)
-
-
-def chart(app, title: str) -> SeriesPlot:
-    plot = app.query_one(RunPane).chart(title)
-    assert plot is not None, title
-    return plot
-
-
-async def run_tiny_conv(pilot, app, shards: str = "1") -> RunRecord:
-    await pilot.press("2")
-    for name, value in (("batch_size", "8"), ("image_size", "32"), ("filters", "16"), ("iterations", "4"),
-                        ("warmup", "1"), ("shards", shards)):
-        await type_into(pilot, app, name, value)
-    await pilot.pause()
-    assert app.query_one(ParamForm).params is not None
-    finished = len(app.records)
-    await pilot.press("ctrl+r")
-    await wait_for(pilot, lambda: len(app.records) > finished)
-    return app.records[0]
 
 
 async def test_starts_on_the_runtime_tab_showing_the_cpu(tmp_path):

@@ -14,8 +14,7 @@ from tpulab.lab.panes.run import RunLog, RunPane
 from tpulab.lab.panes.sweep import SweepPane
 from tpulab.lab.widgets.param_form import ParamForm
 
-from .helpers import Replay, conv_events, cpu_only
-from .test_app import run_tiny_conv, text, type_into, wait_for
+from .helpers import Replay, conv_events, cpu_only, run_tiny_conv, text, type_into, wait_for
 
 SMALL = (80, 24)
 

@@ -18,8 +18,7 @@ from tpulab.lab.app import TpulabApp
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.workloads import registry
 
-from .helpers import cpu_only, make_record
-from .test_app import text, wait_for
+from .helpers import cpu_only, make_record, text, wait_for
 
 SMALL = (80, 24)
 DAY0 = datetime(2026, 3, 1, 9, 30)

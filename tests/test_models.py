@@ -7,22 +7,18 @@ import pytest
 
 from tpulab.base.basis import EXAMPLES, GFLOPS, Work, basis
 from tpulab.base.errors import out_of_memory
-from tpulab.base.events import Compiled, Device, Started, Step
+from tpulab.base.events import Compiled, Step
 from tpulab.base.fmt import list_row
-from tpulab.engine.record import RunRecorder
 from tpulab.engine.runindex import RunRow
-from tpulab.engine.spec import RunSpec
 from tpulab.engine.store import Store, compare, row
-from tpulab.machine.detect import detect
 from tpulab.workloads import registry
-from tpulab.workloads.base import Limits, ParamError
+from tpulab.workloads.base import ParamError
 from tpulab.workloads.resnet50 import forward_macs
 from tpulab.workloads.transformer import TRANSFORMER, flops_per_token, matmul_parameters, parameters
 from tpulab.workloads.user_model import MODEL_WORKLOAD, target
 
-from .helpers import ROOT, json_events, run_cli
+from .helpers import EIGHT_CPUS, ROOT, json_events, recorder, run_cli
 
-CPU = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
 MLP = "examples/models/mlp.py:build"
 
 
@@ -46,15 +42,7 @@ def test_transformer_flops_follow_the_standard_formula():
     assert flops_per_token(p, training=False) == 2 * n + 4 * 12 * 768 * 1024
     assert TRANSFORMER.flops_per_step(p) == flops_per_token(p) * 1024 * p["batch_size"]
     with pytest.raises(ParamError, match="--heads must divide --width 64"):
-        TRANSFORMER.resolve({"heads": "3"}, CPU, "smoke")
-
-
-def recorder(workload: str, params: dict, flops: float | None, model: dict | None = None) -> RunRecorder:
-    w = registry()[workload]
-    rec = RunRecorder(RunSpec(w, {**w.defaults(), **params, "device": "cpu"}, "jax", "asked for", "cpu"), detect())
-    rec.feed(Started(workload=workload, device=Device(kind="cpu", name="test CPU"), dtype="float32",
-                     flops_per_step=flops, steps_total=6, per_replica_batch=params["batch_size"], model=model))
-    return rec
+        TRANSFORMER.resolve({"heads": "3"}, EIGHT_CPUS, "smoke")
 
 
 def test_inference_is_kept_apart_from_training_and_mfu_is_the_model_flops_fraction():
@@ -77,7 +65,7 @@ def test_inference_is_kept_apart_from_training_and_mfu_is_the_model_flops_fracti
 
 
 def test_a_users_model_shows_no_mfu_and_keeps_its_identity():
-    p = MODEL_WORKLOAD.resolve({"model": MLP}, CPU, "smoke")
+    p = MODEL_WORKLOAD.resolve({"model": MLP}, EIGHT_CPUS, "smoke")
     rec = recorder("model", p, None, model={"parameters": 85002})
     rec.feed(Compiled(seconds=1.0))
     rec.feed(Step(step=2, seconds=0.01))
@@ -236,8 +224,7 @@ async def test_the_labs_form_takes_a_models_path(tmp_path):
     from tpulab.lab.app import TpulabApp
     from tpulab.lab.widgets.param_form import ParamForm
 
-    from .helpers import cpu_only
-    from .test_app import SIZE, text, type_into
+    from .helpers import SIZE, cpu_only, text, type_into
 
     app = TpulabApp(probe=False, workload="model", report=cpu_only(tmp_path))
     async with app.run_test(size=SIZE) as pilot:

@@ -4,7 +4,6 @@ judgement of later runs, the views; then real runs on TensorFlow and JAX on tiny
 from __future__ import annotations
 
 import pytest
-from rich.console import Console
 from rich.text import Text
 
 from tpulab.base.events import Compiled, Device, Event, RunRecord, Started, Step
@@ -19,7 +18,7 @@ from tpulab.workloads.conv import CONV
 from tpulab.workloads.roofline import ROOFLINE
 from tpulab.workloads.roofline_kernels import MIB, Kernel, kernel_figures, kernel_intensity, kernels_of, measure, sizes_of
 
-from .helpers import caches, cpu_only, json_events, make_record, run_cli
+from .helpers import caches, chart, cpu_only, json_events, make_record, run_cli, text, wait_for
 
 CPU = Device(kind="cpu", name="test CPU")
 TINY = {**ROOFLINE.preset("smoke"), "device": "cpu", "backend": "jax", "dtypes": "float32"}
@@ -28,12 +27,6 @@ LLC_32 = caches("32768K")  # sysfs of a CPU with a 32 MiB last-level cache
 SMOKE_RATES = {16: 0.02e9, 32: 0.16e9, 64: 1.28e9}
 # A real roofline on this project's 2-core VM (n=256..2048, JAX): n=512 fits a cache, the tail is flat
 FLAT_RATES = {256: 116e9, 512: 326e9, 1024: 110e9, 2048: 109e9}
-
-
-def render(renderable, width: int = 80) -> str:
-    console = Console(width=width, record=True, color_system=None)
-    console.print(renderable)
-    return console.export_text()
 
 
 # --- units on known inputs --------------------------------------------------------------------
@@ -125,14 +118,14 @@ def test_the_summary_headline_is_the_best_matmul_and_the_copy(tmp_path):
     assert s.compile_seconds == pytest.approx(3.0)  # every kernel's first call, added up
     assert s.step_seconds is not None and s.step_seconds.median == pytest.approx(4e-4)  # the best kernel's
     assert s.ceiling_flops is None and not s.flags  # no ceiling before the first roofline
-    text = render(summary_table(r), width=200)
-    assert "matmul float32" in text and "n=32 655.4 MFLOP/s, n=64 1.3 GFLOP/s" in text and "8.4 GB/s" in text
+    shown = text(summary_table(r))
+    assert "matmul float32" in shown and "n=32 655.4 MFLOP/s, n=64 1.3 GFLOP/s" in shown and "8.4 GB/s" in shown
     # the roofline says what it measured, not "no measured ceiling yet": here, that it measured none
     assert ("ceiling float32 | none: not saturated at n=64 (still +100% per doubling): run "
-            "`tpulab --run roofline --min-size 256 --max-size 2048`") in table_text(text)
+            "`tpulab --run roofline --min-size 256 --max-size 2048`") in table_text(shown)
     assert ("memory ceiling | none: the 4 MiB copy is under 4x the 32 MiB last-level cache, which may hold it: "
-            "run `tpulab --run roofline --copy-mib 128`") in table_text(text)
-    assert "no measured ceiling yet" not in text and not Ceilings([r])
+            "run `tpulab --run roofline --copy-mib 128`") in table_text(shown)
+    assert "no measured ceiling yet" not in shown and not Ceilings([r])
 
 
 def table_text(text: str) -> str:
@@ -182,10 +175,10 @@ def test_a_saturated_roofline_sets_the_ceilings_and_its_summary_shows_them(tmp_p
     assert c.source() == f"roofline run {r.short_id}, jax, n=256..2048 (best n=512), preset default"
     assert bw is not None and bw.value == pytest.approx(30e9)
     assert bw.source() == f"roofline run {r.short_id}, jax, 256 MiB copy, preset default"
-    text = table_text(render(summary_table(r), width=200))
-    assert "ceiling float32 | 326.0 GFLOP/s at n=512 (flat: n=2048 within 1% of n=1024)" in text
-    assert "memory ceiling | 30.0 GB/s (the 256 MiB copy is 8.0x the 32 MiB last-level cache)" in text
-    assert "no measured ceiling" not in text
+    shown = table_text(text(summary_table(r)))
+    assert "ceiling float32 | 326.0 GFLOP/s at n=512 (flat: n=2048 within 1% of n=1024)" in shown
+    assert "memory ceiling | 30.0 GB/s (the 256 MiB copy is 8.0x the 32 MiB last-level cache)" in shown
+    assert "no measured ceiling" not in shown
 
 
 # --- the copy: at least 4x the last-level cache -------------------------------------------------
@@ -254,12 +247,12 @@ def test_a_later_run_shows_its_share_of_the_ceiling_and_its_bound(tmp_path):
     assert s.ceiling_source == f"roofline run {roof.short_id}, jax, n=32..64"
     assert s.intensity == pytest.approx(10.0) and s.bound == "compute"
     assert conv_record(tmp_path, kept, flops=1e9, seconds=0.5, nbytes=1e10).summary.bound == "memory"
-    text = render(summary_table(run))
-    assert "fraction of spec peak" in text and "fraction of ceiling" in text and "38.1% of the measured ceiling 5.2 GFLOP/s" in text
-    assert "10.00 FLOP/byte (XLA's count): compute-bound" in text
+    shown = text(summary_table(run), 80)
+    assert "fraction of spec peak" in shown and "fraction of ceiling" in shown and "38.1% of the measured ceiling 5.2 GFLOP/s" in shown
+    assert "10.00 FLOP/byte (XLA's count): compute-bound" in shown
     unknown = make_record()  # TensorFlow: no bytes, so no intensity and no bound, and the summary says why
     assert unknown.summary.intensity is None and unknown.summary.bound is None
-    assert "unknown: no count of the bytes" in render(summary_table(unknown))
+    assert "unknown: no count of the bytes" in text(summary_table(unknown), 80)
 
 
 def flat_roofline(tmp_path) -> RunRecord:
@@ -281,11 +274,11 @@ def test_a_run_above_the_ceiling_says_so_instead_of_a_fraction_above_100(tmp_pat
     fast = conv_record(tmp_path, kept, flops=1e9, seconds=0.1, nbytes=None)  # 10 GFLOP/s > 5.24
     assert fast.summary.ceiling_fraction is None and fast.summary.has_flag("beats-ceiling")
     source = f"roofline run {roof.short_id}, jax, n=32..64"
-    assert f"beats the measured ceiling 5.2 GFLOP/s from {source}" in table_text(render(summary_table(fast), 200))
+    assert f"beats the measured ceiling 5.2 GFLOP/s from {source}" in table_text(text(summary_table(fast)))
     newer = roofline_record(tmp_path, {64: 1e-5}, copy_s=1e-3, ceilings=kept, copy_mib=128)
     assert {"beats-ceiling", "beats-bandwidth"} <= {f.code for f in newer.summary.flags}  # the matmul and the copy
     slow = conv_record(tmp_path, kept, flops=1e9, seconds=1.0, nbytes=None)
-    cmp = render(comparison_table(compare([slow, fast]), 80))
+    cmp = text(comparison_table(compare([slow, fast]), 80), 80)
     assert "ceiling" in cmp and "beats" in cmp and "19.1%" in cmp
 
 
@@ -297,8 +290,8 @@ def test_a_run_above_the_ceiling_says_where_the_ceiling_came_from(tmp_path):
     source = f"roofline run {roof.short_id}, jax, n=256..2048 (best n=512), preset default"
     flag = next(f for f in fast.summary.flags if f.code == "beats-ceiling")
     assert f"above this device's measured ceiling 326.0 GFLOP/s ({source})" in flag.message
-    text = table_text(render(summary_table(fast), width=200))
-    assert f"fraction of ceiling | beats the measured ceiling 326.0 GFLOP/s from {source}" in text
+    shown = table_text(text(summary_table(fast)))
+    assert f"fraction of ceiling | beats the measured ceiling 326.0 GFLOP/s from {source}" in shown
 
 
 def test_a_store_whose_roofline_was_the_smoke_preset_keeps_no_ceiling(tmp_path):
@@ -313,7 +306,7 @@ def test_a_store_whose_roofline_was_the_smoke_preset_keeps_no_ceiling(tmp_path):
     assert not kept and kept.flops(CPU, "float32") is None and kept.bandwidth(CPU) is None
     later = conv_record(tmp_path, kept, flops=47.8e9, seconds=1.0, nbytes=None)
     assert not later.summary.has_flag("beats-ceiling") and later.summary.ceiling_source is None
-    assert "no measured ceiling yet for float32" in render(summary_table(later), width=200)
+    assert "no measured ceiling yet for float32" in text(summary_table(later))
 
 
 def test_ceilings_come_from_the_store(tmp_path):
@@ -395,8 +388,6 @@ async def test_the_lab_draws_the_roofline_of_the_highlighted_runs_device(tmp_pat
 
     from tpulab.lab.app import TpulabApp
 
-    from .test_app import text, wait_for
-
     store = Store(tmp_path / "r.db")
     roof = flat_roofline(tmp_path)
     run = conv_record(tmp_path, Ceilings([roof]), flops=1e9, seconds=0.5, nbytes=1e8)
@@ -420,8 +411,6 @@ async def test_a_roofline_run_in_the_lab_ends_with_its_chart():
     from tpulab.lab.app import TpulabApp
     from tpulab.lab.panes.run import RunPane
 
-    from .test_app import text, wait_for
-
     params = {"min_size": 16, "max_size": 32, "copy_mib": 4, "iterations": 2, "warmup": 1, "backend": "jax",
               "dtypes": "float32"}
     app = TpulabApp(probe=False, workload="roofline", params=params)
@@ -438,5 +427,5 @@ async def test_a_roofline_run_in_the_lab_ends_with_its_chart():
         assert verdicts(record)["float32"].run == "tpulab --run roofline --min-size 256 --max-size 2048"
         assert "matmul float32" in shown and "ceiling float32" in shown, shown
         assert "no roofline chart: no roofline run measured both ceilings" in shown
-        live = app.query_one(RunPane).chart("GFLOP/s of each matmul")
+        live = chart(app, "GFLOP/s of each matmul")
         assert live is not None and len(live.points("float32")) == 4  # 2 sizes x 2 timed calls

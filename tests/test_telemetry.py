@@ -26,7 +26,7 @@ from tpulab.engine.telemetry_summary import SampleKeeper, summarize
 from tpulab.views.console import RunPrinter, comparison_table, summary_table
 from tpulab.workloads import registry
 
-from .helpers import cpu_only, json_events, make_record, run_cli
+from .helpers import cpu_only, json_events, make_record, run_cli, text
 
 GiB = 2**30
 
@@ -427,7 +427,7 @@ def test_verdicts_name_the_figures_behind_them():
     assert codes(tpu) == ["memory-near-full"] and "15.5 GiB of 16.0 GiB (97%)" in tpu.summary.telemetry.verdicts[0].message  # type: ignore[union-attr]
     # NVML's figure holds the pool a framework reserves up front: a full GPU says nothing about the batch
     assert codes(gpu_run(util=90, process=50, mem_used=15.5 * GiB)) == []
-    assert "reserves up front" in text(summary_table(gpu_run(util=90, process=50)), width=200)
+    assert "reserves up front" in text(summary_table(gpu_run(util=90, process=50)))
     hot = gpu_run(util=90, process=50, clocks=(1800, 1200))
     assert codes(hot) == ["throttled"] and "1200 MHz" in hot.summary.telemetry.verdicts[0].message  # type: ignore[union-attr]
     one = gpu_run(util=90, process=100, busiest=98)
@@ -477,18 +477,12 @@ def test_a_record_from_before_telemetry_still_reads(tmp_path):
     assert store.import_records(read_export(tmp_path / "old.json")) == (1, 0)
     back = store.get(old["id"])
     assert back.telemetry == [] and back.summary.telemetry is None
-    assert "J/step" not in text(comparison_table(compare([back, back]), 80))
-
-
-def text(renderable, width: int = 80) -> str:
-    console = Console(width=width, record=True, file=io.StringIO())
-    console.print(renderable)
-    return console.export_text()
+    assert "J/step" not in text(comparison_table(compare([back, back]), 80), 80)
 
 
 def test_compare_and_summary_show_the_telemetry_at_80_columns():
     runs = [gpu_run(util=90, process=60), gpu_run(util=20, process=95, median=0.2)]
-    shown = text(comparison_table(compare(runs), 80))
+    shown = text(comparison_table(compare(runs), 80), 80)
     assert all(len(line) <= 80 for line in shown.splitlines())
     for figure in ("CPU", "dev util", "peak mem", "J/step", "90%", "20%", "2.0 GiB", "10", "speedup"):
         assert figure in shown, figure
@@ -505,10 +499,10 @@ def test_a_sweep_shows_its_points_telemetry_in_a_second_table_at_80_columns():
     found = findings(points, None)
     table = telemetry_table(points, list(points[0].values), found)
     assert table is not None
-    shown = text(sweep_table(points, list(points[0].values), found, "sweep")) + text(table)
+    shown = text(sweep_table(points, list(points[0].values), found, "sweep"), 80) + text(table, 80)
     assert all(len(line) <= 80 for line in shown.splitlines())
-    rows = [line for line in text(table).splitlines() if line.lstrip().startswith(("8 ", "64 "))]
-    assert len(rows) == 2 and "20%" in rows[[r.lstrip()[:2] for r in rows].index("8 ")] and "J/step" in text(table)
+    rows = [line for line in text(table, 80).splitlines() if line.lstrip().startswith(("8 ", "64 "))]
+    assert len(rows) == 2 and "20%" in rows[[r.lstrip()[:2] for r in rows].index("8 ")] and "J/step" in text(table, 80)
     plain = [Point({"batch_size": 8}, {}, records=[make_record()])]
     assert telemetry_table(plain, ["batch_size"], findings(plain, None)) is None  # nothing measured: no table
 

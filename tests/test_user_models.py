@@ -18,8 +18,7 @@ from tpulab.workloads import registry
 from tpulab.workloads.base import ParamError
 from tpulab.workloads.user_model import input_shape, target
 
-from .helpers import ROOT, json_events, run_cli
-from .test_models import CPU, recorder
+from .helpers import EIGHT_CPUS, ROOT, json_events, recorder, run_cli
 
 TWO_HEADS = "examples/models/two_heads.py:build"
 SUBCLASSED = "examples/models/subclassed.py:build"
@@ -49,7 +48,7 @@ def test_a_bad_input_shape_on_the_command_line_is_one_line_and_exit_2():
 
 def test_a_run_that_fails_before_its_first_step_shows_what_ran_where_and_the_error():
     w = registry()["model"]
-    p = w.resolve({"model": SUBCLASSED}, CPU, "smoke")
+    p = w.resolve({"model": SUBCLASSED}, EIGHT_CPUS, "smoke")
     rec = RunRecorder(RunSpec(w, {**p, "device": "cpu"}, "jax", "asked for", "cpu"), detect())
     rec.feed(Failed(error="Keras cannot see the input"))
     rec.finish("failed", "Keras cannot see the input")
