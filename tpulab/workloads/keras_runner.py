@@ -17,17 +17,17 @@ from tpulab.backends import Runtime
 from tpulab.base.errors import TpulabError, out_of_memory
 from tpulab.base.events import from_dicts
 from tpulab.callbacks import StepTimer
-from tpulab.workloads.base import DEVICE, Params
+from tpulab.workloads.base import Params
 from tpulab.workloads.keras_inputs import rows
 from tpulab.workloads.keras_params import EPOCHS, PIPELINE, PREDICT_STEPS, SEED, STEPS_PER_EPOCH, VALIDATION, XLA
-from tpulab.workloads.running import CancelToken, Sink, started
+from tpulab.workloads.running import CancelToken, Sink, place, started
 
 if TYPE_CHECKING:
     from tpulab.workloads.keras import KerasWorkload
 
 
 def run(w: KerasWorkload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
-    placement = runtime.place(p.get(DEVICE.name, "auto"), w.replicas(p))  # before any other framework op
+    placement = place(w, p, runtime)  # before any other framework op
     if w.compute_dtype(p) != "float32":
         keras.mixed_precision.set_global_policy(p["precision"])  # before the model is built
     keras.utils.set_random_seed(p[SEED.name])

@@ -3,7 +3,8 @@
 A workload's declaration (`tpulab.workloads.base.Workload`) says what a run is; inside a worker,
 its runner gets the checked parameters, a `Sink` for its events and a `CancelToken`, then calls
 `begin`: the replicas placed, `Started` said, the `StepTimer` made. No framework is imported
-here; `begin` imports the timer (a Keras callback), so call it in a worker only.
+here; `begin` imports the timer (a Keras callback), so call it in a worker only. Nor is the
+declaration imported at run time: `Workload.begin` delegates here.
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ class Runner(Protocol):
     def __call__(self, w: Any, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None: ...
 
 
+def place(w: Workload, p: Params, runtime: Runtime) -> Placement:
+    """The run's replicas on the device it asked for (`device`, shared by every workload): before
+    any other framework op."""
+    return runtime.place(p.get("device", "auto"), w.replicas(p))
+
+
 def started(w: Workload, p: Params, placement: Placement, versions: dict[str, str], dataset: str,
             synthetic: bool = False, bytes_per_step: float | None = None) -> Started:
     """The first event of every run of `w`, whatever the backend (the worker adds its name)."""
@@ -68,9 +75,8 @@ def begin(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
     runner can ask (it gives the run's arithmetic intensity).
     """
     from tpulab.callbacks import StepTimer
-    from tpulab.workloads.base import DEVICE  # here: base imports this module
 
-    placement = runtime.place(p.get(DEVICE.name, "auto"), w.replicas(p))
+    placement = place(w, p, runtime)
     sink(started(w, p, placement, runtime.versions(), dataset, synthetic, bytes_per_step))
     timer = StepTimer(from_dicts(sink, synthetic), batch_size=w.batch_size(p), warmup=warmup,
                       cancel=cancel)
