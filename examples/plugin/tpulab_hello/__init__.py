@@ -5,7 +5,8 @@ The declaration imports no framework; each runner is imported only in tpulab's w
 
 from __future__ import annotations
 
-from tpulab.workloads.base import BACKEND, DEVICE, Limits, Params, ParamSpec, Runner, Workload
+from tpulab.workloads.base import BACKEND, DEVICE, Limits, Params, ParamSpec, Workload
+from tpulab.workloads.running import Runner
 
 
 def _tensorflow() -> Runner:

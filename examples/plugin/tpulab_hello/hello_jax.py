@@ -4,8 +4,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tpulab.workloads.running import begin
+
+
 def run(w, p, sink, cancel, runtime):
-    _, timer = w.begin(p, sink, cancel, runtime, f"a random {p['size']}x{p['size']} matrix (seed {p['seed']})")
+    _, timer = begin(w, p, sink, cancel, runtime, f"a random {p['size']}x{p['size']} matrix (seed {p['seed']})")
     a = jnp.asarray(np.random.default_rng(p["seed"]).standard_normal((p["size"], p["size"]), np.float32))
     product_sum = jax.jit(lambda a: jnp.sum(a @ a))
     for i in range(w.total_steps(p)):

@@ -3,8 +3,11 @@
 import numpy as np
 import tensorflow as tf
 
+from tpulab.workloads.running import begin
+
+
 def run(w, p, sink, cancel, runtime):
-    _, timer = w.begin(p, sink, cancel, runtime, f"a random {p['size']}x{p['size']} matrix (seed {p['seed']})")
+    _, timer = begin(w, p, sink, cancel, runtime, f"a random {p['size']}x{p['size']} matrix (seed {p['seed']})")
     a = tf.constant(np.random.default_rng(p["seed"]).standard_normal((p["size"], p["size"]), np.float32))
     product_sum = tf.function(lambda a: tf.reduce_sum(a @ a))
     for i in range(w.total_steps(p)):
