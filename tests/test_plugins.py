@@ -78,6 +78,54 @@ def test_a_third_backend_registered_by_entry_point_runs_conv_to_the_store(tmp_pa
     assert wrong.returncode == 2 and "fashion-mnist does not run on --backend numpy" in wrong.stderr
 
 
+@pytest.fixture
+def host_jax(tmp_path) -> list[Path]:
+    """A fourth backend, as a plugin installs it: one module and one entry point, nothing else."""
+    site = dist_info(tmp_path / "site", "host-jax", "0.1", {plugins.BACKENDS: {"hostjax": "host_jax_backend:BACKEND"}})
+    return [ROOT / "tests" / "plugins", site]
+
+
+def test_tpulab_itself_knows_nothing_of_the_fourth_backend():
+    named = [p for p in [ROOT / "pyproject.toml", *(ROOT / "tpulab").rglob("*.py")] if "hostjax" in p.read_text()]
+    assert named == []
+
+
+@pytest.mark.slow
+def test_a_backend_on_jax_from_outside_runs_conv_to_the_store(tmp_path, host_jax):
+    done = tpulab("--run", "conv", "--no-ui", "--preset", "smoke", "--backend", "hostjax", path=host_jax,
+                  home=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = Store(tmp_path / "results.db").records()[0]
+    assert record.backend == "hostjax" and record.status == "finished"
+    assert record.plugins == {"backend": "host-jax 0.1"} and "jax" in record.versions
+    assert record.device.strategy == "Mesh(1 x cpu)" and record.summary.step_seconds.count == 5
+
+
+@pytest.mark.slow
+def test_a_backend_on_jax_from_outside_trains_a_users_keras_model_to_the_store(tmp_path, host_jax):
+    done = tpulab("--run", "model", "--model", str(ROOT / "examples" / "models" / "subclassed.py") + ":build",
+                  "--input-shape", "64", "--no-ui", "--preset", "smoke", "--backend", "hostjax", path=host_jax,
+                  home=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = Store(tmp_path / "results.db").records()[0]
+    assert record.workload == "model" and record.backend == "hostjax" and record.status == "finished"
+    assert record.model is not None and record.model["parameters"] == 64 * 256 + 256 + 256 * 10 + 10
+    assert len(record.epochs) == 1 and record.epochs[0].metrics["loss"] > 0
+
+
+@pytest.mark.slow
+def test_a_backend_on_jax_from_outside_sweeps_conv_to_the_store(tmp_path, host_jax):
+    done = tpulab("sweep", "conv", "--preset", "smoke", "--batch-size", "4,8", "--backend", "hostjax",
+                  path=host_jax, home=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    store = Store(tmp_path / "results.db")
+    [sweep] = store.sweeps()
+    runs = store.sweep_runs(sweep)
+    assert sweep.status == "finished" and sweep.axes == {"batch_size": [4, 8]}
+    assert sorted((r.params["batch_size"], r.backend, r.status) for r in runs.values()) == \
+        [(4, "hostjax", "finished"), (8, "hostjax", "finished")]
+
+
 def test_a_broken_plugin_is_one_line_and_breaks_nothing_else(tmp_path):
     (tmp_path / "broken_plugin.py").write_text("import a_module_that_is_not_there\n")
     site = dist_info(tmp_path / "site", "broken-plugin", "0.3", {plugins.WORKLOADS: {"broken": "broken_plugin:W"}})
