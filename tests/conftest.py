@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from .helpers import write_set
+from tpulab.engine.store import Store
+from tpulab.machine.detect import RuntimeReport
+
+from .helpers import cpu_only, write_set
 
 
 @pytest.fixture(autouse=True)
@@ -22,3 +27,21 @@ def fashion_data(tmp_path, monkeypatch):
     write_set(folder, n_train=256, n_test=64)
     monkeypatch.setenv("TPULAB_DATA_DIR", str(folder))
     return folder
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    """The path of this test's own results store (for the lab's `db=`)."""
+    return tmp_path / "r.db"
+
+
+@pytest.fixture
+def store(db) -> Store:
+    """This test's own results store, empty, at `db`."""
+    return Store(db)
+
+
+@pytest.fixture
+def cpu_machine(tmp_path) -> RuntimeReport:
+    """A machine with no accelerator, whatever this host has."""
+    return cpu_only(tmp_path)

@@ -17,7 +17,7 @@ from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.lab.widgets.param_form import ParamForm
 from tpulab.machine.detect import detect
 
-from .helpers import SIZE, chart, cpu_only, make_record, run_tiny_conv, text, type_into, v5e_tree, wait_for
+from .helpers import EIGHT_CPUS, SIZE, chart, cpu_only, make_record, run_tiny_conv, text, type_into, v5e_tree, wait_for
 
 
 async def choose(pilot, app, name: str, value: str) -> None:
@@ -25,8 +25,8 @@ async def choose(pilot, app, name: str, value: str) -> None:
     await pilot.pause()
 
 
-async def test_starts_on_the_runtime_tab_showing_the_cpu(tmp_path):
-    app = TpulabApp(probe=False, report=cpu_only(tmp_path))
+async def test_starts_on_the_runtime_tab_showing_the_cpu(cpu_machine):
+    app = TpulabApp(probe=False, report=cpu_machine)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         report = app.query_one("#runtime-report", Static)
@@ -219,8 +219,8 @@ async def test_glossary_lists_the_articles_terms():
         assert not app.screen.query(".term")
 
 
-async def test_focus_follows_the_tab_and_the_open_workload_is_marked(tmp_path):
-    app = TpulabApp(probe=False, report=cpu_only(tmp_path))
+async def test_focus_follows_the_tab_and_the_open_workload_is_marked(cpu_machine):
+    app = TpulabApp(probe=False, report=cpu_machine)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("2")
         await wait_for(pilot, lambda: bool(app.query("#workload-list")), 5)
@@ -259,12 +259,11 @@ async def test_backend_field_greys_out_what_the_backend_ignores(tmp_path):
         assert not xla.disabled
 
 
-async def test_compare_at_80_columns_keeps_every_speedup_readable(tmp_path):
-    store = Store(tmp_path / "r.db")
+async def test_compare_at_80_columns_keeps_every_speedup_readable(store, db, cpu_machine):
     runs = [make_record(1, 2.0), make_record(2, 1.0, backend="jax"), make_record(4, 0.5)]
     for r in runs:
         store.save(r)
-    app = TpulabApp(probe=False, db=tmp_path / "r.db", report=cpu_only(tmp_path))
+    app = TpulabApp(probe=False, db=db, report=cpu_machine)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("4")
         await wait_for(pilot, lambda: app.focused is not None and app.focused.id == "results-table", 5)
@@ -280,7 +279,7 @@ async def test_compare_at_80_columns_keeps_every_speedup_readable(tmp_path):
         assert "speedup" in lines[4] and "1.00x" in lines[4] and "median" in lines[5]  # after the run ids
 
 
-async def test_results_tab_shows_a_page_of_a_large_store_at_once(tmp_path):
+async def test_results_tab_shows_a_page_of_a_large_store_at_once(store, db, cpu_machine):
     """2,000 runs kept: the first page is listed, the rest fetched as the cursor goes down; a filter asks
     the store again."""
     from tpulab.engine.store import Exported
@@ -288,9 +287,8 @@ async def test_results_tab_shows_a_page_of_a_large_store_at_once(tmp_path):
 
     from .helpers import copies
 
-    store = Store(tmp_path / "r.db")
     store.import_records(Exported(copies(make_record(), 2000, backends=("tensorflow", "jax")), []))
-    app = TpulabApp(probe=False, db=tmp_path / "r.db", report=cpu_only(tmp_path))
+    app = TpulabApp(probe=False, db=db, report=cpu_machine)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("4")
         await wait_for(pilot, lambda: bool(app.query(ResultsPane)) and app.query_one(ResultsPane).rows, 10)
@@ -314,13 +312,12 @@ async def test_results_tab_shows_a_page_of_a_large_store_at_once(tmp_path):
         assert "matching 'jax'" in text(pane.query_one("#results-help", Static))
 
 
-def test_estimate_trusts_similar_work_and_says_which_basis(tmp_path):
+def test_estimate_trusts_similar_work_and_says_which_basis(cpu_machine):
     from tpulab.engine.estimate import estimate
     from tpulab.workloads import registry
-    from tpulab.workloads.base import Limits
 
-    report = cpu_only(tmp_path)
-    conv, limits = registry()["conv"], Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
+    report = cpu_machine
+    conv, limits = registry()["conv"], EIGHT_CPUS
     article = conv.resolve({"device": "cpu", "backend": "tensorflow"}, limits)
     tiny = RunRow.of(make_record(median=0.003, batch=8, flops=conv.flops_per_step(
         {**article, "batch_size": 8, "image_size": 32, "filters": 16})))
@@ -336,17 +333,17 @@ def test_estimate_trusts_similar_work_and_says_which_basis(tmp_path):
     assert "device's best sustained" in estimate(conv, article, limits, report, [tiny, other]).basis
 
 
-async def test_the_forms_estimate_comes_from_the_store_off_the_ui_thread(tmp_path):
+async def test_the_forms_estimate_comes_from_the_store_off_the_ui_thread(store, db, cpu_machine):
     """A kept run of this configuration is the basis; typing never waits for the store."""
     from tpulab.workloads import registry
     from tpulab.workloads.base import Limits
 
-    report = cpu_only(tmp_path)
+    report = cpu_machine
     conv = registry()["conv"]
     article = conv.resolve({"device": "cpu", "backend": "tensorflow"}, Limits.of(report))
     kept = make_record(median=0.5, batch=article["batch_size"], flops=conv.flops_per_step(article), report=report)
-    Store(tmp_path / "r.db").save(kept)
-    app = TpulabApp(probe=False, db=tmp_path / "r.db", report=report, workload="conv",
+    store.save(kept)
+    app = TpulabApp(probe=False, db=db, report=report, workload="conv",
                     params={"device": "cpu", "backend": "tensorflow"})
     on_ui_thread: list[bool] = []
     query = app.store.candidates
@@ -362,10 +359,10 @@ async def test_the_forms_estimate_comes_from_the_store_off_the_ui_thread(tmp_pat
 
 
 @pytest.mark.slow
-async def test_sweep_mode_and_view(tmp_path):
+async def test_sweep_mode_and_view(cpu_machine):
     from tpulab.lab.panes.sweep import SweepPane
 
-    app = TpulabApp(probe=False, report=cpu_only(tmp_path))
+    app = TpulabApp(probe=False, report=cpu_machine)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("2")
         await wait_for(pilot, lambda: bool(app.query("#sweep-mode")), 5)

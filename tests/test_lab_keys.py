@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from textual.command import CommandList, CommandPalette
 from textual.widgets import Footer, Input, OptionList, Select, Static
@@ -14,13 +16,15 @@ from tpulab.lab.panes.run import RunLog, RunPane
 from tpulab.lab.panes.sweep import SweepPane
 from tpulab.lab.widgets.param_form import ParamForm
 
-from .helpers import Replay, conv_events, cpu_only, run_tiny_conv, text, type_into, wait_for
+from .helpers import Replay, conv_events, run_tiny_conv, text, type_into, wait_for
 
 SMALL = (80, 24)
 
 
-def lab(tmp_path, **kwargs) -> TpulabApp:
-    return TpulabApp(probe=False, report=cpu_only(tmp_path), db=tmp_path / "r.db", **kwargs)
+@pytest.fixture
+def lab(db, cpu_machine) -> Callable[..., TpulabApp]:
+    """The lab on this test's store and a CPU-only machine (keywords go to TpulabApp)."""
+    return lambda **kwargs: TpulabApp(probe=False, report=cpu_machine, db=db, **kwargs)
 
 
 def notes(app) -> list[str]:
@@ -32,8 +36,8 @@ async def form_open(pilot) -> None:
     await wait_for(pilot, lambda: bool(pilot.app.query(ParamForm)) and pilot.app.query_one(ParamForm).params, 5)
 
 
-async def test_footer_at_80_columns_shows_start_cancel_quit_help_in_that_order(tmp_path):
-    app = lab(tmp_path)
+async def test_footer_at_80_columns_shows_start_cancel_quit_help_in_that_order(lab):
+    app = lab()
     async with app.run_test(size=SMALL) as pilot:
         await wait_for(pilot, lambda: bool(app.query_one(Footer).query("FooterKey")), 5)
         shown = [key.description for key in app.query_one(Footer).query("FooterKey")]
@@ -42,8 +46,8 @@ async def test_footer_at_80_columns_shows_start_cancel_quit_help_in_that_order(t
 
 
 @pytest.mark.parametrize("key", ["question_mark", "f1", "h"])
-async def test_help_opens_with_its_keys_and_escape_closes_it(tmp_path, key):
-    app = lab(tmp_path)
+async def test_help_opens_with_its_keys_and_escape_closes_it(lab, key):
+    app = lab()
     async with app.run_test(size=SMALL) as pilot:
         await pilot.press(key)
         await pilot.pause()
@@ -60,8 +64,8 @@ async def test_help_opens_with_its_keys_and_escape_closes_it(tmp_path, key):
         assert not isinstance(app.screen, HelpScreen)
 
 
-async def test_escape_closes_the_keys_panel(tmp_path):
-    app = lab(tmp_path)
+async def test_escape_closes_the_keys_panel(lab):
+    app = lab()
     async with app.run_test(size=SMALL) as pilot:
         app.action_show_help_panel()
         await pilot.pause()
@@ -72,8 +76,8 @@ async def test_escape_closes_the_keys_panel(tmp_path):
 
 
 @pytest.mark.parametrize(("search", "title"), [("help", "Help"), ("quit", "Quit"), ("keys", "Keys")])
-async def test_the_palette_finds_help_keys_and_quit(tmp_path, search, title):
-    app = lab(tmp_path)
+async def test_the_palette_finds_help_keys_and_quit(lab, search, title):
+    app = lab()
     async with app.run_test(size=SMALL) as pilot:
         await pilot.press("ctrl+p")
         await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), 5)
@@ -87,8 +91,8 @@ async def test_the_palette_finds_help_keys_and_quit(tmp_path, search, title):
             await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
 
 
-async def test_digits_type_into_a_field_and_alt_digits_switch_tabs_from_inside(tmp_path):
-    app = lab(tmp_path)
+async def test_digits_type_into_a_field_and_alt_digits_switch_tabs_from_inside(lab):
+    app = lab()
     async with app.run_test(size=SMALL) as pilot:
         await form_open(pilot)
         await type_into(pilot, app, "batch_size", "12345")
@@ -106,8 +110,8 @@ async def test_digits_type_into_a_field_and_alt_digits_switch_tabs_from_inside(t
         await wait_for(pilot, lambda: app.query_one("#tabs").active == "run", 5)
 
 
-async def test_ctrl_r_outside_the_form_says_what_it_will_run_first(tmp_path):
-    app = lab(tmp_path, params={"batch_size": 8, "image_size": 32})
+async def test_ctrl_r_outside_the_form_says_what_it_will_run_first(lab):
+    app = lab(params={"batch_size": 8, "image_size": 32})
     async with app.run_test(size=SMALL) as pilot:
         await pilot.pause()
         assert app.query_one("#tabs").active == "runtime"
@@ -121,8 +125,8 @@ async def test_ctrl_r_outside_the_form_says_what_it_will_run_first(tmp_path):
         assert not isinstance(app.screen, ConfirmRun) and app.query_one(RunPane).run is None
 
 
-async def test_a_run_estimated_over_five_minutes_asks_first(tmp_path):
-    app = lab(tmp_path, workload="transformer")
+async def test_a_run_estimated_over_five_minutes_asks_first(lab):
+    app = lab(workload="transformer")
     async with app.run_test(size=SMALL) as pilot:
         await wait_for(pilot, lambda: "estimate ~" in text(app.query_one("#plan", Static)), 10)
         app.query_one("#param-batch_size", Input).focus()
@@ -136,8 +140,8 @@ async def test_a_run_estimated_over_five_minutes_asks_first(tmp_path):
         assert not [w for w in app.workers if w.group == "run"]
 
 
-async def test_an_invalid_form_says_which_field_stops_the_run(tmp_path):
-    app = lab(tmp_path)
+async def test_an_invalid_form_says_which_field_stops_the_run(lab):
+    app = lab()
     async with app.run_test(size=SMALL) as pilot:
         await form_open(pilot)
         await type_into(pilot, app, "batch_size", "0")
@@ -147,8 +151,8 @@ async def test_an_invalid_form_says_which_field_stops_the_run(tmp_path):
         assert app.query_one(RunPane).run is None
 
 
-async def test_z_zooms_the_focused_pane_and_escape_restores_it(tmp_path):
-    app = lab(tmp_path)
+async def test_z_zooms_the_focused_pane_and_escape_restores_it(lab):
+    app = lab()
     async with app.run_test(size=SMALL) as pilot:
         pane = app.query_one("#runtime-pane")
         await wait_for(pilot, lambda: app.focused is pane, 5)
@@ -162,8 +166,8 @@ async def test_z_zooms_the_focused_pane_and_escape_restores_it(tmp_path):
         assert app.screen.maximized is None
 
 
-async def test_a_workloads_edited_values_are_kept_when_the_user_returns(tmp_path):
-    app = lab(tmp_path)
+async def test_a_workloads_edited_values_are_kept_when_the_user_returns(lab):
+    app = lab()
     async with app.run_test(size=SMALL) as pilot:
         await form_open(pilot)
         await type_into(pilot, app, "batch_size", "8")
@@ -179,8 +183,8 @@ async def test_a_workloads_edited_values_are_kept_when_the_user_returns(tmp_path
         assert form.params["batch_size"] == 8 and form.params["image_size"] == 32
 
 
-async def test_focus_is_visible_and_every_tab_stop_shows(tmp_path):
-    app = lab(tmp_path)
+async def test_focus_is_visible_and_every_tab_stop_shows(lab):
+    app = lab()
     async with app.run_test(size=SMALL) as pilot:
         await form_open(pilot)
         app.query_one("#sweep-mode").focus()
@@ -193,8 +197,8 @@ async def test_focus_is_visible_and_every_tab_stop_shows(tmp_path):
         assert batch.styles.background != image.styles.background
 
 
-async def test_an_open_dropdown_pushes_the_text_below_it_down(tmp_path):
-    app = lab(tmp_path)
+async def test_an_open_dropdown_pushes_the_text_below_it_down(lab):
+    app = lab()
     async with app.run_test(size=SMALL) as pilot:
         await form_open(pilot)
         preset = app.query_one("#preset", Select)
@@ -208,8 +212,8 @@ async def test_an_open_dropdown_pushes_the_text_below_it_down(tmp_path):
 
 
 @pytest.mark.slow
-async def test_after_a_run_at_80x24_its_summary_takes_the_keys_and_reads_whole(tmp_path):
-    app = lab(tmp_path)
+async def test_after_a_run_at_80x24_its_summary_takes_the_keys_and_reads_whole(lab):
+    app = lab()
     app.report = TpulabApp(probe=False).report  # the real machine: the run is real
     async with app.run_test(size=SMALL) as pilot:
         await run_tiny_conv(pilot, app)
@@ -235,17 +239,17 @@ async def test_after_a_run_at_80x24_its_summary_takes_the_keys_and_reads_whole(t
         assert app.screen.maximized is None
 
 
-def test_snapshot_help(snap_compare, tmp_path):
+def test_snapshot_help(snap_compare, lab):
     async def opened(pilot):
         await pilot.press("question_mark")
         await pilot.pause()
 
-    assert snap_compare(lab(tmp_path), run_before=opened, terminal_size=SMALL)
+    assert snap_compare(lab(), run_before=opened, terminal_size=SMALL)
 
 
 @pytest.mark.slow
-async def test_a_cancel_names_the_step_it_waits_for_until_the_run_ends(tmp_path):
-    app = lab(tmp_path)
+async def test_a_cancel_names_the_step_it_waits_for_until_the_run_ends(lab):
+    app = lab()
     app.report = TpulabApp(probe=False).report
     async with app.run_test(size=SMALL) as pilot:
         await form_open(pilot)
@@ -264,9 +268,9 @@ async def test_a_cancel_names_the_step_it_waits_for_until_the_run_ends(tmp_path)
 
 
 @pytest.mark.parametrize("view", ["zoomed", "charts"])
-def test_snapshot_run_tab_after_a_run(snap_compare, tmp_path, view):
+def test_snapshot_run_tab_after_a_run(snap_compare, lab, view):
     """A replayed conv run (fixed timings and telemetry): its summary as it opens, zoomed, then the charts."""
-    app = lab(tmp_path)
+    app = lab()
 
     async def ran(pilot):
         await pilot.press("3")

@@ -5,20 +5,21 @@ built through the real recorder, a real Store in tmp_path."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
+import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 
 from tpulab.base import fmt
 from tpulab.base.charts import METRICS, ChartContext
 from tpulab.base.events import RunRecord
-from tpulab.engine.store import Store
 from tpulab.lab.app import TpulabApp
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.workloads import registry
 
-from .helpers import cpu_only, make_record, text, wait_for
+from .helpers import EIGHT_CPUS, make_record, text, wait_for
 
 SMALL = (80, 24)
 DAY0 = datetime(2026, 3, 1, 9, 30)
@@ -51,16 +52,19 @@ async def results(pilot, count: int) -> DataTable:
     return pilot.app.query_one("#results-table", DataTable)
 
 
-def lab_with(tmp_path, records: list[RunRecord]) -> TpulabApp:
-    store = Store(tmp_path / "r.db")
-    for r in records:
-        store.save(r)
-    return TpulabApp(probe=False, db=tmp_path / "r.db", report=cpu_only(tmp_path))
+@pytest.fixture
+def lab_with(store, db, cpu_machine) -> Callable[[list[RunRecord]], TpulabApp]:
+    """The lab on this test's store holding `records`, on a CPU-only machine."""
+    def lab(records: list[RunRecord]) -> TpulabApp:
+        for r in records:
+            store.save(r)
+        return TpulabApp(probe=False, db=db, report=cpu_machine)
+    return lab
 
 
-async def test_space_marks_a_row_at_once_and_the_mark_costs_no_figure(tmp_path):
+async def test_space_marks_a_row_at_once_and_the_mark_costs_no_figure(lab_with):
     runs = [fixed(make_record(median=0.485), 1), fixed(make_record(median=0.25), 2)]
-    app = lab_with(tmp_path, runs)
+    app = lab_with(runs)
     async with app.run_test(size=SMALL) as pilot:
         table = await results(pilot, 2)
         before = row_text(table, 0)
@@ -76,9 +80,9 @@ async def test_space_marks_a_row_at_once_and_the_mark_costs_no_figure(tmp_path):
         assert not row_text(table, 1).startswith("*")
 
 
-async def test_at_80_columns_every_row_keeps_its_id_and_its_figures(tmp_path):
+async def test_at_80_columns_every_row_keeps_its_id_and_its_figures(lab_with):
     records = mixed()
-    app = lab_with(tmp_path, records)
+    app = lab_with(records)
     async with app.run_test(size=SMALL) as pilot:
         table = await results(pilot, len(records))
         assert table.virtual_size.width <= table.scrollable_content_region.width  # nothing off to the right
@@ -103,14 +107,14 @@ def test_fit_shortens_then_leaves_out_descriptive_columns_never_an_id_or_a_figur
     assert max(len(" ".join(r)) for r in narrow) <= 50
 
 
-def test_snapshot_results_mixed_workloads(snap_compare, tmp_path):
+def test_snapshot_results_mixed_workloads(snap_compare, lab_with):
     async def listed(pilot):
         table = await results(pilot, 4)
         await pilot.press("space", "down", "down", "space")
         table.focus()
         await pilot.pause()
 
-    assert snap_compare(lab_with(tmp_path, mixed()), run_before=listed, terminal_size=SMALL)
+    assert snap_compare(lab_with(mixed()), run_before=listed, terminal_size=SMALL)
 
 
 def three_convs() -> list[RunRecord]:
@@ -125,8 +129,8 @@ async def compared(pilot) -> None:
     await pilot.pause()
 
 
-async def test_a_comparison_takes_the_keys_scrolls_and_zooms_at_80x24(tmp_path):
-    app = lab_with(tmp_path, three_convs())
+async def test_a_comparison_takes_the_keys_scrolls_and_zooms_at_80x24(lab_with):
+    app = lab_with(three_convs())
     async with app.run_test(size=SMALL) as pilot:
         await compared(pilot)
         box = app.query_one("#comparison-box")
@@ -143,20 +147,18 @@ async def test_a_comparison_takes_the_keys_scrolls_and_zooms_at_80x24(tmp_path):
         assert app.screen.maximized is None
 
 
-def test_snapshot_comparison_zoomed(snap_compare, tmp_path):
+def test_snapshot_comparison_zoomed(snap_compare, lab_with):
     async def zoomed(pilot):
         await compared(pilot)
         await pilot.press("z")
         await pilot.pause()
 
-    assert snap_compare(lab_with(tmp_path, three_convs()), run_before=zoomed, terminal_size=SMALL)
+    assert snap_compare(lab_with(three_convs()), run_before=zoomed, terminal_size=SMALL)
 
 
-async def test_sweep_tab_explains_its_marks_and_gives_rates_one_unit(tmp_path):
+async def test_sweep_tab_explains_its_marks_and_gives_rates_one_unit(db, cpu_machine):
     from tpulab.engine.sweep import Sweep, build_grid
     from tpulab.lab.panes.sweep import SweepPane
-    from tpulab.workloads.base import Limits
-
     rates = {8: 1600.0, 16: 264.0}  # examples a second; any other batch (the article's): 500
 
     class Replayed(Sweep):
@@ -167,14 +169,13 @@ async def test_sweep_tab_explains_its_marks_and_gives_rates_one_unit(tmp_path):
             yield from ()
             return make_record(batch=batch, median=batch / rates.get(batch, 500.0))
 
-    cpu = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
-    grid, _ = build_grid(registry()["conv"], {"batch_size": "8,16", "device": "cpu"}, cpu, steps=3)
-    app = TpulabApp(probe=False, db=tmp_path / "r.db", report=cpu_only(tmp_path))
+    grid, _ = build_grid(registry()["conv"], {"batch_size": "8,16", "device": "cpu"}, EIGHT_CPUS, steps=3)
+    app = TpulabApp(probe=False, db=db, report=cpu_machine)
     async with app.run_test(size=SMALL) as pilot:
         await pilot.press("5")
         await wait_for(pilot, lambda: bool(app.query(SweepPane)), 5)
         pane = app.query_one(SweepPane)
-        pane.start(Replayed(grid, cpu_only(tmp_path), cpu))
+        pane.start(Replayed(grid, cpu_machine, EIGHT_CPUS))
         await wait_for(pilot, lambda: pane.sweep is not None and pane.sweep.status == "finished", 10)
         await pilot.pause()
         findings = " ".join(text(pane.query_one("#sweep-findings", Static)).split())
@@ -302,10 +303,10 @@ def test_snapshot_chart_with_a_legend_and_a_peak(snap_compare):
     assert snap_compare(ChartHost(), run_before=plotted, terminal_size=SMALL)
 
 
-async def test_every_chart_of_the_run_tab_is_whole_with_three_rows_of_data(tmp_path):
+async def test_every_chart_of_the_run_tab_is_whole_with_three_rows_of_data(cpu_machine):
     from tpulab.lab.panes.run import CHART_IDS, RunPane
 
-    app = TpulabApp(probe=False, report=cpu_only(tmp_path))
+    app = TpulabApp(probe=False, report=cpu_machine)
     async with app.run_test(size=SMALL) as pilot:
         await pilot.press("3")
         await wait_for(pilot, lambda: bool(app.query(RunPane)), 5)
