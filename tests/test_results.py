@@ -17,8 +17,7 @@ from tpulab.engine.store import Store, StoreError, compare, export_csv, export_j
 from .helpers import ROOT, json_events, make_record, run_cli
 
 
-def test_round_trip_through_export_and_import(tmp_path):
-    store = Store(tmp_path / "a.db")
+def test_round_trip_through_export_and_import(tmp_path, store):
     records = [make_record(1, 2.0), make_record(2, 1.0), make_record(4, 0.6, status="cancelled")]
     for r in records:
         store.save(r)
@@ -32,8 +31,7 @@ def test_round_trip_through_export_and_import(tmp_path):
     assert len(empty.records()) == 3
 
 
-def test_records_keep_every_step_and_the_runtime(tmp_path):
-    store = Store(tmp_path / "a.db")
+def test_records_keep_every_step_and_the_runtime(store):
     r = make_record()
     store.save(r)
     got = store.get(r.id[:6])
@@ -109,24 +107,22 @@ def test_corrupt_database_is_named_and_left_untouched(tmp_path):
     ('{"hello": 1}', "no 'records' list"),
     ('[{"id": "abc"}]', "record 1 (id abc): missing 'workload'"),
 ])
-def test_malformed_imports_import_nothing(tmp_path, content, why):
+def test_malformed_imports_import_nothing(tmp_path, store, content, why):
     path = tmp_path / "bad.json"
     path.write_text(content)
-    store = Store(tmp_path / "a.db")
     with pytest.raises(StoreError, match="nothing was imported") as e:
         store.import_records(read_export(path))
     assert why in str(e.value)
     assert store.records() == []
 
 
-def test_one_bad_record_among_good_ones_imports_nothing(tmp_path):
+def test_one_bad_record_among_good_ones_imports_nothing(tmp_path, store, db):
     good = make_record().to_json()
     bad = copy.deepcopy(make_record().to_json())
     bad["steps"][1]["seconds"] = "fast"
     path = tmp_path / "mixed.json"
     path.write_text(json.dumps({"format": "tpulab-results", "schema": 1, "records": [good, bad]}))
-    store = Store(tmp_path / "a.db")
-    out = run_cli("results", "--db", str(tmp_path / "a.db"), "import", str(path))
+    out = run_cli("results", "--db", str(db), "import", str(path))
     assert out.returncode == 1
     assert f"record 2 (id {bad['id']}): step 2 has no number 'seconds'; nothing was imported" in out.stderr
     assert store.records() == []
@@ -164,10 +160,9 @@ def test_a_warning_agrees_with_the_parameter_it_names():
     assert differ("precision", ["float32", "mixed_bfloat16"]) == "precision differs: float32 vs mixed_bfloat16"
 
 
-def test_a_missing_id_or_a_compare_of_one_run_is_bad_input(tmp_path):
-    db = tmp_path / "r.db"
+def test_a_missing_id_or_a_compare_of_one_run_is_bad_input(store, db):
     kept = make_record()
-    Store(db).save(kept)
+    store.save(kept)
     missing = run_cli("results", "--db", str(db), "show", "nonexistent")
     assert missing.returncode == EXIT_USAGE and "no run 'nonexistent'" in missing.stderr and "Traceback" not in missing.stderr
     one = run_cli("results", "--db", str(db), "compare", kept.short_id)
@@ -218,10 +213,9 @@ def test_cli_two_real_runs_compared(tmp_path):
     assert missing.returncode == 2 and "no run 'ffffffff'" in missing.stderr
 
 
-def test_export_to_an_unwritable_path_names_it(tmp_path):
-    db = str(tmp_path / "r.db")
-    Store(tmp_path / "r.db").save(make_record())
-    out = run_cli("results", "--db", db, "export", "-o", str(tmp_path / "missing" / "x.json"))
+def test_export_to_an_unwritable_path_names_it(tmp_path, store, db):
+    store.save(make_record())
+    out = run_cli("results", "--db", str(db), "export", "-o", str(tmp_path / "missing" / "x.json"))
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert f"cannot write {tmp_path / 'missing' / 'x.json'}" in out.stderr and "-o FILE" in out.stderr
 
@@ -230,12 +224,11 @@ def test_export_to_an_unwritable_path_names_it(tmp_path):
     (lambda r: r["steps"][0].pop("step"), "not a tpulab record"),
     (lambda r: r.update(device="a GPU"), "not a tpulab record"),
 ])
-def test_an_import_that_would_break_the_listing_is_refused(tmp_path, damage, why):
+def test_an_import_that_would_break_the_listing_is_refused(tmp_path, store, damage, why):
     bad = make_record().to_json()
     damage(bad)
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"format": "tpulab-results", "schema": 2, "records": [bad]}))
-    store = Store(tmp_path / "a.db")
     with pytest.raises(StoreError, match="nothing was imported") as e:
         store.import_records(read_export(path))
     assert why in str(e.value) and store.records() == []
@@ -270,19 +263,18 @@ def test_a_run_on_stand_in_data_says_what_the_data_is_for_its_workload():
         "trained on random tokens: the loss means nothing"]
 
 
-def test_the_listing_shows_each_runs_work_and_its_sweep_at_80_columns(tmp_path):
+def test_the_listing_shows_each_runs_work_and_its_sweep_at_80_columns(store, db):
     """Two conv runs at batch 128: 1.9 ms at the smoke preset's sizes (a sweep's point), 485 ms at the
     article's. The listing says why: their work per step, and which one a sweep ran."""
     from tpulab.workloads import registry
 
     conv = registry()["conv"]
-    store = Store(tmp_path / "r.db")
     smoke = make_record(median=0.0019, batch=128, flops=conv.flops_per_step({**conv.preset("smoke"), "batch_size": 128}))
     smoke.sweep = "5eed" + "0" * 28
     article = make_record(median=0.485, batch=128, flops=conv.flops_per_step(conv.defaults()))
     for r in (smoke, article):
         store.save(r)
-    out = run_cli("results", "--db", str(tmp_path / "r.db"), env={"COLUMNS": "80"})
+    out = run_cli("results", "--db", str(db), env={"COLUMNS": "80"})
     lines = out.stdout.splitlines()
     assert out.returncode == 0 and max(len(line) for line in lines) <= 80
     assert lines[0].split()[-5:] == ["batch", "GFLOP", "sweep", "median", "peak"]

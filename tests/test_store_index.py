@@ -15,9 +15,8 @@ from tpulab.engine.runindex import COLUMNS, FilterError, RunFilter, RunRow, make
 from tpulab.engine.store import Store
 from tpulab.machine.detect import detect
 from tpulab.workloads import registry
-from tpulab.workloads.base import Limits
 
-from .helpers import cpu_only, make_record, run_cli
+from .helpers import EIGHT_CPUS, make_record, run_cli
 
 DAY0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -83,20 +82,18 @@ def test_a_schema_2_store_is_indexed_and_keeps_every_record(tmp_path):
     assert Store(path).count() == 3  # opened again: nothing migrates twice
 
 
-def test_a_new_column_is_derived_again_from_the_records(tmp_path):
+def test_a_new_column_is_derived_again_from_the_records(store, db):
     """RunRow gaining a column re-derives the index from the records, keeping their order."""
-    store = Store(tmp_path / "a.db")
     records = history(store, 4)
-    with sqlite3.connect(tmp_path / "a.db") as con:
+    with sqlite3.connect(db) as con:
         con.execute("ALTER TABLE runs DROP COLUMN compile_s")  # as if compile_s were the new line
-    rows = Store(tmp_path / "a.db").page().rows
+    rows = Store(db).page().rows
     assert [r.id for r in rows] == [r.id for r in reversed(records)]
     assert all(r.compile_s == 2.0 for r in rows)
 
 
 # --- paging and filters -------------------------------------------------------------------------
-def test_pages_continue_where_the_last_one_ended(tmp_path):
-    store = Store(tmp_path / "a.db")
+def test_pages_continue_where_the_last_one_ended(store):
     records = history(store, 25)
     first = store.page(limit=10)
     second = store.page(limit=10, after=first.after)
@@ -117,8 +114,7 @@ def test_pages_continue_where_the_last_one_ended(tmp_path):
     ({"before": "2026-01-05"}, lambda r, i: i < 4),
     ({"since": "2026-01-10", "backend": "tensorflow"}, lambda r, i: i >= 9 and r.backend == "tensorflow"),
 ])
-def test_each_filter_picks_its_runs(tmp_path, named, expect):
-    store = Store(tmp_path / "a.db")
+def test_each_filter_picks_its_runs(store, named, expect):
     records = runs(24)
     records[4].device = Device(kind="gpu", name="Tesla T4")
     records[7].sweep = "abcd" * 8
@@ -143,8 +139,7 @@ def test_the_labs_filter_field_reads_the_same_filters():
         make_filter(status="done")
 
 
-def test_words_match_any_descriptive_column(tmp_path):
-    store = Store(tmp_path / "a.db")
+def test_words_match_any_descriptive_column(store):
     records = history(store, 6)
     assert {r.id for r in store.page(parse_filter("jax")).rows} == {r.id for r in records if r.backend == "jax"}
     assert [r.id for r in store.page(parse_filter(records[2].id[:6])).rows] == [records[2].id]
@@ -152,9 +147,9 @@ def test_words_match_any_descriptive_column(tmp_path):
 
 
 # --- the command --------------------------------------------------------------------------------
-def test_list_shows_a_screen_and_says_how_many_more(tmp_path):
-    db = str(tmp_path / "r.db")
-    records = history(Store(tmp_path / "r.db"), 40)
+def test_list_shows_a_screen_and_says_how_many_more(store, db):
+    records = history(store, 40)
+    db = str(db)
     out = run_cli("results", "--db", db, env={"COLUMNS": "80", "LINES": "24"})
     lines = out.stdout.splitlines()
     assert out.returncode == 0 and len(lines) <= 23  # with the prompt, one screen
@@ -167,9 +162,9 @@ def test_list_shows_a_screen_and_says_how_many_more(tmp_path):
     assert bad.returncode == 2 and "since 'soon'" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_list_json_keeps_its_shape_and_its_paging(tmp_path):
-    db = str(tmp_path / "r.db")
-    records = history(Store(tmp_path / "r.db"), 12)
+def test_list_json_keeps_its_shape_and_its_paging(store, db):
+    records = history(store, 12)
+    db = str(db)
     out = run_cli("results", "--db", db, "--json", "list", "--limit", "5")
     rows = json.loads(out.stdout)
     assert [r["id"] for r in rows] == [r.id for r in reversed(records)][:5]
@@ -178,13 +173,12 @@ def test_list_json_keeps_its_shape_and_its_paging(tmp_path):
     assert len(json.loads(run_cli("results", "--db", db, "list", "--json", "--all").stdout)) == 12
 
 
-def test_at_80_columns_ids_and_figures_stay_whole(tmp_path):
-    store = Store(tmp_path / "r.db")
+def test_at_80_columns_ids_and_figures_stay_whole(store, db):
     multi = make_record(2, 0.0218)
     multi.device = Device(kind="cpu", name="test CPU", replicas=2, hosts=2)
     store.save(dated(multi, 1))
     store.save(dated(make_record(workload="fashion-mnist", median=0.6841), 2))
-    out = run_cli("results", "--db", str(tmp_path / "r.db"), env={"COLUMNS": "80"})
+    out = run_cli("results", "--db", str(db), env={"COLUMNS": "80"})
     lines = out.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
     assert multi.short_id in out.stdout and "21.8 ms" in out.stdout and "684.1 ms" in out.stdout
@@ -192,9 +186,7 @@ def test_at_80_columns_ids_and_figures_stay_whole(tmp_path):
     assert "CPU," in out.stdout and "CPU, 2 hosts x 1 devices" not in out.stdout
 
 
-def test_prune_asks_then_removes_and_reclaims_the_space(tmp_path):
-    db = tmp_path / "r.db"
-    store = Store(db)
+def test_prune_asks_then_removes_and_reclaims_the_space(store, db):
     records = history(store, 60)
     sweep = {"id": "5eed" * 8, "workload": "conv", "started_at": records[0].started_at, "status": "finished",
              "axes": {}, "base": {}, "steps": 3, "points": [{"values": {}, "runs": [records[1].id]}]}
@@ -216,12 +208,11 @@ def test_prune_asks_then_removes_and_reclaims_the_space(tmp_path):
     assert nothing.returncode == 2 and "--all" in nothing.stderr and store.count() == 20
 
 
-def test_compare_at_80x24_leads_with_the_answer(tmp_path):
-    store = Store(tmp_path / "r.db")
+def test_compare_at_80x24_leads_with_the_answer(store, db):
     a, b = make_record(1, 2.0), make_record(4, 0.5, backend="jax")
     for r in (a, b):
         store.save(r)
-    out = run_cli("results", "--db", str(tmp_path / "r.db"), "compare", a.short_id, b.short_id,
+    out = run_cli("results", "--db", str(db), "compare", a.short_id, b.short_id,
                   env={"COLUMNS": "80", "LINES": "24"})
     lines = out.stdout.splitlines()
     assert out.returncode == 0 and max(len(line) for line in lines) <= 80
@@ -233,13 +224,12 @@ def test_compare_at_80x24_leads_with_the_answer(tmp_path):
 
 
 # --- the estimate's one query -------------------------------------------------------------------
-def test_the_estimates_candidates_give_what_every_kept_run_would(tmp_path):
+def test_the_estimates_candidates_give_what_every_kept_run_would(store, cpu_machine):
     """The indexed query returns a handful of rows; the estimate from them equals the estimate from all."""
-    report = cpu_only(tmp_path)
-    conv, limits = registry()["conv"], Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
+    report = cpu_machine
+    conv, limits = registry()["conv"], EIGHT_CPUS
     plan = conv.resolve({"device": "cpu", "backend": "tensorflow"}, limits)
     flops = conv.flops_per_step(plan)
-    store = Store(tmp_path / "a.db")
     kinds = [(flops * 3, "tensorflow", 0.5), (flops / 3, "tensorflow", 0.2), (flops * 3, "tensorflow", 0.4),
              (flops * 2, "jax", 0.1), (flops * 10, "tensorflow", 0.05), (flops, "tensorflow", 5.0)]
     for day, (f, backend, median) in enumerate(kinds):
