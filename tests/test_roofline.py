@@ -294,29 +294,27 @@ def test_a_run_above_the_ceiling_says_where_the_ceiling_came_from(tmp_path):
     assert f"fraction of ceiling | beats the measured ceiling 326.0 GFLOP/s from {source}" in shown
 
 
-def test_a_store_whose_roofline_was_the_smoke_preset_keeps_no_ceiling(tmp_path):
+def test_a_store_whose_roofline_was_the_smoke_preset_keeps_no_ceiling(tmp_path, store, db):
     """The user's store: a smoke roofline kept (by an older tpulab, so its runtime has no cache size)
     set 1.3 GFLOP/s, and a 47.8 GFLOP/s transformer 'beat' it. Derived again, it sets none."""
     smoke = roofline_record(tmp_path, per_call(SMOKE_RATES), copy_s=4 * MIB * 2 / 8e9, copy_mib=4, sysfs={})
     del smoke.runtime["cpu"]["llc_bytes"]
     assert smoke.params["min_size"] == 16 and smoke.params["copy_mib"] == 4  # the smoke preset's sizes
-    store = Store(tmp_path / "results.db")
     store.save(smoke)
-    kept = kept_at(tmp_path / "results.db")
+    kept = kept_at(db)
     assert not kept and kept.flops(CPU, "float32") is None and kept.bandwidth(CPU) is None
     later = conv_record(tmp_path, kept, flops=47.8e9, seconds=1.0, nbytes=None)
     assert not later.summary.has_flag("beats-ceiling") and later.summary.ceiling_source is None
     assert "no measured ceiling yet for float32" in text(summary_table(later))
 
 
-def test_ceilings_come_from_the_store(tmp_path):
-    store = Store(tmp_path / "results.db")
-    assert not kept_at(tmp_path / "results.db")  # no store yet: none, and none is created
-    assert not (tmp_path / "results.db").exists()
+def test_ceilings_come_from_the_store(tmp_path, store, db):
+    assert not kept_at(db)  # no store yet: none, and none is created
+    assert not db.exists()
     roof = flat_roofline(tmp_path)
     store.save(roof)
     store.save(make_record())
-    c = kept_at(tmp_path / "results.db").flops(CPU, "float32")
+    c = kept_at(db).flops(CPU, "float32")
     assert c is not None and c.run_id == roof.id
 
 
@@ -330,9 +328,9 @@ def test_the_roofline_chart_draws_the_ceilings_and_the_runs(tmp_path):
 
 
 # --- parameters --------------------------------------------------------------------------------
-def test_sizes_double_and_auto_dtypes_are_the_devices(tmp_path):
-    limits = Limits.of(cpu_only(tmp_path))
-    spec = resolve(ROOFLINE, {"min_size": "100", "max_size": "900"}, cpu_only(tmp_path))
+def test_sizes_double_and_auto_dtypes_are_the_devices(cpu_machine):
+    limits = Limits.of(cpu_machine)
+    spec = resolve(ROOFLINE, {"min_size": "100", "max_size": "900"}, cpu_machine)
     p = spec.params
     assert sizes_of(p) == [100, 200, 400, 800] and p["dtypes"] == "float32"
     assert spec.reasons["dtypes"] == "auto: those CPU has fast units for (float32)"
@@ -383,18 +381,17 @@ def test_roofline_runs_and_a_later_run_is_shown_against_its_ceilings(backend, tp
 
 
 # --- the lab ------------------------------------------------------------------------------------
-async def test_the_lab_draws_the_roofline_of_the_highlighted_runs_device(tmp_path):
+async def test_the_lab_draws_the_roofline_of_the_highlighted_runs_device(tmp_path, store, db, cpu_machine):
     from textual.widgets import DataTable, Static
 
     from tpulab.lab.app import TpulabApp
 
-    store = Store(tmp_path / "r.db")
     roof = flat_roofline(tmp_path)
     run = conv_record(tmp_path, Ceilings([roof]), flops=1e9, seconds=0.5, nbytes=1e8)
     run.started_at = "9999"  # newest: the first row
     for r in (roof, run):
         store.save(r)
-    app = TpulabApp(probe=False, db=tmp_path / "r.db", report=cpu_only(tmp_path))
+    app = TpulabApp(probe=False, db=db, report=cpu_machine)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("4")
         await wait_for(pilot, lambda: app.query_one("#results-table", DataTable).row_count == 2, 10)
