@@ -8,7 +8,7 @@ import pytest
 from tpulab.base.basis import EXAMPLES, GFLOPS, Work, basis
 from tpulab.base.errors import out_of_memory
 from tpulab.base.events import Compiled, Step
-from tpulab.base.fmt import list_row
+from tpulab.views.listing import list_row
 from tpulab.engine.runindex import RunRow
 from tpulab.engine.store import Store, compare, row
 from tpulab.workloads import registry

@@ -222,7 +222,7 @@ def keyed_on_a_backend_name(source: str, names: set[str]) -> list[int]:
 
 
 def per_backend(rel: str) -> bool:
-    """A backend's own module, or a workload file written for one backend (`conv_tf.py`, `cost_jax.py`)."""
+    """A backend's own module, or a workload file written for one backend (`conv_tf.py`, `roofline_jax.py`)."""
     return rel.startswith("tpulab/backends/") or rel.endswith(("_tf.py", "_jax.py"))
 
 

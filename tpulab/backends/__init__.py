@@ -19,14 +19,14 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from tpulab.base import plugins
+from tpulab.base.declared import Declared
 from tpulab.base.errors import TpulabError, UsageError
 from tpulab.base.events import Device
 
 if TYPE_CHECKING:
     from tpulab.machine.detect import RuntimeReport
     from tpulab.machine.verdict import Verdict
-    from tpulab.workloads.base import Workload
-    from tpulab.workloads.running import Runner as WorkloadRunner
 
 
 # tpulab's own backends, as pyproject.toml registers them (found here too when its metadata is stale).
@@ -152,8 +152,7 @@ class Runtime(ABC):
         uses this numpy one. Sharded batches split evenly over the replicas: validation takes the
         largest batch that does (and divides the examples, where one does, so every example is kept).
         """
-        from tpulab.workloads.data import random_slices
-        from tpulab.workloads.keras_inputs import Batches, count, validation_batch
+        from tpulab.backends.keras_inputs import Batches, count, random_slices, validation_batch  # Keras
 
         if train:
             if pipeline == "generator":
@@ -232,7 +231,7 @@ class Backend:
         """The doctor's findings about this framework on the devices found; `others` may drive them instead."""
         return []
 
-    def runner_for(self, workload: Workload) -> Callable[[], WorkloadRunner] | None:
+    def runner_for(self, workload: Declared) -> Callable[[], Callable[..., None]] | None:
         """What imports its own runner for a workload declared elsewhere, or None; nothing imported yet.
 
         Asked only by `Workload.runner`, after the workload's own `runners`."""
@@ -268,8 +267,6 @@ class Backend:
 
 def registry() -> dict[str, Backend]:
     """Every backend that loaded, tpulab's own first, by name."""
-    from tpulab.base import plugins
-
     return {name: obj for name, (obj, _) in plugins.discover(plugins.BACKENDS)[0].items()}
 
 

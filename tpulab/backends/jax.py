@@ -20,6 +20,7 @@ import numpy as np
 
 from tpulab.backends import HEARTBEAT_TIMEOUT_S, Backend, Cluster, DeviceError, Fitness, Placement, Runtime
 from tpulab.base.errors import first_line
+from tpulab.base.home import home
 from tpulab.machine.detect import detect
 from tpulab.machine.verdict import Verdict
 
@@ -50,8 +51,6 @@ class JaxBackend(Backend):
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
         """Keras on JAX, N host devices for N CPU shards, and JAX's persistent compilation cache in tpulab's
         home (every program kept, the cache bounded), unless the user set their own."""
-        from tpulab.engine.store import home
-
         env = super().worker_env(device, shards, environ)
         cache = {"JAX_COMPILATION_CACHE_DIR": str(home(environ) / "jax-cache"),
                  "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
@@ -253,7 +252,7 @@ class JaxRuntime(Runtime):
         return True  # JAX always compiles the step with XLA
 
     def keras_step_cost(self, model: Any, x: Any, y: Any) -> tuple[float | None, float | None]:
-        from tpulab.workloads.cost_jax import train_step_cost
+        from tpulab.backends.jax_cost import train_step_cost
 
         return train_step_cost(model, x, y)
 
@@ -262,7 +261,7 @@ class JaxRuntime(Runtime):
         (the generator draws each process's own slices)."""
         import jax
 
-        from tpulab.workloads.keras_inputs import rows
+        from tpulab.backends.keras_inputs import rows
 
         n, i = jax.process_count(), jax.process_index()
         return super().keras_inputs(rows(x, slice(i, None, n)), rows(y, slice(i, None, n)), batch // n,

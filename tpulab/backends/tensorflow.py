@@ -271,7 +271,7 @@ class TensorFlowRuntime(Runtime):
         """tf.data: shuffled, repeated, batched and prefetched; or the article's generator of random slices."""
         import tensorflow as tf
 
-        from tpulab.workloads.data import random_slices
+        from tpulab.backends.keras_inputs import random_slices
 
         if train and pipeline == "generator":
             return random_slices(x, y, batch, seed)

@@ -9,21 +9,41 @@ workload's module, never a name the lab knows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol, Sequence
 
 from tpulab.base.events import Epoch, Event, Step
 
-if TYPE_CHECKING:
-    from tpulab.workloads.base import Workload
-
 Point = tuple[str, float, float]  # (series, x, y)
+
+
+class Figure(Protocol):
+    """A figure a chart may plot beside time (`tpulab.workloads.base.Metric` is one)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def higher_is_better(self) -> bool: ...
+
+
+class Charted(Protocol):
+    """What a chart reads of its workload (`tpulab.workloads.base.Workload` has it): its step's name,
+    its figures and their words, and which phase is inference."""
+
+    @property
+    def unit(self) -> str: ...
+    @property
+    def metrics(self) -> Sequence[Figure]: ...
+    def label(self, key: str) -> str: ...
+    def is_inference(self, phase: str) -> bool: ...
 
 
 @dataclass
 class ChartContext:
     """What a chart may read besides the event: the workload, its work per step and the device's peak."""
 
-    workload: Workload
+    workload: Charted
     flops_per_step: float | None = None
     peak_flops: float | None = None
     last_step: int = 0

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:
     from tpulab.base.timing import Stats
-    from tpulab.engine.runindex import RunRow
 
 
 def seconds(x: float | None) -> str:
@@ -69,24 +68,6 @@ LIST_COLUMNS = ("id", "started", "workload", "status", "device", "backend", "bat
 SHRINKABLE = ("device", "workload")  # descriptive cells give way at 80 columns; an id or a figure never does
 OPTIONAL = ("started", "backend", "batch", "device", "status")  # then left out, the first first
 MIN_SHRUNK = 5
-
-
-def backend_short(name: str) -> str:
-    """A backend's short name for narrow tables (its own word for it)."""
-    from tpulab.backends import registry
-
-    found = registry().get(name)
-    return found.short if found else name
-
-
-def list_row(row: RunRow) -> tuple[str, ...]:
-    """A run in one line of a listing (the CLI's and the lab's): LIST_COLUMNS; a user's model by its name."""
-    return (row.short_id, row.started_at[5:16].replace("T", " "), row.model or row.workload, row.status,
-            row.device_short, backend_short(row.backend), str(row.batch_size or "-"), gflop(row.flops_per_step),
-            (row.sweep or "")[:SWEEP_TAG], seconds(row.median_s), percent(row.peak_fraction))
-
-
-SWEEP_TAG = 5  # characters of a sweep's id in a listing: enough for `--sweep ID` to pick its runs
 
 
 def gflop(flops: float | None) -> str:

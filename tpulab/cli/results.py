@@ -14,6 +14,7 @@ from tpulab.base import fmt
 from tpulab.base.errors import EXIT_FAILED
 from tpulab.engine.runindex import FILTERS, FilterError, RunFilter, make_filter
 from tpulab.engine.store import Store, StoreError, compare, default_path, export_csv, export_json, read_export, row
+from tpulab.views import listing
 from tpulab.views.console import comparison_table
 
 SCREEN_LINES = 7  # what a listing prints besides its rows: header, rule, a footer of two lines, the prompt
@@ -48,7 +49,7 @@ def _list(args, store: Store, console: Console) -> int:
                       highlight=False)
         return 0
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=0)
-    header, *rows = fmt.fit([fmt.LIST_COLUMNS, *(fmt.list_row(r) for r in page.rows)], console.width)
+    header, *rows = fmt.fit([fmt.LIST_COLUMNS, *(listing.list_row(r) for r in page.rows)], console.width)
     for col in header:
         t.add_column(col, no_wrap=True)
     for cells in rows:

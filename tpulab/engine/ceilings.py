@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from tpulab.base import fmt
 from tpulab.base.events import Device, KernelFigure, RunRecord
 from tpulab.base.timing import Flag
-from tpulab.workloads.base import Workload
+from tpulab.engine.runindex import RunFilter
+from tpulab.engine.store import Store, StoreError
+from tpulab.workloads.roofline import ROOFLINE
 from tpulab.workloads.roofline_kernels import MIB, best
 
 WORKLOAD = "roofline"
@@ -116,8 +119,6 @@ def copy_verdict(figure: KernelFigure, cache: tuple[int, str]) -> Verdict:
 def cache_of(record: RunRecord) -> tuple[int, str]:
     """The cache a roofline's copy must outgrow, in bytes and words: a CPU's last-level cache as
     sysfs gave it when the run ran; an accelerator's, or one sysfs did not give, `ASSUMED_CACHE`."""
-    from tpulab.base import fmt
-
     assumed = f"(unknown here: taken as {fmt.bytes_(ASSUMED_CACHE)})"
     if record.device is None or record.device.kind != "cpu":
         return ASSUMED_CACHE, f"the device's cache {assumed}"
@@ -138,7 +139,7 @@ def verdicts(record: RunRecord) -> dict[str, Verdict]:
 
 def sizes_to(n: int) -> tuple[int, int]:
     """Four sizes up to n, or the default's four if they are larger: smaller ones time the dispatch."""
-    top = max(n, int(_roofline().defaults()["max_size"]))
+    top = max(n, int(ROOFLINE.defaults()["max_size"]))
     return top // 8, top
 
 
@@ -151,15 +152,9 @@ def rerun(sizes: tuple[int, int] | None = None, dtype: str = "float32", copy_mib
 
 def preset_of(params: dict[str, Any]) -> str | None:
     """The roofline preset whose sizes a run's parameters are, if any."""
-    w = _roofline()
+    w = ROOFLINE
     sizes = ("min_size", "max_size", "copy_mib")
     return next((name for name in w.presets if all(w.preset(name)[k] == params.get(k) for k in sizes)), None)
-
-
-def _roofline() -> Workload:
-    from tpulab.workloads.roofline import ROOFLINE
-
-    return ROOFLINE
 
 
 def of_record(record: RunRecord) -> dict[Key, Ceiling]:
@@ -233,8 +228,6 @@ class Ceilings:
 
 def beats(achieved: float, ceiling: Ceiling, what: str = "FLOP/s") -> Flag:
     """The flag of a figure above a kept ceiling: 'beats-ceiling' (FLOP/s) or 'beats-bandwidth' (bytes/s)."""
-    from tpulab.base import fmt
-
     code = "beats-bandwidth" if ceiling.copy else "beats-ceiling"
     return Flag(code, f"achieved {fmt.rate(achieved, what)}, above this device's measured ceiling "
                 f"{fmt.rate(ceiling.value, what)} ({ceiling.source()}): a new best, not a fraction above 100%; "
@@ -243,9 +236,6 @@ def beats(achieved: float, ceiling: Ceiling, what: str = "FLOP/s") -> Flag:
 
 def kept_at(path: Path) -> Ceilings:
     """The ceilings of the store at `path` (none when there is no store yet, or it cannot be read)."""
-    from tpulab.engine.runindex import RunFilter
-    from tpulab.engine.store import Store, StoreError
-
     if not Path(path).exists():
         return Ceilings()
     try:

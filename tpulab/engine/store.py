@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -19,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from tpulab.backends import article
 from tpulab.base.basis import GFLOPS, TIME, Work, basis, differ
 from tpulab.base.errors import EXIT_USAGE, TpulabError
 from tpulab.base.events import STATUSES, RunRecord, SweepRecord, Telemetry
+from tpulab.base.home import home
 from tpulab.engine.runindex import COLUMNS, RunFilter, RunRow, Wanted, derive, table_sql
 from tpulab.workloads import registry
 
@@ -53,18 +54,8 @@ class NotKept(StoreError):
     exit_code = EXIT_USAGE
 
 
-def home(environ: Mapping[str, str] | None = None) -> Path:
-    """tpulab's own folder: the results database, the compilation cache ($TPULAB_HOME, else the user data dir)."""
-    return default_path(environ).parent
-
-
 def default_path(environ: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    if env.get("TPULAB_HOME"):
-        return Path(env["TPULAB_HOME"]) / "results.db"
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("tpulab")) / "results.db"
+    return home(environ) / "results.db"
 
 
 @dataclass
@@ -367,8 +358,6 @@ def _insert_sweep(con: sqlite3.Connection, sweep: dict[str, Any], replace: bool)
 def load_record(data: dict[str, Any]) -> RunRecord:
     """A stored or imported record; one from before backends were named ran on the article's framework."""
     if not data.get("backend"):
-        from tpulab.backends import article
-
         legacy = article()
         data = {**data, "backend": legacy.name if legacy else ""}
     return RunRecord.from_json(data)

@@ -27,6 +27,7 @@ from tpulab.engine.runindex import RunRow, Wanted
 from tpulab.engine.runner import Standby
 from tpulab.engine.store import Store, StoreError, default_path
 from tpulab.engine.sweep import Grid, Sweep
+from tpulab.lab.panes import Candidates
 from tpulab.lab.panes.glossary import GlossaryScreen
 from tpulab.lab.panes.help import HelpScreen, rows
 from tpulab.lab.panes.results import ResultsPane
@@ -38,8 +39,6 @@ from tpulab.lab.widgets.param_form import ParamForm
 from tpulab.machine.detect import RuntimeReport, detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import Workload
-
-Candidates = Callable[[Wanted], list[RunRow]]
 
 TABS = ("runtime", "workloads", "run", "results", "sweep")
 # alt+1..alt+5 switch tabs from anywhere, a text field included. Most terminals send alt+1 as Esc 1,

@@ -15,7 +15,9 @@ import sys
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
+
+from tpulab.base import plugins
 
 CPU_MAX_SHARDS = 8  # logical CPU devices a run may split the CPU into
 
@@ -31,6 +33,20 @@ TPU_TYPE_GENERATIONS = {"v2": "v2", "v3": "v3", "v4": "v4", "v5p": "v5p", "v5lit
 CORES_PER_CHIP = {"v2": 2, "v3": 2, "v2/v3": 2}
 NVIDIA_VENDOR = "0x10de"
 GOOGLE_VENDOR = "0x1ae0"
+
+
+class Drives(Protocol):
+    """What detection reads of a registered backend (`tpulab.backends.Backend`): the packages it names."""
+
+    distributions: tuple[str, ...]
+    tpu_packages: tuple[str, ...]
+    packages: tuple[str, ...]
+
+
+def backends() -> list[Drives]:
+    """The registered backends as the plugin loader finds them: their package names are data here,
+    below the backends' layer."""
+    return [obj for obj, _ in plugins.discover(plugins.BACKENDS)[0].values()]
 
 
 @dataclass
@@ -85,14 +101,12 @@ class RuntimeReport:
     @property
     def default_device(self) -> str:
         """The device a run with --device auto will use: the best any installed framework can drive."""
-        from tpulab.backends import registry
-
         views = self._views()
         if views:
             if any(v.get("tpu_cores") for v in views):
                 return "tpu"
             return "gpu" if any(v.get("gpus") for v in views) else "cpu"
-        if self.tpu and any(self.packages.get(name) for b in registry().values() for name in b.tpu_packages):
+        if self.tpu and any(self.packages.get(name) for b in backends() for name in b.tpu_packages):
             return "tpu"
         return "gpu" if self.gpus else "cpu"
 
@@ -269,9 +283,7 @@ def probe_tpu(root: Path, environ: Mapping[str, str]) -> TpuInfo | None:
 def probe_packages() -> dict[str, str | None]:
     """Versions of Keras and of every package a registered backend reads (its distributions, its TPU
     runtime, its CUDA libraries); from metadata, nothing imported."""
-    from tpulab.backends import registry
-
-    names = ["keras", *dict.fromkeys(d for b in registry().values() for d in (*b.distributions, *b.tpu_packages,
+    names = ["keras", *dict.fromkeys(d for b in backends() for d in (*b.distributions, *b.tpu_packages,
                                                                              *b.packages))]
     out: dict[str, str | None] = {}
     for name in names:

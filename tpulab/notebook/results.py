@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpulab.base.events import RunRecord, SweepRecord
 from tpulab.engine.runindex import RunRow
-from tpulab.views import html
+from tpulab.views import html, listing
 
 if TYPE_CHECKING:
     import numpy as np
@@ -281,5 +281,5 @@ class RunList(list):
         for col in fmt.LIST_COLUMNS:
             t.add_column(col, no_wrap=True)
         for r in self:
-            t.add_row(*fmt.list_row(RunRow.of(r.record)))
+            t.add_row(*listing.list_row(RunRow.of(r.record)))
         return text(t)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from tpulab.base import fmt
 from tpulab.base.version import __version__
+from tpulab.views import listing
 
 if TYPE_CHECKING:
     from tpulab.base.events import RunRecord, SweepRecord
@@ -265,7 +266,7 @@ def list_html(records: list[RunRecord], caption: str) -> str:
         return block(lines([caption + ": no runs"], "note"))
     from tpulab.engine.runindex import RunRow
 
-    return block(table([fmt.list_row(RunRow.of(r)) for r in records], fmt.LIST_COLUMNS, caption))
+    return block(table([listing.list_row(RunRow.of(r)) for r in records], fmt.LIST_COLUMNS, caption))
 
 
 def page(title: str, bodies: list[str]) -> str:

@@ -22,9 +22,9 @@ from tpulab.workloads.running import CancelToken, Runner, Sink  # the worker's s
 
 if TYPE_CHECKING:
     from tpulab.backends import Backend, Placement, Runtime
+    from tpulab.base.ceilings import MeasuredCeilings as Ceilings
     from tpulab.base.charts import Chart
     from tpulab.callbacks import StepTimer
-    from tpulab.engine.ceilings import Ceilings
     from tpulab.machine.detect import RuntimeReport
 
 Params = dict[str, Any]

@@ -25,8 +25,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from tpulab.backends import Placement, Runtime
+from tpulab.backends.jax_cost import bytes_accessed
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.cost_jax import bytes_accessed
 from tpulab.workloads.running import CancelToken, Sink, begin
 
 

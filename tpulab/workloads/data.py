@@ -13,7 +13,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from tpulab.base.errors import TpulabError
 
@@ -134,13 +134,3 @@ def load(dataset: str, data_dir: str | None = None, download: bool = False,
 
     keras.datasets.fashion_mnist.load_data()
     return load_dir(keras_cache_dir(env), "Keras download")
-
-
-def random_slices(x: np.ndarray, y: np.ndarray, batch: int, seed: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The article's generator: a random contiguous slice of `batch` examples as float images, forever."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    while True:
-        offset = int(rng.integers(0, len(x) - batch + 1))
-        yield x[offset:offset + batch].astype(np.float32), y[offset:offset + batch]

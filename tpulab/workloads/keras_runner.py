@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 import keras
 
 from tpulab.backends import Runtime
+from tpulab.backends.keras_inputs import rows
 from tpulab.base.errors import TpulabError, out_of_memory
 from tpulab.base.events import from_dicts
 from tpulab.callbacks import StepTimer
 from tpulab.workloads.base import Params
-from tpulab.workloads.keras_inputs import rows
 from tpulab.workloads.keras_params import EPOCHS, PIPELINE, PREDICT_STEPS, SEED, STEPS_PER_EPOCH, VALIDATION, XLA
 from tpulab.workloads.running import CancelToken, Sink, place, started
 

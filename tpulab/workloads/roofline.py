@@ -32,7 +32,7 @@ from tpulab.workloads.roofline_kernels import (
 from tpulab.workloads.running import Runner
 
 if TYPE_CHECKING:
-    from tpulab.engine.ceilings import Ceilings
+    from tpulab.base.ceilings import MeasuredCeilings
     from tpulab.machine.detect import RuntimeReport
 
 PARAMS = (
@@ -129,7 +129,7 @@ class Roofline(Workload):
         return (f"random {p['dtypes']} matrices n={sizes[0]}..{sizes[-1]} (seed {p['seed']}) and a "
                 f"{p['copy_mib']} MiB {COPY_DTYPE} array, held on the device")
 
-    def summary_part(self, steps: list[Step], started: Started, ceilings: Ceilings) -> SummaryPart:
+    def summary_part(self, steps: list[Step], started: Started, ceilings: MeasuredCeilings) -> SummaryPart:
         """Each kernel's figures; the run's step is a call of the best matmul in the headline dtype, and
         its bytes/s is the best copy's (flagged when it beats the measured bandwidth)."""
         kernels = kernel_figures(steps)

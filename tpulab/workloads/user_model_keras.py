@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 
+from tpulab.backends.keras_inputs import rows
 from tpulab.base.errors import TpulabError, UserCodeError
 from tpulab.workloads.data import Dataset
-from tpulab.workloads.keras_inputs import rows
 from tpulab.workloads.user_model_data import arrays, signature, synthetic
 
 if TYPE_CHECKING:

@@ -17,9 +17,11 @@ from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Static
 
 from tpulab.base import fmt
+from tpulab.engine.ceilings import WORKLOAD
 from tpulab.engine.runindex import FilterError, RunFilter, RunRow, parse_filter
 from tpulab.engine.store import Comparison, Page, StoreError, compare
 from tpulab.lab.panes import lab
+from tpulab.views import listing
 from tpulab.views.console import comparison_table
 from tpulab.views.roofline import roofline_view
 
@@ -108,7 +110,7 @@ class ResultsPane(Vertical):
             self.rows, self._cells = [], []
             self.total = None
         self.rows += page.rows
-        self._cells += [fmt.list_row(r) for r in page.rows]
+        self._cells += [listing.list_row(r) for r in page.rows]
         self._lay_out(start)
         self._after = page.after
         self._loading = False
@@ -206,8 +208,6 @@ class ResultsPane(Vertical):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="results-roofline")
     def _roofline(self, run_id: str, width: int) -> None:
-        from tpulab.engine.ceilings import WORKLOAD
-
         store = lab(self).store
         try:
             record = store.get(run_id)

@@ -32,7 +32,7 @@ def train_step_cost(model: Any, x: Any, y: Any) -> tuple[float | None, float | N
     on these shapes: `fit` then shows why. (Keras is imported here only: conv on JAX never loads it.)"""
     import keras
 
-    from tpulab.workloads.keras_inputs import widen
+    from tpulab.backends.keras_inputs import widen
 
     x, y = widen(x, np.float32), widen(y, np.int32)
     try:

@@ -6,7 +6,7 @@ number of rows each): `rows` and `count` read such a structure as they read one 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import keras
 import numpy as np
@@ -67,3 +67,11 @@ def validation_batch(n: int, batch: int, shards: int) -> int:
     """
     even = [b for b in range(min(batch, n), 0, -1) if b % shards == 0]
     return next((b for b in even if n % b == 0), even[0] if even else shards)
+
+
+def random_slices(x: np.ndarray, y: np.ndarray, batch: int, seed: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The article's generator: a random contiguous slice of `batch` examples as float images, forever."""
+    rng = np.random.default_rng(seed)
+    while True:
+        offset = int(rng.integers(0, len(x) - batch + 1))
+        yield x[offset:offset + batch].astype(np.float32), y[offset:offset + batch]
