@@ -451,10 +451,10 @@ def test_samples_are_bounded_per_host_keeping_the_phase_boundaries():
         assert len(gaps) == 1  # thinned evenly
 
 
-def test_telemetry_survives_the_store_export_and_import(tmp_path):
+def test_telemetry_survives_the_store_export_and_import(tmp_path, store):
     r = gpu_run(util=20, process=95)
-    Store(tmp_path / "a.db").save(r)
-    export_json(Store(tmp_path / "a.db").records(), tmp_path / "x.json")
+    store.save(r)
+    export_json(store.records(), tmp_path / "x.json")
     fresh = Store(tmp_path / "b.db")
     assert fresh.import_records(read_export(tmp_path / "x.json")) == (1, 0)
     back = fresh.get(r.id)
@@ -468,12 +468,11 @@ def test_telemetry_survives_the_store_export_and_import(tmp_path):
     assert row["telemetry_verdicts"] == "input-bound"
 
 
-def test_a_record_from_before_telemetry_still_reads(tmp_path):
+def test_a_record_from_before_telemetry_still_reads(tmp_path, store):
     old = make_record().to_json()
     old["schema"] = 2
     del old["telemetry"], old["summary"]["telemetry"]
     (tmp_path / "old.json").write_text(json.dumps({"format": "tpulab-results", "records": [old]}))
-    store = Store(tmp_path / "r.db")
     assert store.import_records(read_export(tmp_path / "old.json")) == (1, 0)
     back = store.get(old["id"])
     assert back.telemetry == [] and back.summary.telemetry is None
@@ -507,11 +506,11 @@ def test_a_sweep_shows_its_points_telemetry_in_a_second_table_at_80_columns():
     assert telemetry_table(plain, ["batch_size"], findings(plain, None)) is None  # nothing measured: no table
 
 
-def test_headless_printer_says_unavailable_once_and_a_line_every_few_seconds():
+def test_headless_printer_says_unavailable_once_and_a_line_every_few_seconds(cpu_machine):
     buf = io.StringIO()
     w = registry()["conv"]
     spec = RunSpec(w, w.defaults(), "tensorflow", "asked for", "cpu")
-    printer = RunPrinter(RunRecorder(spec, cpu_only_report()), Console(file=buf, width=120))
+    printer = RunPrinter(RunRecorder(spec, cpu_machine), Console(file=buf, width=120))
     printer(Sample(t=0.0, cpu=10, unavailable={"gpu": "nvidia-ml-py is not installed"}))
     for t in (1.0, 2.0, 6.0):
         printer(Sample(t=t, cpu=50, process=98, rss=GiB, cores=[50.0, 50.0]))
