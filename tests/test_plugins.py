@@ -258,14 +258,14 @@ def test_a_workload_declares_what_its_charts_plot():
         assert plotted and all(points for points in plotted), w.name
 
 
-def test_the_article_backend_fills_records_from_before_backends_were_named(tmp_path):
+def test_the_article_backend_fills_records_from_before_backends_were_named(store):
+    from tpulab.engine.store import Exported
+
     from .helpers import make_record
 
     old = make_record().to_json()
     del old["backend"]
     old["schema"] = 1
-    store = Store(tmp_path / "r.db")
-    from tpulab.engine.store import Exported
 
     store.import_records(Exported([old], []))
     assert store.get(old["id"]).backend == "tensorflow"
