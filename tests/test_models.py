@@ -218,15 +218,15 @@ def test_a_users_failing_code_is_their_traceback_or_one_line(tmp_path, name, say
     assert "tpulab/" not in error  # their frames only
 
 
-async def test_the_labs_form_takes_a_models_path(tmp_path):
+async def test_the_labs_form_takes_a_models_path(cpu_machine):
     from textual.widgets import Static
 
     from tpulab.lab.app import TpulabApp
     from tpulab.lab.widgets.param_form import ParamForm
 
-    from .helpers import SIZE, cpu_only, text, type_into
+    from .helpers import SIZE, text, type_into
 
-    app = TpulabApp(probe=False, workload="model", report=cpu_only(tmp_path))
+    app = TpulabApp(probe=False, workload="model", report=cpu_machine)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         form = app.query_one(ParamForm)

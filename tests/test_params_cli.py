@@ -39,9 +39,9 @@ def bad(capsys, *argv: str) -> str:
     (["--backend", "torch"], "--backend must be one of auto, tensorflow, jax (got 'torch')"),
     (["--frobnicate"], "unknown option --frobnicate"),
 ])
-def test_bad_values_give_one_line_naming_the_parameter(capsys, monkeypatch, tmp_path, argv, expected):
+def test_bad_values_give_one_line_naming_the_parameter(capsys, monkeypatch, cpu_machine, argv, expected):
     # A machine with no accelerator, with TensorFlow installed.
-    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_only(tmp_path))
+    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_machine)
     assert expected in bad(capsys, *argv)
 
 
@@ -147,8 +147,8 @@ def test_a_mistyped_option_or_name_is_named_with_the_nearest_known_one(capsys, a
     assert expected in refused(capsys, *argv)
 
 
-def test_values_that_look_like_options_are_read_as_values(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_only(tmp_path))
+def test_values_that_look_like_options_are_read_as_values(capsys, monkeypatch, cpu_machine):
+    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_machine)
     assert "--batch-size must be an integer from 1 to 4096 (got '-8')" in refused(capsys, "run", "conv", "--no-ui",
                                                                                    "--batch-size", "-8")
 

@@ -16,7 +16,7 @@ from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import ParamError
 
-from .helpers import ROOT, cpu_only, json_events, run_cli
+from .helpers import ROOT, json_events, run_cli
 
 NEEDS = {"model": {"model": str(ROOT / "examples" / "models" / "mlp.py") + ":build"},  # no default there
          "fashion-mnist": {"dataset": "synthetic"}}  # no download in a test
@@ -39,29 +39,29 @@ def test_resolve_leaves_no_auto_and_keeps_why(name):
     assert json.loads(json.dumps(spec.to_json()))["params"] == spec.params  # serialisable as it runs
 
 
-def test_the_roofline_decides_its_dtypes_for_the_device(tmp_path):
-    spec = resolve("roofline", {"dtypes": "auto"}, cpu_only(tmp_path))
+def test_the_roofline_decides_its_dtypes_for_the_device(cpu_machine):
+    spec = resolve("roofline", {"dtypes": "auto"}, cpu_machine)
     assert spec.params["dtypes"] == "float32"
     assert spec.reasons == {"backend": spec.backend_reason, "device": "auto takes TPU, then GPU, then CPU: CPU here",
                             "dtypes": "auto: those CPU has fast units for (float32)"}
-    asked = resolve("roofline", {"dtypes": "float32+bfloat16", "device": "cpu"}, cpu_only(tmp_path))
+    asked = resolve("roofline", {"dtypes": "float32+bfloat16", "device": "cpu"}, cpu_machine)
     assert asked.params["dtypes"] == "float32+bfloat16" and "dtypes" not in asked.reasons
     assert asked.reasons["device"] == "you chose cpu"
 
 
-def test_an_asked_backend_is_the_users_and_auto_is_the_machines(tmp_path):
+def test_an_asked_backend_is_the_users_and_auto_is_the_machines(cpu_machine):
     """On a machine with TensorFlow only, auto takes it (the article's framework), and says why."""
-    auto = resolve("conv", {}, cpu_only(tmp_path), "smoke")
+    auto = resolve("conv", {}, cpu_machine, "smoke")
     assert (auto.backend, auto.params["backend"]) == ("tensorflow", "tensorflow")
     assert auto.backend_reason == "TensorFlow is installed and drives this device (the article's framework)"
-    chosen = resolve("conv", {"backend": "tensorflow"}, cpu_only(tmp_path), "smoke")
+    chosen = resolve("conv", {"backend": "tensorflow"}, cpu_machine, "smoke")
     assert chosen.backend_reason == "you chose tensorflow" and chosen.params == auto.params
 
 
-def test_a_value_the_decided_backend_cannot_take_is_refused_after_the_decision(tmp_path):
+def test_a_value_the_decided_backend_cannot_take_is_refused_after_the_decision(cpu_machine):
     """batch-parallel needs a TPU on TensorFlow: with auto deciding TensorFlow on a CPU, resolve says so."""
     with pytest.raises(ParamError, match="--mode batch-parallel needs a TPU on TensorFlow"):
-        resolve("conv", {"mode": "batch-parallel"}, cpu_only(tmp_path), "smoke")
+        resolve("conv", {"mode": "batch-parallel"}, cpu_machine, "smoke")
 
 
 @pytest.mark.slow

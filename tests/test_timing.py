@@ -12,8 +12,6 @@ from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
 from tpulab.workloads.conv import CONV
 
-from .helpers import cpu_only
-
 tf = pytest.importorskip("tensorflow")
 
 
@@ -51,7 +49,7 @@ def run_events(recorder: RunRecorder, flops: float, seconds: list[float]) -> Non
     recorder.feed(Finished())
 
 
-def test_the_articles_artifact_is_flagged(tmp_path):
+def test_the_articles_artifact_is_flagged(cpu_machine):
     """A convolution whose result is never used: TensorFlow prunes it, and the time is dispatch only."""
     x = tf.random.normal([16, 128, 128, 3])
     w = tf.random.normal([5, 5, 3, 64])
@@ -66,7 +64,7 @@ def test_the_articles_artifact_is_flagged(tmp_path):
         t0 = time.perf_counter()
         conv_op()
         seconds.append(time.perf_counter() - t0)
-    rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 16}, "tensorflow", "asked for", "cpu"), cpu_only(tmp_path))
+    rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 16}, "tensorflow", "asked for", "cpu"), cpu_machine)
     run_events(rec, conv_flops(16, 128, 128, 3, 64, 5, 2, "SAME"), seconds)
     s = rec.summary()
     assert s.peak_fraction is not None and s.peak_fraction > 1
@@ -74,8 +72,8 @@ def test_the_articles_artifact_is_flagged(tmp_path):
     assert "is the output consumed?" in flag.message
 
 
-def test_a_credible_run_is_not_flagged(tmp_path):
-    rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 128}, "tensorflow", "asked for", "cpu"), cpu_only(tmp_path))
+def test_a_credible_run_is_not_flagged(cpu_machine):
+    rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 128}, "tensorflow", "asked for", "cpu"), cpu_machine)
     run_events(rec, 80.5e9, [2.0, 2.1, 1.9, 2.05])
     s = rec.summary()
     assert s.peak_fraction is not None and 0 < s.peak_fraction < 1 and s.flags == []
@@ -86,10 +84,10 @@ def test_a_credible_run_is_not_flagged(tmp_path):
     assert s.compile_seconds == 1.0
 
 
-def test_few_and_noisy_samples_are_flagged(tmp_path):
-    rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 1}, "tensorflow", "asked for", "cpu"), cpu_only(tmp_path))
+def test_few_and_noisy_samples_are_flagged(cpu_machine):
+    rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 1}, "tensorflow", "asked for", "cpu"), cpu_machine)
     run_events(rec, 1e6, [1.0, 1.0])
     assert [f.code for f in rec.summary().flags] == ["few-samples"]
-    rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 1}, "tensorflow", "asked for", "cpu"), cpu_only(tmp_path))
+    rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 1}, "tensorflow", "asked for", "cpu"), cpu_machine)
     run_events(rec, 1e6, [1.0] * 5 + [3.0] * 5)
     assert [f.code for f in rec.summary().flags] == ["noisy"]
