@@ -9,9 +9,10 @@ imported here: the hooks import Keras when a worker calls them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
-from tpulab.workloads.base import COMPUTE_DTYPES, PRECISION, ParamError, Params, Workload, check_shards
+from tpulab.workloads.base import COMPUTE_DTYPES, PRECISION, ParamError, Params, check_shards
+from tpulab.workloads.keras_hooks import KerasHooks
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, STEPS_PER_EPOCH, STEPS_PER_EXECUTION, VALIDATION
 from tpulab.workloads.running import Runner
 
@@ -20,7 +21,6 @@ __all__ = ["KerasWorkload"]
 if TYPE_CHECKING:
     from tpulab.backends import Backend
     from tpulab.workloads.base import Limits
-    from tpulab.workloads.data import Dataset
 
 
 def _keras_runner() -> Runner:
@@ -29,33 +29,12 @@ def _keras_runner() -> Runner:
     return run
 
 
-class KerasWorkload(Workload):
-    """A model trained with `fit` on any Keras backend; declare the shared parameters above."""
+class KerasWorkload(KerasHooks):
+    """A model trained with `fit` on any Keras backend; declare the shared parameters above, and write
+    the hooks (`KerasHooks`)."""
 
     trains = True
     how: tuple[str, ...] = ("precision", "xla", "steps_per_execution")
-
-    # --- hooks, called in the worker -----------------------------------------------------------
-    def build_model(self, p: Params) -> Any:
-        """The Keras model, uncompiled (called inside the backend's distribution scope)."""
-        raise NotImplementedError
-
-    def compile_model(self, model: Any, p: Params, jit_compile: bool | str) -> None:
-        """`model.compile(...)` with the workload's optimizer, loss and metrics; `jit_compile` is the backend's."""
-        raise NotImplementedError
-
-    def data(self, p: Params) -> Dataset:
-        """The training and validation arrays (numpy; bytes are widened per batch) and where they came from."""
-        raise NotImplementedError
-
-    def data_for(self, model: Any, p: Params) -> Dataset:
-        """The data, once the model is built (a model of unknown shapes gets inputs that fit it)."""
-        return self.data(p)
-
-    def measured_flops(self, counted: float | None) -> float | None:
-        """The FLOPs of a training step, for a model whose FLOPs no formula gives, from what XLA `counted` (on
-        JAX; None elsewhere). None: the declared `flops_per_step` stand."""
-        return None
 
     # --- the contract's hooks, for every Keras workload -----------------------------------------
     def runner(self, backend: Backend) -> Callable[[], Runner] | None:

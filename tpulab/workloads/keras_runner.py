@@ -9,7 +9,6 @@ phase "predict" so that the record keeps inference apart from training.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import keras
 
@@ -19,14 +18,13 @@ from tpulab.base.errors import TpulabError, out_of_memory
 from tpulab.base.events import from_dicts
 from tpulab.callbacks import StepTimer
 from tpulab.workloads.base import Params
+from tpulab.workloads.keras_hooks import KerasHooks
 from tpulab.workloads.keras_params import EPOCHS, PIPELINE, PREDICT_STEPS, SEED, STEPS_PER_EPOCH, VALIDATION, XLA
 from tpulab.workloads.running import CancelToken, Sink, place, started
 
-if TYPE_CHECKING:
-    from tpulab.workloads.keras import KerasWorkload
 
 
-def run(w: KerasWorkload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
+def run(w: KerasHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
     placement = place(w, p, runtime)  # before any other framework op
     if w.compute_dtype(p) != "float32":
         keras.mixed_precision.set_global_policy(p["precision"])  # before the model is built

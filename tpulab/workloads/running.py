@@ -17,9 +17,22 @@ if TYPE_CHECKING:
     from tpulab.backends import Placement, Runtime
     from tpulab.base.events import Event
     from tpulab.callbacks import StepTimer
-    from tpulab.workloads.base import Params, Workload
 
+Params = dict[str, Any]  # a workload's checked parameters (as `tpulab.workloads.base` names them)
 Sink = Callable[["Event"], None]
+
+
+class Planned(Protocol):
+    """What the worker's side reads of a workload's declaration (`tpulab.workloads.base.Workload`
+    has it), so that this module imports nothing of the declaration, for types either."""
+
+    @property
+    def name(self) -> str: ...
+    def compute_dtype(self, p: Params) -> str: ...
+    def flops_per_step(self, p: Params) -> float | None: ...
+    def total_steps(self, p: Params) -> int: ...
+    def batch_size(self, p: Params) -> int: ...
+    def replicas(self, p: Params) -> int: ...
 
 
 class CancelToken:
@@ -49,13 +62,13 @@ class Runner(Protocol):
     def __call__(self, w: Any, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None: ...
 
 
-def place(w: Workload, p: Params, runtime: Runtime) -> Placement:
+def place(w: Planned, p: Params, runtime: Runtime) -> Placement:
     """The run's replicas on the device it asked for (`device`, shared by every workload): before
     any other framework op."""
     return runtime.place(p.get("device", "auto"), w.replicas(p))
 
 
-def started(w: Workload, p: Params, placement: Placement, versions: dict[str, str], dataset: str,
+def started(w: Planned, p: Params, placement: Placement, versions: dict[str, str], dataset: str,
             synthetic: bool = False, bytes_per_step: float | None = None) -> Started:
     """The first event of every run of `w`, whatever the backend (the worker adds its name)."""
     return Started(workload=w.name, device=placement.device(), dtype=w.compute_dtype(p),
@@ -65,7 +78,7 @@ def started(w: Workload, p: Params, placement: Placement, versions: dict[str, st
                    bytes_per_step=bytes_per_step)
 
 
-def begin(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime, dataset: str,
+def begin(w: Planned, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime, dataset: str,
           synthetic: bool = False, warmup: int = 0, bytes_per_step: float | None = None
           ) -> tuple[Placement, StepTimer]:
     """What every runner does first: place the replicas, say `Started`, and make the step timer.

@@ -14,13 +14,13 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tpulab.base.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
 from tpulab.workloads.base import BACKEND, DEVICE, PRECISION, SHARDS, Limits, Metric, ParamError, Params, ParamSpec, batch_size
 from tpulab.workloads.keras import KerasWorkload
+from tpulab.workloads.user_model_target import Target
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
 
 if TYPE_CHECKING:
@@ -44,23 +44,6 @@ PARAMS = (
     BACKEND,
     SEED,
 )
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where the user's function lives: a file (path) or a module (name), and the function's name."""
-
-    source: str
-    function: str
-    path: Path | None  # the file, when a file was named; the module's own file otherwise, where found
-
-    @property
-    def is_file(self) -> bool:
-        return self.source.endswith(".py") or "/" in self.source
-
-    @property
-    def label(self) -> str:
-        return f"{Path(self.source).stem if self.is_file else self.source}:{self.function}"
 
 
 def target(spec: str) -> Target:

@@ -23,7 +23,7 @@ from tpulab.workloads.data import Dataset
 from tpulab.workloads.user_model_data import arrays, signature, synthetic
 
 if TYPE_CHECKING:
-    from tpulab.workloads.user_model import Target
+    from tpulab.workloads.user_model_target import Target
 
 TPULAB = str(Path(__file__).resolve().parent.parent)
 GIVEN: dict[int, tuple[Any, Any]] = {}  # id(model) -> the (x, y) the user's function returned with it

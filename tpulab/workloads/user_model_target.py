@@ -1,0 +1,24 @@
+"""Where the user's model function lives: what the declaration checks (user_model.py) and the
+worker loads (user_model_keras.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the user's function lives: a file (path) or a module (name), and the function's name."""
+
+    source: str
+    function: str
+    path: Path | None  # the file, when a file was named; the module's own file otherwise, where found
+
+    @property
+    def is_file(self) -> bool:
+        return self.source.endswith(".py") or "/" in self.source
+
+    @property
+    def label(self) -> str:
+        return f"{Path(self.source).stem if self.is_file else self.source}:{self.function}"
