@@ -215,10 +215,14 @@ def test_fast_detect_and_doctor_commands():
 @pytest.mark.skipif(bool(detect().gpus or detect().tpu), reason="asserts the view of a machine without accelerators")
 def test_detect_probes_each_installed_framework():
     deep = run_cli("detect", "--json")
+    from tpulab.backends import registry
+
     views = json.loads(deep.stdout)["frameworks"]
+    packages = detect().packages
+    assert set(views) == {name for name, b in registry().items() if b.installed(packages)}  # each one here
     tf_view = views["tensorflow"]
     assert tf_view["tensorflow"].startswith("2.") and tf_view["gpus"] == [] and tf_view["tpu_cores"] == 0
-    if "jax" in views:
+    if "jax" in views:  # installed here (checked above): it sees this host's CPU
         assert views["jax"]["platform"] == "cpu" and views["jax"]["tpu_cores"] == 0
     human = run_cli("doctor")
     assert human.returncode == 0 and "runs will use the CPU" in human.stdout
