@@ -7,6 +7,7 @@ versions that are published.
 
 from __future__ import annotations
 
+from tpulab.backends import install_one, registry
 from tpulab.machine.detect import RuntimeReport
 from tpulab.machine.verdict import Verdict
 
@@ -14,8 +15,6 @@ __all__ = ["Verdict", "diagnose"]
 
 
 def diagnose(report: RuntimeReport) -> list[Verdict]:
-    from tpulab.backends import install_one, registry
-
     backends = list(registry().values())
     out: list[Verdict] = []
     # A backend that drives the TPU speaks first: the others' verdicts say it runs there instead.

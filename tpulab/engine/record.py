@@ -11,6 +11,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
+from tpulab.base import plugins
 from tpulab.base.events import (
     PHASE_PREDICT,
     Cancelled,
@@ -42,8 +43,6 @@ def now_iso() -> str:
 
 def origins(spec: RunSpec) -> dict[str, str]:
     """The plugin distributions (name and version) that brought this run's workload or backend."""
-    from tpulab.base import plugins
-
     out = {}
     for group, kind, name in ((plugins.WORKLOADS, "workload", spec.workload.name), (plugins.BACKENDS, "backend",
                                                                                      spec.backend)):

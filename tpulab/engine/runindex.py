@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from tpulab.base.errors import UsageError
 from tpulab.base.events import STATUSES, RunRecord
+from tpulab.workloads import registry
 
 
 def _col(sql: str, of: Callable[[RunRecord], Any]) -> Any:
@@ -27,8 +28,6 @@ def configuration_key(values: dict[str, Any]) -> str:
 
 
 def _configuration(r: RunRecord) -> str | None:
-    from tpulab.workloads import registry
-
     w = registry().get(r.workload)
     return configuration_key(w.configuration(r.params)) if w is not None else None
 

@@ -23,14 +23,15 @@ from typing import TYPE_CHECKING, Any, Mapping
 from tpulab.backends import BackendError
 from tpulab.backends import article as article_backend
 from tpulab.base.basis import Work, basis
-from tpulab.base.events import Event, RunRecord, SweepPoint, SweepRecord
+from tpulab.base.events import Event, Failed, RunRecord, SweepPoint, SweepRecord
 from tpulab.base.timing import median
 from tpulab.engine.ceilings import Ceilings, kept_at
 from tpulab.engine.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate, wanted
-from tpulab.engine.record import now_iso
+from tpulab.engine.record import RunRecorder, now_iso
 from tpulab.engine.runindex import RunRow, Wanted
 from tpulab.engine.runner import Run
 from tpulab.engine.spec import RunSpec, resolve
+from tpulab.engine.store import StoreError
 from tpulab.machine.detect import RuntimeReport
 from tpulab.workloads.base import BACKEND, BATCH_SIZE, PROCESSES, Limits, ParamError, Params, ParamSpec, Workload
 
@@ -380,8 +381,6 @@ class Sweep:
 
     def drive(self, store: Store | None = None) -> Iterator[SweepEvent | Unkept]:
         """`events`, each finished point's run kept in `store` before it is yielded, and the sweep at the end."""
-        from tpulab.engine.store import StoreError
-
         for event in self.events():
             if isinstance(event, PointFinished) and store is not None:
                 try:
@@ -397,9 +396,6 @@ class Sweep:
 
     def _run_point(self, point: Point) -> Generator[Event, None, RunRecord]:
         if point.spec is None:
-            from tpulab.base.events import Failed
-            from tpulab.engine.record import RunRecorder
-
             params = point.params
             unresolved = RunSpec(self.grid.workload, params, params.get(BACKEND.name, "auto"), point.cannot or "",
                                  params.get("device", "auto"), sweep=self.id)

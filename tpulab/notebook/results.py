@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
+from tpulab.base import fmt
 from tpulab.base.events import RunRecord, SweepRecord
 from tpulab.engine.runindex import RunRow
 from tpulab.views import html, listing
@@ -274,8 +275,6 @@ class RunList(list):
     def __repr__(self) -> str:
         from rich import box
         from rich.table import Table
-
-        from tpulab.base import fmt
 
         t = Table(title=self.caption, box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
         for col in fmt.LIST_COLUMNS:

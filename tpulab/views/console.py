@@ -184,8 +184,6 @@ def summary_table(record: RunRecord) -> Table:
 
 def runtime_rows(report: RuntimeReport, verdicts: list[Verdict], probing: bool = False) -> list[tuple[str, str]]:
     """(what, Rich markup) of the runtime: the terminal's table and the notebook's HTML read these."""
-    from tpulab.backends import registry
-
     rows: list[tuple[str, str]] = []
     c = report.cpu
     rows.append(("CPU", f"{c.model}: {c.logical_cores} logical cores, {', '.join(c.features) or 'no SIMD flags'}, "
@@ -199,7 +197,7 @@ def runtime_rows(report: RuntimeReport, verdicts: list[Verdict], probing: bool =
         tp = report.tpu
         rows.append(("TPU", f"{tp.generation or 'unknown generation'}: {tp.chips} chip(s), {tp.cores} core(s); "
                             f"found by {'; '.join(tp.found_by)}"))
-    for name, info in registry().items():
+    for name, info in backends.registry().items():
         rows.append((info.title, framework_view(name, report, probing)))
     rows.append(("Python", report.python + ("  (Colab)" if report.colab else "")))
     rows.append(("default device", report.default_device.upper()))
@@ -232,9 +230,7 @@ def framework_view(name: str, report: RuntimeReport, probing: bool) -> str:
         cuda = f", built with CUDA: {view['built_with_cuda']}" if "built_with_cuda" in view else ""
         return (f"{view.get(name)} (Keras {view.get('keras') or '-'}){extra}{cuda}, GPUs: {gpus}, "
                 f"TPU cores: {view.get('tpu_cores', 0)}")
-    from tpulab.backends import get
-
-    version = get(name).version(pk)
+    version = backends.get(name).version(pk)
     if not version:
         return "not installed"
     return f"{version} (Keras {pk.get('keras') or '-'}); " + ("probing in the background..." if probing

@@ -14,8 +14,29 @@ from html import escape
 from typing import TYPE_CHECKING, Any, Sequence
 
 from tpulab.base import fmt
+from tpulab.base.charts import STEP_TIME, THROUGHPUT, ChartContext, Point
 from tpulab.base.version import __version__
+from tpulab.engine.runindex import RunRow
+from tpulab.engine.sweep import findings, kept_points
 from tpulab.views import listing
+from tpulab.views.console import comparison_columns, runtime_rows, summary_rows, summary_title
+from tpulab.views.sweep import (
+    FIGURES,
+    chart_series,
+    chart_title,
+    figures,
+    findings_lines,
+    is_number,
+    marks,
+    marks_legend,
+    point_count,
+    ranked,
+    rate_prefix,
+    value_text,
+    x_values,
+)
+from tpulab.workloads import registry
+from tpulab.workloads.notebook_fit import NOTEBOOK_FIT
 
 if TYPE_CHECKING:
     from tpulab.base.events import RunRecord, SweepRecord
@@ -120,10 +141,6 @@ def drawn(draw: Any, *args: Any) -> str:
 def run_series(record: RunRecord) -> dict[str, tuple[list[float], list[float], str]]:
     """The run's charts as (x, y, label): what its workload declares (`tpulab.base.charts`), drawn from the
     kept steps as the lab draws them live; each point a measured step."""
-    from tpulab.base.charts import STEP_TIME, THROUGHPUT, ChartContext, Point
-    from tpulab.workloads import registry
-    from tpulab.workloads.notebook_fit import NOTEBOOK_FIT
-
     w = registry().get(record.workload) or NOTEBOOK_FIT
     s = record.summary
     ctx = ChartContext(w, s.flops_per_step, s.peak_flops)
@@ -160,8 +177,6 @@ def run_chart(record: RunRecord) -> str:
 
 
 def sweep_chart(points: list[Any], axes_names: list[str], found: Any) -> str:
-    from tpulab.views.sweep import chart_series, chart_title, is_number, value_text, x_values
-
     series = chart_series(points, axes_names, by=found.by)
     if not series:
         return ""
@@ -201,8 +216,6 @@ def comparison_chart(cmp: Comparison) -> str:
 
 # --- whole results -------------------------------------------------------------------------------
 def run_body(record: RunRecord, chart: bool = True) -> str:
-    from tpulab.views.console import summary_rows, summary_title
-
     rows = summary_rows(record)
     classes = [STYLE_CLASS.get(style or "", "") for _, _, style in rows]
     params = "parameters: " + ", ".join(f"{k}={v}" for k, v in record.params.items())
@@ -215,9 +228,6 @@ def run_html(record: RunRecord) -> str:
 
 
 def sweep_body(sweep: SweepRecord, runs: dict[str, RunRecord]) -> str:
-    from tpulab.engine.sweep import findings, kept_points
-    from tpulab.views.sweep import FIGURES, figures, findings_lines, marks, marks_legend, point_count, ranked, rate_prefix, value_text
-
     points = kept_points(sweep, runs)
     axes = list(sweep.axes)
     found = findings(points, sweep.article_values)
@@ -242,8 +252,6 @@ def sweep_html(sweep: SweepRecord, runs: dict[str, RunRecord]) -> str:
 
 
 def comparison_body(cmp: Comparison) -> str:
-    from tpulab.views.console import comparison_columns
-
     cols = comparison_columns(cmp)
     rows = [[cells[i] for _, cells in cols] for i in range(len(cmp.records))]
     return (table(rows, [name for name, _ in cols], cmp.header)
@@ -255,8 +263,6 @@ def comparison_html(cmp: Comparison) -> str:
 
 
 def runtime_html(report: RuntimeReport, verdicts: list[Verdict]) -> str:
-    from tpulab.views.console import runtime_rows
-
     return block(table([(plain(n), plain(v)) for n, v in runtime_rows(report, verdicts)], caption="tpulab runtime",
                        row_header=True))
 
@@ -264,8 +270,6 @@ def runtime_html(report: RuntimeReport, verdicts: list[Verdict]) -> str:
 def list_html(records: list[RunRecord], caption: str) -> str:
     if not records:
         return block(lines([caption + ": no runs"], "note"))
-    from tpulab.engine.runindex import RunRow
-
     return block(table([listing.list_row(RunRow.of(r)) for r in records], fmt.LIST_COLUMNS, caption))
 
 

@@ -16,6 +16,7 @@ from rich.text import Text
 from tpulab.base import fmt
 from tpulab.base.events import RunRecord, SweepRecord
 from tpulab.engine.sweep import Findings, Grid, Point, findings, kept_points, unlike_article
+from tpulab.views.console import telemetry_columns
 from tpulab.workloads.base import BATCH_SIZE
 
 FIGURES = ("median", "throughput", "GFLOP/s", "peak", "ceiling", "flags")
@@ -30,8 +31,6 @@ def value_text(value: Any) -> str:
 
 def telemetry_table(points: list[Point], axes: list[str], found: Findings) -> Table | None:
     """The points' telemetry in a second table (the first has no room left at 80 columns); None without any."""
-    from tpulab.views.console import telemetry_columns
-
     order = ranked(points, found.by)
     last = [p.records[-1] if p.records else None for p in order]
     have = [(p, r) for p, r in zip(order, last) if r is not None]

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tpulab.base import plugins
 from tpulab.base.errors import UsageError
+from tpulab.workloads.base import Workload
 
 if TYPE_CHECKING:
     from tpulab.base.plugins import Origin
-    from tpulab.workloads.base import Workload
 
 # tpulab's own workloads, as pyproject.toml registers them (found here too when its metadata is stale).
 BUILTIN = {
@@ -26,17 +27,12 @@ BUILTIN = {
 
 def registry() -> dict[str, Workload]:
     """Every workload that loaded, tpulab's own first, by name."""
-    from tpulab.base import plugins
-    from tpulab.workloads.base import Workload
-
     return {name: obj for name, (obj, _) in plugins.discover(plugins.WORKLOADS)[0].items()
             if isinstance(obj, Workload)}
 
 
 def origin(name: str) -> Origin | None:
     """The distribution that declared a workload, and its version."""
-    from tpulab.base import plugins
-
     found = plugins.discover(plugins.WORKLOADS)[0].get(name)
     return found[1] if found else None
 

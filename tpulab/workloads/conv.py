@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tpulab.backends import registry
 from tpulab.base.charts import GFLOPS, step_time
 from tpulab.base.timing import conv_flops
 from tpulab.workloads.base import (
@@ -71,8 +72,6 @@ def check(p: Params, limits: Limits) -> None:
 
 def batch_parallel_refused(backend: str, device: str) -> str | None:
     """Why the backend named cannot run batch-parallel on `device`, and which can; None where it can."""
-    from tpulab.backends import registry
-
     found = registry()
     chosen = found.get(backend)
     if chosen is None or device in chosen.batch_parallel:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tpulab.base.charts import METRICS, STEP_TIME, THROUGHPUT
 from tpulab.workloads.base import BACKEND, DEVICE, PRECISION, PROCESSES, SHARDS, Limits, Metric, ParamError, Params, ParamSpec, batch_size
-from tpulab.workloads.data import DataError, find
+from tpulab.workloads.data import DataError, Dataset, find, load
 from tpulab.workloads.keras import KerasWorkload
 from tpulab.workloads.keras_params import EPOCHS, SEED, STEPS_PER_EPOCH, STEPS_PER_EXECUTION, VALIDATION, XLA
-
-if TYPE_CHECKING:
-    from tpulab.workloads.data import Dataset
 
 # (kind, output height/width, output channels, kernel size, input channels) of each layer with weights
 LAYERS = [("conv", 28, 64, 5, 1), ("conv", 14, 128, 5, 64), ("conv", 7, 256, 5, 128),
@@ -87,8 +84,6 @@ class FashionMnist(KerasWorkload):
     def data(self, p: Params) -> Dataset:
         """Images with their channel axis (28x28x1 bytes), the validation set cut to its size."""
         import numpy as np
-
-        from tpulab.workloads.data import Dataset, load
 
         d = load(p["dataset"], p["data_dir"] or None, p["download"])
         n = min(p["validation_examples"], len(d.x_test))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tpulab.backends import registry
 from tpulab.workloads.base import BACKEND, DEVICE, PRECISION, SHARDS, ParamSpec
 
 EPOCHS = ParamSpec("epochs", int, 5, "passes of steps-per-epoch steps, each followed by validation", 1, 1000,
@@ -10,14 +11,10 @@ STEPS_PER_EPOCH = ParamSpec("steps_per_epoch", int, 100, "training steps per epo
 
 
 def _compiles_when_asked() -> tuple[str, ...]:
-    from tpulab.backends import registry
-
     return tuple(name for name, b in registry().items() if not b.xla_always)
 
 
 def _always_compiles(backend: str) -> str:
-    from tpulab.backends import registry
-
     found = registry().get(backend)
     return f"{found.title if found else backend} always compiles with XLA"
 

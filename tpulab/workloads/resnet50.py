@@ -7,15 +7,13 @@ fraction of the peak is its MFU, as for the transformer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tpulab.base.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
 from tpulab.workloads.base import Metric, Params, ParamSpec, batch_size
+from tpulab.workloads.data import Dataset
 from tpulab.workloads.keras import KerasWorkload
 from tpulab.workloads.keras_params import EPOCHS, HOW_IT_RUNS, PREDICT_STEPS, STEPS_PER_EPOCH
-
-if TYPE_CHECKING:
-    from tpulab.workloads.data import Dataset
 
 PARAMS = (
     batch_size(64, 4096, unit="images", what="images per training step"),
@@ -95,8 +93,6 @@ class ResNet50(KerasWorkload):
     def data(self, p: Params) -> Dataset:
         """Random images (bytes, widened per batch) with random labels: timing only."""
         import numpy as np
-
-        from tpulab.workloads.data import Dataset
 
         rng = np.random.default_rng(p["seed"])
         n, size = SYNTHETIC_BATCHES * p["batch_size"], p["image_size"]

@@ -8,15 +8,13 @@ timed here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tpulab.base.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
 from tpulab.workloads.base import Limits, Metric, ParamError, Params, ParamSpec, batch_size
+from tpulab.workloads.data import Dataset
 from tpulab.workloads.keras import KerasWorkload
 from tpulab.workloads.keras_params import EPOCHS, HOW_IT_RUNS, PREDICT_STEPS, STEPS_PER_EPOCH
-
-if TYPE_CHECKING:
-    from tpulab.workloads.data import Dataset
 
 PARAMS = (
     batch_size(8, 4096, unit="sequences", what="sequences per training step"),
@@ -102,8 +100,6 @@ class Transformer(KerasWorkload):
     def data(self, p: Params) -> Dataset:
         """Random token sequences; each target is the next token (a real LM's task, on noise)."""
         import numpy as np
-
-        from tpulab.workloads.data import Dataset
 
         rng = np.random.default_rng(p["seed"])
         n = SYNTHETIC_BATCHES * p["batch_size"]

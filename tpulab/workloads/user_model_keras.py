@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 
+from tpulab.backends import registry
 from tpulab.backends.keras_inputs import rows
 from tpulab.base.errors import TpulabError, UserCodeError
 from tpulab.workloads.data import Dataset
@@ -75,8 +76,6 @@ def load(t: Target, shape: tuple[int, ...] | None) -> Any:
 
 def foreign_train_step(model: Any) -> str | None:
     """Why the model's own `train_step` cannot run on this backend, when its arguments are another backend's."""
-    from tpulab.backends import registry
-
     found = registry()
     backend = keras.backend.backend()
     expected = found[backend].keras_step_arguments if backend in found else ("data",)
@@ -90,8 +89,6 @@ def foreign_train_step(model: Any) -> str | None:
 
 def backend_of(module: str) -> str:
     """The backend whose framework `module` is (the module's own name where none is registered)."""
-    from tpulab.backends import registry
-
     return next((b.name for b in registry().values() if module in b.distributions), module)
 
 

@@ -15,6 +15,7 @@ from textual.widgets.option_list import Option
 
 from tpulab.base import fmt
 from tpulab.base.errors import UsageError
+from tpulab.base.plugins import WORKLOADS, discover
 from tpulab.engine.estimate import Estimate, estimate, wanted
 from tpulab.engine.runindex import RunRow, Wanted
 from tpulab.engine.spec import resolve
@@ -67,8 +68,6 @@ class WorkloadsPane(Horizontal):
 
     def _options(self) -> list[Option]:
         """One entry per workload; the open one is marked, so the list says which form is shown."""
-        from tpulab.base.plugins import WORKLOADS, discover
-
         broken = [Option(f"[dim]{b.name}: could not be loaded[/]\n  [dim]{b.error[:60]}[/]", id=f"broken-{b.name}",
                          disabled=True) for b in discover(WORKLOADS)[1]]
         return [Option(f"[b]{OPEN_MARK if w is self.workload else '  '}{w.title}[/b]\n  {w.name}", id=w.name)
