@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from tpulab.backends import choices, registry
 from tpulab.base.errors import UsageError
 from tpulab.base.events import PHASE_PREDICT, Started, Step
 from tpulab.base.timing import Flag
@@ -278,8 +279,6 @@ class Workload(ABC):
     # --- derived -------------------------------------------------------------------------------
     def backends(self) -> list[str]:
         """The registered backends this workload runs on."""
-        from tpulab.backends import registry
-
         return [name for name, b in registry().items() if self.runs_on(b)]
 
     def metric(self, key: str) -> Metric | None:
@@ -368,8 +367,6 @@ class Workload(ABC):
 
 
 def _backend_choices() -> tuple[str, ...]:
-    from tpulab.backends import choices
-
     return choices()
 
 
@@ -390,14 +387,10 @@ COMPUTE_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_flo
 DEVICE = ParamSpec("device", str, "auto", "where to run: auto picks TPU, then GPU, then CPU",
                    options=("auto", "cpu", "gpu", "tpu"), tunes=False)
 def _multi_host() -> tuple[str, ...]:
-    from tpulab.backends import registry
-
     return tuple(name for name, b in registry().items() if b.multi_host is None)
 
 
 def _no_multi_host(backend: str) -> str:
-    from tpulab.backends import registry
-
     found = registry().get(backend)
     return (found.multi_host if found else None) or f"use --backend {' or '.join(_multi_host())}"
 
