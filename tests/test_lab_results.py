@@ -19,7 +19,7 @@ from tpulab.lab.app import TpulabApp
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.workloads import registry
 
-from .helpers import EIGHT_CPUS, make_record, text, wait_for
+from .helpers import make_record, text, wait_for
 
 SMALL = (80, 24)
 DAY0 = datetime(2026, 3, 1, 9, 30)
@@ -169,13 +169,13 @@ async def test_sweep_tab_explains_its_marks_and_gives_rates_one_unit(db, cpu_mac
             yield from ()
             return make_record(batch=batch, median=batch / rates.get(batch, 500.0))
 
-    grid, _ = build_grid(registry()["conv"], {"batch_size": "8,16", "device": "cpu"}, EIGHT_CPUS, steps=3)
+    grid, _ = build_grid(registry()["conv"], {"batch_size": "8,16", "device": "cpu"}, cpu_machine, steps=3)
     app = TpulabApp(probe=False, db=db, report=cpu_machine)
     async with app.run_test(size=SMALL) as pilot:
         await pilot.press("5")
         await wait_for(pilot, lambda: bool(app.query(SweepPane)), 5)
         pane = app.query_one(SweepPane)
-        pane.start(Replayed(grid, cpu_machine, EIGHT_CPUS))
+        pane.start(Replayed(grid, cpu_machine))
         await wait_for(pilot, lambda: pane.sweep is not None and pane.sweep.status == "finished", 10)
         await pilot.pause()
         findings = " ".join(text(pane.query_one("#sweep-findings", Static)).split())
