@@ -94,10 +94,10 @@ def time_tab(db: Path, report: object, refills: int = 5) -> tuple[float, float]:
 
 def time_estimate(db: Path, record: RunRecord, report: object, repeat: int = 40) -> float:
     from tpulab.engine.estimate import estimate, wanted
-    from tpulab.workloads import WORKLOADS
+    from tpulab.workloads import registry
     from tpulab.workloads.base import Limits
 
-    conv = WORKLOADS["conv"]
+    conv = registry()["conv"]
     limits = Limits.of(report)  # type: ignore[arg-type]
     params = dict(record.params)
     times = []
