@@ -14,8 +14,8 @@ import jax.numpy as jnp
 
 from tpulab.backends import Runtime
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.running import CancelToken, Sink
 from tpulab.workloads.roofline_kernels import Call, Kernel, measure, placed
+from tpulab.workloads.running import CancelToken, Sink
 
 
 def operands(kernel: Kernel, seed: int, device: Any) -> list[jax.Array]:
