@@ -1,1 +1,1 @@
-"""The lab: the Textual app, its screens and widgets."""
+"""The lab: the Textual app, its panes and widgets."""

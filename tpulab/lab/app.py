@@ -1,4 +1,4 @@
-"""The lab: runtime, workloads, run and results tabs over tpulab's core.
+"""The lab: runtime, workloads, run and results tabs over tpulab's engine.
 
 The app never imports a framework: the runtime tab paints from the fast probes at once, each
 framework's view arrives from a worker process, and every run streams from its own worker.

@@ -1,7 +1,7 @@
 """tpulab from Python: run, sweep, results, compare, detect.
 
 Every run takes the CLI's path: the workload's declarations check the values and every `auto` is
-decided (`core.spec.resolve` against `detect()`), a worker process runs it (`core.runner.Run`), its events build the record
+decided (`engine.spec.resolve` against `detect()`), a worker process runs it (`engine.runner.Run`), its events build the record
 (`RunRecorder`) and the store keeps it. Only the display differs: the notebook's cell, updated in
 place. Interrupting the cell stops the run after its current step, keeps what was measured, and
 raises KeyboardInterrupt again, so a loop of runs stops too.
@@ -37,7 +37,7 @@ def workload_named(name: str) -> Workload:
 
 
 def resolve(workload: str, preset: str | None, values: Mapping[str, Any]) -> tuple[RunSpec, RuntimeReport]:
-    """The run's spec, as the CLI resolves its flags (`core.spec.resolve`), and this machine's report.
+    """The run's spec, as the CLI resolves its flags (`engine.spec.resolve`), and this machine's report.
 
     Raises `ParamError` (a ValueError) naming the parameter and what it allows, `BackendError` naming
     the install command.
