@@ -397,10 +397,12 @@ def gpu_run(util: float, process: float, mem_used: float = 2 * GiB, clocks: tupl
 
 
 def cpu_only_report():
+    """A CPU-only machine for records built outside a test's tmp_path (its fake tree read, then gone)."""
     import tempfile
     from pathlib import Path
 
-    return cpu_only(Path(tempfile.mkdtemp()))
+    with tempfile.TemporaryDirectory() as root:
+        return cpu_only(Path(root))
 
 
 def codes(r: RunRecord) -> list[str]:
