@@ -9,13 +9,14 @@ import sys
 
 import pytest
 
-from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED
+from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE
 from tpulab.base.events import Failed
 from tpulab.base.timing import conv_flops
 from tpulab.engine.runner import Run
 from tpulab.engine.spec import resolve
 from tpulab.machine.detect import detect
 from tpulab.workloads import registry
+from tpulab.workloads.base import ParamError
 
 from .helpers import ROOT, json_events, run_cli
 
@@ -88,14 +89,25 @@ def test_batch_parallel_graph_consumes_every_shards_output():
 
 
 @pytest.mark.skipif(bool(detect().tpu), reason="asks for a TPU to see the failure: this host has one")
-def test_worker_failure_is_reported_with_its_reason():
+def test_a_device_this_machine_lacks_is_refused_before_any_worker_starts():
     params = {**registry()["conv"].defaults(), "batch_size": 8, "image_size": 16, "filters": 4, "iterations": 2,
               "device": "tpu", "backend": "tensorflow"}
-    run = Run(resolve("conv", params, detect()), detect())
+    with pytest.raises(ParamError, match="--device tpu: no TPU was found on this machine") as refused:
+        resolve("conv", params, detect())
+    assert refused.value.exit_code == EXIT_USAGE
+
+
+def test_worker_failure_is_reported_with_its_reason(tmp_path):
+    """What only the worker can find out (here: the user's model cannot be built) fails the run, saying why."""
+    broken = tmp_path / "broken.py"
+    broken.write_text("def build():\n    raise RuntimeError('this model cannot be built here')\n")
+    report = detect()
+    run = Run(resolve("model", {"model": f"{broken}:build", "backend": "jax"}, report, preset="smoke"), report)
     events = list(run.events())
     assert isinstance(events[-1], Failed)
     rec = run.recorder.record()
-    assert rec.status == "failed" and rec.error and "TPU" in rec.error and run.exit_code == EXIT_FAILED
+    assert rec.status == "failed" and "this model cannot be built here" in (rec.error or "")
+    assert run.exit_code == EXIT_FAILED
 
 
 def test_ctrl_c_stops_after_the_current_step_and_keeps_the_measurements():
