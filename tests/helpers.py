@@ -9,6 +9,7 @@ import os
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -41,6 +42,23 @@ def run_cli(*args: str, timeout: float = 300, env: dict | None = None,
     """The real command in a child process, as a user would run it, in a wide terminal."""
     return subprocess.run([sys.executable, "-m", "tpulab", *args], capture_output=True, text=True, input=input,
                           timeout=timeout, cwd=ROOT, env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+def rest_of(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """What a process still writes until it ends (stdout, stderr), after its stdout was read line by line:
+    `communicate` would read the pipe itself and lose what the line iterator had already buffered."""
+    killer = threading.Timer(timeout, proc.kill)
+    killer.start()
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read() if proc.stderr else ""))
+    reader.start()
+    try:
+        out = proc.stdout.read() if proc.stdout else ""
+        proc.wait()
+        reader.join()
+    finally:
+        killer.cancel()
+    return out, err[0] if err else ""
 
 
 def json_events(stdout: str) -> list[dict]:

@@ -18,7 +18,7 @@ from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import ParamError
 
-from .helpers import ROOT, json_events, run_cli
+from .helpers import ROOT, json_events, rest_of, run_cli
 
 pytestmark = pytest.mark.slow  # each test starts TensorFlow in a worker
 
@@ -121,7 +121,7 @@ def test_ctrl_c_stops_after_the_current_step_and_keeps_the_measurements():
             if seen == 3:
                 proc.send_signal(signal.SIGINT)
                 break
-    rest, err = proc.communicate(timeout=120)
+    rest, err = rest_of(proc, 120)
     assert proc.returncode == EXIT_CANCELLED, err
     events = json_events(rest)
     assert events[-2]["event"] == "cancelled"

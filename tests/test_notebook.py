@@ -71,11 +71,11 @@ def test_a_kernel_holding_the_tpu_is_named_instead_of_a_worker_waiting(tmp_path,
     bridge = types.ModuleType("jax._src.xla_bridge")
     bridge._backends = {"tpu": object()}  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "jax._src.xla_bridge", bridge)
+    monkeypatch.delitem(sys.modules, "tensorflow.python.eager.context", raising=False)  # (whatever ran before)
     with pytest.raises(tpulab.AcceleratorBusy, match="initialised JAX, which now holds the TPU.*device='cpu'"):
         tpulab.run("conv", preset="smoke", device="tpu", backend="jax")
     assert api.kernel_holds("cpu") is None and api.kernel_holds("gpu") is None
     bridge._backends = {}  # type: ignore[attr-defined]  # JAX imported but not initialised: the TPU is free
-    monkeypatch.delitem(sys.modules, "tensorflow.python.eager.context", raising=False)  # (whatever ran before)
     assert api.kernel_holds("tpu") is None
 
 

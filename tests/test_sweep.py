@@ -15,7 +15,7 @@ from tpulab.views.sweep import findings_lines, marks_legend
 from tpulab.workloads import registry
 from tpulab.workloads.base import ParamError
 
-from .helpers import ROOT, cpu_only, json_events, make_record, run_cli, write_set
+from .helpers import ROOT, cpu_only, json_events, make_record, rest_of, run_cli, write_set
 
 CONV = registry()["conv"]
 FASHION = registry()["fashion-mnist"]
@@ -184,7 +184,7 @@ def test_ctrl_c_stops_after_the_current_point_and_keeps_the_finished_ones(tmp_pa
         if '"event": "point"' in line:
             proc.send_signal(signal.SIGINT)
             break
-    rest, err = proc.communicate(timeout=300)
+    rest, err = rest_of(proc, 300)
     assert proc.returncode == EXIT_CANCELLED, err
     summary = json_events(rest)[-1]
     finished = [p for p in summary["points"] if p["status"] == "finished"]
