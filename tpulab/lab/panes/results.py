@@ -33,10 +33,10 @@ MARK = "*"  # a marked run, in a column of its own: it never takes a figure's ro
 
 
 class ResultsPane(Vertical):
-    BINDINGS = [
-        Binding("space", "toggle_mark", "Mark run", id="results.mark"),
-        Binding("m", "compare", "Compare marked", id="results.compare"),
-        Binding("r", "roofline", "Roofline", id="results.roofline"),
+    BINDINGS = [  # said in the pane's own status line: the footer keeps the app's keys at 80 columns
+        Binding("space", "toggle_mark", "Mark run", show=False, id="results.mark"),
+        Binding("m", "compare", "Compare marked", show=False, id="results.compare"),
+        Binding("r", "roofline", "Roofline of the run's device", show=False, id="results.roofline"),
     ]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -156,8 +156,8 @@ class ResultsPane(Vertical):
         which = f" matching {self.filter.describe()}" if self.filter else ""
         counted = f"{len(self.rows):,} of {self.total:,}" if self.total is not None else f"{len(self.rows):,}"
         marked = f", [b]{len(self.marked)} marked[/b]" if self.marked else ""
-        text = f"[red]{problem}[/]" if problem else \
-            f"{counted} runs{which}{marked} | space marks a run, m compares the marked (the first is the baseline)"
+        keys = "space marks a run, m compares the marked (the first is the baseline), r draws the roofline"
+        text = f"[red]{problem}[/]" if problem else f"{counted} runs{which}{marked} | {keys}"
         self.query_one("#results-help", Static).update(text)
 
     @on(DataTable.RowHighlighted, "#results-table")

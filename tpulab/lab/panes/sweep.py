@@ -40,7 +40,7 @@ from tpulab.views.sweep import (
 
 
 class SweepPane(Vertical):
-    BINDINGS = [Binding("o", "open_best", "Open best in form", id="sweep.open_best")]
+    BINDINGS = [Binding("o", "open_best", "Open best in form", show=False, id="sweep.open_best")]  # said in its status
 
     class PointDone(Message):
         def __init__(self, point: Point, record: RunRecord) -> None:
