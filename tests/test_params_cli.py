@@ -8,7 +8,7 @@ from tpulab.cli.main import main
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, ParamError
 
-from .helpers import cpu_only
+from .helpers import cpu_only, run_cli
 
 CPU = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
 
@@ -226,3 +226,8 @@ def test_a_headless_transformer_run_fits_80_columns_and_says_its_data_is_tokens(
     steps = [line for line in lines if line.startswith(("step ", "predict step "))]
     assert len(steps) == 5 and all(line.endswith("[synthetic]") for line in steps)
     assert not any(line.startswith("[synthetic") for line in lines)  # never a line of its own
+
+
+def test_run_after_other_options_says_to_put_it_first():
+    out = run_cli("--no-save", "run", "conv")  # it would otherwise open the lab, the workload ignored
+    assert out.returncode == 2 and "put run first: tpulab run WORKLOAD [flags]" in out.stderr

@@ -187,3 +187,31 @@ def test_a_jax_train_step_on_tensorflow_is_one_line():
     assert result(r.stdout)["error"] == ("jax_train_step:build: its train_step(state, data) is written "
                                          "for another backend: on tensorflow Keras calls train_step(data); run it "
                                          "with --backend jax")
+
+
+@pytest.mark.slow
+def test_an_output_without_a_class_axis_under_a_sparse_loss_gets_labels_not_an_index_error(keras):
+    from tpulab.workloads.user_model_data import synthetic
+
+    inputs = keras.Input((4,), name="x")
+    model = keras.Model(inputs, keras.layers.Reshape(())(keras.layers.Dense(1)(inputs)))
+    model.compile(loss="sparse_categorical_crossentropy")
+    x, y = synthetic(model, None, 8, seed=0)
+    assert x.shape == (8, 4) and y.shape == (8,) and set(np.unique(y)) == {0}  # one class: nothing else to draw
+
+
+@pytest.mark.slow
+def test_a_train_step_with_optional_arguments_is_not_taken_for_another_backends(keras):
+    from tpulab.workloads.user_model_keras import foreign_train_step
+
+    class Own(keras.Model):
+        def train_step(self, data, extra=None, **kwargs):  # Keras passes `data` alone, as on every backend but JAX
+            return super().train_step(data)
+
+    class Jaxish(keras.Model):
+        def train_step(self, state, data):  # JAX's signature
+            return super().train_step(state, data)
+
+    on_jax = keras.backend.backend() == "jax"  # this process's Keras: decided by its environment, not by chance
+    assert (foreign_train_step(Own()) is None) is not on_jax
+    assert (foreign_train_step(Jaxish()) is None) is on_jax

@@ -213,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.environ["TPULAB_TELEMETRY"] = "off"  # read by the workers this process starts
     try:
+        if args.command == "run":  # after other options: first, run_as_option has made it --run
+            parser.error("put run first: tpulab run WORKLOAD [flags], or tpulab [flags] --run WORKLOAD")
         if args.command == "top":
             from tpulab.cli.top import cmd_top
             return cmd_top(args, parser)

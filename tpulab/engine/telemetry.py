@@ -67,12 +67,13 @@ class Caller:
 
     def call(self, fn: Callable[[], Any], timeout_s: float) -> Any:
         """`fn()`'s value (or its exception); Hung when it has not returned within `timeout_s`."""
-        if self._inbox is None:
-            self._inbox = queue.SimpleQueue()
-            threading.Thread(target=_serve, args=(self._inbox,), daemon=True, name=self.name).start()
-            weakref.finalize(self, self._inbox.put, None)  # a caller never closed still ends its thread
+        inbox = self._inbox  # one read: a close() from another thread cannot take it from under this call
+        if inbox is None:
+            inbox = self._inbox = queue.SimpleQueue()
+            threading.Thread(target=_serve, args=(inbox,), daemon=True, name=self.name).start()
+            weakref.finalize(self, inbox.put, None)  # a caller never closed still ends its thread
         job = _Call(fn)
-        self._inbox.put(job)
+        inbox.put(job)
         if not job.done.wait(timeout_s):
             self.close()  # the hung thread ends when (if) its call returns; the next call starts another
             raise Hung(f"did not answer within {timeout_s:g} s (abandoned)")
@@ -372,7 +373,8 @@ class Sampler:
         self._stop.set()
         self._wake.set()
         self._thread.join(self.timeout_s * max(1, len(self.probes)) + 1.0)
-        self.caller.close()
+        if not self._thread.is_alive():  # else its call still runs: the daemon thread goes with the process
+            self.caller.close()
 
     def _loop(self) -> None:
         while True:

@@ -155,6 +155,8 @@ def _input(rng: np.random.Generator, n: int, tensor: Any, vocabulary: int | None
 
 def _target(rng: np.random.Generator, n: int, tensor: Any, loss: str) -> np.ndarray:
     dims = _shape(tensor)
+    if not dims and ("sparse" in loss or "categorical" in loss):  # no class axis to draw labels from: one class
+        dims = (1,)
     if "sparse" in loss:  # integer class labels, one per output position
         return rng.integers(0, dims[-1], size=(n, *dims[:-1]), dtype=np.int32)
     if "categorical" in loss:  # one-hot rows

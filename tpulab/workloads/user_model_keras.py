@@ -79,8 +79,12 @@ def foreign_train_step(model: Any) -> str | None:
     found = registry()
     backend = keras.backend.backend()
     expected = found[backend].keras_step_arguments if backend in found else ("data",)
-    arguments = inspect.signature(model.train_step).parameters.values()  # bound: no self
-    if any(a.kind is inspect.Parameter.VAR_POSITIONAL for a in arguments) or len(arguments) == len(expected):
+    given = inspect.signature(model.train_step).parameters.values()  # bound: no self
+    if any(a.kind is inspect.Parameter.VAR_POSITIONAL for a in given):
+        return None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    arguments = [a for a in given if a.kind in positional and a.default is inspect.Parameter.empty]  # what Keras must pass
+    if len(arguments) == len(expected):
         return None
     fits = " or ".join(b.name for b in found.values() if b.keras and len(b.keras_step_arguments) == len(arguments))
     return (f"its train_step({', '.join(a.name for a in arguments)}) is written for another backend: on {backend} "
