@@ -25,6 +25,9 @@ from tpulab.base.errors import TpulabError, UsageError
 from tpulab.base.events import Device
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tpulab.base.events import Profile
     from tpulab.machine.detect import RuntimeReport
     from tpulab.machine.verdict import Verdict
 
@@ -174,10 +177,38 @@ class Runtime(ABC):
         """Whether every program compiled so far came from the persistent compilation cache (None: no cache)."""
         return None
 
+    def profiler(self) -> Profiler | None:
+        """What takes and reads a trace of a few steps here (`--profile`); None where the backend has none
+        (`Backend.no_profiler` says so)."""
+        return None
+
     def memory_stats(self) -> list[dict[str, Any]] | None:
         """This process's allocator figures per local device (bytes_in_use, bytes_limit...), where the
         framework is the only one that can read them (a TPU's HBM); None where it has none to give."""
         return None
+
+
+class Profiler(ABC):
+    """A framework's profiler, inside a worker: it traces a few steps and reads back where their time went.
+
+    A runner traces its extra steps inside `trace(folder)`, each inside `step(n)`, then calls `read`:
+    the op table is read here, in the worker, with no TensorBoard and no server.
+    """
+
+    name: str  # what takes the trace, in the record: "jax.profiler"
+
+    @abstractmethod
+    def trace(self, folder: Path) -> AbstractContextManager[None]:
+        """Trace what runs inside into `folder` (only one trace at a time per process)."""
+
+    @abstractmethod
+    def step(self, number: int) -> AbstractContextManager[None]:
+        """Mark one traced step: the op table's shares are fractions of it."""
+
+    @abstractmethod
+    def read(self, folder: Path, programs: list[Any] | None = None) -> Profile:
+        """The op table of the steps traced into `folder`. `programs`: what the runner can give of the compiled
+        step (a jitted function's compiled form, its optimized HLO), from which ops' FLOPs and bytes are known."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +243,7 @@ class Backend:
     no_flops: str = "no compiler cost analysis on this backend"  # why a step's FLOPs can be unknown here
     xla_always: bool = False  # it compiles every step with XLA: a workload's --xla means nothing here
     batch_parallel: tuple[str, ...] = ("cpu", "gpu", "tpu")  # the devices conv's batch-parallel mode runs on
+    no_profiler: str = "this backend has no profiler: --profile means nothing here"  # where `Runtime.profiler` is None
 
     def installed(self, packages: Mapping[str, str | None]) -> bool:
         return any(packages.get(d) for d in self.distributions)

@@ -13,10 +13,12 @@ from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 from tpulab.base.timing import Flag, Stats
 
-SCHEMA = 3  # 2: backend, backend_reason, sweep and hosts joined the record; 3: plugins, model, telemetry (older records read)
+SCHEMA = 4  # 2: backend, backend_reason, sweep and hosts joined the record; 3: plugins, model, telemetry;
+# 4: the summary's profile (op table) and decode figures (older records read)
 STATUSES = ("finished", "failed", "cancelled")
 PHASE_COMPILE, PHASE_STEADY = "compile", "steady"  # a Sample's phase: before and after the first call
 PHASE_TRAIN, PHASE_PREDICT = "train", "predict"  # a Step's phase in a run that trains, then infers
+PHASE_PREFILL, PHASE_DECODE = "prefill", "decode"  # a Step's phase in a decode run: the prompt, then one token each
 MARK_COMPILED = "compiled"  # the Sample taken as the first call ended
 
 T = TypeVar("T")
@@ -174,8 +176,65 @@ class Sample(Event):
         self.devices = [d if isinstance(d, Accel) else _known(Accel, d) for d in self.devices]
 
 
+@dataclass(kw_only=True)
+class OpRow:
+    """One op (or fusion) of a profiled step: where the step's time went. Per step: `calls`, `seconds`,
+    `flops`, `bytes`; `share` is a fraction (0 to 1) of the step. The figures against the ceilings are
+    filled where the op's FLOPs and bytes are known, None otherwise."""
+
+    name: str  # as the trace names it: an HLO instruction ("fusion.12"), a TF node ("dense/MatMul")
+    type: str = ""  # the framework's op type: an HLO opcode or fusion kind, a TF op ("MatMul")
+    category: str = "other"  # one of OP_CATEGORIES
+    calls: float = 0.0
+    seconds: float = 0.0
+    share: float = 0.0
+    flops: float | None = None
+    bytes: float | None = None
+    gflops_per_s: float | None = None
+    gbytes_per_s: float | None = None
+    intensity: float | None = None  # FLOP per byte
+    ceiling_fraction: float | None = None  # of the ceiling it sits under (compute or memory), measured or spec
+    bound: str | None = None  # "compute" or "memory": which side of the ridge its intensity puts it
+
+
+OP_CATEGORIES = ("matmul/conv", "elementwise", "reduction", "data movement", "collective", "host-to-device", "other")
+OTHER_OPS = "other"  # the row that sums the ops below the top ones
+
+
+@dataclass(kw_only=True)
+class Profile:
+    """A run's op-level profile: the few steps traced after the timed ones, read in the worker."""
+
+    steps: int = 0  # steps traced
+    step_seconds: float | None = None  # a traced step's wall time (its annotation), the median
+    ops: list[OpRow] = field(default_factory=list)  # by time, the top ones and one `other` row
+    host_gap: float | None = None  # seconds per step in which no op ran: the device waited on the host
+    host_gap_share: float | None = None  # of the step, 0 to 1
+    trace_path: str | None = None  # the raw trace (a folder), under tpulab's home; removed with the run
+    profiler: str = ""  # what took it: "jax.profiler", "tf.profiler"
+    where: str = ""  # the trace's lines the ops were read from ("/host:CPU", "/device:GPU:0")
+    no_flops: str | None = None  # why ops have no FLOPs (None: where known, they are given)
+    verdicts: list[Flag] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.ops = [o if isinstance(o, OpRow) else _known(OpRow, o) for o in self.ops]
+        self.verdicts = [f if isinstance(f, Flag) else _known(Flag, f) for f in self.verdicts]
+
+
+@dataclass
+class Profiled(Event):
+    """The op table of the steps traced after the timed ones (never part of the timing statistics)."""
+
+    name: ClassVar[str] = "profiled"
+    profile: Profile = field(default_factory=Profile)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.profile, Mapping):
+            self.profile = _known(Profile, self.profile)
+
+
 EVENTS: dict[str, type[Event]] = {c.name: c for c in (Started, Compiled, Step, Epoch, Log, Finished, Cancelled, Failed,
-                                                       Sample)}
+                                                       Sample, Profiled)}
 
 
 def event_from_json(data: Mapping[str, Any]) -> Event:
@@ -253,6 +312,44 @@ class KernelFigure:
 
 
 @dataclass(kw_only=True)
+class Latency:
+    """Percentiles of a latency, seconds."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+
+
+@dataclass(kw_only=True)
+class Decode:
+    """A decode run's figures (the `decode` workload adds them): prefill, then one token per step."""
+
+    ttft_s: float | None = None  # time to first token: the prefill and the first generated token
+    prompt_tokens_per_s: float | None = None  # prefill, over the batch
+    decode_tokens_per_s: float | None = None  # generated tokens per second across the batch
+    decode_tokens_per_s_per_seq: float | None = None  # ... per sequence (1 / TPOT)
+    itl: Latency = field(default_factory=Latency)  # inter-token latency
+    tpot_s: float | None = None  # time per output token after the first
+    e2e_s: float | None = None  # prompt in, last token out
+    kv_cache_bytes: float | None = None
+    bytes_per_token_step: float | None = None  # weights and cache read per decode step
+    gbytes_per_s: float | None = None  # achieved, at the median step
+    bandwidth: float | None = None  # the measured ceiling it is set against, bytes/s
+    bandwidth_source: str | None = None
+    mbu: float | None = None  # model bandwidth utilisation: of the measured ceiling
+    spec_bandwidth: float | None = None  # bytes/s, the vendor's figure
+    spec_bandwidth_source: str | None = None
+    spec_bandwidth_fraction: float | None = None
+    prefill_mfu: float | None = None
+    joules_per_token: float | None = None
+    verified: float | None = None  # the largest |difference| of cached against full-forward logits (--verify)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.itl, Mapping):
+            self.itl = _known(Latency, self.itl)
+
+
+@dataclass(kw_only=True)
 class Summary:
     """The figures a run is judged by, derived once by the recorder."""
 
@@ -285,8 +382,14 @@ class Summary:
     bound: str | None = None  # "compute" or "memory": which ceiling the intensity puts the run under
     gbytes_per_s: float | None = None  # a roofline's copy: bytes read and written per second, best size
     kernels: list[KernelFigure] = field(default_factory=list)
+    profile: Profile | None = None  # the op table of the traced steps (`--profile`)
+    decode: Decode | None = None  # a decode run's figures
 
     def __post_init__(self) -> None:
+        if isinstance(self.profile, Mapping):
+            self.profile = _known(Profile, self.profile)
+        if isinstance(self.decode, Mapping):
+            self.decode = _known(Decode, self.decode)
         if isinstance(self.step_seconds, Mapping):
             self.step_seconds = _known(Stats, self.step_seconds)
         if isinstance(self.telemetry, Mapping):

@@ -403,6 +403,12 @@ BACKEND = ParamSpec("backend", str, "auto", "framework that runs it: auto keeps 
                     term="backend")
 
 
+PROFILE = ParamSpec("profile", bool, False, "after the timed steps, trace a few more and show where the time goes, "
+                    "op by op (the traced steps are never timed)", term="profile", tunes=False)
+PROFILE_STEPS = ParamSpec("profile_steps", int, 3, "steps traced with --profile, after the timed ones", 1, 100,
+                          unit="steps", term="profile", advanced=True, tunes=False)
+
+
 def check_shards(params: Params, limits: Limits, device_param: str = "device") -> None:
     """Shards must fit the device and divide the global batch evenly."""
     device = limits.device_for(params[device_param])
