@@ -22,6 +22,7 @@ BUILTIN = {
     "resnet50": "tpulab.workloads.resnet50:RESNET50",
     "transformer": "tpulab.workloads.transformer:TRANSFORMER",
     "model": "tpulab.workloads.user_model:MODEL_WORKLOAD",
+    "decode": "tpulab.workloads.decode:DECODE",
 }
 
 

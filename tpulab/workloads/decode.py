@@ -1,0 +1,213 @@
+"""A language model generating text: prefill, then one token per step with a KV cache (declaration).
+
+Decode is the work a chat answer is made of: each step reads every weight and the whole cache to
+make one token per sequence, so it is bound by memory bandwidth, not by compute. The model is a
+decoder-only LM built from its configuration (the `transformer` workload's blocks, shared), with
+random weights: only the speed means something. Its arithmetic (parameters, bytes, FLOPs) is
+plain functions here, so the figures can be derived without a framework.
+
+A run: the first prefill and the first decode step are compile time, reported apart; then one
+timed generation: a prefill that reads the prompt and yields the first token (a `Step` of phase
+prefill, token 0), and one `Step` of phase decode per later token, timed from its call until its
+token reached the host.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tpulab.base.events import PHASE_DECODE, Started, Step
+from tpulab.base.timing import median
+from tpulab.workloads.base import (
+    BACKEND,
+    DEVICE,
+    Limits,
+    ParamError,
+    Params,
+    ParamSpec,
+    SummaryPart,
+    Workload,
+    batch_size,
+    check_shards,
+)
+from tpulab.workloads.running import Runner
+
+if TYPE_CHECKING:
+    from tpulab.base.ceilings import MeasuredCeilings
+
+DTYPES = ("float32", "bfloat16", "float16")
+BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+ROPE_THETA = 500_000.0  # Llama 3's base (without its long-context frequency scaling)
+
+# Each dtype's tolerance for --verify: the largest |difference| of the cached logits from a full forward
+# pass's, as a fraction of the largest |logit| (float32 allows TF32 or bfloat16-pass matmuls on GPUs, TPUs).
+TOLERANCE = {"float32": 5e-3, "bfloat16": 6e-2, "float16": 1e-2}
+
+PARAMS = (
+    batch_size(1, 1024, unit="sequences", what="sequences generated together"),
+    ParamSpec("prompt_len", int, 128, "tokens of each prompt, read in one prefill", 1, 131072, unit="tokens",
+              term="prefill"),
+    ParamSpec("gen_len", int, 128, "tokens generated per sequence: the first by the prefill, then one per "
+              "decode step", 2, 131072, unit="tokens"),
+    ParamSpec("context", int, 1024, "positions the model has, and the length of its KV cache", 2, 131072,
+              unit="tokens"),
+    ParamSpec("dtype", str, "float32", "number format of the weights, the cache and the math", options=DTYPES,
+              term="precision"),
+    ParamSpec("layers", int, 12, "decoder blocks (attention, then a feed-forward network)", 1, 128),
+    ParamSpec("width", int, 768, "model width (d_model)", 8, 16384),
+    ParamSpec("heads", int, 12, "query heads; must divide the width", 1, 256),
+    ParamSpec("kv_heads", int, 12, "key/value heads (grouped-query attention); must divide the heads", 1, 256),
+    ParamSpec("mlp_width", int, 3072, "the feed-forward network's inner width", 1, 131072),
+    ParamSpec("vocab", int, 50257, "vocabulary size (GPT-2's is 50257, Llama 3's 128256)", 2, 1_000_000,
+              unit="tokens"),
+    ParamSpec("positions", str, "learned", "learned: a position embedding (GPT-2); rope: rotary, in each "
+              "attention (Llama)", options=("learned", "rope")),
+    ParamSpec("block", str, "gpt2", "gpt2: LayerNorm, biases, GELU feed-forward; llama: RMSNorm, no biases, "
+              "SwiGLU feed-forward", options=("gpt2", "llama")),
+    ParamSpec("verify", bool, False, "after the timed tokens, check that decoding with the cache gives a full "
+              "forward pass's logits (the run fails above the dtype's tolerance)", tunes=False),
+    ParamSpec("shards", int, 1, "replicas the sequences are split over (1 = no sharding)", 1, 64, term="shard",
+              backends=("jax",), why_not="TensorFlow decodes on one device: use --backend jax"),
+    DEVICE,
+    BACKEND,
+    ParamSpec("seed", int, 0, "seed of the random weights and prompts", 0, 2**31 - 1, advanced=True, tunes=False),
+)
+
+
+# --- the model's arithmetic ---------------------------------------------------------------------
+def head_dim(p: Params) -> int:
+    return int(p["width"] // p["heads"])
+
+
+def block_parameters(p: Params) -> int:
+    """One decoder block's weights: attention's four projections, the feed-forward network, two norms."""
+    d, m, hd = p["width"], p["mlp_width"], head_dim(p)
+    q, kv = p["heads"] * hd, p["kv_heads"] * hd
+    attention = d * q + 2 * d * kv + q * d
+    if p["block"] == "gpt2":  # biases everywhere, a two-matrix GELU MLP, LayerNorms (scale and shift)
+        return attention + q + 2 * kv + d + 2 * d * m + m + d + 2 * 2 * d
+    return attention + 3 * d * m + 2 * d  # SwiGLU's gate, up and down matrices; RMSNorms (scale only)
+
+
+def matmul_parameters(p: Params) -> int:
+    """The weights a token is multiplied by: every block, the final norm, and the output projection
+    (the token embedding, tied, read as a d x vocab matrix)."""
+    final_norm = 2 * p["width"] if p["block"] == "gpt2" else p["width"]
+    return p["layers"] * block_parameters(p) + final_norm + p["width"] * p["vocab"]
+
+
+def parameters(p: Params) -> int:
+    """All the model's weights: those above and the learned position table (the token table is tied)."""
+    table = p["context"] * p["width"] if p["positions"] == "learned" else 0
+    return matmul_parameters(p) + table
+
+
+def weight_bytes(p: Params) -> int:
+    """The weights' bytes at the run's dtype."""
+    return parameters(p) * BYTES[p["dtype"]]
+
+
+def kv_cache_bytes(p: Params) -> int:
+    """The preallocated cache: keys and values, per layer, [batch, kv_heads, context, head_dim]."""
+    return 2 * p["layers"] * p["batch_size"] * p["kv_heads"] * p["context"] * head_dim(p) * BYTES[p["dtype"]]
+
+
+def decode_step_bytes(p: Params) -> int:
+    """What one decode step reads: every weight it multiplies by (one row of the position table) and
+    the whole cache, whose static shape the step reads in full, masked past the current position."""
+    return matmul_parameters(p) * BYTES[p["dtype"]] + kv_cache_bytes(p)
+
+
+def prefill_flops(p: Params) -> float:
+    """The prompt's forward pass over the batch: 2N per token and the attention term, 4 L d T per token
+    attending T positions (PaLM, appendix B; causality not halved, as the transformer counts it)."""
+    tokens = p["prompt_len"]
+    return float(p["batch_size"] * tokens * (2 * matmul_parameters(p) + 4 * p["layers"] * p["width"] * tokens))
+
+
+def decode_step_flops(p: Params, attended: float | None = None) -> float:
+    """One token per sequence, attending `attended` positions (default: the mean over the generation)."""
+    if attended is None:
+        attended = p["prompt_len"] + p["gen_len"] / 2
+    return float(p["batch_size"] * (2 * matmul_parameters(p) + 4 * p["layers"] * p["width"] * attended))
+
+
+def tolerance(p: Params) -> float:
+    """--verify's bound on the largest |difference| of logits, as a fraction of the largest |logit|."""
+    return TOLERANCE[p["dtype"]]
+
+
+# --- the workload ---------------------------------------------------------------------------------
+def _tensorflow() -> Runner:
+    from tpulab.workloads.decode_tf import run
+
+    return run
+
+
+def _jax() -> Runner:
+    from tpulab.workloads.decode_jax import run
+
+    return run
+
+
+class LLMDecode(Workload):
+    name = "decode"
+    title = "LLM decode (KV cache)"
+    summary = ("A language model generating tokens: a prefill reads the prompt, then each step makes one token "
+               "per sequence from a KV cache. Tokens/s, time to first token and latency per token, against "
+               "the device's memory bandwidth.")
+    params = PARAMS
+    presets = {
+        "smoke": {"batch_size": 2, "prompt_len": 8, "gen_len": 8, "context": 32, "layers": 2, "width": 64,
+                  "heads": 4, "kv_heads": 2, "mlp_width": 128, "vocab": 256, "positions": "rope", "block": "llama"},
+        "tiny": {"batch_size": 4, "prompt_len": 64, "gen_len": 64, "context": 256, "layers": 4, "width": 256,
+                 "heads": 4, "kv_heads": 4, "mlp_width": 1024, "vocab": 8192},
+        "gpt2-small": {},
+        "llama-1b": {"prompt_len": 128, "gen_len": 128, "context": 2048, "dtype": "bfloat16", "layers": 16,
+                     "width": 2048, "heads": 32, "kv_heads": 8, "mlp_width": 8192, "vocab": 128256,
+                     "positions": "rope", "block": "llama"},
+    }
+    unit = "token"
+    throughput_unit = "tokens/s"
+    synthetic_data = "random weights and prompts"
+    model_flops = True
+    runners = {"tensorflow": _tensorflow, "jax": _jax}
+
+    def flops_per_step(self, p: Params) -> float:
+        return decode_step_flops(p)
+
+    def total_steps(self, p: Params) -> int:
+        """The first prefill and the first decode step (compile), the timed prefill, a step per later token."""
+        return int(2 + p["gen_len"])
+
+    def compute_dtype(self, p: Params) -> str:
+        return str(p["dtype"])
+
+    def shorten(self, p: Params, steps: int) -> Params:
+        return {**p, "gen_len": max(2, min(steps, p["context"] - p["prompt_len"]))}
+
+    def check(self, p: Params, limits: Limits) -> None:
+        check_shards(p, limits)
+        if p["width"] % p["heads"]:
+            raise ParamError("heads", f"--heads must divide --width {p['width']} (got {p['heads']})")
+        if p["heads"] % p["kv_heads"]:
+            raise ParamError("kv_heads", f"--kv-heads must divide --heads {p['heads']} (got {p['kv_heads']})")
+        if p["positions"] == "rope" and head_dim(p) % 2:
+            raise ParamError("heads", f"--positions rope needs an even head width (--width / --heads): "
+                             f"got {head_dim(p)}")
+        if p["prompt_len"] + p["gen_len"] > p["context"]:
+            raise ParamError("context", f"--prompt-len {p['prompt_len']} plus --gen-len {p['gen_len']} must fit "
+                             f"--context {p['context']} (got {p['prompt_len'] + p['gen_len']})")
+
+    def describe_data(self, p: Params) -> str:
+        return (f"random weights and prompts (seed {p['seed']}): {parameters(p) / 1e6:.1f}M parameters, "
+                f"{p['batch_size']} x {p['prompt_len']} prompt tokens")
+
+    def summary_part(self, steps: list[Step], started: Started, ceilings: MeasuredCeilings) -> SummaryPart:
+        """The run's step is a decode step (the prefill is not one); its figures: `decode_figures`."""
+        seconds = [s.seconds for s in steps if s.phase == PHASE_DECODE and not s.warmup]
+        mid, flops = median(seconds), started.flops_per_step
+        return SummaryPart(seconds=seconds, flops_per_step=flops, flops_per_s=flops / mid if flops and mid else None)
+
+
+DECODE = LLMDecode()
