@@ -243,7 +243,8 @@ class Backend:
     no_flops: str = "no compiler cost analysis on this backend"  # why a step's FLOPs can be unknown here
     xla_always: bool = False  # it compiles every step with XLA: a workload's --xla means nothing here
     batch_parallel: tuple[str, ...] = ("cpu", "gpu", "tpu")  # the devices conv's batch-parallel mode runs on
-    no_profiler: str = "this backend has no profiler: --profile means nothing here"  # where `Runtime.profiler` is None
+    no_profiler: str = "it brings no profiler to trace a step with"  # where `Runtime.profiler` is None
+    profiles: bool = False  # its runtime brings a `Profiler` (--profile runs here); else `no_profiler` says why not
 
     def installed(self, packages: Mapping[str, str | None]) -> bool:
         return any(packages.get(d) for d in self.distributions)

@@ -58,6 +58,10 @@ GLOSSARY: dict[str, str] = {
     "arithmetic intensity": "FLOPs per byte of memory traffic (XLA's cost analysis counts the bytes). Below the "
                             "ridge (compute ceiling / bandwidth) a step is memory-bound: faster math would not "
                             "help, moving fewer bytes would. Above it, it is compute-bound.",
+    "profile": "Where a step's time goes, op by op (--profile): after the timed steps, a few more are traced by "
+               "the framework's profiler, never timed. Each op's time and share of the step, set against the "
+               "device's ceilings where its FLOPs and bytes are known, and the host gap: the part of the step in "
+               "which no op ran, the device waiting on the host (input pipeline, dispatch, Python).",
     "ceiling": "The measured ceiling: the best a roofline run achieved on this device and dtype, as opposed to "
                "the spec peak, kept once its matmul curve was flat (the two largest sizes within 10%). A run "
                "above it beats the ceiling (said so, never shown as more than 100%).",

@@ -57,6 +57,7 @@ class ParamSpec:
     why_not: str | Callable[[str], str] = ""  # what the others do instead (or, given a backend's name, its words)
     tunes: bool = True  # a knob of the configuration (a sweep sets it to the article's value to compare)
     form: str = ""  # a text value's form in words ("a shape like 32,32,3"); a path when empty
+    axis: bool = True  # a sweep may vary it; else every point of a sweep takes the one value given
 
     @property
     def choices(self) -> tuple[str, ...]:
@@ -175,6 +176,24 @@ class SummaryPart:
     flags: tuple[Flag, ...] = ()
 
 
+# --- the parameters every workload takes: the `Workload` base appends them to each declaration -------
+def _profiling() -> tuple[str, ...]:
+    return tuple(name for name, b in registry().items() if b.profiles)
+
+
+def _no_profiler(backend: str) -> str:
+    found = registry().get(backend)
+    return found.no_profiler if found else "no profiler is known for it"
+
+
+PROFILE = ParamSpec("profile", bool, False, "after the timed steps, trace a few more and show where the time goes, "
+                    "op by op (the traced steps are never timed)", term="profile", tunes=False, axis=False,
+                    backends=_profiling, why_not=_no_profiler)
+PROFILE_STEPS = ParamSpec("profile_steps", int, 3, "steps traced with --profile, after the timed ones", 1, 100,
+                          unit="steps", term="profile", advanced=True, tunes=False, axis=False)
+SHARED = (PROFILE, PROFILE_STEPS)
+
+
 class Workload(ABC):
     """A workload's declaration: its parameters and presets, what it reports, and its hooks.
 
@@ -197,6 +216,15 @@ class Workload(ABC):
     throughput_unit: str = "examples/s"  # what its throughput counts: "images/s", "tokens/s"
     model_flops: bool = False  # `flops_per_step` are the model's FLOPs by the standard formula: shown as MFU
     synthetic_data: str = "random inputs and targets"  # its stand-in data in words (a run on it says so)
+    shared: tuple[ParamSpec, ...] = SHARED  # what it takes besides its own parameters: appended to them
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """The parameters every workload shares (`SHARED`: --profile...) join each declaration once,
+        after its own, so that no workload lists them again and a plugin's gets them too."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("params")
+        if own is not None:
+            cls.params = (*own, *(s for s in cls.shared if s not in own))
 
     # --- hooks ---------------------------------------------------------------------------------
     @abstractmethod
@@ -272,8 +300,17 @@ class Workload(ABC):
         """What identifies the model when the parameters do not (a user's file): kept in the record."""
         return None
 
-    def summary_part(self, steps: list[Step], started: Started, ceilings: Ceilings) -> SummaryPart | None:
+    def summary_part(self, steps: list[Step], started: Started, ceilings: Ceilings, p: Params) -> SummaryPart | None:
         """This workload's own part of its summary (None: a step is one thing, timed as it comes)."""
+        return None
+
+    def worker_params(self, p: Params, ceilings: Ceilings) -> Params:
+        """What the worker is handed: the parameters, and what only the parent knows (the kept ceilings), under
+        names no parameter has. The record keeps `p` alone."""
+        return p
+
+    def sweep_baseline(self, point: Params, axes: Mapping[str, Any]) -> Params | None:
+        """The values a sweep point's speedup is measured against (None: the article's configuration)."""
         return None
 
     # --- derived -------------------------------------------------------------------------------
@@ -401,12 +438,6 @@ PROCESSES = ParamSpec("processes", int, 1, "processes joined into one run over l
 BACKEND = ParamSpec("backend", str, "auto", "framework that runs it: auto keeps TensorFlow where it can drive the "
                     "device, else Keras 3 on JAX (today's TPUs)", options=_backend_choices,
                     term="backend")
-
-
-PROFILE = ParamSpec("profile", bool, False, "after the timed steps, trace a few more and show where the time goes, "
-                    "op by op (the traced steps are never timed)", term="profile", tunes=False)
-PROFILE_STEPS = ParamSpec("profile_steps", int, 3, "steps traced with --profile, after the timed ones", 1, 100,
-                          unit="steps", term="profile", advanced=True, tunes=False)
 
 
 def check_shards(params: Params, limits: Limits, device_param: str = "device") -> None:

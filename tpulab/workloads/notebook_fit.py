@@ -23,6 +23,7 @@ class NotebookFit(Workload):
               ParamSpec("epochs", int, 0, "epochs fit was asked for", 0, None),
               ParamSpec("steps_per_epoch", int, 0, "steps per epoch, as Keras counted them", 0, None))
     trains = True
+    shared = ()  # timed in the notebook's own process: no worker traces it (--profile)
     charts = (STEP_TIME, THROUGHPUT, METRICS)
 
     def flops_per_step(self, p: Params) -> float | None:
