@@ -57,7 +57,7 @@ def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool
         said = f": {spec.why_not}" if isinstance(spec.why_not, str) and spec.why_not else ""
         only = f" ({'/'.join(spec.only)} only{said})" if spec.only else ""
         help_text = f"{spec.help}{extra}{only}; {spec.allowed()}; default {spec.show(spec.default) or 'none'}"
-        if lists:
+        if lists and spec.axis:
             ranged = ", or a doubling range like 16..1024" if spec.kind is int else ""
             g.add_argument(spec.flag, dest=spec.name, default=None, metavar="LIST",
                            help=f"{help_text}; a comma list{ranged}")

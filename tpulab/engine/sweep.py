@@ -92,7 +92,11 @@ def build_grid(workload: Workload, raw: Mapping[str, Any], report: RuntimeReport
     for name, text in raw.items():
         if text is None:
             continue
-        values = parse_values(workload.spec(name), text)
+        spec = workload.spec(name)
+        values = parse_values(spec, text)
+        if len(values) > 1 and not spec.axis:
+            raise ParamError(name, f"{spec.flag} takes one value for every point of a sweep, never a list "
+                                   f"(got {text!r})")
         if len(values) > 1:
             axes[name] = values
         else:
