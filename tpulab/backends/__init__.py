@@ -203,12 +203,19 @@ class Profiler(ABC):
 
     @abstractmethod
     def step(self, number: int) -> AbstractContextManager[None]:
-        """Mark one traced step: the op table's shares are fractions of it."""
+        """Mark one traced step (inside `trace`, around work that is finished when it exits): the op table is
+        the median step's, its shares fractions of it."""
 
     @abstractmethod
     def read(self, folder: Path, programs: list[Any] | None = None) -> Profile:
-        """The op table of the steps traced into `folder`. `programs`: what the runner can give of the compiled
-        step (a jitted function's compiled form, its optimized HLO), from which ops' FLOPs and bytes are known."""
+        """The op table of the steps traced into `folder` (its `trace_path`). `programs`: what the runner can
+        give of the compiled step (a JAX `Compiled` or its optimized HLO text, a TensorFlow concrete function
+        or graph), from which ops' FLOPs and bytes are known; without them `Profile.no_flops` says so."""
+
+    def keras_programs(self, model: Any, x: Any, y: Any) -> list[Any]:
+        """`read`'s programs for a Keras model's training step on the batch `x`, `y`, as `fit` compiled it;
+        [] where the backend cannot give them."""
+        return []
 
 
 @dataclass(frozen=True)
