@@ -1,4 +1,4 @@
-"""tpulab's own folder, which the store and a backend's compilation cache share."""
+"""tpulab's own folder, which the store, a backend's compilation cache and the runs' traces share."""
 
 from __future__ import annotations
 
@@ -15,3 +15,8 @@ def home(environ: Mapping[str, str] | None = None) -> Path:
     import platformdirs  # only when no $TPULAB_HOME names the folder
 
     return Path(platformdirs.user_data_dir("tpulab"))
+
+
+def traces(environ: Mapping[str, str] | None = None) -> Path:
+    """Where profiled runs keep their raw traces, a folder per run named by its id (removed when it is pruned)."""
+    return home(environ) / "traces"

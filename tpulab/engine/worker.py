@@ -34,7 +34,7 @@ from tpulab.engine.telemetry import enabled as telemetry_enabled
 from tpulab.machine.detect import detect
 from tpulab.workloads import get_workload
 from tpulab.workloads.base import Params
-from tpulab.workloads.running import CancelToken, Sink
+from tpulab.workloads.running import TRACE_FOLDER, CancelToken, Sink
 
 FATAL_LINE = re.compile(r"^F\d{4} [\d:.]+\s+\d+ [^\]]+\] (.+)$", re.M)  # absl's "F1130 09:19:44.06 27587 x.h:80] ..."
 
@@ -252,7 +252,7 @@ def main(argv: list[str]) -> int:
         load = workload.runner(info)
         if load is None:
             raise backends.BackendError(f"{workload.name} does not run on --backend {info.name}")
-        load()(workload, spec["params"], sink, cancel, runtime)
+        load()(workload, runner_params(spec["params"], info, runtime, cluster), sink, cancel, runtime)
     except Exception as e:  # noqa: BLE001 - reported as the run's failure, with its traceback on stderr
         traceback.print_exc()
         if sampling is not None:
@@ -267,6 +267,18 @@ def main(argv: list[str]) -> int:
     if cluster is not None:
         runtime.leave()
     return EXIT_CANCELLED if cancel.is_set() else EXIT_OK
+
+
+def runner_params(params: Params, info: backends.Backend, runtime: Runtime, cluster: Cluster | None) -> Params:
+    """The run's parameters as its runner takes them: a profiled run's once this backend's runtime is known to
+    bring a profiler, each process of a run over several tracing into a folder of its own."""
+    if not params.get("profile"):
+        return params
+    if runtime.profiler() is None:
+        raise backends.BackendError(f"--profile means nothing on --backend {info.name}: {info.no_profiler}")
+    if cluster is None or not params.get(TRACE_FOLDER):
+        return params
+    return {**params, TRACE_FOLDER: str(Path(params[TRACE_FOLDER]) / f"process-{cluster.process_id}")}
 
 
 def marked(emit: Sink, runtime: Runtime) -> Sink:

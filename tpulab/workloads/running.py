@@ -5,21 +5,33 @@ its runner gets the checked parameters, a `Sink` for its events and a `CancelTok
 `begin`: the replicas placed, `Started` said, the `StepTimer` made. No framework is imported
 here; `begin` imports the timer (a Keras callback), so call it in a worker only. Nor is the
 declaration imported at run time: `Workload.begin` delegates here.
+
+After its timed steps, a runner calls `profile_calls` (its own loop) or enters `profiling` (a
+`fit` of extra steps, as the shared Keras runner does): with `--profile`, a few more steps are
+traced, never timed, and their op table is said as `Profiled`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+import tempfile
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
-from tpulab.base.events import Started, from_dicts
+from tpulab.base.errors import UsageError
+from tpulab.base.events import Profile, Profiled, Started, from_dicts
 
 if TYPE_CHECKING:
-    from tpulab.backends import Placement, Runtime
+    from tpulab.backends import Placement, Profiler, Runtime
     from tpulab.base.events import Event
     from tpulab.callbacks import StepTimer
 
 Params = dict[str, Any]  # a workload's checked parameters (as `tpulab.workloads.base` names them)
 Sink = Callable[["Event"], None]
+# Where a profiled run's trace goes: no parameter (the record never holds it), the worker adds it to
+# the parameters it hands the runner, from the folder the parent chose for the run.
+TRACE_FOLDER = "trace_folder"
 
 
 class Planned(Protocol):
@@ -94,3 +106,64 @@ def begin(w: Planned, p: Params, sink: Sink, cancel: CancelToken, runtime: Runti
     timer = StepTimer(from_dicts(sink, synthetic), batch_size=w.batch_size(p), warmup=warmup,
                       cancel=cancel)
     return placement, timer
+
+
+def profiled(p: Params, cancel: CancelToken) -> bool:
+    """Whether the run asked for a profile (`--profile`, shared by every workload) and was not stopped."""
+    return bool(p.get("profile")) and not cancel.is_set()
+
+
+@contextmanager
+def profiling(p: Params, sink: Sink, runtime: Runtime, programs: Callable[[], list[Any] | None] | None = None,
+              steps_per_call: int = 1) -> Iterator[Profiler]:
+    """Trace what runs inside into the run's trace folder, then read it and say `Profiled`.
+
+    Inside, run the extra steps, each in `profiler.step(n)` (0, 1, ...), each returning only once its
+    work is done: the annotation is the step the shares are fractions of. Emit no `Step` for them:
+    the timing statistics never include a profiled step. `programs`: what gives the compiled step
+    (a jitted function's compiled form), asked after the trace, from which ops' FLOPs and bytes are
+    known. `steps_per_call`: steps one annotated call runs (Keras's steps_per_execution): the
+    figures are said per step. Enter it only when `profiled(p, cancel)`.
+    """
+    profiler = runtime.profiler()
+    if profiler is None:  # the parent refuses --profile on a backend that declares none: this one said otherwise
+        raise UsageError("--profile: this backend's runtime brings no profiler")
+    folder = Path(p.get(TRACE_FOLDER) or tempfile.mkdtemp(prefix="tpulab-trace-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    with profiler.trace(folder):
+        yield profiler
+    profile = per_step(profiler.read(folder, programs() if programs else None), steps_per_call)
+    profile.trace_path, profile.profiler = str(folder), profile.profiler or profiler.name
+    sink(Profiled(profile=profile))
+
+
+def profile_calls(p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime, step: Callable[[], Any],
+                  programs: Callable[[], list[Any] | None] | None = None) -> None:
+    """A runner's own loop, after its timed steps: with `--profile`, `profile_steps` more calls of `step`
+    traced, each in a step annotation, none timed; their op table said as `Profiled`.
+
+    `step` runs one step and returns once its work is done (a value fetched to the host, as the timed
+    steps do). A runner with a loop of its own (conv, the roofline, decode) calls this once its last
+    timed step is done: `profile_calls(p, sink, cancel, runtime, step, lambda: [compiled])`.
+    """
+    if not profiled(p, cancel):
+        return
+    with profiling(p, sink, runtime, programs) as profiler:
+        for n in range(int(p.get("profile_steps", 3))):
+            with profiler.step(n):
+                step()
+
+
+def per_step(profile: Profile, steps_per_call: int) -> Profile:
+    """A profile whose annotated calls each ran `steps_per_call` steps, said per step (shares are kept)."""
+    if steps_per_call == 1:
+        return profile
+    k = float(steps_per_call)
+
+    def each(x: float | None) -> float | None:
+        return None if x is None else x / k
+
+    return replace(profile, steps=profile.steps * steps_per_call, step_seconds=each(profile.step_seconds),
+                   host_gap=each(profile.host_gap),
+                   ops=[replace(o, calls=o.calls / k, seconds=o.seconds / k, flops=each(o.flops),
+                                bytes=each(o.bytes)) for o in profile.ops])
