@@ -5,17 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from tpulab.base import fmt
-from tpulab.base.errors import EXIT_FAILED
+from tpulab.base.errors import EXIT_FAILED, UsageError
+from tpulab.base.events import RunRecord
 from tpulab.engine.runindex import FILTERS, FilterError, RunFilter, make_filter
 from tpulab.engine.store import Store, StoreError, compare, default_path, export_csv, export_json, read_export, row
-from tpulab.views import listing
-from tpulab.views.console import comparison_table
+from tpulab.views import listing, ops
+from tpulab.views.console import comparison_table, summary_title
 
 SCREEN_LINES = 7  # what a listing prints besides its rows: header, rule, a footer of two lines, the prompt
 
@@ -65,6 +67,8 @@ def _show(args, store: Store, console: Console) -> int:
     from tpulab.views.roofline import roofline_view
 
     record = store.get(args.id)
+    if args.ops:
+        return show_ops(record, args.json, console)
     if args.json:
         print(json.dumps(record.to_json(), indent=1))
         return 0
@@ -76,7 +80,36 @@ def _show(args, store: Store, console: Console) -> int:
 
 
 
+def show_ops(record: RunRecord, as_json: bool, console: Console) -> int:
+    """The run's whole op table (its profile as JSON), or the line that says to profile it."""
+    profile = ops.profile_of(record)
+    if as_json:
+        print(json.dumps(asdict(profile), indent=1))
+    else:
+        console.print(ops.ops_table(profile, f"ops of {summary_title(record)}"))
+    return 0
+
+
+def compare_ops(records: list[RunRecord], as_json: bool, console: Console) -> int:
+    """Where the time moved between the first run's ops and each other's."""
+    first, *others = records
+    if not others:
+        raise UsageError("compare --ops needs two runs or more: the first is A, each other B")
+    if as_json:
+        print(json.dumps([{"a": first.id, "b": r.id, "moves": [{**asdict(m), "delta": m.delta,
+                                                                 "share_change": m.share_change}
+                                                                for m in ops.op_moves(ops.profile_of(first),
+                                                                                      ops.profile_of(r))]}
+                          for r in others], indent=1))
+        return 0
+    for r in others:
+        console.print(ops.moves_table(first, r))
+    return 0
+
+
 def _compare(args, store: Store, console: Console) -> int:
+    if args.ops:
+        return compare_ops([store.get(i) for i in args.ids], args.json, console)
     result = compare([store.get(i) for i in args.ids])
     if args.json:
         print(json.dumps({"workload": result.workload, "by": result.by, "header": result.header,
@@ -88,8 +121,28 @@ def _compare(args, store: Store, console: Console) -> int:
     return 0
 
 
+def export_ops(args, store: Store, console: Console) -> int:
+    """One run's op table alone: CSV, a line per op; or its whole profile as JSON."""
+    if len(args.ids) != 1:
+        raise UsageError("export --ops writes one run's op table: give one run's ID")
+    record = store.get(args.ids[0])
+    profile = ops.profile_of(record)
+    try:
+        if args.format == "csv":
+            ops.write_csv(profile, args.output)
+        else:
+            args.output.write_text(json.dumps(asdict(profile), indent=1), encoding="utf-8")
+    except OSError as e:
+        raise StoreError(f"cannot write {args.output}: {e.strerror}; choose another -o FILE") from None
+    console.print(f"exported the op table of run {record.short_id} ({len(profile.ops)} ops) to {args.output}",
+                  highlight=False)
+    return 0
+
+
 def _export(args, store: Store, console: Console) -> int:
     """Runs by id, or sweeps by id with all their runs; everything when no id is given."""
+    if args.ops:
+        return export_ops(args, store, console)
     if args.ids:
         records, sweeps = [], []
         for i in args.ids:

@@ -92,6 +92,17 @@ class RunResult:
             return np.array([], dtype=float)
         return batch / self.step_seconds
 
+    @property
+    def ops(self) -> Any:
+        """The op table of a profiled run (`profile=True`) as a pandas DataFrame: a row per op, by time,
+        the ops below the top ones summed in a row named `other`; seconds per step, share of the step 0 to 1."""
+        from dataclasses import asdict
+
+        from tpulab.views.ops import CSV_FIELDS, profile_of
+
+        profile = profile_of(self.record)
+        return pandas().DataFrame([asdict(o) for o in profile.ops], columns=list(CSV_FIELDS))
+
     def to_dict(self) -> dict[str, Any]:
         return self.record.to_json()
 

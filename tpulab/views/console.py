@@ -19,7 +19,7 @@ from tpulab.engine.doctor import Verdict
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.store import Comparison
 from tpulab.machine.detect import RuntimeReport
-from tpulab.views import roofline
+from tpulab.views import ops, roofline
 from tpulab.views.narrate import backend_line, describe, sample_line, step_status, telemetry_rows, unavailable_lines
 from tpulab.workloads import registry
 from tpulab.workloads.base import Workload
@@ -149,10 +149,13 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
         rows += [(f"validation {k.removeprefix('val_')}", f"{v:.4f}") for k, v in (s.validation or {}).items()]
     if s.telemetry is not None:
         rows += telemetry_rows(s.telemetry, unit)
+    if s.profile is not None:
+        rows += ops.top_rows(s.profile)
     rows.append(("versions", ", ".join(f"{k} {v}" for k, v in (record.versions or {}).items()) or "-"))
     out: list[tuple[str, str, str | None]] = [(row[0], row[1], None) for row in rows if row and row[1]]
     out += [(f"flag: {f.code}", f.message, FLAG_STYLES.get(f.code, "yellow")) for f in s.flags]
-    out += [(f"why: {f.code}", f.message, "cyan") for f in (s.telemetry.verdicts if s.telemetry else ())]
+    out += [(f"why: {f.code}", f.message, "cyan") for f in [*(s.telemetry.verdicts if s.telemetry else ()),
+                                                             *(s.profile.verdicts if s.profile else ())]]
     if record.error:
         out.append(("error", record.error, "red"))
     return out

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from tpulab.base import fmt
 from tpulab.base.charts import STEP_TIME, THROUGHPUT, ChartContext, Point
+from tpulab.base.events import OTHER_OPS
 from tpulab.base.version import __version__
 from tpulab.engine.runindex import RunRow
 from tpulab.engine.sweep import findings, kept_points
-from tpulab.views import listing
+from tpulab.views import listing, ops
 from tpulab.views.console import comparison_columns, runtime_rows, summary_rows, summary_title
 from tpulab.views.sweep import (
     FIGURES,
@@ -39,7 +40,7 @@ from tpulab.workloads import registry
 from tpulab.workloads.notebook_fit import NOTEBOOK_FIT
 
 if TYPE_CHECKING:
-    from tpulab.base.events import RunRecord, SweepRecord
+    from tpulab.base.events import Profile, RunRecord, SweepRecord
     from tpulab.engine.doctor import Verdict
     from tpulab.engine.store import Comparison
     from tpulab.machine.detect import RuntimeReport
@@ -219,8 +220,17 @@ def run_body(record: RunRecord, chart: bool = True) -> str:
     rows = summary_rows(record)
     classes = [STYLE_CLASS.get(style or "", "") for _, _, style in rows]
     params = "parameters: " + ", ".join(f"{k}={v}" for k, v in record.params.items())
+    profile = record.summary.profile
     return (table([(n, v) for n, v, _ in rows], caption=summary_title(record), classes=classes, row_header=True)
-            + lines([params], "note") + (drawn(run_chart, record) if chart else ""))
+            + lines([params], "note") + (ops_body(profile) if profile else "")
+            + (drawn(run_chart, record) if chart else ""))
+
+
+def ops_body(profile: Profile) -> str:
+    """The op table, as the terminal's (`tpulab results show ID --ops`), and what it rests on."""
+    return (table([ops.op_cells(o) for o in profile.ops], ops.OP_COLUMNS, "where a step's time went: its ops",
+                  ["note" if o.name == OTHER_OPS else "" for o in profile.ops])
+            + lines(ops.notes(profile), "note"))
 
 
 def run_html(record: RunRecord) -> str:

@@ -1,0 +1,179 @@
+"""A run's op-level profile shown: the op table, its top ops in a few lines, and two profiles set
+against each other (where the time moved).
+
+The terminal's tables, the notebook's HTML and the CSV export read the same cells here. Two
+profiles are matched op by op by name; what is left is matched by category, so that runs whose
+ops are named differently (TensorFlow against JAX) still say where their time went.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from tpulab.base import fmt
+from tpulab.base.events import OP_CATEGORIES, OTHER_OPS, OpRow, Profile, RunRecord
+
+TOP = 5  # the ops a run's summary names
+OP_COLUMNS = ("op", "category", "calls", "ms/step", "share", "GFLOP/s", "ceiling", "bound")
+MOVE_COLUMNS = ("op or category", "matched", "A ms", "B ms", "delta ms", "share change")
+CSV_FIELDS = tuple(f.name for f in fields(OpRow))
+CEILING = {"compute": "compute ceiling", "memory": "bandwidth ceiling"}
+NOT_PROFILED = "run {id} has no op profile: run it again with --profile (profile=True in Python)"
+
+
+def ms(seconds: float | None, sign: str = "") -> str:
+    """Seconds as milliseconds: '123', '12.3', '1.23', '0.042', '<0.001' ('-': unknown); sign '+': '+1.23'."""
+    if seconds is None:
+        return "-"
+    v = abs(seconds * 1e3)
+    signed = ("-" if seconds < 0 else sign) if v >= 0.0005 else ""
+    if v < 0.0005:
+        return "<0.001" if v else "0"
+    return signed + (f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3f}")
+
+
+def op_cells(op: OpRow) -> tuple[str, ...]:
+    """An op's row of the table, in OP_COLUMNS' order ('-': unknown)."""
+    return (op.name, op.category, f"{op.calls:.3g}", ms(op.seconds), fmt.percent(op.share),
+            f"{op.gflops_per_s:.1f}" if op.gflops_per_s is not None else "-", fmt.percent(op.ceiling_fraction),
+            op.bound or "-")
+
+
+def host_gap_text(p: Profile) -> str:
+    """'1.20 ms per step, 14.0% of the step: the device waited on the host', or why it is unknown."""
+    if p.host_gap is None:
+        return "unknown: the trace did not give the step's span"
+    return f"{ms(p.host_gap)} ms per step, {fmt.percent(p.host_gap_share)} of the step: the device waited on the host"
+
+
+def notes(p: Profile) -> list[str]:
+    """What the table rests on: the steps traced, what traced them, the FLOPs, the raw trace."""
+    out = [f"host gap: {host_gap_text(p)}",
+           f"a traced step: {ms(p.step_seconds)} ms (the median of {p.steps} traced after the timed ones, "
+           f"by {p.profiler or '?'} on {p.where or '?'})"]
+    if p.no_flops:
+        out.append(f"FLOPs unknown: {p.no_flops}")
+    if p.trace_path:
+        out.append(f"raw trace: {p.trace_path} (Perfetto or XProf open it: see the README)")
+    return out
+
+
+def ops_table(p: Profile, title: str = "") -> Group:
+    """The whole op table, readable at 80 columns (a long name folds), and its notes below it."""
+    t = Table(title=title or None, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for name in OP_COLUMNS:
+        t.add_column(name, overflow="fold", justify="left" if name in ("op", "category", "bound") else "right",
+                     no_wrap=name != "op", min_width=8 if name == "op" else None)
+    for op in p.ops:
+        t.add_row(*op_cells(op), style="dim" if op.name == OTHER_OPS else None)
+    return Group(t, *(Text(line, style="dim") for line in notes(p)))
+
+
+def op_line(op: OpRow) -> str:
+    """'fusion.12 (matmul/conv): 41.0% of the step, 3.20 ms, 28.0% of the compute ceiling'."""
+    ceiling = (f", {fmt.percent(op.ceiling_fraction)} of the {CEILING.get(op.bound or '', 'ceiling')}"
+               if op.ceiling_fraction is not None else "")
+    return f"{op.name} ({op.category}): {fmt.percent(op.share)} of the step, {ms(op.seconds)} ms{ceiling}"
+
+
+def top_rows(p: Profile, n: int = TOP) -> list[tuple[str, str]]:
+    """A run's summary of its profile: its top `n` ops (not the row that sums the rest) and the host gap."""
+    ranked = sorted((o for o in p.ops if o.name != OTHER_OPS), key=lambda o: o.seconds, reverse=True)
+    return [*((f"op {i}", op_line(op)) for i, op in enumerate(ranked[:n], 1)), ("host gap", host_gap_text(p))]
+
+
+def profile_of(record: RunRecord) -> Profile:
+    """The record's profile, or the one line that says how to get one (a UsageError: exit code 2)."""
+    from tpulab.base.errors import UsageError
+
+    if record.summary.profile is None:
+        raise UsageError(NOT_PROFILED.format(id=record.short_id))
+    return record.summary.profile
+
+
+def write_csv(p: Profile, path: Path) -> None:
+    """The op table alone: a header of OpRow's fields, then one line per op (unknown: empty)."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        out = csv.DictWriter(f, CSV_FIELDS)
+        out.writeheader()
+        out.writerows({k: "" if v is None else v for k, v in asdict(op).items()} for op in p.ops)
+
+
+# --- two profiles ------------------------------------------------------------------------------
+@dataclass
+class OpMove:
+    """One op (or category) in both profiles: its time per step in A and in B, and its shares."""
+
+    label: str
+    matched: str  # "name", "category", or "" (the step, the host gap)
+    a: float | None  # seconds per step (None: not among that profile's ops)
+    b: float | None
+    a_share: float | None
+    b_share: float | None
+
+    @property
+    def delta(self) -> float | None:
+        return self.b - self.a if self.a is not None and self.b is not None else None
+
+    @property
+    def share_change(self) -> float | None:
+        return self.b_share - self.a_share if self.a_share is not None and self.b_share is not None else None
+
+
+def summed(ops: list[OpRow]) -> tuple[float | None, float | None]:
+    return (sum(o.seconds for o in ops), sum(o.share for o in ops)) if ops else (None, None)
+
+
+def op_moves(a: Profile, b: Profile) -> list[OpMove]:
+    """The ops of A and B matched by name, then what is left by category; the largest moves first, those
+    on one side only after them; then the host gap and the step."""
+    names_b = {o.name: o for o in b.ops}
+    names_a = {o.name for o in a.ops}
+    moves = [OpMove(o.name, "name", o.seconds, names_b[o.name].seconds, o.share, names_b[o.name].share)
+             for o in a.ops if o.name in names_b]
+    rest_a = [o for o in a.ops if o.name not in names_b]
+    rest_b = [o for o in b.ops if o.name not in names_a]
+    for cat in dict.fromkeys([*OP_CATEGORIES, *(o.category for o in rest_a + rest_b)]):
+        in_a = [o for o in rest_a if o.category == cat]
+        in_b = [o for o in rest_b if o.category == cat]
+        if in_a or in_b:
+            (ta, sa), (tb, sb) = summed(in_a), summed(in_b)
+            moves.append(OpMove(f"{cat} ({len(in_a)}:{len(in_b)} ops)", "category", ta, tb, sa, sb))
+    moves.sort(key=lambda m: (m.delta is None, -abs(m.delta or 0.0), -max(m.a or 0.0, m.b or 0.0)))
+    return [*moves, OpMove("host gap", "", a.host_gap, b.host_gap, a.host_gap_share, b.host_gap_share),
+            OpMove("the step", "", a.step_seconds, b.step_seconds, None, None)]
+
+
+def move_cells(m: OpMove) -> tuple[str, ...]:
+    delta = ms(m.delta, sign="+")
+    change = f"{m.share_change * 100:+.1f} pt" if m.share_change is not None else "-"
+    return (m.label, m.matched or "-", ms(m.a), ms(m.b), delta, change)
+
+
+def run_label(r: RunRecord) -> str:
+    return f"run {r.short_id} ({r.workload}, {r.backend}, {r.dtype})"
+
+
+def moves_header(a: RunRecord, b: RunRecord) -> list[str]:
+    return ["where the time moved (ms per step): ops matched by name, then by category",
+            f"A: {run_label(a)}", f"B: {run_label(b)}"]
+
+
+def moves_table(a: RunRecord, b: RunRecord) -> Group:
+    """Two runs' profiles side by side (A the first): per op or category, A ms, B ms, the delta and the
+    change of its share of the step, readable at 80 columns."""
+    moves = op_moves(profile_of(a), profile_of(b))
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for name in MOVE_COLUMNS:
+        t.add_column(name, overflow="fold", justify="left" if name in ("op or category", "matched") else "right",
+                     no_wrap=name != "op or category")
+    for m in moves:
+        t.add_row(*move_cells(m), style="bold" if not m.matched else None)
+    return Group(*(Text(line, style="bold") for line in moves_header(a, b)), t)
