@@ -28,15 +28,11 @@ from tpulab.base.timing import Flag
 from tpulab.engine.runindex import RunFilter
 from tpulab.engine.store import Store, StoreError
 from tpulab.workloads.roofline import ROOFLINE
-from tpulab.workloads.roofline_kernels import MIB, best
+from tpulab.workloads.roofline_kernels import ASSUMED_CACHE, CACHE_MULTIPLE, MIB, best
 
 WORKLOAD = "roofline"
 MEMORY = "memory"  # the dtype key of the bandwidth ceiling (bytes are bytes)
 FLAT = 0.10  # a matmul curve is flat once its last doubling changed its rate by at most this
-CACHE_MULTIPLE = 4  # a copy measures the memory once its array is this many times the cache
-# An accelerator's own cache is not known here: taken as 256 MiB, more than an NVIDIA GPU's L2
-# (50 MB on an H100) or a TPU v4's 128 MiB CMEM, so a 1 GiB copy measures its memory.
-ASSUMED_CACHE = 256 * MIB
 
 
 @dataclass(frozen=True)
@@ -194,6 +190,13 @@ class Ceilings:
 
     def bandwidth(self, device: Device | None) -> Ceiling | None:
         return self.kept.get(key(device, MEMORY)) if device is not None else None
+
+    def memory(self, device: Device | None) -> tuple[float, str] | None:
+        found = self.bandwidth(device)
+        return (found.value, found.source()) if found else None
+
+    def memory_kept(self, kind: str) -> list[str]:
+        return sorted(name for k, name, dtype in self.kept if k == kind and dtype == MEMORY)
 
     def __bool__(self) -> bool:
         return bool(self.kept)

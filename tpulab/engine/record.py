@@ -153,13 +153,16 @@ class RunRecorder:
         timing, its rates against the device's peak and measured ceilings, the inference phase, the
         metrics, and the telemetry. The record keeps them flat, as one `Summary`."""
         info = self.info
-        own = (self.workload.summary_part(self.steps, info, self.ceilings) if info else None) or SummaryPart()
+        own = (self.workload.summary_part(self.steps, info, self.ceilings, self.params) if info else None) or SummaryPart()
         stats = summarize(self.steady_seconds() if own.seconds is None else own.seconds)
         rates, flags = self.rates(stats, own)
-        return Summary(**self.timing(stats), **rates, **self.inference(), **self.metrics(), **own.fields,
-                       flags=[*flags, *own.flags],
-                       telemetry=summarize_telemetry(self.telemetry, stats.median if stats else None,
-                                                     self.workload.batch_size(self.params)))
+        summary = Summary(**self.timing(stats), **rates, **self.inference(), **self.metrics(), **own.fields,
+                          flags=[*flags, *own.flags],
+                          telemetry=summarize_telemetry(self.telemetry, stats.median if stats else None,
+                                                        self.workload.batch_size(self.params)))
+        if summary.decode is not None and summary.telemetry is not None:  # a decode step: a token per sequence
+            summary.decode.joules_per_token = summary.telemetry.energy_per_example_j
+        return summary
 
     def timing(self, stats: Stats | None) -> dict[str, Any]:
         """The first call and the steady step, on each host too."""

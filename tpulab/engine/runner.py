@@ -22,6 +22,7 @@ from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
 from tpulab.engine.worker import RunHandle, worker_env
 from tpulab.machine.detect import RuntimeReport
+from tpulab.workloads.base import Params
 
 FOLLOWERS_GRACE_S = 10.0  # after process 0 ends, the others have this long to end by themselves
 
@@ -58,14 +59,15 @@ class Standby:
         self.drop()
         self.handle = RunHandle.standby(spec.backend, spec.device, spec.workload.replicas(spec.params))
 
-    def take(self, spec: RunSpec) -> RunHandle | None:
-        """The waiting worker, handed `spec`'s run, if it was made for it; else None (and it is kept)."""
+    def take(self, spec: RunSpec, params: Params) -> RunHandle | None:
+        """The waiting worker, handed `spec`'s run with `params` (the worker's: `Workload.worker_params`), if
+        it was made for it; else None (and it is kept)."""
         handle = self.handle
         env = worker_env(spec.backend, spec.device, spec.workload.replicas(spec.params))
         if handle is None or not handle.alive or handle.env != env or spec.processes != 1 or spec.cluster:
             return None
         self.handle = None
-        return handle.hand(spec.workload.name, spec.params, spec.backend)
+        return handle.hand(spec.workload.name, params, spec.backend)
 
     def drop(self) -> None:
         if self.handle is not None:
@@ -104,14 +106,17 @@ class Run:
         return self.handles[0] if self.handles else None
 
     def _start(self) -> None:
-        name, p, backend, device = self.workload.name, self.params, self.backend, self.device
+        """The worker(s), handed the parameters and what only this side knows (`Workload.worker_params`:
+        the ceilings the recorder was given, which are set after this run was made)."""
+        name, backend, device = self.workload.name, self.backend, self.device
+        p = self.workload.worker_params(self.params, self.recorder.ceilings)
         processes, replicas = self.spec.processes, self.workload.replicas(p)
         if self.cluster is not None:  # one process of a run started elsewhere: its share of the devices
             local = max(1, replicas // self.cluster.processes)
             self.handles = [RunHandle.start(name, p, backend, device, self.cluster, local)]
             return
         if processes == 1:
-            waiting = self.standby.take(self.spec) if self.standby is not None else None
+            waiting = self.standby.take(self.spec, p) if self.standby is not None else None
             self.handles = [waiting or RunHandle.start(name, p, backend, device)]
             return
         coordinator = f"127.0.0.1:{free_port()}"

@@ -1,11 +1,15 @@
-"""Peak FLOP/s per device and dtype, each with its source, to judge what a run achieved.
+"""Peak FLOP/s per device and dtype, and the spec memory bandwidth, each with its source, to judge
+what a run achieved.
 
 A peak here is an upper bound: a result above it is not a win but a sign that work was
-skipped or mis-counted, and is flagged.
+skipped or mis-counted, and is flagged. The memory bandwidth is the vendor's figure (a decode
+step reads every weight: its bytes per second are set against it); where the vendor's own pages
+give two values, both are kept and the source says which page gives which.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from tpulab.machine.detect import CpuInfo
@@ -39,6 +43,82 @@ BOOST_ALLOWANCE = 1.5  # when the maximum clock is unknown (VMs), the reported c
 class Peak:
     flops: float
     source: str
+
+
+G = 1e9
+NVIDIA_DATASHEET_A100 = ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+                         "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf")
+NVIDIA_H100 = "https://www.nvidia.com/en-us/data-center/h100/"
+NVIDIA_H100_PCIE_BRIEF = "NVIDIA H100 PCIe product brief PB-11133-001 ('greater than 2,000 GBps')"
+NVIDIA_V100 = ("https://images.nvidia.com/content/technologies/volta/pdf/"
+               "volta-v100-datasheet-update-us-1165301-r5.pdf")
+
+# (words the GPU's name must hold, as whole words, any case; bytes/s; where it is said; the other value
+# the vendor's own pages give, or None), most specific first
+GPU_BANDWIDTH: list[tuple[tuple[str, ...], float, str, float | None]] = [
+    (("H200",), 4800 * G, "https://www.nvidia.com/en-us/data-center/h200/", None),
+    (("H100", "PCIe"), 2000 * G, f"{NVIDIA_H100} (H100 PCIe, 2TB/s); {NVIDIA_H100_PCIE_BRIEF}", None),
+    (("H100", "NVL"), 3900 * G, f"{NVIDIA_H100} (H100 NVL)", None),
+    (("H100",), 3350 * G, f"{NVIDIA_H100} (H100 SXM)", None),
+    (("A100", "80GB", "PCIe"), 1935 * G, f"{NVIDIA_DATASHEET_A100} (A100 80GB PCIe)", None),
+    (("A100", "80GB"), 2039 * G, f"{NVIDIA_DATASHEET_A100} (A100 80GB SXM)", None),
+    (("A100",), 1555 * G, f"{NVIDIA_DATASHEET_A100} (A100 40GB, PCIe and SXM)", None),
+    (("L4",), 300 * G, "https://www.nvidia.com/en-us/data-center/l4/", None),
+    (("T4",), 320 * G, "https://www.nvidia.com/en-us/data-center/tesla-t4/ ('320+ GB/s')", None),
+    (("V100S",), 1134 * G, f"{NVIDIA_V100} (V100S PCIe)", None),
+    (("V100",), 900 * G, f"{NVIDIA_V100} (V100 SXM2 and PCIe)", None),
+]
+TPU_DOCS = "https://cloud.google.com/tpu/docs/"
+GIB = float(1 << 30)
+# per chip: bytes/s, where it is said, the other value the vendor's own pages give (None: they agree)
+TPU_BANDWIDTH: dict[str, tuple[float, str, float | None]] = {
+    "v4": (1200 * G, f"{TPU_DOCS}v4 (HBM2 32 GiB, 1200 GBps)", None),
+    "v5e": (819 * G, f"{TPU_DOCS}v5e: its key chip specifications say 819 GBps, its longer "
+            "specification table 800 GiBps (859 GB/s)", 800 * GIB),
+    "v5p": (2765 * G, f"{TPU_DOCS}v5p (HBM2e 95 GB, 2765 GBps)", None),
+    "v6e": (1638 * G, f"{TPU_DOCS}v6e (1638 GBps per chip)", None),
+}
+
+
+@dataclass(frozen=True)
+class Bandwidth:
+    """A device's spec memory bandwidth (bytes/s) and where it is said; `other`: the second value where the
+    vendor's own pages disagree (the source names both)."""
+
+    bytes_per_s: float
+    source: str
+    other: float | None = None
+
+    def times(self, n: int) -> Bandwidth:
+        if n == 1:
+            return self
+        return Bandwidth(self.bytes_per_s * n, f"{n} x ({self.source})", self.other * n if self.other else None)
+
+
+def gpu_bandwidth(name: str) -> Bandwidth | None:
+    words = set(re.split(r"[^a-z0-9]+", name.lower()))
+    for needed, value, source, other in GPU_BANDWIDTH:
+        if all(w.lower() in words for w in needed):
+            return Bandwidth(value, f"NVIDIA: {source}", other)
+    return None
+
+
+def tpu_bandwidth(generation: str | None) -> Bandwidth | None:
+    """Per TensorCore (one TensorFlow replica), as the peaks are."""
+    gen = "v3" if generation == "v2/v3" else generation
+    if gen not in TPU_BANDWIDTH or gen not in TPU_CHIP_PEAKS:
+        return None
+    value, source, other = TPU_BANDWIDTH[gen]
+    cores = TPU_CHIP_PEAKS[gen][1]
+    per_core = f", {cores} cores per chip" if cores > 1 else ""
+    return Bandwidth(value / cores, f"Google Cloud: {source}{per_core}", other / cores if other else None)
+
+
+def spec_bandwidth(kind: str, name: str, replicas: int = 1) -> Bandwidth | None:
+    """The vendor's memory bandwidth of everything a run used (None on a CPU: no vendor's figure fits a
+    machine's DIMMs; the measured ceiling is what a CPU run is set against)."""
+    one = gpu_bandwidth(name) if kind == "gpu" else tpu_bandwidth(name) if kind == "tpu" else None
+    return one.times(replicas) if one else None
 
 
 def cpu_flops_per_cycle(features: list[str], dtype: str) -> tuple[int, str]:

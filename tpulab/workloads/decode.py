@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpulab.base.events import PHASE_DECODE, Started, Step
-from tpulab.base.timing import median
+from tpulab.base.events import Started, Step
+from tpulab.workloads import decode_figures
 from tpulab.workloads.base import (
     BACKEND,
     DEVICE,
@@ -30,6 +30,7 @@ from tpulab.workloads.base import (
     batch_size,
     check_shards,
 )
+from tpulab.workloads.roofline_kernels import bandwidth_kept
 from tpulab.workloads.running import Runner
 
 if TYPE_CHECKING:
@@ -203,11 +204,23 @@ class LLMDecode(Workload):
         return (f"random weights and prompts (seed {p['seed']}): {parameters(p) / 1e6:.1f}M parameters, "
                 f"{p['batch_size']} x {p['prompt_len']} prompt tokens")
 
-    def summary_part(self, steps: list[Step], started: Started, ceilings: MeasuredCeilings) -> SummaryPart:
+    def summary_part(self, steps: list[Step], started: Started, ceilings: MeasuredCeilings,
+                     p: Params) -> SummaryPart:
         """The run's step is a decode step (the prefill is not one); its figures: `decode_figures`."""
-        seconds = [s.seconds for s in steps if s.phase == PHASE_DECODE and not s.warmup]
-        mid, flops = median(seconds), started.flops_per_step
-        return SummaryPart(seconds=seconds, flops_per_step=flops, flops_per_s=flops / mid if flops and mid else None)
+        return decode_figures.summary_part(steps, started, ceilings, shape(p))
+
+    def worker_params(self, p: Params, ceilings: MeasuredCeilings) -> Params:
+        """The worker measures the bandwidth first where no ceiling is kept (`measure_bandwidth`)."""
+        return bandwidth_kept(p, ceilings)
+
+
+def shape(p: Params) -> decode_figures.Shape:
+    """What the figures need of the model: its sizes (above) at the run's batch and lengths."""
+    per_position = 2 * p["layers"] * p["kv_heads"] * head_dim(p) * BYTES[p["dtype"]]
+    return decode_figures.Shape(batch=p["batch_size"], prompt_len=p["prompt_len"], context=p["context"],
+                                weight_bytes=matmul_parameters(p) * BYTES[p["dtype"]],
+                                kv_bytes_per_position=per_position, prefill_flops=prefill_flops(p),
+                                replicas=p["shards"])
 
 
 DECODE = LLMDecode()

@@ -129,7 +129,8 @@ class Roofline(Workload):
         return (f"random {p['dtypes']} matrices n={sizes[0]}..{sizes[-1]} (seed {p['seed']}) and a "
                 f"{p['copy_mib']} MiB {COPY_DTYPE} array, held on the device")
 
-    def summary_part(self, steps: list[Step], started: Started, ceilings: MeasuredCeilings) -> SummaryPart:
+    def summary_part(self, steps: list[Step], started: Started, ceilings: MeasuredCeilings,
+                     p: Params) -> SummaryPart:
         """Each kernel's figures; the run's step is a call of the best matmul in the headline dtype, and
         its bytes/s is the best copy's (flagged when it beats the measured bandwidth)."""
         kernels = kernel_figures(steps)

@@ -10,22 +10,32 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from pathlib import Path
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from tpulab.base.events import Compiled, KernelFigure, Step
+from tpulab.base import fmt
+from tpulab.base.events import Compiled, KernelFigure, Log, Step
 from tpulab.base.timing import median
+from tpulab.machine.detect import probe_llc
 from tpulab.workloads.base import Params, Workload
 from tpulab.workloads.running import CancelToken, Sink, begin
 
 if TYPE_CHECKING:
     from tpulab.backends import Placement, Runtime
+    from tpulab.base.ceilings import MeasuredCeilings
 
 DTYPES = ("float32", "bfloat16", "float16")
 # "auto": the dtypes each kind of device has fast units for (a CPU's bfloat16 is mostly converted float32)
 DEVICE_DTYPES = {"cpu": ("float32",), "gpu": ("float32", "bfloat16", "float16"), "tpu": ("bfloat16", "float32")}
 COPY_DTYPE = "float32"
 MIB = 1 << 20
+CACHE_MULTIPLE = 4  # a copy measures the memory once its array is this many times the cache
+# An accelerator's own cache is not known here: taken as 256 MiB, more than an NVIDIA GPU's L2
+# (50 MB on an H100) or a TPU v4's 128 MiB CMEM, so a 1 GiB copy measures its memory.
+ASSUMED_CACHE = 256 * MIB
+BANDWIDTH_KEPT = "bandwidth_kept_for"  # the worker's value (no parameter): devices with a kept bandwidth ceiling
+BANDWIDTH_BUDGET_S = 2.0  # a run that measures its own bandwidth first spends at most this on it
 # what --dtypes accepts: "+" joins dtypes (a sweep's commas separate its points)
 DTYPE_CHOICES = ("auto", *DTYPES, *("+".join(ds) for ds in DEVICE_DTYPES.values() if len(ds) > 1), "float32+bfloat16")
 
@@ -167,3 +177,43 @@ def placed(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Run
     (the run's spec decided auto dtypes before the worker started)."""
     placement, _ = begin(w, p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"])
     return p, placement
+
+
+def bandwidth_kept(p: Params, ceilings: MeasuredCeilings) -> Params:
+    """The worker's parameters of a run set against the bandwidth ceiling (`Workload.worker_params`): the
+    devices of its kind whose ceiling is kept, so that the worker measures one only where none is."""
+    return {**p, BANDWIDTH_KEPT: ceilings.memory_kept(str(p.get("device", "cpu")))}
+
+
+def copy_mib(kind: str) -> int:
+    """A copy larger than the cache: 4x the CPU's last-level cache (at least 64 MiB), or 4x the size an
+    accelerator's cache is taken as."""
+    llc = probe_llc(Path("/")) if kind == "cpu" else None
+    return max(64, CACHE_MULTIPLE * (llc or ASSUMED_CACHE) // MIB)
+
+
+def measure_bandwidth(p: Params, placement: Placement, build: Callable[[Kernel], Call], sink: Sink,
+                      clock: Callable[[], float] = time.perf_counter) -> None:
+    """What a decode runner calls before its prefill: with no bandwidth ceiling kept for this device (the
+    parent said which are, `bandwidth_kept`), time the roofline's copy for at most 2 s and say so. Its
+    steps (phase "copy", each carrying its kernel) give the run its ceiling; the first call is left out.
+
+    `build`: the backend's roofline builder (`roofline_jax.builder(seed, device)`, `roofline_tf`'s).
+    """
+    if placement.name in p.get(BANDWIDTH_KEPT, []):
+        return
+    start = clock()
+    kernel = Kernel("copy", COPY_DTYPE, copy_mib(placement.kind))
+    call = build(kernel)
+    call()  # trace, compile, first touch: not timed
+    times: list[float] = []
+    while not times or (len(times) < 20 and clock() - start < BANDWIDTH_BUDGET_S):
+        t0 = clock()
+        call()
+        times.append(clock() - t0)
+    del call
+    mid = median(times) or 0.0
+    for i, seconds in enumerate(times):
+        sink(Step(step=i, seconds=seconds, phase=kernel.kind, kernel=kernel.to_json()))
+    sink(Log(text=f"no bandwidth ceiling is kept for {placement.name}: measured {fmt.rate(kernel.bytes / mid, 'B/s')} "
+             f"first ({kernel.label()}, median of {len(times)}); `tpulab --run roofline` keeps one"))

@@ -1,0 +1,140 @@
+"""The decode figures from known step timings: each derived as its definition says, the bandwidth
+it is set against (kept, else measured by the run), and figures above the hardware flagged."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpulab.backends import Placement
+from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Device, Event, Log, Step
+from tpulab.engine.ceilings import Ceilings
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.spec import RunSpec
+from tpulab.machine.peaks import spec_bandwidth
+from tpulab.workloads.decode import DECODE, shape
+from tpulab.workloads.decode_figures import Ceiling, Shape, figures, step_bytes
+from tpulab.workloads.roofline_kernels import MIB, measure_bandwidth
+
+from .helpers import cpu_only, decode_events
+
+SHAPE = Shape(batch=2, prompt_len=4, context=16, weight_bytes=1000.0, kv_bytes_per_position=10.0,
+              prefill_flops=1e9)
+TOKENS = [0.01, 0.02, 0.03, 0.04]  # tokens 1..4, after the prefill made token 0
+
+
+def steps(prefill: float = 0.2, tokens: list[float] = TOKENS) -> list[Step]:
+    return ([Step(step=0, seconds=9.9, phase=PHASE_DECODE, warmup=True),  # never counted
+             Step(step=0, seconds=prefill, phase=PHASE_PREFILL)]
+            + [Step(step=i, seconds=s, phase=PHASE_DECODE) for i, s in reversed(list(enumerate(tokens, 1)))])
+
+
+def test_each_figure_from_known_step_timings():
+    d, flags = figures(steps(), SHAPE, Ceiling(110_000.0, "copy"), None, peak_flops=1e10)
+    assert d.ttft_s == pytest.approx(0.2)  # the prefill makes the first token
+    assert d.prompt_tokens_per_s == pytest.approx(2 * 4 / 0.2)
+    assert d.tpot_s == pytest.approx(0.025)  # the mean of the four later tokens' latencies
+    assert d.decode_tokens_per_s == pytest.approx(2 / 0.025)  # across the batch
+    assert d.decode_tokens_per_s_per_seq == pytest.approx(1 / 0.025)
+    assert (d.itl.p50, d.itl.p90, d.itl.p99) == pytest.approx((0.025, 0.037, 0.0397))
+    assert d.e2e_s == pytest.approx(0.2 + 0.1)  # = TTFT + TPOT x 4
+    assert d.kv_cache_bytes == 2 * 16 * 10  # sequences x positions x bytes per position
+    # a step reads the weights and the whole static cache: 1000 + 320 bytes; per token, 132 kB/s down to 33 kB/s
+    assert d.bytes_per_token_step == 1320
+    assert d.gbytes_per_s == pytest.approx(55_000 / 1e9)  # the median of the steps' rates
+    assert d.mbu == pytest.approx(0.5) and d.bandwidth_source == "copy"
+    assert d.prefill_mfu == pytest.approx(1e9 / 0.2 / 1e10)
+    assert d.spec_bandwidth is None and d.spec_bandwidth_fraction is None  # a CPU has no vendor's figure
+    assert flags == []
+
+
+def test_a_cache_read_as_filled_grows_with_each_token():
+    filled = Shape(**{**SHAPE.__dict__, "whole_cache": False})
+    assert [step_bytes(filled, t) for t in (1, 4)] == [1000 + 2 * 5 * 10, 1000 + 2 * 8 * 10]
+    d, _ = figures(steps(), filled, None)
+    assert d.bytes_per_token_step == pytest.approx(1000 + 2 * 6.5 * 10)  # at the mean fill
+    assert d.mbu is None  # no ceiling given: nothing to set it against
+
+
+def test_figures_above_the_hardware_keep_their_value_and_are_flagged():
+    d, flags = figures(steps(), SHAPE, Ceiling(40_000.0, "copy"), spec_bandwidth("gpu", "NVIDIA L4"),
+                       peak_flops=1e9)
+    assert d.mbu == pytest.approx(55_000 / 40_000)
+    assert [f.code for f in flags] == ["beats-bandwidth", "beats-peak"]
+    fast, flags = figures(steps(tokens=[1e-12] * 4), SHAPE, None, spec_bandwidth("gpu", "NVIDIA L4"))
+    assert fast.spec_bandwidth_fraction is not None and fast.spec_bandwidth_fraction > 1
+    assert [f.code for f in flags] == ["beats-spec-bandwidth"]
+
+
+def test_before_any_token_there_is_nothing_to_divide_by():
+    d, flags = figures([], SHAPE, Ceiling(1e9, "copy"))
+    assert (d.ttft_s, d.tpot_s, d.itl.p50, d.gbytes_per_s, d.mbu) == (None, None, None, None, None)
+    assert d.kv_cache_bytes == 320 and flags == []
+
+
+# --- through the recorder: the run's own measured bandwidth, or the kept one -----------------------
+P = {**DECODE.preset("smoke"), "device": "cpu", "backend": "jax"}
+
+
+def record(tmp_path, events, ceilings: Ceilings | None = None):
+    rec = RunRecorder(RunSpec(DECODE, P, "jax", "asked for", "cpu"), cpu_only(tmp_path), ceilings)
+    for e in events:
+        rec.feed(e)
+    rec.finish("finished")
+    return rec.record()
+
+
+def test_a_run_without_a_kept_ceiling_is_set_against_the_copy_it_measured(tmp_path):
+    r = record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006], copy_s=0.01))
+    d = r.summary.decode
+    assert d is not None and d.bandwidth == pytest.approx(2 * 64 * MIB / 0.01)
+    assert "measured by this run" in (d.bandwidth_source or "")
+    step = shape(P).weight_bytes + 2 * 32 * shape(P).kv_bytes_per_position
+    assert d.mbu == pytest.approx(step / 0.005 / d.bandwidth)
+    assert r.summary.median == pytest.approx(0.005)  # the step statistics are the decode steps'
+    assert r.summary.throughput == pytest.approx(2 / 0.005)  # tokens/s over the batch
+
+
+def test_a_kept_ceiling_is_the_one_a_run_is_set_against(tmp_path):
+    from tpulab.engine.ceilings import Ceiling as Kept
+    from tpulab.engine.ceilings import key
+
+    kept = Ceilings()
+    kept.kept[key(Device(kind="cpu", name="test CPU"), "memory")] = Kept(8e9, "ab12cd34" * 4, "jax", 256, 256,
+                                                                            copy=True)
+    assert kept.memory_kept("cpu") == ["test CPU"] and kept.memory_kept("gpu") == []
+    assert DECODE.worker_params(P, kept)["bandwidth_kept_for"] == ["test CPU"]
+    d = record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006]), kept).summary.decode
+    assert d is not None and d.bandwidth == 8e9 and "roofline run ab12cd34" in (d.bandwidth_source or "")
+
+
+def test_the_vendors_bandwidth_of_a_device_says_both_values_where_its_pages_disagree():
+    bw = spec_bandwidth("tpu", "v5e")
+    assert bw is not None and bw.bytes_per_s == 819e9 and bw.other == 800 * 2**30
+    assert "819 GBps" in bw.source and "800 GiBps" in bw.source
+    a100 = spec_bandwidth("gpu", "NVIDIA A100-SXM4-80GB", replicas=2)
+    assert a100 is not None and a100.bytes_per_s == 2 * 2039e9
+    assert spec_bandwidth("gpu", "NVIDIA L40S") is None  # not an L4
+
+
+# --- the worker's side: measured first, only where no ceiling is kept ------------------------------
+def placement(name: str = "test CPU") -> Placement:
+    return Placement(kind="cpu", name=name, replicas=1, strategy="", devices=["cpu:0"])
+
+
+def test_the_run_measures_the_bandwidth_first_for_at_most_2_s_and_says_so():
+    said: list[Event] = []
+    ticks = iter(x * 0.3 for x in range(1000))  # each read of the clock: 0.3 s later
+    calls: list[int] = []
+    measure_bandwidth({**P, "bandwidth_kept_for": ["another CPU"]}, placement(),
+                      lambda k: (lambda: calls.append(k.size)), said.append, clock=lambda: next(ticks))
+    copies = [e for e in said if isinstance(e, Step)]
+    assert copies and all(e.phase == "copy" and e.kernel and e.kernel["kind"] == "copy" for e in copies)
+    assert len(copies) * 0.6 <= 2.0 + 0.6  # within the budget (each timed call reads the clock twice)
+    assert len(calls) == len(copies) + 1  # the first call (compile, first touch) is not timed
+    assert isinstance(said[-1], Log) and "no bandwidth ceiling is kept for test CPU" in said[-1].text
+
+
+def test_a_kept_ceiling_spares_the_measurement():
+    said: list[Event] = []
+    measure_bandwidth({**P, "bandwidth_kept_for": ["test CPU"]}, placement(), lambda k: (lambda: None), said.append)
+    assert said == []

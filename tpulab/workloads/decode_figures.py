@@ -1,0 +1,162 @@
+"""A decode run's figures, from its steps: what `summary.decode` keeps (no framework here).
+
+The runner says one `Step` for the prefill (`PHASE_PREFILL`: it reads the prompt and yields the
+first token) and one per later token (`PHASE_DECODE`, `step` = the token's index, `seconds` = its
+latency), each timed until the token reached the host. From those, the field's figures, as vLLM
+and llama-bench name them:
+
+- time to first token (TTFT): the prefill, which makes the first token;
+- inter-token latency (ITL): each decode step; TPOT is their mean, so that
+  end-to-end = TTFT + TPOT x (tokens - 1);
+- a decode step reads every weight it multiplies by and the KV cache (the whole preallocated
+  cache where the step reads its static shape, masked; else as filled so far): its bytes over its
+  time is the achieved bandwidth, set against the device's measured copy (MBU) and the vendor's
+  figure.
+
+A figure above what the hardware can do is flagged, never shown as a win.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tpulab.base import fmt
+from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Decode, Latency, Started, Step
+from tpulab.base.timing import Flag, median, percentile
+from tpulab.machine.detect import CpuInfo, probe_cpu
+from tpulab.machine.peaks import Bandwidth, device_peak, spec_bandwidth
+from tpulab.workloads.base import SummaryPart
+from tpulab.workloads.roofline_kernels import best, kernel_figures
+
+if TYPE_CHECKING:
+    from tpulab.base.ceilings import MeasuredCeilings
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a decode run holds and reads, from its parameters (the workload knows its model's sizes)."""
+
+    batch: int  # sequences, over all replicas
+    prompt_len: int
+    context: int  # positions the cache holds (preallocated)
+    weight_bytes: float  # every weight a token is multiplied by, in the dtype it is read in
+    kv_bytes_per_position: float  # one sequence's keys and values at one position, every layer
+    prefill_flops: float | None = None  # the prompt's forward pass, over the batch
+    replicas: int = 1  # each replica reads every weight
+    whole_cache: bool = True  # a step reads the cache's static shape (masked), not only what is filled
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """A bandwidth a run is set against: bytes/s and where it came from."""
+
+    bytes_per_s: float
+    source: str
+
+
+def decode_steps(steps: list[Step]) -> list[Step]:
+    """The timed token steps, by token index."""
+    return sorted((s for s in steps if s.phase == PHASE_DECODE and not s.warmup), key=lambda s: s.step)
+
+
+def prefill_seconds(steps: list[Step]) -> float | None:
+    return median([s.seconds for s in steps if s.phase == PHASE_PREFILL and not s.warmup])
+
+
+def step_bytes(shape: Shape, token: int) -> float:
+    """Bytes the step that makes token `token` reads: the weights, and the cache of every sequence (whole,
+    or filled with the prompt and the tokens before it)."""
+    filled = shape.context if shape.whole_cache else min(shape.prompt_len + token, shape.context)
+    return shape.weight_bytes * shape.replicas + shape.batch * filled * shape.kv_bytes_per_position
+
+
+def figures(steps: list[Step], shape: Shape, bandwidth: Ceiling | None, spec: Bandwidth | None = None,
+            peak_flops: float | None = None) -> tuple[Decode, list[Flag]]:
+    """The decode figures of `steps`, and the flags of any above the hardware (`bandwidth`: the measured
+    copy's; `spec`: the vendor's; `peak_flops`: the device's peak, for the prefill's MFU)."""
+    tokens = decode_steps(steps)
+    prefill = prefill_seconds(steps)
+    itl = [s.seconds for s in tokens]
+    tpot = sum(itl) / len(itl) if itl else None
+    rates = sorted(step_bytes(shape, s.step) / s.seconds for s in tokens if s.seconds > 0)
+    achieved = percentile(rates, 0.5) if rates else None
+    moved = [step_bytes(shape, s.step) for s in tokens]
+    prefill_rate = shape.prefill_flops / prefill if shape.prefill_flops and prefill else None
+    d = Decode(
+        ttft_s=prefill,
+        prompt_tokens_per_s=shape.batch * shape.prompt_len / prefill if prefill else None,
+        decode_tokens_per_s=shape.batch / tpot if tpot else None,
+        decode_tokens_per_s_per_seq=1 / tpot if tpot else None,
+        itl=Latency(**{f"p{q}": percentile(sorted(itl), q / 100) for q in (50, 90, 99)}) if itl else Latency(),
+        tpot_s=tpot,
+        e2e_s=prefill + sum(s.seconds for s in tokens) if prefill is not None and tokens else None,
+        kv_cache_bytes=shape.batch * shape.context * shape.kv_bytes_per_position,
+        bytes_per_token_step=sum(moved) / len(moved) if moved else None,
+        gbytes_per_s=achieved / 1e9 if achieved else None,
+        bandwidth=bandwidth.bytes_per_s if bandwidth else None,
+        bandwidth_source=bandwidth.source if bandwidth else None,
+        mbu=achieved / bandwidth.bytes_per_s if achieved and bandwidth else None,
+        spec_bandwidth=spec.bytes_per_s if spec else None,
+        spec_bandwidth_source=spec.source if spec else None,
+        spec_bandwidth_fraction=achieved / spec.bytes_per_s if achieved and spec else None,
+        prefill_mfu=prefill_rate / peak_flops if prefill_rate and peak_flops else None,
+    )
+    return d, beats(d, achieved, prefill_rate, peak_flops)
+
+
+def beats(d: Decode, achieved: float | None, prefill_rate: float | None, peak: float | None) -> list[Flag]:
+    """Flags for the figures above the hardware: the value stays (a fraction above 1), and says so."""
+    flags = []
+    if d.mbu is not None and d.mbu > 1 and achieved:
+        flags.append(Flag("beats-bandwidth", f"a decode step read {fmt.rate(achieved, 'B/s')}, "
+                          f"{d.mbu:.0%} of the measured bandwidth ({d.bandwidth_source}): the cache or the "
+                          "weights were read from a cache, or the bytes are mis-counted"))
+    if d.spec_bandwidth_fraction is not None and d.spec_bandwidth_fraction > 1:
+        flags.append(Flag("beats-spec-bandwidth", f"a decode step read {d.spec_bandwidth_fraction:.0%} of the "
+                          "vendor's memory bandwidth, which the memory cannot do: do not trust this figure"))
+    if d.prefill_mfu is not None and d.prefill_mfu > 1 and prefill_rate and peak:
+        flags.append(Flag("beats-peak", f"the prefill ran at {d.prefill_mfu:.0%} of the device's peak "
+                          f"({fmt.rate(prefill_rate, 'FLOP/s')} of {fmt.rate(peak, 'FLOP/s')}), which hardware "
+                          "cannot do: the FLOP count or the peak is wrong"))
+    return flags
+
+
+def measured_copy(steps: list[Step]) -> Ceiling | None:
+    """The bandwidth the run measured itself before its prefill (`measure_bandwidth`): its copy's best."""
+    copy = best(kernel_figures(s for s in steps if s.phase == "copy"), "copy")
+    if copy is None or not copy.bytes_per_s:
+        return None
+    return Ceiling(copy.bytes_per_s, f"measured by this run: a {copy.size} MiB copy before the prefill")
+
+
+def bandwidth_of(steps: list[Step], started: Started, ceilings: MeasuredCeilings) -> Ceiling | None:
+    """The device's kept bandwidth ceiling (a roofline's), else the one this run measured, per replica
+    times the replicas."""
+    kept = ceilings.memory(started.device)
+    found = Ceiling(*kept) if kept else measured_copy(steps)
+    n = started.device.replicas
+    return Ceiling(found.bytes_per_s * n, f"{n} x ({found.source})" if n > 1 else found.source) if found else None
+
+
+@lru_cache(maxsize=1)
+def this_cpu() -> CpuInfo:
+    """The CPU's peak is looked up from what it reports (a CPU run ran on this machine)."""
+    return probe_cpu(Path("/"))
+
+
+def summary_part(steps: list[Step], started: Started, ceilings: MeasuredCeilings, shape: Shape) -> SummaryPart:
+    """A decode run's part of its summary: the step statistics are of the decode steps (the inter-token
+    latencies; the prefill is not one), and the decode figures."""
+    d = started.device
+    peak = device_peak(d.kind, d.name, started.dtype, d.replicas, this_cpu() if d.kind == "cpu" else None,
+                       d.machines)
+    spec = spec_bandwidth(d.kind, d.name, d.replicas)
+    decode, flags = figures(steps, shape, bandwidth_of(steps, started, ceilings), spec,
+                            peak.flops if peak else None)
+    seconds = [s.seconds for s in decode_steps(steps)]
+    flops = started.flops_per_step
+    mid = median(seconds)
+    return SummaryPart(seconds, flops, flops / mid if flops and mid else None, {"decode": decode}, tuple(flags))
