@@ -18,11 +18,13 @@ from tpulab import backends
 from tpulab.backends import Cluster
 from tpulab.base.errors import EXIT_CANCELLED, EXIT_OK, exit_code_of
 from tpulab.base.events import Event, Failed, Sample
+from tpulab.base.home import traces
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
 from tpulab.engine.worker import RunHandle, worker_env
 from tpulab.machine.detect import RuntimeReport
-from tpulab.workloads.base import Params
+from tpulab.workloads.base import PROFILE, Params
+from tpulab.workloads.running import TRACE_FOLDER
 
 FOLLOWERS_GRACE_S = 10.0  # after process 0 ends, the others have this long to end by themselves
 
@@ -110,6 +112,8 @@ class Run:
         the ceilings the recorder was given, which are set after this run was made)."""
         name, backend, device = self.workload.name, self.backend, self.device
         p = self.workload.worker_params(self.params, self.recorder.ceilings)
+        if p.get(PROFILE.name):  # its trace goes to a folder of its own under tpulab's home, named by its id
+            p = {**p, TRACE_FOLDER: str(traces() / self.recorder.id)}
         processes, replicas = self.spec.processes, self.workload.replicas(p)
         if self.cluster is not None:  # one process of a run started elsewhere: its share of the devices
             local = max(1, replicas // self.cluster.processes)

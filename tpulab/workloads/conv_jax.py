@@ -27,7 +27,7 @@ from jax.sharding import PartitionSpec as P
 from tpulab.backends import Placement, Runtime
 from tpulab.backends.jax_cost import bytes_accessed
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.running import CancelToken, Sink, begin
+from tpulab.workloads.running import CancelToken, Programs, Sink, begin, profile_calls
 
 
 def conv(x: jax.Array, k: jax.Array, stride: int, padding: str) -> jax.Array:
@@ -93,6 +93,7 @@ def step_bytes(p: Params) -> float | None:
 def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
     placement, timer = begin(w, p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"],
                                  bytes_per_step=step_bytes(p))
+    programs: Programs | None = None
     if p["mode"] == "naive":
         step = naive(p, placement)
     else:
@@ -103,11 +104,15 @@ def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtim
         def step() -> np.ndarray:
             return np.asarray(f(x, k))  # the host copy waits for the work to finish
 
+        def programs(profiler: Any) -> list[Any]:
+            return [f.lower(x, k).compile()]
+
     for i in range(w.total_steps(p)):
         timer.on_predict_batch_begin(i)
         timer.on_predict_batch_end(i, {"outputs": step()})
         if cancel.is_set():
             break
+    profile_calls(p, sink, cancel, runtime, step, programs)
 
 
 def naive(p: Params, placement: Placement) -> Any:

@@ -8,6 +8,8 @@ own slice of the batch), so what is timed is the convolution, not a host copy.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -15,7 +17,8 @@ import tensorflow as tf
 from tpulab.backends import Placement, Runtime
 from tpulab.callbacks import StepTimer
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.running import CancelToken, Sink, begin
+from tpulab.workloads.keras_runner import StepAnnotations
+from tpulab.workloads.running import CancelToken, Sink, begin, profile_calls, profiled, profiling
 
 
 class ConvSum(keras.layers.Layer):
@@ -56,17 +59,32 @@ def build_model(p: Params, placement: Placement) -> keras.Model:
 def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
     placement, timer = begin(w, p, sink, cancel, runtime, w.describe_data(p), warmup=p["warmup"])
     if p["mode"] == "naive":
-        run_naive(p, timer, cancel, placement.devices, w.total_steps(p))
+        step = naive(p, placement.devices)
+        timed(step, timer, cancel, w.total_steps(p))
+        profile_calls(p, sink, cancel, runtime, step)
     elif p["mode"] == "batch-parallel":
-        run_batch_parallel(p, timer, cancel, placement, w.total_steps(p))
+        run_batch_parallel(p, timer, cancel, placement, w.total_steps(p), lambda step: profile_calls(
+            p, sink, cancel, runtime, step))
     else:
         model = build_model(p, placement)
         # One dummy row per replica: each replica convolves the images it holds.
         rows = tf.data.Dataset.from_tensors(tf.zeros((p["shards"], 1))).repeat()
         model.predict(rows, steps=w.total_steps(p), callbacks=[timer], verbose=0)
+        if profiled(p, cancel):  # more calls of the same predict step, traced (its first left out)
+            with profiling(p, sink, runtime) as profiler:
+                model.predict(rows, steps=int(p["profile_steps"]) + 1, callbacks=[StepAnnotations(profiler)],
+                              verbose=0)
 
 
-def run_naive(p: Params, timer: StepTimer, cancel: CancelToken, devices: list[str], steps: int) -> None:
+def timed(step: Callable[[], np.ndarray], timer: StepTimer, cancel: CancelToken, steps: int) -> None:
+    for i in range(steps):
+        timer.on_predict_batch_begin(i)
+        timer.on_predict_batch_end(i, {"outputs": step()})
+        if cancel.is_set():
+            break
+
+
+def naive(p: Params, devices: list[str]) -> Callable[[], np.ndarray]:
     """The article's first attempt: numpy arrays in, the whole output copied back, every time.
 
     With shards, each device gets its slice in turn: eager ops placed by hand run one after
@@ -77,15 +95,15 @@ def run_naive(p: Params, timer: StepTimer, cancel: CancelToken, devices: list[st
     images_shape, kernel_shape = shapes(p)
     slices = [rng.standard_normal(images_shape, dtype=np.float32).astype(np_dtype) for _ in devices]
     kernel = rng.standard_normal(kernel_shape, dtype=np.float32).astype(np_dtype)
-    for i in range(steps):
-        timer.on_predict_batch_begin(i)
+
+    def step() -> np.ndarray:
         first = []
         for device, images in zip(devices, slices):
             with tf.device(device):
                 first.append(tf.nn.conv2d(images, kernel, p["stride"], p["padding"]).numpy().flat[0])
-        timer.on_predict_batch_end(i, {"outputs": np.array(first)})
-        if cancel.is_set():
-            break
+        return np.array(first)
+
+    return step
 
 
 def batch_parallel_graph(p: Params) -> tuple[tf.Graph, tf.Tensor]:
@@ -107,15 +125,14 @@ def batch_parallel_graph(p: Params) -> tuple[tf.Graph, tf.Tensor]:
     return graph, total
 
 
-def run_batch_parallel(p: Params, timer: StepTimer, cancel: CancelToken, placement: Placement, steps: int) -> None:
+def run_batch_parallel(p: Params, timer: StepTimer, cancel: CancelToken, placement: Placement, steps: int,
+                       then: Callable[[Callable[[], Any]], None]) -> None:
+    """The timed calls, then `then` (the profiled ones) of the same step, inside the TPU's session."""
     graph, total = batch_parallel_graph(p)
     with graph.as_default(), tf.compat.v1.Session(placement.master, graph=graph) as session:
         session.run(tf.compat.v1.tpu.initialize_system())
         try:
-            for i in range(steps):
-                timer.on_predict_batch_begin(i)
-                timer.on_predict_batch_end(i, {"outputs": session.run(total)})
-                if cancel.is_set():
-                    break
+            timed(lambda: session.run(total), timer, cancel, steps)
+            then(lambda: session.run(total))
         finally:
             session.run(tf.compat.v1.tpu.shutdown_system())

@@ -4,24 +4,36 @@ The backend brings what differs (its distribution scope, its input pipeline, its
 `--xla`); the workload brings its model and data; the `StepTimer` times each completed step.
 Then, where the workload asks for it, the inference phase: `predict` over batches of the same
 size, timed by a fresh `StepTimer` (its first call is a compile of its own), its events marked
-phase "predict" so that the record keeps inference apart from training.
+phase "predict" so that the record keeps inference apart from training. Last, with `--profile`,
+a few extra training steps, traced and never timed (`profile_fit`).
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+from typing import Any
 
 import keras
+import numpy as np
 
-from tpulab.backends import Runtime
+from tpulab.backends import Profiler, Runtime
 from tpulab.backends.keras_inputs import rows
 from tpulab.base.errors import TpulabError, out_of_memory
 from tpulab.base.events import from_dicts
 from tpulab.callbacks import StepTimer
 from tpulab.workloads.base import Params
 from tpulab.workloads.keras_hooks import KerasHooks
-from tpulab.workloads.keras_params import EPOCHS, PIPELINE, PREDICT_STEPS, SEED, STEPS_PER_EPOCH, VALIDATION, XLA
-from tpulab.workloads.running import CancelToken, Sink, place, started
-
+from tpulab.workloads.keras_params import (
+    EPOCHS,
+    PIPELINE,
+    PREDICT_STEPS,
+    SEED,
+    STEPS_PER_EPOCH,
+    STEPS_PER_EXECUTION,
+    VALIDATION,
+    XLA,
+)
+from tpulab.workloads.running import CancelToken, Sink, place, profiled, profiling, started
 
 
 def run(w: KerasHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
@@ -53,8 +65,51 @@ def run(w: KerasHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
         if p.get(PREDICT_STEPS.name) and not cancel.is_set():
             inference = StepTimer(from_dicts(sink, data.synthetic), batch_size=batch, cancel=cancel)
             model.predict(train, steps=p[PREDICT_STEPS.name], callbacks=[inference], verbose=0)
+        if profiled(p, cancel):
+            profile_fit(model, train, p, sink, runtime, rows(data.x_train, one_batch), rows(data.y_train, one_batch))
     except Exception as e:
         if out_of_memory(e):
             raise TpulabError(f"the model does not fit in the device's memory at --batch-size {batch}: try a "
                               f"smaller batch (--batch-size {max(shards, batch // 2)})") from e
         raise
+
+
+def profile_fit(model: Any, train: Any, p: Params, sink: Sink, runtime: Runtime, x: Any, y: Any) -> None:
+    """The profiled steps of a `fit` workload: extra steps at the end, a short `fit` of its own after the timed
+    ones, traced, each in a step annotation, none timed (no `StepTimer` listens). Its first step is left
+    out of the table (it refills the input pipeline's buffers). Keras reuses the step it compiled: no
+    recompile. `x`, `y`: one batch, from which the profiler knows the compiled step's FLOPs and bytes."""
+    per_call = int(p.get(STEPS_PER_EXECUTION.name, 1))
+    with profiling(p, sink, runtime, lambda profiler: profiler.keras_programs(model, x, y), per_call) as profiler:
+        model.fit(train, epochs=1, steps_per_epoch=(int(p["profile_steps"]) + 1) * per_call,
+                  callbacks=[StepAnnotations(profiler)], verbose=0, shuffle=False)
+
+
+class StepAnnotations(keras.callbacks.Callback):
+    """Each call into the device of a `fit` or `predict` (a step, or steps_per_execution of them) inside the
+    profiler's step annotation, after the first; it closes once the call's values reached the host (Keras
+    hands `fit` callbacks Python floats; `predict`'s outputs are fetched), so it holds the whole work."""
+
+    def __init__(self, profiler: Profiler) -> None:
+        super().__init__()
+        self.profiler = profiler
+        self.calls = 0
+        self.open: AbstractContextManager[None] | None = None
+
+    def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+        if self.calls:
+            self.open = self.profiler.step(self.calls - 1)
+            self.open.__enter__()
+        self.calls += 1
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if self.open is not None:
+            self.open.__exit__(None, None, None)
+            self.open = None
+
+    def on_predict_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+        self.on_train_batch_begin(batch, logs)
+
+    def on_predict_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        keras.tree.map_structure(np.asarray, (logs or {}).get("outputs"))  # the outputs on the host: work done
+        self.on_train_batch_end(batch, logs)

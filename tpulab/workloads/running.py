@@ -32,6 +32,7 @@ Sink = Callable[["Event"], None]
 # Where a profiled run's trace goes: no parameter (the record never holds it), the worker adds it to
 # the parameters it hands the runner, from the folder the parent chose for the run.
 TRACE_FOLDER = "trace_folder"
+Programs = Callable[["Profiler"], "list[Any] | None"]  # the compiled step, as `Profiler.read` takes it
 
 
 class Planned(Protocol):
@@ -114,15 +115,15 @@ def profiled(p: Params, cancel: CancelToken) -> bool:
 
 
 @contextmanager
-def profiling(p: Params, sink: Sink, runtime: Runtime, programs: Callable[[], list[Any] | None] | None = None,
+def profiling(p: Params, sink: Sink, runtime: Runtime, programs: Programs | None = None,
               steps_per_call: int = 1) -> Iterator[Profiler]:
     """Trace what runs inside into the run's trace folder, then read it and say `Profiled`.
 
     Inside, run the extra steps, each in `profiler.step(n)` (0, 1, ...), each returning only once its
     work is done: the annotation is the step the shares are fractions of. Emit no `Step` for them:
-    the timing statistics never include a profiled step. `programs`: what gives the compiled step
-    (a jitted function's compiled form), asked after the trace, from which ops' FLOPs and bytes are
-    known. `steps_per_call`: steps one annotated call runs (Keras's steps_per_execution): the
+    the timing statistics never include a profiled step. `programs`: what gives `Profiler.read` the
+    compiled step (a JAX `Compiled`...), asked of the profiler after the trace, from which ops'
+    FLOPs and bytes are known. `steps_per_call`: steps one annotated call runs (Keras's steps_per_execution): the
     figures are said per step. Enter it only when `profiled(p, cancel)`.
     """
     profiler = runtime.profiler()
@@ -132,13 +133,13 @@ def profiling(p: Params, sink: Sink, runtime: Runtime, programs: Callable[[], li
     folder.mkdir(parents=True, exist_ok=True)
     with profiler.trace(folder):
         yield profiler
-    profile = per_step(profiler.read(folder, programs() if programs else None), steps_per_call)
+    profile = per_step(profiler.read(folder, programs(profiler) if programs else None), steps_per_call)
     profile.trace_path, profile.profiler = str(folder), profile.profiler or profiler.name
     sink(Profiled(profile=profile))
 
 
 def profile_calls(p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime, step: Callable[[], Any],
-                  programs: Callable[[], list[Any] | None] | None = None) -> None:
+                  programs: Programs | None = None) -> None:
     """A runner's own loop, after its timed steps: with `--profile`, `profile_steps` more calls of `step`
     traced, each in a step annotation, none timed; their op table said as `Profiled`.
 
