@@ -17,11 +17,12 @@ from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Static
 
 from tpulab.base import fmt
+from tpulab.base.errors import UsageError
 from tpulab.engine.ceilings import WORKLOAD
 from tpulab.engine.runindex import FilterError, RunFilter, RunRow, parse_filter
 from tpulab.engine.store import Comparison, Page, StoreError, compare
 from tpulab.lab.panes import lab
-from tpulab.views import listing
+from tpulab.views import listing, ops
 from tpulab.views.console import comparison_table
 from tpulab.views.roofline import roofline_view
 
@@ -37,6 +38,7 @@ class ResultsPane(Vertical):
         Binding("space", "toggle_mark", "Mark run", show=False, id="results.mark"),
         Binding("m", "compare", "Compare marked", show=False, id="results.compare"),
         Binding("r", "roofline", "Roofline of the run's device", show=False, id="results.roofline"),
+        Binding("o", "ops", "Op table of a profiled run", show=False, id="results.ops"),
     ]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -58,7 +60,7 @@ class ResultsPane(Vertical):
         yield Input(placeholder="filter: conv, gpu, jax, failed, workload:conv since:7d sweep:ID",
                     id="results-filter", compact=True)
         yield Static("space marks a run, m compares the marked runs (the first marked is the baseline), r draws "
-                     "the roofline of the run's device",
+                     "the roofline of the run's device, o shows a profiled run's op table",
                      id="results-help")
         yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True, cell_padding=0)
         with Horizontal(id="compare-row"):
@@ -156,7 +158,8 @@ class ResultsPane(Vertical):
         which = f" matching {self.filter.describe()}" if self.filter else ""
         counted = f"{len(self.rows):,} of {self.total:,}" if self.total is not None else f"{len(self.rows):,}"
         marked = f", [b]{len(self.marked)} marked[/b]" if self.marked else ""
-        keys = "space marks a run, m compares the marked (the first is the baseline), r draws the roofline"
+        keys = ("space marks a run, m compares the marked (the first is the baseline), r draws the roofline, "
+                "o shows the op table")
         text = f"[red]{problem}[/]" if problem else f"{counted} runs{which}{marked} | {keys}"
         self.query_one("#results-help", Static).update(text)
 
@@ -221,9 +224,24 @@ class ResultsPane(Vertical):
                 view = roofline_view([record, *runs], device, width, height=16)
         except StoreError as e:
             view = str(e)
-        self.app.call_from_thread(self._show_roofline, view)
+        self.app.call_from_thread(self._show_view, view)
 
-    def _show_roofline(self, view: Any) -> None:
+    def action_ops(self) -> None:
+        """The highlighted run's op table (a run profiled with --profile), or the line that says to profile it."""
+        if self.rows:
+            self._ops(self.rows[self.table.cursor_row].id)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="results-ops")
+    def _ops(self, run_id: str) -> None:
+        try:
+            record = lab(self).store.get(run_id)
+            view: Any = ops.ops_table(ops.profile_of(record), f"ops of {record.workload} run {record.short_id}")
+        except (StoreError, UsageError) as e:
+            view = str(e)
+        self.app.call_from_thread(self._show_view, view)
+
+    def _show_view(self, view: Any) -> None:
+        """A view of one run (its roofline, its op table) where a comparison shows, taking the keys."""
         self.query_one("#compare-chart").display = False
         self.query_one("#comparison-box").display = True
         self.query_one("#comparison", Static).update(view)

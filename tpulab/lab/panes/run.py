@@ -28,6 +28,7 @@ from tpulab.engine.runner import Run
 from tpulab.lab.panes import lab
 from tpulab.views.console import summary_table
 from tpulab.views.narrate import describe, unavailable_lines
+from tpulab.views.ops import ops_table
 from tpulab.views.roofline import roofline_view
 
 if TYPE_CHECKING:
@@ -284,11 +285,14 @@ class RunPane(Vertical):
         if record.device is not None and (record.workload == "roofline" or record.summary.intensity is not None):
             chart = roofline_view([record, *lab(self).records], record.device, self.size.width, height=16)
             summary = Group(summary, chart)
+        if record.summary.profile is not None:
+            summary = Group(summary, ops_table(record.summary.profile, "where a step's time went: its ops"))
         self.query_one("#run-summary", Static).update(Group(Text(ZOOM_HINT, style="dim"), summary))
         for flag in record.summary.flags:
             colour = {"beats-peak": "red", "beats-ceiling": "green", "beats-bandwidth": "green"}.get(flag.code, "yellow")
             self.log_view.write(f"[{colour}]flag {flag.code}: {flag.message}[/]")
-        for verdict in record.summary.telemetry.verdicts if record.summary.telemetry else ():
+        s = record.summary
+        for verdict in [*(s.telemetry.verdicts if s.telemetry else ()), *(s.profile.verdicts if s.profile else ())]:
             self.log_view.write(f"[cyan]why {verdict.code}: {verdict.message}[/]")
         self.log_view.write(f"run {record.short_id} {record.status}" + (f": {record.error}" if record.error else ""))
         box = self.query_one("#run-summary-box")

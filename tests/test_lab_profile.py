@@ -1,0 +1,68 @@
+"""The lab shows a profile at 80x24, keyboard only: the Run tab's op table after a profiled run, the Results
+tab's op table of a kept run (its key said in the status line and the help screen). The real app, a replayed
+worker's events (a Profiled one among them), records through the real recorder in a real Store."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable, Static
+
+from tpulab.base.events import OpRow, Profile
+from tpulab.base.timing import Flag
+from tpulab.lab.app import TpulabApp
+from tpulab.lab.panes.help import HelpScreen
+
+from .helpers import make_record, text, wait_for
+
+SMALL = (80, 24)
+MS = 1e-3
+
+
+def profile() -> Profile:
+    """Three traced steps of 4 ms: a convolution of 2.5 ms (its FLOPs known), a fusion, a host gap of 1 ms."""
+    return Profile(steps=3, step_seconds=4 * MS, host_gap=1 * MS, host_gap_share=0.25, profiler="jax.profiler",
+                   where="/host:CPU", ops=[
+                       OpRow(name="convolution.4", type="convolution", category="matmul/conv", calls=1,
+                             seconds=2.5 * MS, share=0.625, flops=1e8, gflops_per_s=40.0, ceiling_fraction=0.31,
+                             bound="compute"),
+                       OpRow(name="fusion.2", type="loop fusion", category="elementwise", calls=1,
+                             seconds=0.5 * MS, share=0.125)],
+                   verdicts=[Flag("host-bound", "the device waits on the host 25.0% of the step: the input "
+                                                "pipeline")])
+
+
+async def results_tab(pilot, count: int) -> DataTable:
+    await pilot.press("4")
+    await wait_for(pilot, lambda: bool(pilot.app.query("#results-table"))
+                   and pilot.app.query_one("#results-table", DataTable).row_count == count, 10)
+    await pilot.pause()
+    return pilot.app.query_one("#results-table", DataTable)
+
+
+async def test_results_tab_opens_a_kept_runs_op_table_and_says_its_key(store, db, cpu_machine):
+    plain, profiled = make_record(median=0.012, backend="jax"), make_record(median=0.004, backend="jax")
+    profiled.summary.profile = profile()
+    store.save(plain)
+    store.save(profiled)
+    app = TpulabApp(probe=False, report=cpu_machine, db=db)
+    async with app.run_test(size=SMALL) as pilot:
+        table = await results_tab(pilot, 2)
+        assert "o shows the op table" in text(app.query_one("#results-help", Static))
+        table.move_cursor(row=[r.id for r in app.query_one("#results-pane").rows].index(profiled.id))
+        await pilot.press("o")
+        shown = app.query_one("#comparison", Static)
+        await wait_for(pilot, lambda: "convolution.4" in text(shown), 5)
+        lines = text(shown, width=78).splitlines()
+        assert lines[0].strip() == f"ops of conv run {profiled.short_id}"
+        assert next(line for line in lines if "convolution.4" in line).split() == [
+            "convolution.4", "matmul/conv", "1", "2.50", "62.5%", "40.0", "31.0%", "compute"]
+        assert app.query_one("#comparison-box").display
+        table.move_cursor(row=[r.id for r in app.query_one("#results-pane").rows].index(plain.id))
+        await pilot.press("o")
+        await wait_for(pilot, lambda: "has no op profile" in text(shown), 5)
+        assert text(shown).strip() == (f"run {plain.short_id} has no op profile: run it again with --profile "
+                                       "(profile=True in Python)")
+        table.focus()
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
+        help_text = text(app.screen.query_one("#help-text", Static))
+        assert "o  Op table of a profiled run" in help_text
