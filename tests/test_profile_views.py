@@ -183,3 +183,15 @@ def test_the_notebook_gives_the_op_table_as_a_dataframe_and_in_its_html():
 def test_a_run_without_a_profile_has_no_op_table_in_the_notebook():
     with pytest.raises(ValueError, match="has no op profile: run it again with --profile"):
         RunResult(profiled(None)).ops  # noqa: B018
+
+
+def test_the_report_holds_each_runs_op_table_and_where_the_time_moved(tmp_path, db, store):
+    a, b = kept(store, profiled(jax_f32()), tf_run())
+    page = tmp_path / "report.html"
+    out = run_cli("results", "--db", str(db), "report", a, b, "-o", str(page))
+    assert out.returncode == 0, out.stderr
+    html = page.read_text()
+    assert html.count("<caption>where a step&#x27;s time went: its ops</caption>") == 2
+    assert "<td>dense/MatMul</td><td>matmul/conv</td><td>1</td><td>3.00</td><td>37.5%</td>" in html
+    assert ("<td>matmul/conv (1:2 ops)</td><td>category</td><td>6.00</td><td>4.00</td><td>-2.00</td>"
+            "<td>-10.0 pt</td>") in html

@@ -226,6 +226,13 @@ def run_body(record: RunRecord, chart: bool = True) -> str:
             + (drawn(run_chart, record) if chart else ""))
 
 
+def moves_body(a: RunRecord, b: RunRecord) -> str:
+    """Where the time moved from A's ops to B's, as the terminal's `tpulab results compare A B --ops`."""
+    moves = ops.op_moves(ops.profile_of(a), ops.profile_of(b))
+    header = ops.moves_header(a, b)
+    return table([ops.move_cells(m) for m in moves], ops.MOVE_COLUMNS, header[0]) + lines(header[1:], "note")
+
+
 def ops_body(profile: Profile) -> str:
     """The op table, as the terminal's (`tpulab results show ID --ops`), and what it rests on."""
     return (table([ops.op_cells(o) for o in profile.ops], ops.OP_COLUMNS, "where a step's time went: its ops",

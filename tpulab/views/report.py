@@ -28,6 +28,8 @@ def report_page(store: Store, ids: list[str]) -> str:
     bodies = [html.sweep_body(sw, store.sweep_runs(sw)) for sw in sweeps]
     if len(runs) > 1:
         bodies.append(html.comparison_body(compare(runs, across_workloads=True)))
+        if all(r.summary.profile for r in runs):
+            bodies += [html.moves_body(runs[0], r) for r in runs[1:]]
     bodies += [html.run_body(r) for r in runs]
     what = [f"sweep {sw.short_id}" for sw in sweeps] + [f"run {r.short_id}" for r in runs]
     title = ("tpulab: " + ("comparison of " if len(runs) > 1 and not sweeps else "") + ", ".join(what))
