@@ -21,6 +21,8 @@ from tpulab.base.events import (
     Failed,
     Finished,
     Log,
+    Profile,
+    Profiled,
     RunRecord,
     Sample,
     Started,
@@ -29,6 +31,7 @@ from tpulab.base.events import (
 )
 from tpulab.base.timing import Flag, Stats, median, sanity_flags, summarize
 from tpulab.engine import ceilings as measured
+from tpulab.engine.profile_verdicts import judge, roof
 from tpulab.engine.spec import RunSpec
 from tpulab.engine.telemetry_summary import SampleKeeper
 from tpulab.engine.telemetry_summary import summarize as summarize_telemetry
@@ -82,6 +85,7 @@ class RunRecorder:
         self.error: str | None = None
         self.telemetry = SampleKeeper()
         self.ceilings = ceilings or measured.Ceilings()
+        self.profiled: Profile | None = None  # the traced steps' op table, as the worker read it
 
     # --- feeding --------------------------------------------------------------------------
     def feed(self, event: Event) -> None:
@@ -104,6 +108,8 @@ class RunRecorder:
                 self.steps_at_epoch_end = self.steps_done()
             case Sample():
                 self.telemetry.add(event)
+            case Profiled():
+                self.profiled = event.profile
             case Log() if event.text:
                 self.logs.append(event.text)
             case Finished():
@@ -151,18 +157,25 @@ class RunRecorder:
     def summary(self) -> Summary:
         """The run's figures, built from its parts: the workload's own (a roofline's kernels), the step's
         timing, its rates against the device's peak and measured ceilings, the inference phase, the
-        metrics, and the telemetry. The record keeps them flat, as one `Summary`."""
+        metrics, the telemetry and the profile. The record keeps them flat, as one `Summary`."""
         info = self.info
         own = (self.workload.summary_part(self.steps, info, self.ceilings, self.params) if info else None) or SummaryPart()
         stats = summarize(self.steady_seconds() if own.seconds is None else own.seconds)
         rates, flags = self.rates(stats, own)
         summary = Summary(**self.timing(stats), **rates, **self.inference(), **self.metrics(), **own.fields,
-                          flags=[*flags, *own.flags],
+                          flags=[*flags, *own.flags], profile=self.profile(),
                           telemetry=summarize_telemetry(self.telemetry, stats.median if stats else None,
                                                         self.workload.batch_size(self.params)))
         if summary.decode is not None and summary.telemetry is not None:  # a decode step: a token per sequence
             summary.decode.joules_per_token = summary.telemetry.energy_per_example_j
         return summary
+
+    def profile(self) -> Profile | None:
+        """The traced steps' op table, each op set against this machine's ceilings, with its verdicts."""
+        info = self.info
+        if self.profiled is None or info is None:
+            return self.profiled
+        return judge(self.profiled, roof(info.device, info.dtype, self.ceilings, self.runtime.cpu))
 
     def timing(self, stats: Stats | None) -> dict[str, Any]:
         """The first call and the steady step, on each host too."""

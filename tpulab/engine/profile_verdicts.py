@@ -1,0 +1,119 @@
+"""A profile judged against the machine's ceilings: each op's rates and its place under the roofline,
+and what the step's profile says to do (`host-bound`, `one-op-dominates`, `memory-bound-ops`).
+
+The ceilings are the measured ones kept from roofline runs where there are some (what this machine
+was seen to do), else the vendor's spec (a bound no program reaches). The recorder puts the judged
+profile into the summary; the judgement is made here only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tpulab.base import fmt
+from tpulab.base.events import OTHER_OPS, Device, OpRow, Profile
+from tpulab.base.timing import Flag
+from tpulab.engine.ceilings import Ceilings
+from tpulab.machine.detect import CpuInfo
+from tpulab.machine.peaks import device_peak, spec_bandwidth
+
+HOST_BOUND = 0.25  # a host gap of this share of the step or more: the device waits on the host
+DOMINATES = 0.5  # one op with this share of the step or more: it is the step
+MEMORY_BOUND = 0.3  # this share of the step or more in ops under the bandwidth line
+NEAR_CEILING = 0.7  # an op at this fraction of its ceiling or more: only less work makes it faster
+
+
+@dataclass(frozen=True)
+class Roof:
+    """The two ceilings an op is set against: FLOP/s (for the run's dtype) and bytes/s, each with its source."""
+
+    flops: float | None = None
+    flops_source: str | None = None
+    bandwidth: float | None = None
+    bandwidth_source: str | None = None
+
+    @property
+    def ridge(self) -> float | None:
+        """The intensity (FLOP per byte) above which an op is compute-bound."""
+        return self.flops / self.bandwidth if self.flops and self.bandwidth else None
+
+
+def roof(device: Device, dtype: str, ceilings: Ceilings, cpu: CpuInfo | None) -> Roof:
+    """This device's ceilings for a run in `dtype`: each measured where a roofline kept one, else the spec's."""
+    flops, bandwidth = ceilings.flops(device, dtype), ceilings.bandwidth(device)
+    peak = None if flops else device_peak(device.kind, device.name, dtype, device.replicas, cpu, device.machines)
+    spec = None if bandwidth else spec_bandwidth(device.kind, device.name, device.replicas)
+    return Roof(flops.value if flops else peak.flops if peak else None,
+                flops.source() if flops else f"spec: {peak.source}" if peak else None,
+                bandwidth.value if bandwidth else spec.bytes_per_s if spec else None,
+                bandwidth.source() if bandwidth else f"spec: {spec.source}" if spec else None)
+
+
+def judge(profile: Profile, roof: Roof) -> Profile:
+    """The profile with each op's rates against `roof`, and its verdicts."""
+    judged = replace(profile, ops=[rated(op, roof) for op in profile.ops])
+    judged.verdicts = [*profile.verdicts, *verdicts(judged)]
+    return judged
+
+
+def rated(op: OpRow, roof: Roof) -> OpRow:
+    """An op's GFLOP/s, GB/s and intensity where its FLOPs and bytes are known; which side of the ridge
+    that intensity puts it, and its fraction of that ceiling (of the compute ceiling where the ridge
+    is unknown: the most it could do)."""
+    if op.seconds <= 0:
+        return op
+    flops_per_s = op.flops / op.seconds if op.flops is not None else None
+    bytes_per_s = op.bytes / op.seconds if op.bytes else None
+    intensity = op.flops / op.bytes if op.flops is not None and op.bytes else None
+    ridge = roof.ridge
+    bound = None if intensity is None or ridge is None else "compute" if intensity >= ridge else "memory"
+    fraction = None
+    if bound == "memory" and bytes_per_s and roof.bandwidth:
+        fraction = bytes_per_s / roof.bandwidth
+    elif bound != "memory" and flops_per_s and roof.flops:
+        fraction = flops_per_s / roof.flops
+    return replace(op, gflops_per_s=flops_per_s / 1e9 if flops_per_s is not None else None,
+                   gbytes_per_s=bytes_per_s / 1e9 if bytes_per_s is not None else None,
+                   intensity=intensity, bound=bound, ceiling_fraction=fraction)
+
+
+def verdicts(profile: Profile) -> list[Flag]:
+    """What the profile says of the step, each with its figures and the lever to pull."""
+    return [f for f in (host_bound(profile), one_op_dominates(profile), memory_bound_ops(profile)) if f]
+
+
+def host_bound(profile: Profile) -> Flag | None:
+    share = profile.host_gap_share
+    if share is None or share < HOST_BOUND:
+        return None
+    return Flag("host-bound", f"the device waited on the host {share:.0%} of the step ({fmt.seconds(profile.host_gap)}"
+                f" of {fmt.seconds(profile.step_seconds)}): feed it faster: the input pipeline (tf.data, "
+                "prefetched, not a Python generator), more steps per execution, or a larger batch (more work per "
+                "step for the same host time)")
+
+
+def one_op_dominates(profile: Profile) -> Flag | None:
+    top = max((o for o in profile.ops if o.name != OTHER_OPS), key=lambda o: o.share, default=None)
+    if top is None or top.share < DOMINATES:
+        return None
+    said = f"{top.name}{f' ({top.type})' if top.type else ''} takes {top.share:.0%} of the step"
+    if top.ceiling_fraction is None:
+        return Flag("one-op-dominates", f"{said}; its FLOPs or bytes are unknown, so is its distance to the "
+                    "ceiling: the step is as fast as this op")
+    ceiling = "bandwidth" if top.bound == "memory" else "compute"
+    said += f", at {top.ceiling_fraction:.0%} of the {ceiling} ceiling"
+    if top.ceiling_fraction >= NEAR_CEILING:
+        return Flag("one-op-dominates", f"{said}: it runs near the ceiling, so only less work makes the step "
+                    "faster: a lower precision (bfloat16), a smaller model")
+    return Flag("one-op-dominates", f"{said}: it is far from the ceiling: a larger batch (more work per call), "
+                "a lower precision (bfloat16 units), or fusing it with its neighbours (XLA)")
+
+
+def memory_bound_ops(profile: Profile) -> Flag | None:
+    under = [o for o in profile.ops if o.bound == "memory"]
+    share = sum(o.share for o in under)
+    if share < MEMORY_BOUND:
+        return None
+    return Flag("memory-bound-ops", f"{len(under)} op(s) under the bandwidth line take {share:.0%} of the step: "
+                "move fewer bytes: a lower precision (bfloat16 halves them), fusion (XLA keeps values on chip), "
+                "a larger batch (the weights read once for more examples)")
