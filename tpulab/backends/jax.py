@@ -13,18 +13,22 @@ import importlib.util
 import os
 import platform
 import sys
-from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any, Mapping
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import numpy as np
 
-from tpulab.backends import HEARTBEAT_TIMEOUT_S, Backend, Cluster, DeviceError, Fitness, Placement, Runtime
+from tpulab.backends import HEARTBEAT_TIMEOUT_S, Backend, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime
+from tpulab.backends.hlo_ops import hlo_ops
+from tpulab.backends.op_table import TraceEvent, TraceLine, TracePlane, build, xplane_file
 from tpulab.base.errors import first_line
 from tpulab.base.home import home
 from tpulab.machine.detect import detect
 from tpulab.machine.verdict import Verdict
 
 if TYPE_CHECKING:
+    from tpulab.base.events import Profile
     from tpulab.machine.detect import RuntimeReport
 
 JAX_TPU_INSTALL = "pip install -U 'jax[tpu]'"
@@ -47,6 +51,7 @@ class JaxBackend(Backend):
     tpu_install = JAX_TPU_INSTALL
     tpu_packages = ("jax", "libtpu")  # a TPU VM's JAX (Colab's as shipped) drives it
     xla_always = True
+    profiles = True
 
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
         """Keras on JAX, N host devices for N CPU shards, and JAX's persistent compilation cache in tpulab's
@@ -194,6 +199,9 @@ class JaxRuntime(Runtime):
         table = multihost_utils.process_allgather(np.asarray(values, dtype=np.float64))
         return np.asarray(table).reshape(jax.process_count(), len(values)).tolist()
 
+    def profiler(self) -> Profiler:
+        return JaxProfiler()
+
     def memory_stats(self) -> list[dict[str, Any]] | None:
         """This process's allocator figures per local device (bytes_in_use, bytes_limit...; {} on the CPU)."""
         import jax
@@ -280,3 +288,50 @@ class JaxRuntime(Runtime):
         out["tpu_cores"] = sum(d.platform == "tpu" for d in found)
         out["processes"] = jax.process_count()
         return out
+
+
+NO_PROGRAM = "no compiled program was given to count the ops' FLOPs from"
+
+
+class JaxProfiler(Profiler):
+    """`jax.profiler`: an XSpace and a Perfetto trace per run; the ops are the compiled program's HLO
+    instructions, whose FLOPs and bytes its optimized HLO gives."""
+
+    name = "jax.profiler"
+
+    @contextmanager
+    def trace(self, folder: Path) -> Iterator[None]:
+        import jax
+
+        jax.profiler.start_trace(str(folder), create_perfetto_trace=True)
+        try:
+            yield
+        finally:
+            jax.profiler.stop_trace()
+
+    def step(self, number: int) -> Any:
+        import jax
+
+        return jax.profiler.StepTraceAnnotation("train", step_num=number)
+
+    def read(self, folder: Path, programs: list[Any] | None = None) -> Profile:
+        """`programs`: JAX `Compiled` objects or their HLO text."""
+        texts = [p if isinstance(p, str) else p.as_text() for p in programs or []]
+        return build(trace_planes(xplane_file(folder)), hlo_ops(texts), profiler=self.name,
+                     trace_path=str(folder), no_flops=NO_PROGRAM)
+
+    def keras_programs(self, model: Any, x: Any, y: Any) -> list[Any]:
+        from tpulab.backends.jax_cost import train_step_program
+
+        program = train_step_program(model, x, y)
+        return [program] if program else []
+
+
+def trace_planes(path: Path) -> list[TracePlane]:
+    """An `xplane.pb` (JAX's or TensorFlow's) as the op table's neutral view, read by JAX alone."""
+    from jax.profiler import ProfileData
+
+    data = ProfileData.from_file(str(path))
+    return [TracePlane(plane.name, [TraceLine(line.name, [TraceEvent(e.name, e.start_ns, e.duration_ns, dict(e.stats))
+                                                          for e in line.events]) for line in plane.lines])
+            for plane in data.planes]

@@ -1,0 +1,224 @@
+"""What an optimized HLO module says of each op a trace names: its type, category, FLOPs and bytes (framework-free).
+
+Read from the module's text (`jitted.lower(...).compile().as_text()`), whose instruction names are the
+trace's `hlo_op`s. FLOPs: a dot's or convolution's shapes (2 per multiply-add; a GPU's cuBLAS and cuDNN
+custom calls too), and one per element of each elementwise or reduced value, as XLA's cost analysis counts
+them; a fusion sums what it calls. Bytes: the op's operands and result, as it reads and writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+
+from tpulab.backends.op_table import COLLECTIVE, ELEMENTWISE, HOST_TO_DEVICE, MATMUL, MOVEMENT, OTHER, REDUCTION, \
+    OpInfo, Programs
+
+BYTES = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4,
+         "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}  # f8 types: 1 (below)
+ARITHMETIC = {"add", "subtract", "multiply", "divide", "exponential", "exponential-minus-one", "log", "log-plus-one",
+              "tanh", "logistic", "sqrt", "rsqrt", "cbrt", "power", "negate", "abs", "maximum", "minimum", "compare",
+              "select", "clamp", "floor", "ceil", "round-nearest-afz", "round-nearest-even", "sign", "sine", "cosine",
+              "tan", "atan2", "erf", "remainder", "and", "or", "xor", "not", "convert", "is-finite", "real", "imag"}
+MOVING = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy", "transpose", "reshape",
+          "broadcast", "slice", "dynamic-slice", "dynamic-update-slice", "concatenate", "pad", "gather", "scatter",
+          "reverse", "iota", "bitcast-convert", "copy-start", "copy-done"}
+COLLECTIVES = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "all-reduce-start",
+               "all-reduce-done", "all-gather-start", "all-gather-done", "collective-permute-start",
+               "collective-permute-done", "collective-broadcast", "ragged-all-to-all"}
+TRANSFERS = {"infeed", "outfeed"}
+REDUCING = {"reduce", "reduce-window", "select-and-scatter", "reduce-precision"}
+
+_HEADER = re.compile(r"^\s*HloModule\s+([^\s,]+)")
+_COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?([^\s(]+)\s*\(.*\{\s*$")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([^\s=]+)\s*=\s*(.*)$")
+_ARRAY = re.compile(r"([a-z]\w*)\[([^\]]*)\]")
+
+
+@dataclass
+class Instruction:
+    name: str
+    shape: str  # "f32[64,48]{1,0}" or a tuple "(f32[64]{0}, u8[0])"
+    opcode: str
+    operands: list[str]
+    attrs: str
+
+
+def _closing(text: str, start: int) -> int:
+    """The index of the bracket closing the one at `start`."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] in "([{":
+            depth += 1
+        elif text[i] in ")]}":
+            depth -= 1
+            if not depth:
+                return i
+    return len(text)
+
+
+def parse_instruction(line: str) -> Instruction | None:
+    match = _INSTRUCTION.match(line)
+    if not match:
+        return None
+    name, rest = match.groups()
+    if rest.startswith("("):
+        end = _closing(rest, 0) + 1
+    else:
+        end = rest.find(" ") if " " in rest else len(rest)
+    shape, rest = rest[:end], rest[end:].lstrip()
+    opcode = re.match(r"[a-z][\w\-]*", rest)
+    if not opcode or "(" not in rest:
+        return None
+    open_ = rest.index("(")
+    close = _closing(rest, open_)
+    operands = [part.split()[-1].lstrip("%") for part in _split(rest[open_ + 1:close]) if part.strip()]
+    return Instruction(name.lstrip("%"), shape, opcode.group(0), operands, rest[close + 1:])
+
+
+def _split(text: str) -> list[str]:
+    """Comma-separated parts at the top level (an operand may carry a shape with commas inside brackets)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and not depth:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
+
+
+def arrays(shape: str) -> list[tuple[str, list[int]]]:
+    """A shape's arrays: "(f32[2,3]{1,0}, s32[])" -> [("f32", [2, 3]), ("s32", [])]."""
+    return [(kind, [int(re.sub(r"\D", "", d) or 0) for d in dims.split(",") if d.strip()])
+            for kind, dims in _ARRAY.findall(shape.split("{")[0] if not shape.startswith("(") else shape)]
+
+
+def size(shape: str) -> float:
+    """Bytes of a shape (a tuple's arrays summed)."""
+    return sum(math.prod(dims) * BYTES.get(kind, 1 if kind.startswith("f8") else 0) for kind, dims in arrays(shape))
+
+
+def elements(shape: str) -> int:
+    """Elements of a shape's first array."""
+    found = arrays(shape)
+    return math.prod(found[0][1]) if found else 0
+
+
+def _target(ins: Instruction) -> str:
+    """A custom call's target ("__cublas$gemm"), "" for any other op."""
+    target = re.search(r'custom_call_target="([^"]+)"', ins.attrs) if ins.opcode == "custom-call" else None
+    return target.group(1) if target else ""
+
+
+def _dims(attrs: str, key: str) -> list[int]:
+    match = re.search(rf"\b{key}=\{{([\d,]*)\}}", attrs)
+    return [int(d) for d in match.group(1).split(",") if d] if match else []
+
+
+class Module:
+    """One HLO module's computations, with each instruction's shape by name."""
+
+    def __init__(self, text: str) -> None:
+        header = _HEADER.search(text)
+        self.name = header.group(1) if header else ""
+        self.computations: dict[str, list[Instruction]] = {}
+        self.shapes: dict[str, str] = {}
+        current: list[Instruction] | None = None
+        for line in text.splitlines():
+            if (head := _COMPUTATION.match(line)) and " = " not in line.split("(")[0]:
+                current = self.computations.setdefault(head.group(1).lstrip("%"), [])
+            elif line.strip() == "}":
+                current = None
+            elif current is not None and (instruction := parse_instruction(line)):
+                current.append(instruction)
+                self.shapes[instruction.name] = instruction.shape
+        # what a fusion calls and a reduction applies: run inside their caller, never named in a trace
+        self.inner = {c for ins in self.instructions()
+                      for c in re.findall(r"(?:calls|to_apply)=%?([\w.\-]+)", ins.attrs)}
+
+    def instructions(self) -> list[Instruction]:
+        return [i for body in self.computations.values() for i in body]
+
+    def flops(self, ins: Instruction) -> float:
+        """FLOPs of one instruction, what it calls included."""
+        if ins.opcode == "dot" or re.search(r"gemm|matmul", _target(ins), re.I):
+            return self._dot(ins)
+        if ins.opcode == "convolution" or (_target(ins) and "dim_labels=" in ins.attrs):
+            return self._convolution(ins)
+        inner = sum(self.flops(i) for c in re.findall(r"calls=%?([\w.\-]+)", ins.attrs)
+                    for i in self.computations.get(c, []))
+        if ins.opcode in ARITHMETIC:
+            return inner + elements(ins.shape)
+        if ins.opcode in REDUCING and ins.operands:
+            return inner + elements(self.shapes.get(ins.operands[0], ""))
+        return inner
+
+    def _dot(self, ins: Instruction) -> float:
+        contracting = _dims(ins.attrs, "lhs_contracting_dims")
+        if not contracting and (config := re.search(r'"lhs_contracting_dimensions":\[([^\]]*)\]', ins.attrs)):
+            contracting = [int(d) for d in json.loads(f"[{config.group(1)}]")]
+        lhs = arrays(self.shapes.get(ins.operands[0], "")) if ins.operands else []
+        if not lhs:
+            return 0.0
+        return 2.0 * elements(ins.shape) * math.prod(lhs[0][1][d] for d in contracting if d < len(lhs[0][1]))
+
+    def _convolution(self, ins: Instruction) -> float:
+        labels = re.search(r"dim_labels=\w+_(\w+)->", ins.attrs)
+        kernel = arrays(self.shapes.get(ins.operands[1], "")) if len(ins.operands) > 1 else []
+        if not labels or not kernel or "o" not in labels.group(1):
+            return 0.0
+        dims = kernel[0][1]
+        out_features = dims[labels.group(1).index("o")]
+        return 2.0 * elements(ins.shape) * math.prod(dims) / max(1, out_features)
+
+    def opcodes(self, ins: Instruction) -> set[str]:
+        """Its opcode and those of everything it calls."""
+        found = {ins.opcode}
+        for c in re.findall(r"calls=%?([\w.\-]+)", ins.attrs):
+            for inner in self.computations.get(c, []):
+                found |= self.opcodes(inner)
+        return found
+
+    def category(self, ins: Instruction) -> str:
+        ops = self.opcodes(ins)
+        if {"dot", "convolution"} & ops or re.search(r"gemm|matmul|conv", _target(ins), re.I):
+            return MATMUL
+        if COLLECTIVES & ops:
+            return COLLECTIVE
+        if TRANSFERS & ops or "is_host_transfer=true" in ins.attrs:
+            return HOST_TO_DEVICE
+        if REDUCING & ops:
+            return REDUCTION
+        if ARITHMETIC & ops:
+            return ELEMENTWISE
+        if ops <= MOVING | {"fusion"}:
+            return MOVEMENT
+        return OTHER
+
+    def type(self, ins: Instruction) -> str:
+        """The opcode; a fusion's kind ("loop fusion"), a custom call's target."""
+        if ins.opcode == "fusion" and (kind := re.search(r"kind=k(\w+)", ins.attrs)):
+            return f"{kind.group(1).lower()} fusion"
+        return _target(ins) or ins.opcode
+
+    def ops(self) -> dict[tuple[str | None, str], OpInfo]:
+        """Every instruction a trace can name (those outside fusions), by (module, name)."""
+        out = {}
+        for computation, body in self.computations.items():
+            if computation in self.inner:
+                continue
+            for ins in body:
+                nbytes = size(ins.shape) + sum(size(self.shapes.get(o, "")) for o in ins.operands)
+                out[(self.name, ins.name)] = OpInfo(self.type(ins), self.category(ins), self.flops(ins), nbytes)
+        return out
+
+
+def hlo_ops(texts: list[str]) -> Programs:
+    """What the optimized HLO modules `texts` say of their ops, by (module name, instruction name)."""
+    out: dict[tuple[str | None, str], OpInfo] = {}
+    for text in texts:
+        out.update(Module(text).ops())
+    return out
