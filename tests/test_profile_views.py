@@ -8,13 +8,14 @@ import csv
 
 import pytest
 
-from tpulab.base.events import OpRow, Profile, RunRecord
+from tpulab.base.events import OpRow, Profile, Profiled, RunRecord
 from tpulab.base.timing import Flag
 from tpulab.notebook.results import RunResult
 from tpulab.views.console import summary_table
+from tpulab.views.narrate import describe
 from tpulab.views.ops import CSV_FIELDS, op_moves
 
-from .helpers import make_record, run_cli, text
+from .helpers import make_record, recorder, run_cli, text
 
 MS = 1e-3
 
@@ -195,3 +196,11 @@ def test_the_report_holds_each_runs_op_table_and_where_the_time_moved(tmp_path, 
     assert "<td>dense/MatMul</td><td>matmul/conv</td><td>1</td><td>3.00</td><td>37.5%</td>" in html
     assert ("<td>matmul/conv (1:2 ops)</td><td>category</td><td>6.00</td><td>4.00</td><td>-2.00</td>"
             "<td>-10.0 pt</td>") in html
+
+
+def test_a_profiled_runs_event_is_one_line_that_names_its_top_op_and_host_gap():
+    rec = recorder("conv", {"batch_size": 8}, 1e9)
+    assert describe(Profiled(profile=jax_f32()), rec, 80) == (
+        "profiled 3 steps (not timed)  top op dot.3 60.0%  host gap 15.0%")
+    assert describe(Profiled(profile=Profile(steps=1)), rec, 80) == (
+        "profiled 1 step (not timed)  [yellow]no ops traced[/]  host gap -")

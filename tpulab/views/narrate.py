@@ -75,15 +75,14 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
 
 
 def profiled_line(e: Profiled, width: int | None = None) -> str:
-    """'profiled 3 steps after the timed ones  top op fusion.12 41.0%  host gap 14.0%' (the summary names
-    the top ops; none of these steps is in the timing)."""
+    """'profiled 3 steps (not timed)  top op fusion.12 41.0%  host gap 14.0%': the steps traced after the
+    timed ones (the summary names the top ops)."""
     p = e.profile
     top = max((o for o in p.ops if o.name != OTHER_OPS), key=lambda o: o.seconds, default=None)
-    cells: list[Cell] = [(f"profiled {p.steps} {'step' if p.steps == 1 else 'steps'} after the timed ones", "")]
-    cells += [(f"top op {top.name} {fmt.percent(top.share)}", "")] if top else [("no ops in the trace", "yellow")]
-    cells += [(f"host gap {fmt.percent(p.host_gap_share)}", "")]
-    cells += [("not in the timing", "dim")]
-    return fitted(cells, width, spare=(3,))
+    cells: list[Cell] = [(f"profiled {p.steps} {'step' if p.steps == 1 else 'steps'} (not timed)", ""),
+                         (f"top op {top.name} {fmt.percent(top.share)}", "") if top else ("no ops traced", "yellow"),
+                         (f"host gap {fmt.percent(p.host_gap_share)}", "")]
+    return fitted(cells, width)
 
 
 def header(e: Started, rec: RunRecorder) -> str:
