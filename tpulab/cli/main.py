@@ -135,6 +135,8 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
                     "steps, no validation); the first call is extra and excluded; default 12")
     sw.add_argument("--repeat", type=int, default=1, help="runs per point, to show the spread; default 1")
     sw.add_argument("--max-minutes", type=float, default=None, help="stop after the point running at this budget")
+    sw.add_argument("--max-itl", type=float, default=None, metavar="MS", help="a decode sweep names, per prompt "
+                    "length, the largest batch whose inter-token latency (p50) stays within this many ms")
     sw.add_argument("--preset", help="start from a preset of the workload's parameters")
     sw.add_argument("--json", action="store_true", dest="json",
                     help="print a JSON line per finished point, then the sweep's summary")

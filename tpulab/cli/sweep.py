@@ -28,10 +28,13 @@ from tpulab.views.sweep import (
     text_chart,
 )
 from tpulab.workloads import get_workload
+from tpulab.workloads.base import ParamError
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     w = get_workload(args.workload)
+    if args.max_itl is not None and not args.max_itl > 0:
+        raise ParamError("max_itl", f"--max-itl must be a positive number of ms (got {args.max_itl:g})")
     console = Console(stderr=args.json)
     db = getattr(args, "db", None) or default_path()
     sweep, impossible = plan(w, {s.name: getattr(args, s.name) for s in w.params}, detect(), args.preset,
@@ -81,7 +84,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                     console.print(live_line(event.point, grid.axes), highlight=False)
     finally:
         signal.signal(signal.SIGINT, previous)
-    found = sweep.findings()
+    found = sweep.findings(args.max_itl / 1e3 if args.max_itl is not None else None)
     if args.json:
         print(json.dumps(summary_json(sweep.points, found, sweep.id, sweep.status)), flush=True)
     else:

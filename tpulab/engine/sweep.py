@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from tpulab.engine.store import Store
 
 KNEE_WITHIN = 0.05  # the knee: the smallest batch whose throughput is within this of the best
+TOKENS = "tokens/s"  # what a decode sweep ranks by: generated tokens per second over the batch
 DEFAULT_STEPS = 12  # timed steps per point; the first call is extra and excluded
 MAX_STEPS, MAX_REPEAT = 100000, 100
 
@@ -185,6 +186,16 @@ class Point:
     def error(self) -> str | None:
         return next((r.error for r in reversed(self.records) if r.error), None)
 
+    @property
+    def decodes(self) -> bool:
+        """Its runs generate tokens (they carry decode figures): its sweep is a latency/throughput curve."""
+        return any(r.summary.decode is not None for r in self.finished)
+
+    def decode_figure(self, name: str) -> float | None:
+        """A decode figure ('ttft_s', 'mbu') or an ITL percentile ('p50'), the median over repeats."""
+        found = [r.summary.decode for r in self.finished if r.summary.decode is not None]
+        return median([v for d in found if (v := getattr(d.itl if name.startswith("p") else d, name)) is not None])
+
 
 @dataclass
 class Findings:
@@ -198,6 +209,13 @@ class Findings:
     knee: Point | None  # the smallest batch within KNEE_WITHIN of the best throughput, others as the best's
     scaling: list[tuple[int, float, float]] = field(default_factory=list)  # (processes, ratio, ideal)
     by: str = "examples/s"  # what the points were ranked by
+    baseline: Point | None = None  # what the best's speedup is measured against (`Workload.sweep_baseline`)
+    over_baseline: float | None = None
+    within: list[Point] = field(default_factory=list)  # per series, the largest batch within --max-itl
+    speedups: dict[int, float] = field(default_factory=dict)  # id(point) -> its rate over its baseline's
+
+    def speedup(self, p: Point) -> float | None:
+        return self.speedups.get(id(p))
 
 
 def objective(points: list[Point]) -> str:
@@ -205,11 +223,22 @@ def objective(points: list[Point]) -> str:
 
     Sweeping an image size or a filter count changes the work per example: the smallest problem would
     win on examples/s, so the points are compared by the rate at which they did their work instead.
+    Generated tokens are what a decode sweep is for, whatever their cost: it ranks by tokens/s.
     """
+    done = [p for p in points if p.finished]
+    if done and all(p.decodes for p in done):
+        return TOKENS
     return basis([Work(p.finished[0].summary.flops_per_step, p.finished[0].batch) for p in points if p.finished]).rate
 
 
-def findings(points: list[Point], article_values: dict[str, Any] | None) -> Findings:
+Baseline = Callable[[dict[str, Any]], "dict[str, Any] | None"]  # a point's values -> its baseline's
+
+
+def findings(points: list[Point], article_values: dict[str, Any] | None, baseline: Baseline | None = None,
+             max_itl_s: float | None = None) -> Findings:
+    """The best point, its speedups (over the article's configuration, or over its `baseline`'s values
+    where the workload names one), the knee, the scaling and, with `max_itl_s`, the largest batch of each
+    series whose ITL p50 stays within it."""
     by = objective(points)
     done = [p for p in points if p.rate(by)]
     if not done:
@@ -224,8 +253,33 @@ def findings(points: list[Point], article_values: dict[str, Any] | None) -> Find
         near = [p for p in done if {k: v for k, v in p.values.items() if k != BATCH_SIZE} == others
                 and (p.rate(by) or 0) >= (1 - KNEE_WITHIN) * (best.rate(by) or 0)]
         knee = min(near, key=lambda p: p.values[BATCH_SIZE])
+    bases = {id(p): point_at(done, baseline(p.values)) for p in done} if baseline is not None else {}
+    speedups = {id(p): r for p in done if (b := bases.get(id(p))) and (r := _ratio(p.rate(by), b.rate(by)))}
     return Findings(best, slowest, article, _ratio(best.rate(by), article.rate(by) if article else None),
-                    _ratio(best.rate(by), slowest.rate(by)), knee, scaling(done, best), by)
+                    _ratio(best.rate(by), slowest.rate(by)), knee, scaling(done, best), by, bases.get(id(best)),
+                    speedups.get(id(best)), within_itl(done, max_itl_s) if max_itl_s is not None else [], speedups)
+
+
+def point_at(points: list[Point], values: dict[str, Any] | None) -> Point | None:
+    return next((p for p in points if p.values == values), None) if values is not None else None
+
+
+def series_key(p: Point) -> tuple[tuple[str, Any], ...]:
+    """A point's series on a batch curve: its values but the batch."""
+    return tuple((k, v) for k, v in p.values.items() if k != BATCH_SIZE)
+
+
+def within_itl(points: list[Point], max_itl_s: float) -> list[Point]:
+    """Per series (the values but the batch), the largest batch whose ITL p50 is at most `max_itl_s`."""
+    out: dict[tuple[tuple[str, Any], ...], Point] = {}
+    for p in points:
+        itl = p.decode_figure("p50")
+        if itl is None or itl > max_itl_s or BATCH_SIZE not in p.values:
+            continue
+        key = series_key(p)
+        if key not in out or p.values[BATCH_SIZE] > out[key].values[BATCH_SIZE]:
+            out[key] = p
+    return list(out.values())
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -414,8 +468,8 @@ class Sweep:
         finally:
             self.run = None
 
-    def findings(self) -> Findings:
-        return findings(self.points, self.article_values)
+    def findings(self, max_itl_s: float | None = None) -> Findings:
+        return findings(self.points, self.article_values, baseline_of(self.grid.workload, self.grid.axes), max_itl_s)
 
     def record(self) -> SweepRecord:
         """The sweep as kept in the store: its grid, its points' run ids, and what it found."""
@@ -431,7 +485,13 @@ class Sweep:
             steps=self.grid.steps, repeat=self.repeat, article_values=self.article_values,
             points=[SweepPoint(values=p.values, article=p.article, runs=[r.id for r in p.records]) for p in self.points],
             findings={"best": at(f.best), "slowest": at(f.slowest), "article": at(f.article), "knee": at(f.knee),
-                      "over_article": f.over_article, "over_slowest": f.over_slowest})
+                      "over_article": f.over_article, "over_slowest": f.over_slowest,
+                      "baseline": at(f.baseline), "over_baseline": f.over_baseline})
+
+
+def baseline_of(workload: Workload, axes: Mapping[str, Any]) -> Baseline:
+    """The workload's answer to what a point's speedup is measured against, for this grid's axes."""
+    return lambda values: workload.sweep_baseline(values, axes)
 
 
 def kept_points(sweep: SweepRecord, records: dict[str, RunRecord]) -> list[Point]:

@@ -5,6 +5,7 @@ Shared by `tpulab sweep`, `tpulab results sweep` and the lab, so a sweep reads t
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict
 from typing import Any
 
@@ -15,8 +16,19 @@ from rich.text import Text
 
 from tpulab.base import fmt
 from tpulab.base.events import RunRecord, SweepRecord
-from tpulab.engine.sweep import Findings, Grid, Point, findings, kept_points, unlike_article
+from tpulab.engine.sweep import (
+    TOKENS,
+    Findings,
+    Grid,
+    Point,
+    baseline_of,
+    findings,
+    kept_points,
+    series_key,
+    unlike_article,
+)
 from tpulab.views.console import telemetry_columns
+from tpulab.workloads import registry
 from tpulab.workloads.base import BATCH_SIZE
 
 FIGURES = ("median", "throughput", "GFLOP/s", "peak", "ceiling", "flags")
@@ -114,6 +126,9 @@ def live_header(axes: dict[str, list[Any]]) -> str:
 
 def live_line(p: Point, axes: dict[str, list[Any]]) -> str:
     f = figures(p)
+    if p.decodes:  # its figures in the header's columns: tokens/s in the throughput's, its ITL and MBU after
+        f = {**f, "throughput": fmt.rate(p.throughput, "tok/s"),
+             "flags": " ".join(f"{k} {v}" for k, v in curve_figures(p, None).items() if k not in ("tokens/s", "x b1"))}
     cells = [f"{value_text(p.values[name]):<{w}}" for name, w in axis_widths(axes).items()]
     cells += [f"{f[name]:<{WIDTHS.get(name, 0)}}" for name in FIGURES]
     return " ".join(cells).rstrip() + (" (article)" if p.article else "")
@@ -143,6 +158,8 @@ def ranked(points: list[Point], by: str) -> list[Point]:
 
 def sweep_table(points: list[Point], axes: list[str], found: Findings, title: str) -> Table:
     """Every point, fastest first; * marks the best, A the article's configuration, K the knee."""
+    if found.by == TOKENS:
+        return curve_table(points, axes, found, title)
     prefix = rate_prefix(points)
     rows = [(marks(p, found), *(value_text(p.values[n]) for n in axes), *figures(p, prefix).values())
             for p in ranked(points, found.by)]
@@ -163,6 +180,8 @@ def sweep_table(points: list[Point], axes: list[str], found: Findings, title: st
 def findings_lines(found: Findings, axes: list[str]) -> list[str]:
     if found.best is None:
         return ["no point finished: nothing to compare"]
+    if found.by == TOKENS:
+        return curve_lines(found, axes)
     by = found.by
     lines = [f"ranked by {by}" + (" (the work per example differs between points)" if by == "GFLOP/s" else ""),
              f"best: {label(found.best, axes)}: {_rate(found.best, by)}"
@@ -224,6 +243,8 @@ def text_chart(points: list[Point], axes: list[str], found: Findings, width: int
     """The chart as text (plotext), for the terminal."""
     import plotext as plt
 
+    if found.by == TOKENS:
+        return curve_chart(points, axes, found, width, height)
     series = chart_series(points, axes, by=found.by)
     plt.clear_figure()
     plt.plotsize(max(40, min(width, 100)), height)
@@ -248,7 +269,7 @@ def text_chart(points: list[Point], axes: list[str], found: Findings, width: int
 def sweep_report(sweep: SweepRecord, runs: dict[str, RunRecord], width: int) -> Group:
     points = kept_points(sweep, runs)
     axes = list(sweep.axes)
-    found = findings(points, sweep.article_values)
+    found = kept_findings(sweep, points)
     title = (f"sweep {sweep.short_id} of {sweep.workload}: {sweep.status}, {point_count(points)}, "
              f"{sweep.steps} steps each" + (f", {sweep.repeat} repeats" if sweep.repeat > 1 else ""))
     parts: list[Any] = [sweep_table(points, axes, found, title)]
@@ -268,6 +289,7 @@ def point_json(p: Point) -> dict[str, Any]:
             "gflops_per_s": p.gflops, "peak_fraction": p.peak_fraction,
             "ceiling_fraction": p.ceiling_fraction, "flags": p.flags, "error": p.error,
             "telemetry": asdict(p.records[-1].summary.telemetry) if p.records and p.records[-1].summary.telemetry else None,
+            "decode": asdict(d) if p.finished and (d := p.finished[-1].summary.decode) else None,
             "loss": next((r.summary.final_metrics or {}).get("loss") for r in p.finished) if p.finished else None}
 
 
@@ -279,10 +301,109 @@ def summary_json(points: list[Point], found: Findings, sweep_id: str, status: st
             "points": [point_json(p) for p in ranked(points, found.by)],
             "best": where(found.best), "article": where(found.article), "knee": where(found.knee),
             "speedup_over_article": found.over_article, "speedup_over_slowest": found.over_slowest,
+            "baseline": where(found.baseline), "speedup_over_baseline": found.over_baseline,
+            "within_max_itl": [p.values for p in found.within],
             "scaling": [{"processes": n, "ratio": r, "ideal": i} for n, r, i in found.scaling]}
+
+
+def kept_findings(sweep: SweepRecord, points: list[Point]) -> Findings:
+    """A kept sweep's findings again, its speedups against its workload's baseline (where it is installed)."""
+    w = registry().get(sweep.workload)
+    return findings(points, sweep.article_values, baseline_of(w, sweep.axes) if w else None)
 
 
 def sweep_summary_json(sweep: SweepRecord, runs: dict[str, RunRecord]) -> dict[str, Any]:
     points = kept_points(sweep, runs)
-    return {**summary_json(points, findings(points, sweep.article_values), sweep.id, sweep.status),
+    return {**summary_json(points, kept_findings(sweep, points), sweep.id, sweep.status),
             "workload": sweep.workload, "axes": sweep.axes, "steps": sweep.steps}
+
+
+# --- a decode sweep: the latency/throughput curve -------------------------------------------------------
+CURVE_COLORS = ("blue", "magenta", "cyan", "yellow")  # one per series (red and green mark K and W)
+
+def curve_figures(p: Point, speedup: float | None) -> dict[str, str]:
+    """A decode point's figures: tokens/s over the batch, its ITL p50, TTFT, MBU, and the speedup over its
+    baseline (batch 1 at the same lengths)."""
+    return {"tokens/s": fmt.rate(p.throughput), "ITL p50": fmt.seconds(p.decode_figure("p50")),
+            "TTFT": fmt.seconds(p.decode_figure("ttft_s")), "MBU": fmt.percent(p.decode_figure("mbu")),
+            "x b1": f"{speedup:.2f}x" if speedup else "-"}
+
+
+def curve_table(points: list[Point], axes: list[str], found: Findings, title: str) -> Table:
+    """A decode sweep's points, fastest first: * the best, K the knee, W the largest batch within --max-itl."""
+    t = Table(title=title, caption=curve_legend(found), box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    t.add_column("", min_width=1, no_wrap=True)
+    for name in axes:
+        t.add_column(name.replace("_", " "), no_wrap=True)
+    for name in curve_figures(points[0], None) if points else ():
+        t.add_column(name, no_wrap=True, justify="right")
+    t.add_column("flags", overflow="fold")
+    for p in ranked(points, found.by):
+        mark = marks(p, found) + ("W" if p in found.within else "")
+        flags = ",".join(p.flags) if p.status == "finished" else f"{p.status}: {(p.error or '')[:40]}"
+        t.add_row(mark, *(value_text(p.values[n]) for n in axes), *curve_figures(p, found.speedup(p)).values(),
+                  flags, style="bold" if p is found.best else None)
+    return t
+
+
+def curve_legend(found: Findings) -> str:
+    words = [(found.best, "* best"), (found.knee, "K the knee"), (found.within or None, "W the largest batch "
+                                                                 "within --max-itl"), (found.speedups or None,
+                                                                                       "x b1: over batch 1")]
+    return ", ".join(w for has, w in words if has)
+
+
+def curve_lines(found: Findings, axes: list[str]) -> list[str]:
+    """What a decode sweep found: its best, the speedup batching gives, the knee and the latency bound."""
+    best = found.best
+    assert best is not None
+    lines = [f"ranked by {TOKENS} over the batch",
+             f"best: {label(best, axes)}: {fmt.rate(best.throughput, TOKENS)} at ITL p50 "
+             f"{fmt.seconds(best.decode_figure('p50'))}"]
+    if found.over_baseline is not None and found.baseline is not None and found.baseline is not best:
+        lines.append(f"{found.over_baseline:.2f}x batch 1 at the same lengths ({label(found.baseline, axes)})")
+    if found.knee is not None:
+        lines.append(f"knee: batch {found.knee.values[BATCH_SIZE]} is within 5% of the best tokens/s, at ITL p50 "
+                     f"{fmt.seconds(found.knee.decode_figure('p50'))}")
+    lines += [f"within the ITL bound: batch {p.values[BATCH_SIZE]} ({series_label(p) or 'this series'}): "
+              f"{fmt.rate(p.throughput, TOKENS)} at ITL p50 {fmt.seconds(p.decode_figure('p50'))}" for p in found.within]
+    return lines
+
+
+def series_label(p: Point) -> str:
+    """'prompt len 128': a point's curve, named by its values but the batch."""
+    return ", ".join(f"{k.replace('_', ' ')} {value_text(v)}" for k, v in series_key(p))
+
+
+def curve_series(points: list[Point]) -> dict[str, list[tuple[float, float]]]:
+    """Aggregate tokens/s against ITL p50 (ms), one series per prompt length (per values but the batch)."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    for p in points:
+        itl = p.decode_figure("p50")
+        if itl is None or not p.throughput:
+            continue
+        series.setdefault(series_label(p) or TOKENS, []).append((itl * 1e3, p.throughput))
+    return {k: sorted(v) for k, v in series.items()}
+
+
+def curve_chart(points: list[Point], axes: list[str], found: Findings, width: int, height: int = 14) -> Text:
+    """The latency/throughput curve as text: each series, the points within --max-itl (W) and the knee (K,
+    drawn over a W)."""
+    import plotext as plt
+
+    plt.clear_figure()
+    plt.plotsize(max(40, min(width, 100)), height)
+    plt.title("tokens/s against ITL p50 (ms), one line per prompt length")
+    series = curve_series(points)
+    for pts, color in zip(series.values(), itertools.cycle(CURVE_COLORS)):
+        plt.plot([x for x, _ in pts], [y for _, y in pts], marker="braille", color=color)
+    for mark, color, chosen in (("W", "green", found.within), ("K", "red", [found.knee] if found.knee else [])):
+        at = [(x, y) for pts in curve_series(chosen).values() for x, y in pts]
+        if at:
+            plt.scatter([x for x, _ in at], [y for _, y in at], marker=mark, color=color)
+    plt.theme("clear")
+    chart = Text.from_ansi(plt.build())
+    # the key below the chart: plotext's own sits in its top left corner, where a curve's knee usually is
+    for (name, _), color in zip(series.items(), itertools.cycle(CURVE_COLORS)):
+        chart.append(f"\n  -- {name}", style=color.removesuffix("+"))
+    return chart

@@ -14,7 +14,7 @@ token reached the host.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
 from tpulab.base.events import Started, Step
 from tpulab.workloads import decode_figures
@@ -208,6 +208,10 @@ class LLMDecode(Workload):
                      p: Params) -> SummaryPart:
         """The run's step is a decode step (the prefill is not one); its figures: `decode_figures`."""
         return decode_figures.summary_part(steps, started, ceilings, shape(p))
+
+    def sweep_baseline(self, point: Params, axes: Mapping[str, Any]) -> Params | None:
+        """Batch 1 at the same lengths: what batching buys (the article's configuration means nothing here)."""
+        return {**point, "batch_size": 1} if "batch_size" in axes else None
 
     def worker_params(self, p: Params, ceilings: MeasuredCeilings) -> Params:
         """The worker measures the bandwidth first where no ceiling is kept (`measure_bandwidth`)."""

@@ -1,0 +1,82 @@
+"""A decode sweep: its latency/throughput curve, knee, speedup over batch 1 and the largest batch within
+an ITL bound, from points whose runs have known token latencies."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.spec import RunSpec
+from tpulab.engine.sweep import TOKENS, Point, baseline_of, findings
+from tpulab.views.sweep import curve_series, findings_lines, sweep_table, text_chart
+from tpulab.workloads.decode import DECODE
+from tpulab.workloads.conv import CONV
+
+from .helpers import cpu_only, decode_events, run_cli
+from .helpers import text as shown
+
+
+# ITL (s) by prompt length and batch: throughput = batch / ITL
+ITL = {8: {1: 0.010, 2: 0.0105, 4: 0.012, 8: 0.023}, 16: {1: 0.011, 2: 0.012, 4: 0.016, 8: 0.030}}
+AXES = {"batch_size": [1, 2, 4, 8], "prompt_len": [8, 16]}
+
+
+def point(tmp_path, batch: int, prompt: int) -> Point:
+    values = {"batch_size": batch, "prompt_len": prompt}
+    p = {**DECODE.preset("smoke"), **values, "device": "cpu", "backend": "jax"}
+    rec = RunRecorder(RunSpec(DECODE, p, "jax", "asked for", "cpu"), cpu_only(tmp_path))
+    for e in decode_events(0.05, [ITL[prompt][batch]] * 5, copy_s=0.01, batch=batch):
+        rec.feed(e)
+    rec.finish("finished")
+    return Point(values, p, records=[rec.record()])
+
+
+@pytest.fixture
+def points(tmp_path) -> list[Point]:
+    return [point(tmp_path, b, n) for n in AXES["prompt_len"] for b in AXES["batch_size"]]
+
+
+def at(points: list[Point], batch: int, prompt: int) -> Point:
+    return next(p for p in points if p.values == {"batch_size": batch, "prompt_len": prompt})
+
+
+def test_the_curve_is_tokens_per_s_against_itl_one_series_per_prompt_length(points):
+    series = curve_series(points)
+    assert list(series) == ["prompt len 8", "prompt len 16"]
+    assert series["prompt len 8"] == pytest.approx([(10.0, 100.0), (10.5, 2 / 0.0105), (12.0, 4 / 0.012),
+                                                    (23.0, 8 / 0.023)])
+
+
+def test_the_knee_the_speedup_over_batch_1_and_the_largest_batch_within_the_bound(points):
+    found = findings(points, None, baseline_of(DECODE, AXES), max_itl_s=0.015)
+    assert found.by == TOKENS  # not GFLOP/s, though a longer prompt costs more per token
+    assert found.best is at(points, 8, 8)
+    assert found.knee is at(points, 4, 8)  # 333 tokens/s is within 5% of batch 8's 348, at half its latency
+    assert found.baseline is at(points, 1, 8)
+    assert found.over_baseline == pytest.approx((8 / 0.023) / 100)
+    assert found.speedup(at(points, 2, 16)) == pytest.approx((2 / 0.012) / (1 / 0.011))
+    assert found.within == [at(points, 4, 8), at(points, 2, 16)]  # ITL p50 <= 15 ms, per prompt length
+    lines = findings_lines(found, list(AXES))
+    assert "3.48x batch 1 at the same lengths (batch_size 1, prompt_len 8)" in lines
+    assert "within the ITL bound: batch 2 (prompt len 16): 166.7 tokens/s at ITL p50 12.0 ms" in lines
+
+
+def test_the_table_and_chart_mark_the_knee_and_the_bound(points):
+    found = findings(points, None, baseline_of(DECODE, AXES), max_itl_s=0.015)
+    table = shown(sweep_table(points, list(AXES), found, "sweep"), width=80)
+    knee_row = next(line for line in table.splitlines() if line.lstrip().startswith("KW"))
+    assert knee_row.split()[1:3] == ["4", "8"] and "4.00x" not in knee_row
+    assert "W the largest batch within --max-itl" in table
+    chart = text_chart(points, list(AXES), found, 80).plain
+    assert "ITL p50" in chart and "K" in chart and "W" in chart
+
+
+def test_a_workload_without_a_baseline_measures_against_the_article():
+    assert CONV.sweep_baseline({"batch_size": 8}, {"batch_size": [8, 16]}) is None
+    assert DECODE.sweep_baseline({"batch_size": 8, "prompt_len": 16}, AXES) == {"batch_size": 1, "prompt_len": 16}
+    assert DECODE.sweep_baseline({"prompt_len": 16}, {"prompt_len": [8, 16]}) is None
+
+
+def test_a_bound_that_is_no_latency_is_refused_in_one_line():
+    r = run_cli("sweep", "decode", "--preset", "smoke", "--max-itl", "0", "--no-save", timeout=60)
+    assert r.returncode == 2 and r.stderr.strip() == "tpulab: error: --max-itl must be a positive number of ms (got 0)"
