@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from textual.widgets import DataTable, Static
 
-from tpulab.base.events import OpRow, Profile
-from tpulab.base.timing import Flag
+from tpulab.base.events import OpRow, Profile, Profiled
+from tpulab.base import fmt
 from tpulab.lab.app import TpulabApp
 from tpulab.lab.panes.help import HelpScreen
+from tpulab.lab.panes.run import RunLog, RunPane
 
-from .helpers import make_record, text, wait_for
+from .helpers import Replay, conv_events, make_record, text, wait_for
 
 SMALL = (80, 24)
 MS = 1e-3
@@ -25,9 +26,35 @@ def profile() -> Profile:
                              seconds=2.5 * MS, share=0.625, flops=1e8, gflops_per_s=40.0, ceiling_fraction=0.31,
                              bound="compute"),
                        OpRow(name="fusion.2", type="loop fusion", category="elementwise", calls=1,
-                             seconds=0.5 * MS, share=0.125)],
-                   verdicts=[Flag("host-bound", "the device waits on the host 25.0% of the step: the input "
-                                                "pipeline")])
+                             seconds=0.5 * MS, share=0.125)])
+
+
+async def test_run_tab_shows_the_op_table_after_a_profiled_run(db, cpu_machine):
+    events = conv_events()
+    events.insert(-1, Profiled(profile=profile()))  # traced after the timed steps, before the end
+    app = TpulabApp(probe=False, report=cpu_machine, db=db)
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.press("3")
+        await wait_for(pilot, lambda: bool(app.query(RunPane)), 5)
+        app.query_one(RunPane).start(Replay("conv", app.report, events))
+        await wait_for(pilot, lambda: len(app.records) == 1, 10)
+        kept = app.records[0].summary.profile  # judged by the recorder against this machine's ceilings
+        assert kept is not None and kept.ops[0].ceiling_fraction is not None
+        summary = app.query_one("#run-summary", Static)
+        await wait_for(pilot, lambda: app.screen.maximized is app.query_one("#run-summary-box"), 5)
+        shown = text(summary)
+        assert "op 1" in shown and "convolution.4 (matmul/conv): 62.5% of the step, 2.50 ms, " in shown
+        assert f"{fmt.percent(kept.ops[0].ceiling_fraction)} of the compute ceiling" in shown
+        assert "why: host-bound" in shown and "why: one-op-dominates" in shown  # beside the telemetry's
+        table = shown[shown.index("where a step's time went"):].splitlines()
+        assert table[1].split() == ["op", "category", "calls", "ms/step", "share", "GFLOP/s", "ceiling", "bound"]
+        assert table[3].split() == ["convolution.4", "matmul/conv", "1", "2.50", "62.5%", "40.0",
+                                    fmt.percent(kept.ops[0].ceiling_fraction), "-"]  # its bytes unknown: no side
+        assert table[4].split() == ["fusion.2", "elementwise", "1", "0.500", "12.5%", "-", "-", "-"]
+        assert "host gap: 1.00 ms per step, 25.0% of the step" in shown
+        log = "\n".join(map(str, app.query_one(RunLog).written))
+        assert "profiled 3 steps (not timed)" in log and "top op convolution.4 62.5%" in log
+        assert "why host-bound" in log
 
 
 async def results_tab(pilot, count: int) -> DataTable:

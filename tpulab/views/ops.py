@@ -24,7 +24,6 @@ TOP = 5  # the ops a run's summary names
 OP_COLUMNS = ("op", "category", "calls", "ms/step", "share", "GFLOP/s", "ceiling", "bound")
 MOVE_COLUMNS = ("op or category", "matched", "A ms", "B ms", "delta ms", "share change")
 CSV_FIELDS = tuple(f.name for f in fields(OpRow))
-CEILING = {"compute": "compute ceiling", "memory": "bandwidth ceiling"}
 NOT_PROFILED = "run {id} has no op profile: run it again with --profile (profile=True in Python)"
 
 
@@ -78,8 +77,8 @@ def ops_table(p: Profile, title: str = "") -> Group:
 
 def op_line(op: OpRow) -> str:
     """'fusion.12 (matmul/conv): 41.0% of the step, 3.20 ms, 28.0% of the compute ceiling'."""
-    ceiling = (f", {fmt.percent(op.ceiling_fraction)} of the {CEILING.get(op.bound or '', 'ceiling')}"
-               if op.ceiling_fraction is not None else "")
+    which = "bandwidth" if op.bound == "memory" else "compute"  # where the ridge is unknown: the most it could do
+    ceiling = f", {fmt.percent(op.ceiling_fraction)} of the {which} ceiling" if op.ceiling_fraction is not None else ""
     return f"{op.name} ({op.category}): {fmt.percent(op.share)} of the step, {ms(op.seconds)} ms{ceiling}"
 
 
