@@ -17,7 +17,7 @@ import numpy as np
 from rich.console import Console, RenderableType
 from textual.widgets import Input, Static
 
-from tpulab.base.events import Compiled, Device, Event, Finished, RunRecord, Sample, Started, Step
+from tpulab.base.events import Compiled, Device, Event, Finished, Profile, Profiled, RunRecord, Sample, Started, Step
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.runner import Run
 from tpulab.engine.spec import RunSpec
@@ -146,8 +146,9 @@ def recorder(workload: str, params: dict, flops: float | None, model: dict | Non
 
 def make_record(shards: int = 1, median: float = 1.0, batch: int = 8, status: str = "finished",
                 flops: float = 1e9, backend: str = "tensorflow", workload: str = "conv",
-                report: RuntimeReport | None = None) -> RunRecord:
-    """A record built the way every run builds it: events fed to the recorder."""
+                report: RuntimeReport | None = None, profile: Profile | None = None) -> RunRecord:
+    """A record built the way every run builds it: events fed to the recorder (with `profile`, the worker's
+    op table of its traced steps)."""
     w = registry()[workload]
     params = {**w.defaults(), "batch_size": batch, "shards": shards, "device": "cpu", "backend": backend}
     rec = RunRecorder(RunSpec(w, params, backend, "asked for", "cpu"), report or detect())
@@ -156,6 +157,7 @@ def make_record(shards: int = 1, median: float = 1.0, batch: int = 8, status: st
                 flops_per_step=flops, steps_total=5, per_replica_batch=batch // shards, backend=backend),
         Compiled(seconds=2.0)]
     events += [Step(step=i, seconds=s) for i, s in enumerate((median * 0.9, median, median * 1.1, median), 2)]
+    events += [Profiled(profile=profile)] if profile is not None else []
     for e in events:
         rec.feed(e)
     rec.finish(status)

@@ -12,6 +12,7 @@ import pytest
 
 from tpulab.base.basis import differ
 from tpulab.base.errors import EXIT_USAGE
+from tpulab.base.events import OpRow, Profile
 from tpulab.engine.store import Store, StoreError, compare, export_csv, export_json, read_export
 
 from .helpers import ROOT, json_events, make_record, run_cli
@@ -31,21 +32,38 @@ def test_round_trip_through_export_and_import(tmp_path, store):
     assert len(empty.records()) == 3
 
 
+def test_a_profile_goes_out_and_comes_back_with_its_op_table(tmp_path, store):
+    """Export and import carry the op table, each op's figures and the verdicts, as they were kept."""
+    profiled = make_record(profile=Profile(
+        steps=3, step_seconds=0.01, host_gap=0.004, host_gap_share=0.4, trace_path="/t/x", profiler="jax.profiler",
+        where="/host:CPU", ops=[OpRow(name="dot.1", type="dot", category="matmul/conv", calls=1, seconds=0.005,
+                                      share=0.5, flops=2e9, bytes=1e6),
+                                OpRow(name="other", calls=4, seconds=0.001, share=0.1)]))
+    assert profiled.summary.profile is not None and profiled.summary.profile.ops[0].gflops_per_s == 400
+    assert [f.code for f in profiled.summary.profile.verdicts] == ["host-bound", "one-op-dominates"]
+    store.save(profiled)
+    out = tmp_path / "runs.json"
+    export_json(store.records(), out)
+    other = Store(tmp_path / "b.db")
+    assert other.import_records(read_export(out)) == (1, 0)
+    assert other.get(profiled.id).summary.profile == profiled.summary.profile
+
+
 def test_records_keep_every_step_and_the_runtime(store):
     r = make_record()
     store.save(r)
     got = store.get(r.id[:6])
     assert got == r and len(got.steps) == 4 and got.runtime["cpu"]["logical_cores"] >= 1
-    assert got.summary.step_seconds is not None and got.summary.step_seconds.count == 4 and got.schema == 3
+    assert got.summary.step_seconds is not None and got.summary.step_seconds.count == 4 and got.schema == 4
 
 
 def test_schema_is_versioned(tmp_path):
     path = tmp_path / "a.db"
     Store(path).save(make_record())
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("3",)
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
         con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
-    with pytest.raises(StoreError, match="schema 99, newer than this tpulab's 3"):
+    with pytest.raises(StoreError, match="schema 99, newer than this tpulab's 4"):
         Store(path).records()
 
 
@@ -68,7 +86,7 @@ def test_a_version_1_store_gains_sweeps_and_keeps_its_runs(tmp_path):
     assert run.id == old["id"] and run.backend == "tensorflow" and run.schema == 1 and run.median == 1.0
     assert store.sweeps() == []
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("3",)
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
 
 
 SAVER = """

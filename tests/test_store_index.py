@@ -9,9 +9,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tpulab.base.events import Device, RunRecord, SweepRecord
+from tpulab.base.events import Device, Profile, RunRecord, SweepRecord
+from tpulab.base.home import traces
 from tpulab.engine.estimate import SIMILAR_WORK, estimate, wanted
-from tpulab.engine.runindex import COLUMNS, FilterError, RunFilter, RunRow, make_filter, parse_filter
+from tpulab.engine.runindex import COLUMNS, FilterError, RunFilter, RunRow, derive, make_filter, parse_filter
 from tpulab.engine.store import Store
 from tpulab.machine.detect import detect
 from tpulab.workloads import registry
@@ -75,11 +76,52 @@ def test_a_schema_2_store_is_indexed_and_keeps_every_record(tmp_path):
     assert [s.to_json() for s in store.sweeps()] == [SweepRecord.from_json(sweep).to_json()]
     assert set(store.sweep_runs(store.sweeps()[0])) == {records[1].id}
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("3",)
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
         assert [c[1] for c in con.execute("PRAGMA table_info(runs)")] == list(COLUMNS)  # no JSON in the listing
         indexes = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         assert {"runs_started", "runs_same", "runs_work"} <= indexes
     assert Store(path).count() == 3  # opened again: nothing migrates twice
+
+
+def test_a_schema_3_store_opens_as_schema_4_and_reads_its_records(tmp_path):
+    """Schema 4 adds the profile (and decode figures) to the summary and the host gap to the index: a schema-3
+    database gains the column, its records read back as they were written, with no profile and no decode."""
+    path = tmp_path / "three.db"
+    records = [dated(make_record(median=0.5), 1), dated(make_record(2, 0.25, backend="jax"), 2)]
+    Store(path).page()  # the tables, as this tpulab makes them; then taken back to what schema 3 wrote
+    with sqlite3.connect(path) as con:
+        con.execute("ALTER TABLE runs DROP COLUMN host_gap_share")
+        con.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
+        columns = [c[1] for c in con.execute("PRAGMA table_info(runs)")]
+        for r in records:
+            old = r.to_json()
+            old["schema"] = 3
+            del old["summary"]["profile"], old["summary"]["decode"]
+            row = {k: v for k, v in derive(r).items() if k in columns}
+            con.execute(f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+            con.execute("INSERT INTO run_data VALUES (?, ?, ?)", (r.id, "{}", json.dumps(old)))
+    store = Store(path)
+    got = [store.get(r.id) for r in records]
+    assert [g.schema for g in got] == [3, 3] and [g.summary.median for g in got] == [0.5, 0.25]
+    assert all(g.summary.profile is None and g.summary.decode is None for g in got)
+    assert [r.host_gap_share for r in store.page().rows] == [None, None]
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
+        assert [c[1] for c in con.execute("PRAGMA table_info(runs)")] == list(COLUMNS)
+    profiled = make_record(profile=Profile(steps=3, step_seconds=0.02, host_gap=0.005, host_gap_share=0.25))
+    store.save(profiled)
+    assert store.page(limit=1).rows[0].host_gap_share == 0.25
+
+
+def test_pruning_a_profiled_run_removes_its_trace(store):
+    """A profiled run's raw trace lies under tpulab's home, named by its id: it goes when the run does."""
+    kept, pruned = dated(make_record(), 40), dated(make_record(), 1)
+    for r in (kept, pruned):
+        store.save(r)
+        (traces() / r.id / "plugins").mkdir(parents=True)
+        (traces() / r.id / "plugins" / "host.xplane.pb").write_bytes(b"trace")
+    assert store.prune(make_filter(before="2026-01-10"))[0] == 1
+    assert not (traces() / pruned.id).exists() and (traces() / kept.id / "plugins" / "host.xplane.pb").exists()
 
 
 def test_a_new_column_is_derived_again_from_the_records(store, db):

@@ -60,6 +60,8 @@ class RunRow:
     examples_per_s: float | None = _col("REAL", lambda r: r.summary.examples_per_s)
     flops_per_step: float | None = _col("REAL", lambda r: r.summary.flops_per_step)
     compile_s: float | None = _col("REAL", lambda r: r.summary.compile_seconds)
+    host_gap_share: float | None = _col("REAL", lambda r: r.summary.profile.host_gap_share
+                                        if r.summary.profile else None)  # schema 4: a profiled run's
 
     @property
     def short_id(self) -> str:

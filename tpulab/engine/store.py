@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -22,11 +23,11 @@ from tpulab.backends import article
 from tpulab.base.basis import GFLOPS, TIME, Work, basis, differ
 from tpulab.base.errors import EXIT_USAGE, TpulabError
 from tpulab.base.events import STATUSES, RunRecord, SweepRecord, Telemetry
-from tpulab.base.home import home
+from tpulab.base.home import home, traces
 from tpulab.engine.runindex import COLUMNS, RunFilter, RunRow, Wanted, derive, table_sql
 from tpulab.workloads import registry
 
-SCHEMA_VERSION = 3  # 2: sweeps; 3: records apart from their indexed columns
+SCHEMA_VERSION = 4  # 2: sweeps; 3: records apart from their indexed columns; 4: profiles (the host gap indexed)
 BUSY_TIMEOUT_S = 60  # how long a writer waits for another process's transaction
 EXPORT_FORMAT = "tpulab-results"
 COMPARED_BY_DESIGN = ("device", "shards", "backend")  # what a comparison across runtimes varies on purpose
@@ -130,7 +131,9 @@ class Store:
                 id TEXT PRIMARY KEY, workload TEXT NOT NULL, started_at TEXT NOT NULL, sweep TEXT NOT NULL)""")
         if version < 3:  # the records move to run_data; runs keeps their columns
             _rebuild(con, "SELECT record FROM runs_old ORDER BY rowid", renamed=("runs",))
-        elif [c[1] for c in con.execute("PRAGMA table_info(runs)")] != list(COLUMNS):
+        elif version < 4 and "host_gap_share" not in _columns(con):  # no record of schema 3 has a profile
+            con.execute("ALTER TABLE runs ADD COLUMN host_gap_share REAL")
+        if version >= 3 and _columns(con) != list(COLUMNS):
             # RunRow gained or lost a column: derive the index again from the records.
             _rebuild(con, "SELECT d.record FROM runs_old o JOIN run_data_old d USING (id) ORDER BY o.rowid",
                      renamed=("runs", "run_data"))
@@ -282,6 +285,7 @@ class Store:
         before = self.size()
         where, args = filt.where()
         with self._db(write=True) as con:
+            ids = [i for (i,) in con.execute(f"SELECT id FROM runs WHERE {where}", args)]
             con.execute(f"DELETE FROM run_data WHERE id IN (SELECT id FROM runs WHERE {where})", args)
             removed = con.execute(f"DELETE FROM runs WHERE {where}", args).rowcount
             for sweep_id, text in con.execute("SELECT id, sweep FROM sweeps").fetchall():
@@ -300,11 +304,17 @@ class Store:
         except sqlite3.Error as e:
             raise StoreError(f"removed {removed} run(s) from {self.path}, but could not reclaim the space "
                              f"({e}): run `tpulab results prune` again when no other tpulab uses it") from None
+        for run_id in ids:  # a profiled run's raw trace goes with it (kept by its id under tpulab's home)
+            shutil.rmtree(traces() / run_id, ignore_errors=True)
         return removed, max(0, before - self.size())
 
     def size(self) -> int:
         """Bytes the database takes on disk, its write-ahead log included."""
         return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
+
+
+def _columns(con: sqlite3.Connection) -> list[str]:
+    return [c[1] for c in con.execute("PRAGMA table_info(runs)")]
 
 
 def _rebuild(con: sqlite3.Connection, source: str, renamed: tuple[str, ...]) -> None:
