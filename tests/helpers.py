@@ -302,7 +302,7 @@ def decode_events(prefill_s: float, token_s: list[float], copy_s: float | None =
     events: list[Event] = [Started(workload="decode", device=Device(kind="cpu", name=name), dtype="float32",
                                    flops_per_step=1e6, steps_total=2 + len(token_s) + 1, per_replica_batch=batch)]
     if copy_s is not None:
-        events += [Step(step=i, seconds=copy_s, phase="copy", kernel=copy.to_json()) for i in range(3)]
+        events += [Step(step=i, seconds=copy_s, phase="bandwidth", kernel=copy.to_json()) for i in range(3)]
     events += [Compiled(seconds=1.0, phase=PHASE_PREFILL), Compiled(seconds=0.5, phase=PHASE_DECODE),
                Step(step=0, seconds=prefill_s, phase=PHASE_PREFILL)]
     events += [Step(step=i, seconds=s, phase=PHASE_DECODE) for i, s in enumerate(token_s, 1)]

@@ -128,7 +128,7 @@ def test_the_run_measures_the_bandwidth_first_for_at_most_2_s_and_says_so():
     measure_bandwidth({**P, "bandwidth_kept_for": ["another CPU"]}, placement(),
                       lambda k: (lambda: calls.append(k.size)), said.append, clock=lambda: next(ticks))
     copies = [e for e in said if isinstance(e, Step)]
-    assert copies and all(e.phase == "copy" and e.kernel and e.kernel["kind"] == "copy" for e in copies)
+    assert copies and all(e.phase == "bandwidth" and e.kernel and e.kernel["kind"] == "copy" for e in copies)
     assert len(copies) * 0.6 <= 2.0 + 0.6  # within the budget (each timed call reads the clock twice)
     assert len(calls) == len(copies) + 1  # the first call (compile, first touch) is not timed
     assert isinstance(said[-1], Log) and "no bandwidth ceiling is kept for test CPU" in said[-1].text

@@ -10,8 +10,11 @@ from __future__ import annotations
 from rich.markup import escape
 
 from tpulab.base import fmt
+from tpulab.base.timing import median
 from tpulab.base.events import (
     OTHER_OPS,
+    PHASE_DECODE,
+    PHASE_PREFILL,
     Cancelled,
     Compiled,
     Epoch,
@@ -26,10 +29,12 @@ from tpulab.base.events import (
 )
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.telemetry_summary import GPU_POOL_NOTE
+from tpulab.workloads.roofline_kernels import PHASE_BANDWIDTH
 
 SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
 SYNTHETIC = ("[synthetic]", "yellow")  # what every step of a run on stand-in data ends with (short: there are many)
 Cell = tuple[str, str]  # (plain text, Rich style or "")
+TOKEN_LINE_EVERY = 16  # a decode run's line: every this many tokens (the summary has each one's figures)
 
 
 def fitted(cells: list[Cell], width: int | None, spare: tuple[int, ...] = ()) -> str:
@@ -59,6 +64,10 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
             how = {True: "compiled (cache)", False: "trace + compile", None: "trace + compile"}[event.cache_hit]
             return fitted([(f"{what} ({how}, {event.steps} {w.unit}(s)): {fmt.seconds(event.seconds)}", ""),
                            ("not in the steady state", "dim")], width, spare=(1,))
+        case Step() if event.phase == PHASE_BANDWIDTH:
+            return None  # the copies timed before a decode run: its log line says what they measured
+        case Step() if event.phase in (PHASE_PREFILL, PHASE_DECODE):
+            return token_line(event, rec, width)
         case Step():
             return step_line(event, rec, width)
         case Epoch():
@@ -119,6 +128,22 @@ def step_line(e: Step, rec: RunRecorder, width: int | None = None) -> str:
     cells += [("(warm-up)", "dim")] if e.warmup else []
     cells += [SYNTHETIC] if e.synthetic else []
     return fitted(cells, width, spare=(3, 2) if flops else (2,))
+
+
+def token_line(e: Step, rec: RunRecorder, width: int | None = None) -> str | None:
+    """A decode run's tokens: 'prefill (token 0)  52.1 ms: time to first token', then every 16 tokens
+    'token 32  4.1 ms  ITL p50 4.0 ms (tokens 17-32)  1.9 ktok/s' (the rate over the batch)."""
+    if e.phase == PHASE_PREFILL:
+        cells: list[Cell] = [("prefill (token 0)", ""), (f"{fmt.seconds(e.seconds)}: time to first token", "")]
+        return fitted(cells + ([SYNTHETIC] if e.synthetic else []), width)
+    if e.step % TOKEN_LINE_EVERY:
+        return None
+    last = [s.seconds for s in rec.steps[-TOKEN_LINE_EVERY:] if s.phase == PHASE_DECODE and not s.warmup]
+    itl = median(last)
+    cells = [(f"token {e.step}", ""), (fmt.seconds(e.seconds), ""),
+             (f"ITL p50 {fmt.seconds(itl)} (tokens {e.step - len(last) + 1}-{e.step})", ""),
+             (fmt.rate(e.examples_per_s, "tok/s"), "")]
+    return fitted(cells + ([SYNTHETIC] if e.synthetic else []), width, spare=(1,))
 
 
 def epoch_line(e: Epoch, rec: RunRecorder, width: int | None = None) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+from tpulab.base.charts import TOKEN_RATE, TOKEN_TIME
 from tpulab.base.events import Started, Step
 from tpulab.workloads import decode_figures
 from tpulab.workloads.base import (
@@ -169,6 +170,7 @@ class LLMDecode(Workload):
                      "positions": "rope", "block": "llama"},
     }
     unit = "token"
+    charts = (TOKEN_TIME, TOKEN_RATE)
     throughput_unit = "tokens/s"
     synthetic_data = "random weights and prompts"
     model_flops = True

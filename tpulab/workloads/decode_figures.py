@@ -29,7 +29,7 @@ from tpulab.base.timing import Flag, median, percentile
 from tpulab.machine.detect import CpuInfo, probe_cpu
 from tpulab.machine.peaks import Bandwidth, device_peak, spec_bandwidth
 from tpulab.workloads.base import SummaryPart
-from tpulab.workloads.roofline_kernels import best, kernel_figures
+from tpulab.workloads.roofline_kernels import PHASE_BANDWIDTH, best, kernel_figures
 
 if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings
@@ -126,7 +126,7 @@ def beats(d: Decode, achieved: float | None, prefill_rate: float | None, peak: f
 
 def measured_copy(steps: list[Step]) -> Ceiling | None:
     """The bandwidth the run measured itself before its prefill (`measure_bandwidth`): its copy's best."""
-    copy = best(kernel_figures(s for s in steps if s.phase == "copy"), "copy")
+    copy = best(kernel_figures(s for s in steps if s.phase == PHASE_BANDWIDTH), "copy")
     if copy is None or not copy.bytes_per_s:
         return None
     return Ceiling(copy.bytes_per_s, f"measured by this run: a {copy.size} MiB copy before the prefill")

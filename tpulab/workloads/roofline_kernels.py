@@ -36,6 +36,7 @@ CACHE_MULTIPLE = 4  # a copy measures the memory once its array is this many tim
 ASSUMED_CACHE = 256 * MIB
 BANDWIDTH_KEPT = "bandwidth_kept_for"  # the worker's value (no parameter): devices with a kept bandwidth ceiling
 BANDWIDTH_BUDGET_S = 2.0  # a run that measures its own bandwidth first spends at most this on it
+PHASE_BANDWIDTH = "bandwidth"  # the phase of those copies' steps (never the run's own steps)
 # what --dtypes accepts: "+" joins dtypes (a sweep's commas separate its points)
 DTYPE_CHOICES = ("auto", *DTYPES, *("+".join(ds) for ds in DEVICE_DTYPES.values() if len(ds) > 1), "float32+bfloat16")
 
@@ -196,7 +197,7 @@ def measure_bandwidth(p: Params, placement: Placement, build: Callable[[Kernel],
                       clock: Callable[[], float] = time.perf_counter) -> None:
     """What a decode runner calls before its prefill: with no bandwidth ceiling kept for this device (the
     parent said which are, `bandwidth_kept`), time the roofline's copy for at most 2 s and say so. Its
-    steps (phase "copy", each carrying its kernel) give the run its ceiling; the first call is left out.
+    steps (`PHASE_BANDWIDTH`, each carrying its kernel) give the run its ceiling; the first call is left out.
 
     `build`: the backend's roofline builder (`roofline_jax.builder(seed, device)`, `roofline_tf`'s).
     """
@@ -214,6 +215,6 @@ def measure_bandwidth(p: Params, placement: Placement, build: Callable[[Kernel],
     del call
     mid = median(times) or 0.0
     for i, seconds in enumerate(times):
-        sink(Step(step=i, seconds=seconds, phase=kernel.kind, kernel=kernel.to_json()))
+        sink(Step(step=i, seconds=seconds, phase=PHASE_BANDWIDTH, kernel=kernel.to_json()))
     sink(Log(text=f"no bandwidth ceiling is kept for {placement.name}: measured {fmt.rate(kernel.bytes / mid, 'B/s')} "
              f"first ({kernel.label()}, median of {len(times)}); `tpulab --run roofline` keeps one"))
