@@ -7,17 +7,23 @@ op, which is why each run gets a fresh process.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import sys
-from typing import TYPE_CHECKING, Any, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from tpulab.backends import Backend, BackendError, Cluster, DeviceError, Fitness, Placement, Runtime
+from tpulab.backends import Backend, BackendError, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime
+from tpulab.backends.op_table import ELEMENTWISE, MATMUL, OTHER, REDUCTION, OpInfo, TraceEvent, TraceLine, TracePlane, \
+    build, category, words, xplane_file
 from tpulab.base.errors import first_line, one_line
 from tpulab.machine.detect import detect
 from tpulab.machine.verdict import Verdict, version_tuple
 
 if TYPE_CHECKING:
+    from tpulab.base.events import Profile
     from tpulab.machine.detect import RuntimeReport
 
 # The newest tensorflow-tpu on PyPI: 2.20.0 (published 2025-08; still the newest on 2026-11-30 by
@@ -63,6 +69,7 @@ class TensorFlowBackend(Backend):
     tpu_packages = ("tensorflow-tpu", "libtpu", "libtpu-nightly")
     packages = ("nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12")  # its CUDA libraries, from pip
     batch_parallel = ("tpu",)  # tf.compat.v1.tpu.batch_parallel
+    profiles = True
 
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
         return {**super().worker_env(device, shards, environ),
@@ -282,6 +289,9 @@ class TensorFlowRuntime(Runtime):
             ds = ds.batch(batch)
         return ds.map(_widen, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
+    def profiler(self) -> Profiler:
+        return TensorFlowProfiler()
+
     def probe(self) -> dict[str, Any]:
         """TensorFlow's own view of the machine, for `tpulab detect`, the doctor and `auto`."""
         import tensorflow as tf
@@ -304,3 +314,126 @@ class TensorFlowRuntime(Runtime):
                 out["tpu_error"] = f"{type(e).__name__}: {e}"
         out["cpu_threads"] = os.cpu_count()
         return out
+
+
+NO_SHAPES = "TensorFlow's trace gives no op shapes here, and no graph was given to read them from"
+
+
+class TensorFlowProfiler(Profiler):
+    """`tf.profiler`: an XSpace per run; the ops are the graph's kernels ("dense/MatMul:MatMul"), or XLA's
+    fusions under `jit_compile`; FLOPs and bytes from the graph's shapes where one is given."""
+
+    name = "tf.profiler"
+
+    @contextmanager
+    def trace(self, folder: Path) -> Iterator[None]:
+        import tensorflow as tf
+
+        tf.profiler.experimental.start(str(folder))
+        try:
+            yield
+        finally:
+            tf.profiler.experimental.stop()
+
+    def step(self, number: int) -> Any:
+        import tensorflow as tf
+
+        return tf.profiler.experimental.Trace("train", step_num=number, _r=1)
+
+    def read(self, folder: Path, programs: list[Any] | None = None) -> Profile:
+        """`programs`: concrete functions or graphs (a `tf.function`'s `get_concrete_function(...)`)."""
+        return build(xspace_planes(xplane_file(folder).read_bytes()), graph_ops(programs or []),
+                     profiler=self.name, trace_path=str(folder), no_flops=NO_SHAPES)
+
+
+def xspace_planes(data: bytes) -> list[TracePlane]:
+    """An `xplane.pb` (TensorFlow's or JAX's) as the op table's neutral view, read by TensorFlow alone."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(data)
+    return [_plane(plane) for plane in space.planes]
+
+
+def _plane(plane: Any) -> TracePlane:
+    """One XPlane, its events named and their stats keyed by name (an event's own over its metadata's)."""
+    names = {k: m.name for k, m in plane.stat_metadata.items()}
+
+    def stats(found: Any) -> dict[str, Any]:
+        out = {}
+        for stat in found:
+            kind = stat.WhichOneof("value")
+            out[names.get(stat.metadata_id, "")] = names.get(stat.ref_value, "") if kind == "ref_value" \
+                else getattr(stat, kind) if kind else None
+        return out
+
+    metadata = {k: (m.name, stats(m.stats)) for k, m in plane.event_metadata.items()}
+    lines = []
+    for line in plane.lines:
+        events = []
+        for e in line.events:
+            name, known = metadata.get(e.metadata_id, ("", {}))
+            events.append(TraceEvent(name, line.timestamp_ns + e.offset_ps / 1000, e.duration_ps / 1000,
+                                     {**known, **stats(e.stats)} if e.stats else known))
+        lines.append(TraceLine(line.name, events))
+    return TracePlane(plane.name, lines)
+
+
+def graph_ops(programs: list[Any]) -> dict[tuple[str | None, str], OpInfo]:
+    """What graphs say of their ops, by node name (a called function's nodes under its call's name, as
+    TensorFlow inlines them): the type, and where the shapes are known, the FLOPs and bytes of one call."""
+    out: dict[tuple[str | None, str], OpInfo] = {}
+
+    def walk(graph: Any, prefix: str) -> None:
+        for op in graph.get_operations():
+            out[(None, prefix + op.name)] = OpInfo(op.type, category(op.type), _op_flops(op), _op_bytes(op))
+            if op.type in ("PartitionedCall", "StatefulPartitionedCall"):
+                called = graph._get_function(op.get_attr("f").name)
+                if getattr(called, "graph", None) is not None:
+                    walk(called.graph, f"{prefix}{op.name}/")
+
+    for program in programs:
+        walk(getattr(program, "graph", program), "")
+    return out
+
+
+def _elements(tensor: Any) -> int | None:
+    dims = tensor.shape.as_list() if tensor.shape.rank is not None else None
+    return None if dims is None or None in dims else math.prod(dims)
+
+
+def _op_bytes(op: Any) -> float | None:
+    sizes = [(_elements(t), t.dtype.size) for t in [*op.inputs, *op.outputs]]
+    return None if any(n is None for n, _ in sizes) else float(sum(n * size for n, size in sizes))
+
+
+def _op_flops(op: Any) -> float | None:
+    """2 per multiply-add of a matmul or convolution (its gradients too), 1 per element of an elementwise or
+    reduced value; None where a shape is unknown or the op's arithmetic is not counted."""
+    kind, word, attrs = category(op.type), "".join(words(op.type)), op.node_def.attr
+    if kind == MATMUL and "conv" in word:
+        forward, kernel = _convolution(op)
+        n, k = _elements(forward), _elements(kernel)
+        channels = forward.shape[1 if "data_format" in attrs and attrs["data_format"].s == b"NCHW" else -1]
+        return None if n is None or k is None or channels is None else 2.0 * n * k / channels
+    if kind == MATMUL and "matmul" in word:
+        transposed = any(attrs[f].b for f in ("transpose_a", "adj_x") if f in attrs)
+        inner = op.inputs[0].shape[-2 if transposed else -1] if op.inputs[0].shape.rank else None
+        n = _elements(op.outputs[0])
+        return None if n is None or inner is None else 2.0 * n * inner
+    if kind == MATMUL:  # an einsum's: not counted
+        return None
+    if kind == ELEMENTWISE:
+        return None if (n := _elements(op.outputs[0])) is None else float(n)
+    if kind == REDUCTION and op.inputs:
+        return None if (n := _elements(op.inputs[0])) is None else float(n)
+    return None if kind == OTHER else 0.0
+
+
+def _convolution(op: Any) -> tuple[Any, Any]:
+    """The forward convolution's output and its filter, of a convolution or either of its gradients."""
+    if op.type.endswith("BackpropInput"):
+        return op.inputs[2], op.inputs[1]
+    if op.type.endswith("BackpropFilter"):
+        return op.inputs[2], op.outputs[0]
+    return op.outputs[0], op.inputs[1]
