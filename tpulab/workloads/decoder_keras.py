@@ -11,7 +11,7 @@ heads / kv_heads query heads; positions are a learned table (GPT-2) or rotary (R
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import keras
 from keras import ops
@@ -37,6 +37,12 @@ class Config:
     tied: bool = True
     rope_theta: float = 500_000.0
     dtype: str | None = None
+
+    @classmethod
+    def of(cls, p: Mapping[str, Any]) -> Config:
+        """The `decode` workload's model, from its parameters (its logits tied to the token table)."""
+        return cls(p["layers"], p["width"], p["heads"], p["kv_heads"], p["mlp_width"], p["vocab"], p["context"],
+                   p["positions"], p["block"], dtype=p["dtype"])
 
     @property
     def head_dim(self) -> int:

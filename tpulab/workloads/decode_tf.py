@@ -1,0 +1,91 @@
+"""decode on TensorFlow: the shared Keras decoder as two `tf.function`s, a prefill and a one-token step.
+
+The cache is one `tf.Variable` per layer for keys and one for values, [batch, kv_heads, context,
+head_dim]: a step reads it and assigns its token's keys and values into a slice of it, in place
+(TensorFlow cannot donate a function's inputs, so a cache passed in and out would be copied each
+token). The prefill and the step have fixed input signatures: each is traced once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tpulab.backends import Runtime
+from tpulab.workloads import decode_loop
+from tpulab.workloads.base import Params, Workload
+from tpulab.workloads.decode import decode_step_bytes, head_dim
+from tpulab.workloads.decoder_keras import Config, Decoder
+from tpulab.workloads.roofline_kernels import measure_bandwidth
+from tpulab.workloads.roofline_tf import builder
+from tpulab.workloads.running import CancelToken, Sink, place, started
+
+
+def next_tokens(logits: tf.Tensor) -> tf.Tensor:
+    """Greedy: the most likely token of each sequence, [batch, 1]."""
+    return tf.cast(tf.argmax(logits[:, -1], axis=-1), tf.int32)[:, None]
+
+
+class Compiled:
+    """The decoder's traced calls over its cache variables, on one device."""
+
+    def __init__(self, model: Decoder, p: Params, device: str) -> None:
+        self.model, self.device = model, device
+        batch, prompt = p["batch_size"], p["prompt_len"]
+        shape = (batch, p["kv_heads"], p["context"], head_dim(p))
+        with tf.device(device):
+            self.cache = [tf.Variable(tf.zeros(shape, p["dtype"]), trainable=False) for _ in range(2 * p["layers"])]
+        self.prefill_fn = tf.function(self._prefill, input_signature=[tf.TensorSpec((batch, prompt), tf.int32)])
+        self.step_fn = tf.function(self._step, input_signature=[tf.TensorSpec((batch, 1), tf.int32),
+                                                                tf.TensorSpec((), tf.int32)])
+        self.forward_fn = tf.function(lambda t: self.model(t)[0])  # traced once: --verify calls it once
+
+    def _write(self, kvs: list[tuple[tf.Tensor, tf.Tensor]], start: Any, length: int) -> None:
+        for c, x in zip(self.cache, [x for kv in kvs for x in kv]):
+            c[:, :, start:start + length].assign(tf.cast(x, c.dtype))
+
+    def _prefill(self, tokens: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        logits, kvs = self.model(tokens, last_only=True)
+        self._write(kvs, 0, tokens.shape[1])
+        return next_tokens(logits), logits[:, -1]
+
+    def _step(self, tokens: tf.Tensor, position: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        past = [(k.value(), v.value()) for k, v in zip(self.cache[0::2], self.cache[1::2])]
+        logits, kvs = self.model(tokens, start=position, past=past, last_only=True)
+        self._write(kvs, position, 1)
+        return next_tokens(logits), logits[:, -1]
+
+    def prefill(self, tokens: np.ndarray) -> decode_loop.Call:
+        with tf.device(self.device):
+            return self.prefill_fn(tf.constant(tokens))
+
+    def step(self, tokens: tf.Tensor, position: int) -> decode_loop.Call:
+        with tf.device(self.device):
+            return self.step_fn(tokens, tf.constant(position, tf.int32))
+
+    def forward(self, tokens: np.ndarray) -> tf.Tensor:
+        with tf.device(self.device):
+            return self.forward_fn(tf.constant(tokens))
+
+    def programs(self, profiler: Any) -> list[Any]:
+        """The step's concrete function (its graph names the profiled ops)."""
+        return [self.step_fn.get_concrete_function()]
+
+
+def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
+    placement = place(w, p, runtime)
+    device = placement.devices[0]
+    keras.utils.set_random_seed(p["seed"])
+    with tf.device(device):
+        model = Decoder(Config.of(p))
+        model(np.zeros((1, 1), np.int32))  # builds every weight
+    first = started(w, p, placement, runtime.versions(), w.describe_data(p), True, decode_step_bytes(p))
+    first.model = {"parameters": int(model.count_params())}
+    sink(first)
+    measure_bandwidth(p, placement, builder(p["seed"], device), sink)
+    calls = Compiled(model, p, device)
+    decode_loop.run(p, decode_loop.Model(calls.prefill, calls.step, calls.forward, calls.programs), sink, cancel,
+                    runtime)
