@@ -294,7 +294,7 @@ async def run_tiny_conv(pilot, app, shards: str = "1") -> RunRecord:
 def decode_events(prefill_s: float, token_s: list[float], copy_s: float | None = None, batch: int = 2,
                   name: str = "test CPU") -> list[Event]:
     """A decode run's events as its runner says them: (a copy timed first, where no ceiling is kept,) the
-    compiles, the prefill that makes token 0, then one step per later token (index from 1)."""
+    compiles, the prefill that makes token 0, then one step per later token (index from 1), and the end."""
     from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL
     from tpulab.workloads.roofline_kernels import Kernel
 
@@ -304,6 +304,6 @@ def decode_events(prefill_s: float, token_s: list[float], copy_s: float | None =
     if copy_s is not None:
         events += [Step(step=i, seconds=copy_s, phase="bandwidth", kernel=copy.to_json()) for i in range(3)]
     events += [Compiled(seconds=1.0, phase=PHASE_PREFILL), Compiled(seconds=0.5, phase=PHASE_DECODE),
-               Step(step=0, seconds=prefill_s, phase=PHASE_PREFILL)]
-    events += [Step(step=i, seconds=s, phase=PHASE_DECODE) for i, s in enumerate(token_s, 1)]
-    return events
+               Step(step=0, seconds=prefill_s, phase=PHASE_PREFILL, examples_per_s=batch / prefill_s)]
+    events += [Step(step=i, seconds=s, phase=PHASE_DECODE, examples_per_s=batch / s) for i, s in enumerate(token_s, 1)]
+    return [*events, Finished()]

@@ -11,9 +11,10 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from tpulab.base import fmt
-from tpulab.base.events import RunRecord, SweepRecord
+from tpulab.base.events import Decode, RunRecord, SweepRecord
 from tpulab.engine.runindex import RunRow
 from tpulab.views import html, listing
+from tpulab.workloads.decode_figures import decode_steps
 
 if TYPE_CHECKING:
     import numpy as np
@@ -91,6 +92,23 @@ class RunResult:
         if not batch:
             return np.array([], dtype=float)
         return batch / self.step_seconds
+
+    @property
+    def decode(self) -> Decode | None:
+        """A decode run's figures (`summary.decode`): TTFT, tokens/s, ITL percentiles, MBU..."""
+        return self.record.summary.decode
+
+    @property
+    def ttft(self) -> float | None:
+        """A decode run's time to first token, seconds (the prefill, which makes it)."""
+        return self.decode.ttft_s if self.decode else None
+
+    @property
+    def itl(self) -> np.ndarray:
+        """A decode run's inter-token latencies, seconds, by token (1, 2, ...; the prefill made token 0)."""
+        import numpy as np
+
+        return np.array([s.seconds for s in decode_steps(self.record.steps)], dtype=float)
 
     @property
     def ops(self) -> Any:

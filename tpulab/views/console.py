@@ -20,6 +20,7 @@ from tpulab.engine.record import RunRecorder
 from tpulab.engine.store import Comparison
 from tpulab.machine.detect import RuntimeReport
 from tpulab.views import ops, roofline
+from tpulab.views.decode import decode_columns, decode_rows
 from tpulab.views.narrate import backend_line, describe, sample_line, step_status, telemetry_rows, unavailable_lines
 from tpulab.workloads import registry
 from tpulab.workloads.base import Workload
@@ -147,6 +148,8 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
     if w is None:  # a model tpulab does not declare (a FitTimer run): its metrics by Keras's names
         rows += [(f"final {k}", f"{v:.4f}") for k, v in (s.final_metrics or {}).items()]
         rows += [(f"validation {k.removeprefix('val_')}", f"{v:.4f}") for k, v in (s.validation or {}).items()]
+    if s.decode is not None:
+        rows += decode_rows(s.decode)
     if s.telemetry is not None:
         rows += telemetry_rows(s.telemetry, unit)
     if s.profile is not None:
@@ -282,6 +285,7 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
         ("shards", [str(r.device.replicas if r.device else "-") for r in rs]),
         ("batch", [str(r.batch or "-") for r in rs]),
         *(f for f in figures if f not in basis),
+        *decode_columns(rs),
         *telemetry_columns(rs),
     ]
 

@@ -57,6 +57,9 @@ class Ceiling:
     source: str
 
 
+VERIFIED = "verified"  # the timed prefill's metric with --verify: the largest |difference| of the logits
+
+
 def decode_steps(steps: list[Step]) -> list[Step]:
     """The timed token steps, by token index."""
     return sorted((s for s in steps if s.phase == PHASE_DECODE and not s.warmup), key=lambda s: s.step)
@@ -103,6 +106,8 @@ def figures(steps: list[Step], shape: Shape, bandwidth: Ceiling | None, spec: Ba
         spec_bandwidth_source=spec.source if spec else None,
         spec_bandwidth_fraction=achieved / spec.bytes_per_s if achieved and spec else None,
         prefill_mfu=prefill_rate / peak_flops if prefill_rate and peak_flops else None,
+        verified=next((s.metrics[VERIFIED] for s in steps if s.phase == PHASE_PREFILL and VERIFIED in s.metrics),
+                      None),
     )
     return d, beats(d, achieved, prefill_rate, peak_flops)
 

@@ -1,0 +1,80 @@
+"""A decode run shown: the lab at 80x24 (its token charts, prefill and decode apart; its lines; its
+summary), the headless lines every 16 tokens, a comparison's columns and the notebook's object. The real
+app and recorder, a replayed worker's events."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+from textual.widgets import Static
+
+from tpulab.engine.record import RunRecorder
+from tpulab.engine.spec import RunSpec
+from tpulab.engine.store import compare
+from tpulab.lab.app import TpulabApp
+from tpulab.lab.panes.run import RunLog, RunPane
+from tpulab.notebook.results import RunResult
+from tpulab.views.console import RunPrinter, comparison_table
+from tpulab.workloads.decode import DECODE
+
+from .helpers import Replay, chart, cpu_only, decode_events, text, wait_for
+
+TOKENS = [0.004 + 0.0001 * i for i in range(1, 33)]  # tokens 1..32, each 0.1 ms slower
+P = {**DECODE.preset("smoke"), "device": "cpu", "backend": "jax"}
+
+
+def recorded(tmp_path, tokens: list[float] = TOKENS):
+    rec = RunRecorder(RunSpec(DECODE, P, "jax", "asked for", "cpu"), cpu_only(tmp_path))
+    for e in decode_events(0.05, tokens, copy_s=0.01):
+        rec.feed(e)
+    return rec.record()
+
+
+def test_headless_a_line_for_the_prefill_then_one_every_16_tokens(tmp_path):
+    console = Console(record=True, width=80)
+    rec = RunRecorder(RunSpec(DECODE, P, "jax", "asked for", "cpu"), cpu_only(tmp_path))
+    printer = RunPrinter(rec, console)
+    for e in decode_events(0.05, TOKENS, copy_s=0.01):
+        rec.feed(e)
+        printer(e)
+    lines = console.export_text().splitlines()
+    tokens = [line for line in lines if line.startswith(("prefill", "token"))]
+    assert tokens[0].startswith("prefill (token 0)  50.0 ms: time to first token")
+    assert [line.split()[1] for line in tokens[1:]] == ["16", "32"]
+    assert "ITL p50 4.9 ms (tokens 1-16)" in tokens[1]  # the median of 4.1 ... 5.6 ms
+    assert "ITL p50 6.5 ms (tokens 17-32)" in tokens[2]
+
+
+def test_the_notebook_object_has_the_ttft_the_latencies_and_the_figures(tmp_path):
+    result = RunResult(recorded(tmp_path))
+    assert result.ttft == pytest.approx(0.05)
+    assert result.itl.tolist() == pytest.approx(TOKENS)  # every token's latency, by token
+    assert result.decode is not None and result.decode.itl.p50 == pytest.approx(0.00565)  # tokens 16 and 17
+    html = result._repr_html_()
+    assert "time to first token" in html and "inter-token latency" in html and "MBU" in html
+    assert "measured by this run" in repr(result)
+
+
+def test_a_comparison_shows_each_runs_tokens_per_s_and_latencies(tmp_path):
+    fast, slow = recorded(tmp_path), recorded(tmp_path, [2 * t for t in TOKENS])
+    shown = text(comparison_table(compare([slow, fast]), 200))
+    assert "tokens/s" in shown and "TTFT" in shown and "ITL p50" in shown and "MBU" in shown
+
+
+async def test_the_lab_charts_each_token_prefill_and_decode_apart(db, cpu_machine):
+    app = TpulabApp(probe=False, report=cpu_machine, db=db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        await wait_for(pilot, lambda: bool(app.query(RunPane)), 5)
+        app.query_one(RunPane).start(Replay("decode", app.report, decode_events(0.05, TOKENS, copy_s=0.01)))
+        await wait_for(pilot, lambda: len(app.records) == 1, 10)
+        ms = chart(app, "ms per token, by token (prefill: token 0)")
+        assert ms.points("prefill") == [(0, 50.0)]
+        assert [x for x, _ in ms.points("decode")] == list(range(1, 33))
+        assert [y for _, y in ms.points("decode")[:2]] == pytest.approx([4.1, 4.2])
+        rate = chart(app, "tokens/s over the batch, by token")
+        assert rate.points("decode")[0][1] == pytest.approx(2 / 0.0041)  # the batch's 2 tokens per step
+        log = "\n".join(map(str, app.query_one(RunLog).written))
+        assert "token 16" not in log  # the lab charts the tokens, it does not log them
+        await wait_for(pilot, lambda: "time to first token" in text(app.query_one("#run-summary", Static)), 5)
+        assert app.records[0].summary.decode is not None and app.records[0].summary.decode.mbu is not None
