@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from tpulab.backends import Backend, BackendError, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime
+from tpulab.backends.hlo_ops import hlo_ops
 from tpulab.backends.op_table import ELEMENTWISE, MATMUL, OTHER, REDUCTION, OpInfo, TraceEvent, TraceLine, TracePlane, \
     build, category, words, xplane_file
 from tpulab.base.errors import first_line, one_line
@@ -341,8 +342,11 @@ class TensorFlowProfiler(Profiler):
         return tf.profiler.experimental.Trace("train", step_num=number, _r=1)
 
     def read(self, folder: Path, programs: list[Any] | None = None) -> Profile:
-        """`programs`: concrete functions or graphs (a `tf.function`'s `get_concrete_function(...)`)."""
-        return build(xspace_planes(xplane_file(folder).read_bytes()), graph_ops(programs or []),
+        """`programs`: concrete functions or graphs (a `tf.function`'s `get_concrete_function(...)`), or under
+        XLA the optimized HLO text of its clusters."""
+        texts = [p for p in programs or [] if isinstance(p, str)]
+        graphs = [p for p in programs or [] if not isinstance(p, str)]
+        return build(xspace_planes(xplane_file(folder).read_bytes()), {**graph_ops(graphs), **hlo_ops(texts)},
                      profiler=self.name, trace_path=str(folder), no_flops=NO_SHAPES)
 
 
