@@ -7,6 +7,11 @@ from tpulab.base import fmt
 from tpulab.base.events import Decode, RunRecord
 
 
+def size(n: float | None) -> str:
+    """Bytes as `fmt.bytes_` says them, a small model's in KiB ('0 MiB' would say nothing)."""
+    return f"{n / 1024:.1f} KiB" if n is not None and n < 2**20 else fmt.bytes_(n)
+
+
 def decode_rows(d: Decode) -> list[tuple[str, str]]:
     """(figure, value) of a decode run: time to first token, tokens/s, the inter-token latency, and what a
     step reads against the device's bandwidth."""
@@ -19,8 +24,8 @@ def decode_rows(d: Decode) -> list[tuple[str, str]]:
         ("inter-token latency", f"p50 {fmt.seconds(itl.p50)}, p90 {fmt.seconds(itl.p90)}, p99 {fmt.seconds(itl.p99)};"
                                 f" TPOT {fmt.seconds(d.tpot_s)}"),
         ("end to end", fmt.seconds(d.e2e_s)),
-        ("KV cache", fmt.bytes_(d.kv_cache_bytes)),
-        ("read per token step", f"{fmt.bytes_(d.bytes_per_token_step)} (weights and cache), "
+        ("KV cache", size(d.kv_cache_bytes)),
+        ("read per token step", f"{size(d.bytes_per_token_step)} (weights and cache), "
                                 f"{fmt.rate(d.gbytes_per_s * 1e9 if d.gbytes_per_s else None, 'B/s')} achieved"),
         ("MBU", f"{fmt.percent(d.mbu)} of {fmt.rate(d.bandwidth, 'B/s')} measured ({d.bandwidth_source or '-'})"),
     ]
