@@ -14,8 +14,8 @@ import jax.numpy as jnp
 
 from tpulab.backends import Runtime
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.roofline_kernels import Call, Kernel, measure, placed
-from tpulab.workloads.running import CancelToken, Sink
+from tpulab.workloads.roofline_kernels import Call, Kernel, measure, placed, profile_best
+from tpulab.workloads.running import CancelToken, Programs, Sink
 
 
 def operands(kernel: Kernel, seed: int, device: Any) -> list[jax.Array]:
@@ -49,4 +49,11 @@ def builder(seed: int, device: Any) -> Any:
 
 def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
     p, placement = placed(w, p, sink, cancel, runtime)
-    measure(p, builder(p["seed"], placement.devices[0]), sink, cancel)
+    build = builder(p["seed"], placement.devices[0])
+    profile_best(p, measure(p, build, sink, cancel), build, sink, cancel, runtime, compiled)
+
+
+def compiled(kernel: Kernel) -> Programs:
+    """The matmul as XLA compiled it for `kernel`'s shapes: the profile's ops get their FLOPs and bytes."""
+    operand = jax.ShapeDtypeStruct((kernel.size, kernel.size), jnp.dtype(kernel.dtype))
+    return lambda profiler: [jax.jit(jnp.matmul).lower(operand, operand).compile()]

@@ -19,7 +19,7 @@ from tpulab.base.events import Compiled, KernelFigure, Log, Step
 from tpulab.base.timing import median
 from tpulab.machine.detect import probe_llc
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.running import CancelToken, Sink, begin
+from tpulab.workloads.running import CancelToken, Programs, Sink, begin, profile_calls, profiled
 
 if TYPE_CHECKING:
     from tpulab.backends import Placement, Runtime
@@ -97,13 +97,13 @@ Call = Callable[[], Any]  # runs a kernel once and returns when its whole output
 
 
 def measure(p: Params, build: Callable[[Kernel], Call], sink: Sink, cancel: CancelToken,
-            clock: Callable[[], float] = time.perf_counter) -> None:
-    """Time every kernel: its first call as `Compiled`, then warm-up and timed calls as `Step`s.
+            clock: Callable[[], float] = time.perf_counter) -> list[Step]:
+    """Time every kernel: its first call as `Compiled`, then warm-up and timed calls as `Step`s (returned).
 
     `build` makes a kernel's inputs on the device and returns its call; the inputs of one kernel
     are dropped before the next is built.
     """
-    done = 0
+    done, said = 0, []
     for kernel in kernels_of(p):
         call = build(kernel)
         for i, warm in enumerate(_calls(p)):
@@ -114,10 +114,29 @@ def measure(p: Params, build: Callable[[Kernel], Call], sink: Sink, cancel: Canc
             if i == 0:
                 sink(Compiled(seconds=seconds, phase=kernel.kind))
             else:
-                sink(Step(step=done, seconds=seconds, warmup=warm, phase=kernel.kind, kernel=kernel.to_json()))
+                said.append(Step(step=done, seconds=seconds, warmup=warm, phase=kernel.kind, kernel=kernel.to_json()))
+                sink(said[-1])
             if cancel.is_set():
-                return
+                return said
         del call
+    return said
+
+
+def profile_best(p: Params, steps: list[Step], build: Callable[[Kernel], Call], sink: Sink, cancel: CancelToken,
+                 runtime: Runtime, programs: Callable[[Kernel], Programs] | None = None) -> None:
+    """With --profile, after every kernel was timed: the fastest matmul again, traced (`profile_calls`).
+
+    The best matmul's call is the step the summary's timing and rates are of, so the op table is of that
+    same step (a copy, or a matmul too small to reach the ceiling, would explain another). Its inputs are
+    made again and its first call is not traced. `programs`: the compiled kernel, for its ops' FLOPs.
+    """
+    top = best(kernel_figures(steps), "matmul")
+    if top is None or not profiled(p, cancel):
+        return
+    kernel = Kernel("matmul", top.dtype, top.size)
+    call = build(kernel)
+    call()
+    profile_calls(p, sink, cancel, runtime, call, programs(kernel) if programs else None)
 
 
 def _calls(p: Params) -> Iterator[bool]:

@@ -14,8 +14,8 @@ import tensorflow as tf
 
 from tpulab.backends import Runtime
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.roofline_kernels import Call, Kernel, measure, placed
-from tpulab.workloads.running import CancelToken, Sink
+from tpulab.workloads.roofline_kernels import Call, Kernel, measure, placed, profile_best
+from tpulab.workloads.running import CancelToken, Programs, Sink
 
 
 @tf.function
@@ -57,4 +57,11 @@ def builder(seed: int, device: Any) -> Any:
 
 def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
     p, placement = placed(w, p, sink, cancel, runtime)
-    measure(p, builder(p["seed"], placement.devices[0]), sink, cancel)
+    build = builder(p["seed"], placement.devices[0])
+    profile_best(p, measure(p, build, sink, cancel), build, sink, cancel, runtime, traced)
+
+
+def traced(kernel: Kernel) -> Programs:
+    """The matmul's graph for `kernel`'s shapes: the profile's kernels get their FLOPs and bytes."""
+    operand = tf.TensorSpec((kernel.size, kernel.size), tf.dtypes.as_dtype(kernel.dtype))
+    return lambda profiler: [matmul.get_concrete_function(operand, operand)]
