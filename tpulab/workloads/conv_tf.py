@@ -71,7 +71,8 @@ def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtim
         rows = tf.data.Dataset.from_tensors(tf.zeros((p["shards"], 1))).repeat()
         model.predict(rows, steps=w.total_steps(p), callbacks=[timer], verbose=0)
         if profiled(p, cancel):  # more calls of the same predict step, traced (its first left out)
-            with profiling(p, sink, runtime) as profiler:
+            graph = tf.function(model).get_concrete_function(tf.TensorSpec((p["shards"], 1), tf.float32))
+            with profiling(p, sink, runtime, lambda profiler: [graph]) as profiler:
                 model.predict(rows, steps=int(p["profile_steps"]) + 1, callbacks=[StepAnnotations(profiler)],
                               verbose=0)
 
