@@ -12,7 +12,7 @@ from tpulab.views.sweep import curve_series, findings_lines, sweep_table, text_c
 from tpulab.workloads.decode import DECODE
 from tpulab.workloads.conv import CONV
 
-from .helpers import cpu_only, decode_events, run_cli
+from .helpers import cpu_only, decode_events, run_cli, text
 from .helpers import text as shown
 
 
@@ -80,3 +80,38 @@ def test_a_workload_without_a_baseline_measures_against_the_article():
 def test_a_bound_that_is_no_latency_is_refused_in_one_line():
     r = run_cli("sweep", "decode", "--preset", "smoke", "--max-itl", "0", "--no-save", timeout=60)
     assert r.returncode == 2 and r.stderr.strip() == "tpulab: error: --max-itl must be a positive number of ms (got 0)"
+
+
+async def test_the_lab_sweep_tab_draws_the_curve_and_its_knee(tmp_path, db, cpu_machine):
+    from textual.widgets import Static
+
+    from tpulab.engine.sweep import Sweep, build_grid
+    from tpulab.lab.app import TpulabApp
+    from tpulab.lab.panes.sweep import SweepPane
+    from tpulab.lab.widgets.charts import SeriesPlot
+    from tpulab.views.sweep import CURVE_TITLE
+
+    from .helpers import wait_for
+
+    class Replayed(Sweep):
+        """A sweep whose points' runs are records built through the real recorder: no worker starts."""
+
+        def _run_point(self, p):
+            yield from ()
+            return point(tmp_path, p.values["batch_size"], 8).records[0]
+
+    grid, _ = build_grid(DECODE, {"batch_size": "1,2,4,8", "prompt_len": "8", "device": "cpu", "backend": "tensorflow"},
+                         cpu_machine, preset="smoke", steps=4)
+    app = TpulabApp(probe=False, db=db, report=cpu_machine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        await wait_for(pilot, lambda: bool(app.query(SweepPane)), 5)
+        pane = app.query_one(SweepPane)
+        pane.start(Replayed(grid, cpu_machine))
+        await wait_for(pilot, lambda: pane.sweep is not None and pane.sweep.status == "finished", 10)
+        await pilot.pause()
+        chart = pane.query_one("#sweep-chart", SeriesPlot)
+        assert chart.title == CURVE_TITLE
+        assert [x for x, _ in chart.points(TOKENS)] == pytest.approx([10.0, 10.5, 12.0, 23.0])  # ITL p50, ms
+        assert chart.points("knee") == [pytest.approx((12.0, 4 / 0.012))]
+        assert "knee: batch 4" in text(pane.query_one("#sweep-findings", Static))

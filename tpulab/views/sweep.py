@@ -320,6 +320,7 @@ def sweep_summary_json(sweep: SweepRecord, runs: dict[str, RunRecord]) -> dict[s
 
 # --- a decode sweep: the latency/throughput curve -------------------------------------------------------
 CURVE_COLORS = ("blue", "magenta", "cyan", "yellow")  # one per series (red and green mark K and W)
+CURVE_TITLE = "tokens/s against ITL p50 (ms), one line per prompt length"
 
 def curve_figures(p: Point, speedup: float | None) -> dict[str, str]:
     """A decode point's figures: tokens/s over the batch, its ITL p50, TTFT, MBU, and the speedup over its
@@ -393,7 +394,7 @@ def curve_chart(points: list[Point], axes: list[str], found: Findings, width: in
 
     plt.clear_figure()
     plt.plotsize(max(40, min(width, 100)), height)
-    plt.title("tokens/s against ITL p50 (ms), one line per prompt length")
+    plt.title(CURVE_TITLE)
     series = curve_series(points)
     for pts, color in zip(series.values(), itertools.cycle(CURVE_COLORS)):
         plt.plot([x for x, _ in pts], [y for _, y in pts], marker="braille", color=color)

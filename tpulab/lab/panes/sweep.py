@@ -20,11 +20,13 @@ from textual.worker import Worker, WorkerState
 from tpulab.base import fmt
 from tpulab.base.events import RunRecord
 from tpulab.engine.estimate import Estimate
-from tpulab.engine.sweep import Point, PointFinished, PointStarted, Sweep
+from tpulab.engine.sweep import TOKENS, Point, PointFinished, PointStarted, Sweep
 from tpulab.lab.panes import lab
 from tpulab.views.sweep import (
     FIGURES,
+    CURVE_TITLE,
     chart_series,
+    curve_series,
     chart_title,
     figures,
     findings_lines,
@@ -164,12 +166,17 @@ class SweepPane(Vertical):
         found = self.sweep.findings()
         chart = self.query_one("#sweep-chart", SeriesPlot)
         chart.series.clear()
-        chart.title = chart_title(axes, found.by)
-        for name, pts in chart_series(self.sweep.points, axes, by=found.by).items():
+        curve = found.by == TOKENS  # a decode sweep: its latency/throughput curve, the knee marked
+        chart.title = CURVE_TITLE if curve else chart_title(axes, found.by)
+        for name, pts in (curve_series(self.sweep.points) if curve
+                          else chart_series(self.sweep.points, axes, by=found.by)).items():
             for x, y in pts:
                 chart.add(name, x, y)
         best = found.best
-        if best is not None and best.rate(found.by) and axes:
+        if curve and found.knee is not None:
+            for pts in curve_series([found.knee]).values():
+                chart.add("knee", *pts[0])
+        elif best is not None and best.rate(found.by) and axes:
             for pts in chart_series([best], axes, x_values(self.sweep.points, axes[0]), found.by).values():
                 chart.add("best", *pts[0])
         chart.replot()
