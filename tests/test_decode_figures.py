@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tpulab.backends import Placement
-from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Device, Event, Log, Step
+from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Accel, Device, Event, Log, Sample, Step
 from tpulab.engine.ceilings import Ceilings
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
@@ -139,3 +139,14 @@ def test_a_kept_ceiling_spares_the_measurement():
     said: list[Event] = []
     measure_bandwidth({**P, "bandwidth_kept_for": ["test CPU"]}, placement(), lambda k: (lambda: None), said.append)
     assert said == []
+
+
+def test_joules_per_token_where_the_telemetry_reads_power(tmp_path):
+    """A GPU drawing 300 W (its samples stand in for a GPU this machine lacks): each token step of 5 ms
+    makes 2 tokens, so a token costs 300 x 0.005 / 2 J."""
+    gpu = [Accel(kind="gpu", index=0, power_w=300.0)]
+    events = decode_events(0.1, [0.005] * 4, copy_s=0.01)
+    samples = [Sample(t=float(i), phase="steady", devices=gpu) for i in range(3)]
+    d = record(tmp_path, events[:-1] + samples + events[-1:]).summary.decode
+    assert d is not None and d.joules_per_token == pytest.approx(300 * 0.005 / 2)
+    assert record(tmp_path, events).summary.decode.joules_per_token is None  # no power read: unknown

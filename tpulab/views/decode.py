@@ -20,7 +20,7 @@ def decode_rows(d: Decode) -> list[tuple[str, str]]:
         ("time to first token", f"{fmt.seconds(d.ttft_s)} (the prefill: {fmt.rate(d.prompt_tokens_per_s, 'tokens/s')}"
                                 " of prompt)"),
         ("decode tokens/s", f"{fmt.rate(d.decode_tokens_per_s, 'tokens/s')} over the batch, "
-                            f"{fmt.rate(d.decode_tokens_per_s_per_seq, 'tokens/s')} per sequence"),
+                            f"{fmt.rate(d.decode_tokens_per_s_per_seq, 'tokens/s')} per sequence (1 / TPOT)"),
         ("inter-token latency", f"p50 {fmt.seconds(itl.p50)}, p90 {fmt.seconds(itl.p90)}, p99 {fmt.seconds(itl.p99)};"
                                 f" TPOT {fmt.seconds(d.tpot_s)}"),
         ("end to end", fmt.seconds(d.e2e_s)),
