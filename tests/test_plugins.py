@@ -73,6 +73,10 @@ def test_a_third_backend_registered_by_entry_point_runs_conv_to_the_store(tmp_pa
     refused = tpulab("--run", "conv", "--no-ui", "--preset", "smoke", "--backend", "numpy", "--processes", "2",
                      path=path, home=tmp_path)
     assert refused.returncode == 2 and "NumPy runs in one process" in refused.stderr
+    unprofiled = tpulab("--run", "conv", "--no-ui", "--preset", "smoke", "--backend", "numpy", "--profile",
+                        path=path, home=tmp_path)
+    assert unprofiled.returncode == 2 and unprofiled.stderr.strip().splitlines() == [
+        "tpulab: error: --profile means nothing on --backend numpy: it brings no profiler to trace a step with"]
     wrong = tpulab("--run", "fashion-mnist", "--no-ui", "--backend", "numpy", "--dataset", "synthetic",
                    path=path, home=tmp_path)
     assert wrong.returncode == 2 and "fashion-mnist does not run on --backend numpy" in wrong.stderr
