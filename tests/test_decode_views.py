@@ -15,6 +15,7 @@ from tpulab.lab.app import TpulabApp
 from tpulab.lab.panes.run import RunLog, RunPane
 from tpulab.notebook.results import RunResult
 from tpulab.views.console import RunPrinter, comparison_table
+from tpulab.views.html import run_series
 from tpulab.workloads.decode import DECODE
 
 from .helpers import Replay, chart, cpu_only, decode_events, text, wait_for
@@ -52,6 +53,9 @@ def test_the_notebook_object_has_the_ttft_the_latencies_and_the_figures(tmp_path
     assert result.decode is not None and result.decode.itl.p50 == pytest.approx(0.00565)  # tokens 16 and 17
     html = result._repr_html_()
     assert "time to first token" in html and "inter-token latency" in html and "MBU" in html
+    drawn = run_series(result.record)  # the HTML page's charts: each token's ms, prefill and decode apart
+    assert drawn["ms per token, by token (prefill: token 0): prefill"][:2] == ([0.0], [50.0])
+    assert drawn["ms per token, by token (prefill: token 0): decode"][0] == [float(i) for i in range(1, 33)]
     assert "measured by this run" in repr(result)
 
 
