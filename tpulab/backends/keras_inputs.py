@@ -6,24 +6,32 @@ number of rows each): `rows` and `count` read such a structure as they read one 
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterator
 
 import keras
 import numpy as np
 
+AHEAD = 4  # batches made ahead of the one asked for
+
 
 class Batches(keras.utils.PyDataset):
-    """tf.data's counterpart in numpy: shuffled each epoch, batched, prefetched by background threads.
+    """tf.data's counterpart in numpy: shuffled each pass, batched, the next batches made ahead.
 
     Infinite when `steps` is None (training: `fit` takes steps_per_epoch batches at a time).
+    The look-ahead is a thread of its own that lives across epochs, not Keras's workers: Keras
+    stops those at every epoch's end and waits for their queue to stay empty for 0.1 s, time
+    that a plain `fit` on arrays does not spend and that would count in the epoch's.
     """
 
     def __init__(self, x: np.ndarray, y: np.ndarray, batch: int, seed: int, shuffle: bool,
                  steps: int | None = None) -> None:
-        super().__init__(workers=2, use_multiprocessing=False, max_queue_size=4)
+        super().__init__()  # one worker: Keras asks for each batch in turn, with no queue of its own
         self.x, self.y, self.batch, self.seed, self.shuffle, self.steps = x, y, batch, seed, shuffle, steps
         self.per_pass = max(1, count(x) // batch)
         self._orders: dict[int, np.ndarray] = {}
+        self._maker = ThreadPoolExecutor(1, thread_name_prefix="tpulab-batches")
+        self._ahead: dict[int, Future[tuple[Any, Any]]] = {}
 
     @property
     def num_batches(self) -> int | None:
@@ -40,6 +48,15 @@ class Batches(keras.utils.PyDataset):
         return order
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
+        """Batch `index`, made ahead when it was the next one; the next AHEAD (wrapping around a
+        finite pass) are then started."""
+        made = self._ahead.pop(index, None)
+        following = [i % self.steps if self.steps else i for i in range(index + 1, index + 1 + AHEAD)]
+        self._ahead = {i: self._ahead.get(i) or self._maker.submit(self.make, i) for i in following}
+        return made.result() if made is not None else self.make(index)
+
+    def make(self, index: int) -> tuple[Any, Any]:
+        """Batch `index`: its rows of this pass's order, bytes widened."""
         epoch, i = divmod(index, self.per_pass)
         picked = self._order(epoch)[i * self.batch:(i + 1) * self.batch]
         return widen(rows(self.x, picked), np.float32), widen(rows(self.y, picked), np.int32)
