@@ -1,0 +1,101 @@
+"""--profile end to end: real workers, real frameworks, tiny shapes. The steps are traced after the
+timed ones (never timed), read in the worker, judged by the recorder, kept with the run and its trace
+under tpulab's home, and the trace goes when the run is pruned."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tpulab.base.home import traces
+from tpulab.engine.store import Store, default_path
+
+from .helpers import ROOT, json_events, run_cli
+
+pytestmark = pytest.mark.slow  # each test starts a framework in a worker
+
+TINY = ("--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterations", "4", "--warmup", "1")
+CNN = ("--preset", "smoke", "--dataset", "synthetic", "--no-validation")
+
+
+def profiled(*args: str) -> tuple[list[dict], dict]:
+    """A run with --profile, its events and its result."""
+    out = run_cli("--no-ui", "--json", "--profile", *args)
+    assert out.returncode == 0, out.stderr[-2000:]
+    events = json_events(out.stdout)
+    return events, events[-1]
+
+
+def check_profile(result: dict, steps: int = 3) -> dict:
+    """What every profile holds: its ops, which with the host gap make the traced step (never more), and its
+    trace, kept under tpulab's home by the run's id."""
+    p = result["summary"]["profile"]
+    assert p["steps"] == steps and p["ops"] and p["profiler"]
+    assert sum(o["seconds"] for o in p["ops"]) <= p["step_seconds"] * (1 + 1e-9)
+    assert sum(o["seconds"] for o in p["ops"]) + p["host_gap"] == pytest.approx(p["step_seconds"], rel=1e-6)
+    assert p["trace_path"] == str(traces() / result["id"]) and list(Path(p["trace_path"]).rglob("*.xplane.pb"))
+    return p
+
+
+@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
+def test_conv_profiles_after_its_timed_steps_which_stay_as_they_were(backend):
+    events, result = profiled("--run", "conv", *TINY, "--backend", backend)
+    kinds = [e["event"] for e in events if e["event"] != "sample"]
+    assert kinds[-3:] == ["profiled", "finished", "result"]  # after every timed step
+    assert [s["warmup"] for s in events if s["event"] == "step"] == [True, False, False, False, False]
+    assert result["summary"]["step_seconds"]["count"] == 4
+    p = check_profile(result)
+    conv = next(o for o in p["ops"] if o["category"] == "matmul/conv")
+    assert conv["flops"] == result["summary"]["flops_per_step"] and conv["gflops_per_s"] > 0
+
+
+def test_pruning_a_profiled_run_removes_its_trace():
+    _, result = profiled("--run", "conv", *TINY, "--backend", "jax")
+    trace = Path(result["summary"]["profile"]["trace_path"])
+    assert trace.is_dir()
+    pruned = run_cli("results", "prune", "--all", "--yes")
+    assert pruned.returncode == 0, pruned.stderr
+    assert not trace.exists() and Store(default_path()).count() == 0
+
+
+def test_the_cnn_profiles_extra_steps_at_the_end_of_fit():
+    """In a fit workload the profiled steps are extra steps: the timed ones are as many as without."""
+    events, result = profiled("--run", "fashion-mnist", *CNN, "--backend", "jax")
+    assert result["summary"]["step_seconds"]["count"] == 2 * 8 - 1  # two epochs of 8, less the first call
+    assert len([e for e in events if e["event"] == "step"]) == 15
+    p = check_profile(result)
+    assert any(o["category"] == "matmul/conv" and o["flops"] for o in p["ops"])
+
+
+def test_a_users_model_is_profiled():
+    _, result = profiled("--run", "model", "--model", "examples/models/two_heads.py:build", "--preset", "smoke",
+                         "--backend", "tensorflow", "--profile-steps", "2")
+    check_profile(result, steps=2)
+
+
+def test_the_articles_generator_leaves_the_device_waiting_longer_than_tf_data():
+    """The same CNN fed by the article's Python generator (a batch made in Python between steps) against
+    tf.data (batches prepared in its own threads, ahead): the generator's host gap is the larger."""
+    gaps = {pipeline: profiled("--run", "fashion-mnist", *CNN, "--backend", "tensorflow", "--pipeline", pipeline,
+                               "--profile-steps", "5")[1]["summary"]["profile"]["host_gap"]
+            for pipeline in ("tf.data", "generator")}
+    assert gaps["generator"] > gaps["tf.data"] > 0
+
+
+def test_a_sweep_with_profile_profiles_each_point():
+    out = run_cli("sweep", "conv", *TINY[2:6], "--batch-size", "4,8", "--steps", "2", "--backend", "jax",
+                  "--profile", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    points = [e for e in json_events(out.stdout) if e.get("event") == "point"]
+    assert len(points) == 2
+    records = Store(default_path()).records()
+    assert sorted(r.batch for r in records) == [4, 8]
+    assert all(r.summary.profile is not None and r.summary.profile.ops and r.summary.step_seconds.count == 2
+               for r in records)
+    assert {Path(r.summary.profile.trace_path).name for r in records} == {r.id for r in records}
+
+
+@pytest.fixture(autouse=True)
+def in_the_repository(monkeypatch):
+    monkeypatch.chdir(ROOT)  # the example model's path is relative to it, as in the README
