@@ -1,0 +1,100 @@
+"""The profile's plumbing without a framework: the shared parameters on every workload, sweeps that
+never vary them, a profile said per step, and each op judged against known ceilings."""
+
+from __future__ import annotations
+
+import pytest
+
+from tpulab.base.events import OpRow, Profile
+from tpulab.engine.profile_verdicts import Roof, judge
+from tpulab.engine.sweep import Sweep, build_grid
+from tpulab.workloads import registry
+from tpulab.workloads.base import PROFILE, PROFILE_STEPS, ParamError, Params, ParamSpec, Workload
+from tpulab.workloads.conv import CONV
+from tpulab.workloads.running import per_step
+
+
+def test_every_workload_takes_the_profile_parameters_once_after_its_own():
+    for w in registry().values():
+        assert [p.name for p in w.params][-2:] == ["profile", "profile_steps"], w.name
+        assert [p.name for p in w.params].count("profile") == 1
+
+
+def test_a_plugins_workload_gets_them_from_the_base():
+    class Mine(Workload):
+        name, title, summary = "mine", "Mine", "a plugin's own"
+        params = (ParamSpec("size", int, 4, "how big", 1, 8),)
+
+        def flops_per_step(self, p: Params) -> float | None:
+            return None
+
+        def total_steps(self, p: Params) -> int:
+            return 1
+
+    assert Mine.params == (Mine.params[0], PROFILE, PROFILE_STEPS)
+    assert Mine().parse({"profile": "on", "profile_steps": "5"})["profile_steps"] == 5
+
+
+def test_a_sweep_profiles_every_point_and_never_varies_profiling(cpu_machine):
+    grid, _ = build_grid(CONV, {"batch_size": "4,8", "profile": True, "profile_steps": "2"}, cpu_machine, "smoke")
+    assert grid.axes == {"batch_size": [4, 8]}
+    assert all(p.params["profile"] and p.params["profile_steps"] == 2 for p in Sweep(grid, cpu_machine).points)
+    with pytest.raises(ParamError, match="--profile-steps takes one value for every point of a sweep, never a "
+                                         "list"):
+        build_grid(CONV, {"batch_size": "4,8", "profile_steps": "2,3"}, cpu_machine, "smoke")
+
+
+def test_a_call_of_several_steps_is_said_per_step():
+    """Keras's steps_per_execution: one annotated call ran 4 steps; shares stay, the rest is divided."""
+    call = Profile(steps=3, step_seconds=0.08, host_gap=0.02, host_gap_share=0.25,
+                   ops=[OpRow(name="dot", calls=4, seconds=0.06, share=0.75, flops=8e9, bytes=4e6)])
+    each = per_step(call, 4)
+    assert (each.steps, each.step_seconds, each.host_gap, each.host_gap_share) == (12, 0.02, 0.005, 0.25)
+    assert [(o.calls, o.seconds, o.share, o.flops, o.bytes) for o in each.ops] == [(1, 0.015, 0.75, 2e9, 1e6)]
+
+
+ROOF = Roof(flops=1e12, flops_source="measured", bandwidth=1e11, bandwidth_source="measured")  # ridge 10 FLOP/B
+
+
+def test_each_op_is_set_against_the_ceiling_its_intensity_puts_it_under():
+    dot = OpRow(name="dot.1", type="dot", category="matmul/conv", seconds=0.004, share=0.4, flops=2e9, bytes=1e8)
+    add = OpRow(name="add.2", type="add", category="elementwise", seconds=0.005, share=0.5, flops=1e6, bytes=4e8)
+    unknown = OpRow(name="custom", seconds=0.001, share=0.1)
+    judged = judge(Profile(steps=3, step_seconds=0.01, host_gap=0.0, host_gap_share=0.0, ops=[dot, add, unknown]),
+                   ROOF)
+    d, a, u = judged.ops
+    assert (d.gflops_per_s, d.intensity, d.bound, d.ceiling_fraction) == (500, 20, "compute", 0.5)
+    assert (a.gbytes_per_s, a.intensity, a.bound, a.ceiling_fraction) == (80, 0.0025, "memory", 0.8)
+    assert (u.gflops_per_s, u.gbytes_per_s, u.bound, u.ceiling_fraction) == (None, None, None, None)
+    assert [f.code for f in judged.verdicts] == ["one-op-dominates", "memory-bound-ops"]
+    dominates, memory = (f.message for f in judged.verdicts)
+    assert "add.2 (add) takes 50% of the step, at 80% of the bandwidth ceiling: it runs near the ceiling" in dominates
+    assert "1 op(s) under the bandwidth line take 50% of the step" in memory and "precision" in memory
+
+
+def test_a_step_spent_waiting_on_the_host_says_so_with_its_figures():
+    judged = judge(Profile(steps=3, step_seconds=0.02, host_gap=0.012, host_gap_share=0.6,
+                           ops=[OpRow(name="dot", seconds=0.008, share=0.4)]), Roof())
+    [flag] = judged.verdicts
+    assert flag.code == "host-bound" and "60% of the step (12.0 ms of 20.0 ms)" in flag.message
+    assert "input pipeline" in flag.message and "larger batch" in flag.message
+
+
+def test_without_a_bandwidth_an_op_is_set_against_the_compute_ceiling_alone():
+    judged = judge(Profile(ops=[OpRow(name="dot", seconds=0.01, share=0.3, flops=1e9, bytes=1e6)]),
+                   Roof(flops=1e12))
+    assert (judged.ops[0].bound, judged.ops[0].ceiling_fraction) == (None, 0.1)
+
+
+def test_the_notebook_and_the_command_line_take_profile_from_the_one_declaration():
+    from tpulab.cli.main import build_parser
+    from tpulab.notebook.api import resolve
+
+    spec, _ = resolve("conv", "smoke", {"profile": True, "profile_steps": 2, "backend": "jax"})
+    assert (spec.params["profile"], spec.params["profile_steps"]) == (True, 2)
+    run = ["--run", "conv", "--profile", "--profile-steps", "4"]
+    args = build_parser("conv", run).parse_args(run)
+    assert (args.profile, args.profile_steps) == (True, "4")
+    sweep = ["sweep", "conv", "--profile"]
+    swept = build_parser("conv", sweep).parse_args(sweep)
+    assert swept.profile is True  # a flag in a sweep too, not a list
