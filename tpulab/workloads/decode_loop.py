@@ -16,9 +16,10 @@ import numpy as np
 
 from tpulab.base.errors import TpulabError
 from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Compiled, Log, Step
-from tpulab.workloads.decode import VERIFIED, tolerance
-from tpulab.backends import Runtime
-from tpulab.workloads.running import CancelToken, Params, Programs, Sink, profile_calls
+from tpulab.backends import Placement, Runtime
+from tpulab.workloads.decode import VERIFIED, decode_step_bytes, tolerance
+from tpulab.workloads.roofline_kernels import measure_bandwidth
+from tpulab.workloads.running import CancelToken, Params, Planned, Programs, Sink, place, profile_calls, started
 
 Call = tuple[Any, Any]  # (next tokens [batch, 1] on the device, their logits [batch, vocab])
 
@@ -39,8 +40,22 @@ def prompt(p: Params) -> np.ndarray:
     return rng.integers(0, p["vocab"], size=(p["batch_size"], p["prompt_len"]), dtype=np.int32)
 
 
-def run(p: Params, model: Model, sink: Sink, cancel: CancelToken, runtime: Runtime,
-        clock: Callable[[], float] = time.perf_counter) -> None:
+def run(w: Planned, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime,
+        build: Callable[[Params, Placement], tuple[int, Model]], copy: Callable[[int, Any], Any]) -> None:
+    """A decode run on a backend: place, build (`build`: the model's parameter count and its calls),
+    say `Started`, measure the bandwidth where none is kept (`copy`: the backend's roofline builder),
+    then `generate`."""
+    placement = place(w, p, runtime)
+    count, model = build(p, placement)
+    first = started(w, p, placement, runtime.versions(), w.describe_data(p), True, decode_step_bytes(p))
+    first.model = {"parameters": count}
+    sink(first)
+    measure_bandwidth(p, placement, copy(p["seed"], placement.devices[0]), sink)
+    generate(p, model, sink, cancel, runtime)
+
+
+def generate(p: Params, model: Model, sink: Sink, cancel: CancelToken, runtime: Runtime,
+             clock: Callable[[], float] = time.perf_counter) -> None:
     """Compile (the first prefill and step, reported apart), verify if asked, then the timed
     generation: a `Step` for the prefill (token 0) and one per later token; then the profiled steps."""
     tokens, batch, start = prompt(p), p["batch_size"], p["prompt_len"]

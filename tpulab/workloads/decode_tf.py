@@ -14,14 +14,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tpulab.backends import Runtime
+from tpulab.backends import Placement, Runtime
 from tpulab.workloads import decode_loop
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.decode import decode_step_bytes, head_dim
+from tpulab.workloads.decode import head_dim
 from tpulab.workloads.decoder_keras import Config, Decoder
-from tpulab.workloads.roofline_kernels import measure_bandwidth
 from tpulab.workloads.roofline_tf import builder
-from tpulab.workloads.running import CancelToken, Sink, place, started
+from tpulab.workloads.running import CancelToken, Sink
 
 
 def next_tokens(logits: tf.Tensor) -> tf.Tensor:
@@ -75,17 +74,16 @@ class Compiled:
         return [self.step_fn.get_concrete_function()]
 
 
-def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
-    placement = place(w, p, runtime)
+def build(p: Params, placement: Placement) -> tuple[int, decode_loop.Model]:
+    """The model with its random weights on the placement's device, and its traced calls."""
     device = placement.devices[0]
     keras.utils.set_random_seed(p["seed"])
     with tf.device(device):
         model = Decoder(Config.of(p))
         model(np.zeros((1, 1), np.int32))  # builds every weight
-    first = started(w, p, placement, runtime.versions(), w.describe_data(p), True, decode_step_bytes(p))
-    first.model = {"parameters": int(model.count_params())}
-    sink(first)
-    measure_bandwidth(p, placement, builder(p["seed"], device), sink)
     calls = Compiled(model, p, device)
-    decode_loop.run(p, decode_loop.Model(calls.prefill, calls.step, calls.forward, calls.programs), sink, cancel,
-                    runtime)
+    return model.count_params(), decode_loop.Model(calls.prefill, calls.step, calls.forward, calls.programs)
+
+
+def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
+    decode_loop.run(w, p, sink, cancel, runtime, build, builder)
