@@ -19,7 +19,8 @@ from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Compiled, Log, Step
 from tpulab.backends import Placement, Runtime
 from tpulab.workloads.decode import VERIFIED, decode_step_bytes, tolerance
 from tpulab.workloads.roofline_kernels import measure_bandwidth
-from tpulab.workloads.running import CancelToken, Params, Planned, Programs, Sink, place, profile_calls, started
+from tpulab.workloads.base import Workload
+from tpulab.workloads.running import CancelToken, Params, Programs, Sink, place, profile_calls, started
 
 Call = tuple[Any, Any]  # (next tokens [batch, 1] on the device, their logits [batch, vocab])
 
@@ -40,7 +41,7 @@ def prompt(p: Params) -> np.ndarray:
     return rng.integers(0, p["vocab"], size=(p["batch_size"], p["prompt_len"]), dtype=np.int32)
 
 
-def run(w: Planned, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime,
+def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime,
         build: Callable[[Params, Placement], tuple[int, Model]], copy: Callable[[int, Any], Any]) -> None:
     """A decode run on a backend: place, build (`build`: the model's parameter count and its calls),
     say `Started`, measure the bandwidth where none is kept (`copy`: the backend's roofline builder),
