@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 DTYPES = ("float32", "bfloat16", "float16")
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-VERIFIED = "verified"  # with --verify, the timed prefill Step's metric: the largest |difference| of the logits
 
 # Each dtype's tolerance for --verify: the largest |difference| of the cached logits from a full forward
 # pass's, as a fraction of the largest |logit| (float32 allows TF32 or bfloat16-pass matmuls on GPUs, TPUs).
