@@ -87,9 +87,9 @@ def host_bound(profile: Profile) -> Flag | None:
     if share is None or share < HOST_BOUND:
         return None
     return Flag("host-bound", f"the device waited on the host {share:.0%} of the step ({fmt.seconds(profile.host_gap)}"
-                f" of {fmt.seconds(profile.step_seconds)}): feed it faster: the input pipeline (tf.data, "
-                "prefetched, not a Python generator), more steps per execution, or a larger batch (more work per "
-                "step for the same host time)")
+                f" of {fmt.seconds(profile.step_seconds)}), on input, dispatch or Python: feed it faster or less often: the "
+                "input pipeline (tf.data, prefetched, not a Python generator), more steps per execution, or a "
+                "larger batch (more work per step for the same host time)")
 
 
 def one_op_dominates(profile: Profile) -> Flag | None:
