@@ -126,9 +126,9 @@ def live_header(axes: dict[str, list[Any]]) -> str:
 
 def live_line(p: Point, axes: dict[str, list[Any]]) -> str:
     f = figures(p)
-    if p.decodes:  # its figures in the header's columns: tokens/s in the throughput's, its ITL and MBU after
+    if p.decodes:  # tokens/s in the throughput's column; its ITL and MBU in the flags' (the table has them all)
         f = {**f, "throughput": fmt.rate(p.throughput, "tok/s"),
-             "flags": " ".join(f"{k} {v}" for k, v in curve_figures(p, None).items() if k not in ("tokens/s", "x b1"))}
+             "flags": f"ITL {fmt.seconds(p.decode_figure('p50'))}, MBU {fmt.percent(p.decode_figure('mbu'))}"}
     cells = [f"{value_text(p.values[name]):<{w}}" for name, w in axis_widths(axes).items()]
     cells += [f"{f[name]:<{WIDTHS.get(name, 0)}}" for name in FIGURES]
     return " ".join(cells).rstrip() + (" (article)" if p.article else "")
