@@ -115,3 +115,10 @@ async def test_the_lab_sweep_tab_draws_the_curve_and_its_knee(tmp_path, db, cpu_
         assert [x for x, _ in chart.points(TOKENS)] == pytest.approx([10.0, 10.5, 12.0, 23.0])  # ITL p50, ms
         assert chart.points("knee") == [pytest.approx((12.0, 4 / 0.012))]
         assert "knee: batch 4" in text(pane.query_one("#sweep-findings", Static))
+
+
+def test_a_points_live_line_fits_80_columns_with_its_itl_tokens_per_s_and_mbu(points):
+    from tpulab.views.sweep import live_line
+
+    line = live_line(at(points, 4, 8), AXES)
+    assert len(line) <= 80 and line.split()[2:5] == ["12.0", "ms", "333.3"] and "MBU " in line

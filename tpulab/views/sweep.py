@@ -126,9 +126,8 @@ def live_header(axes: dict[str, list[Any]]) -> str:
 
 def live_line(p: Point, axes: dict[str, list[Any]]) -> str:
     f = figures(p)
-    if p.decodes:  # tokens/s in the throughput's column; its ITL and MBU in the flags' (the table has them all)
-        f = {**f, "throughput": fmt.rate(p.throughput, "tok/s"),
-             "flags": f"ITL {fmt.seconds(p.decode_figure('p50'))}, MBU {fmt.percent(p.decode_figure('mbu'))}"}
+    if p.decodes:  # the median is the ITL p50; tokens/s in the throughput's column, MBU in the flags'
+        f = {**f, "throughput": fmt.rate(p.throughput, "tok/s"), "flags": f"MBU {fmt.percent(p.decode_figure('mbu'))}"}
     cells = [f"{value_text(p.values[name]):<{w}}" for name, w in axis_widths(axes).items()]
     cells += [f"{f[name]:<{WIDTHS.get(name, 0)}}" for name in FIGURES]
     return " ".join(cells).rstrip() + (" (article)" if p.article else "")
