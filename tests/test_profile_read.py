@@ -4,13 +4,17 @@ real traces taken here, on tiny shapes, with both frameworks."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tpulab.backends.hlo_ops import hlo_ops
-from tpulab.backends.op_table import OTHER, TOP_OPS, TraceEvent, TraceLine, TracePlane, build, category
+from tpulab.backends.op_table import OTHER, TOP_OPS, TraceEvent, TraceLine, TracePlane, build, by_name, category
 from tpulab.base.events import OTHER_OPS, Profile
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
@@ -23,6 +27,33 @@ JAX_TABLE = {"ynn_fusion": ("matmul/conv", 1), "wrapped_exponential": ("elementw
              "wrapped_copy": ("data movement", 1)}  # the transpose: a layout copy
 TF_TABLE = {"MatMul": ("matmul/conv", 1), "Exp": ("elementwise", 1), "Sum": ("reduction", 1),
             "transpose": ("data movement", 1)}
+
+
+# A tiny Keras model: its step's matmul and conv FLOPs (forward, and the gradients a step needs: the conv's
+# filter, the dense layer's weights and input), per step
+BATCH, CONV_OUT, DENSE_IN, CLASSES = 4, 6 * 6 * 4, 6 * 6 * 4, 10
+CONV = 2 * BATCH * CONV_OUT * 3 * 3 * 3  # 3x3 filters over 3 channels, 4 of them, on 8x8 images
+DENSE = 2 * BATCH * DENSE_IN * CLASSES
+KERAS_STEP = """
+import json, sys, tempfile
+from pathlib import Path
+import numpy as np, keras
+from tpulab.backends import get
+profiler = get(keras.backend.backend()).load().profiler()
+model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(4, 3), keras.layers.Flatten(),
+                          keras.layers.Dense(10)])
+model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+rng = np.random.default_rng(0)
+x, y = rng.random((4, 8, 8, 3), dtype=np.float32), rng.integers(0, 10, 4)
+model.train_on_batch(x, y)
+folder = Path(tempfile.mkdtemp())
+with profiler.trace(folder):
+    for n in range(3):
+        with profiler.step(n):
+            model.train_on_batch(x, y)
+profile = profiler.read(folder, profiler.keras_programs(model, x, y))
+print(json.dumps([[op.name, op.type, op.category, op.flops] for op in profile.ops]))
+"""
 
 
 def reader(name: str):  # noqa: ANN201 - a Profiler class
@@ -138,7 +169,7 @@ ENTRY %main (a: bf16[128,256], b: bf16[256,512]) -> bf16[128,512] {
   ROOT %add.2 = bf16[128,512]{1,0} add(%dot.1, %dot.1)
 }
 """
-    profile = build([host((0, 100)), tpu], hlo_ops([hlo]))
+    profile = build([host((0, 100)), tpu], by_name(hlo_ops([hlo])))
     assert profile.where == "/device:TPU:0"
     rows = {op.name: op for op in profile.ops}
     assert (rows["dot.1"].category, rows["dot.1"].flops) == ("matmul/conv", 2 * 128 * 512 * 256)
@@ -252,3 +283,27 @@ def test_a_real_tensorflow_trace_gives_the_graphs_flops_and_the_hosts_sleep(tmp_
         "MatMul": ("matmul/conv", 1), "Exp": ("elementwise", 1), "transpose": ("data movement", 1)}
     assert (rows["MatMul"].flops, rows["Exp"].flops) == (2 * M * N * K, M * N)
     assert rows["transpose"].bytes == 2 * 4 * N * M + 2 * 4  # the matrix read and written, the permutation read
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
+def test_a_keras_steps_programs_give_its_matmuls_and_convolutions_flops(backend):
+    """keras_programs: JAX's step compiled as fit compiles it (its HLO names are the trace's); TensorFlow's
+    graph, through the kernels it fuses (a convolution with its bias runs as one, under the bias's name)."""
+    pytest.importorskip(backend)
+    out = subprocess.run([sys.executable, "-c", KERAS_STEP], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parent.parent,
+                         env={**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    matmuls = [(name, kind, flops) for name, kind, category, flops in rows if category == "matmul/conv"]
+    assert all(flops is not None for _, _, flops in matmuls), matmuls
+    if backend == "jax":  # forward, the filter's gradient; the dense layer forward, its weights' and input's
+        assert sorted(flops for _, _, flops in matmuls) == sorted([CONV, CONV, DENSE, DENSE, DENSE])
+    else:  # each forward layer fused with its bias (its additions counted too), as oneDNN runs them
+        forward = {layer: (kind, flops) for name, kind, flops in matmuls if not name.startswith("gradient_tape")
+                   for layer in ("conv2d", "dense") if f"/{layer}" in name}
+        if "Fused" not in forward["conv2d"][0]:
+            pytest.skip(f"this TensorFlow runs {forward['conv2d'][0]}: no fused kernel (no oneDNN)")
+        assert forward == {"conv2d": ("_MklNativeFusedConv2D", CONV + BATCH * CONV_OUT),
+                           "dense": ("_MklNativeFusedMatMul", DENSE + BATCH * CLASSES)}

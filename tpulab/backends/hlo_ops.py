@@ -33,7 +33,12 @@ REDUCING = {"reduce", "reduce-window", "select-and-scatter", "reduce-precision"}
 
 _HEADER = re.compile(r"^\s*HloModule\s+([^\s,]+)")
 _COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?([^\s(]+)\s*\(.*\{\s*$")
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([^\s=]+)\s*=\s*(.*)$")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([^\s=]+)\s*=\s*(\(.*?\)|\S+)\s+([a-z][\w\-]*)\(([^)]*)\)(.*)$")
+_OPERAND = re.compile(r"%([^\s,]+)")
+_CALLED = re.compile(r"(?:calls|to_apply)=%?([\w.\-]+)")  # what a fusion calls, a reduction applies
+_DIGITS = re.compile(r"\d+")  # of a dimension: "64", "<=64" (dynamic, its bound)
+_FUSED = re.compile(r"calls=%?([\w.\-]+)")  # what a fusion (or a call) runs as its own work
+_TARGET = re.compile(r'custom_call_target="([^"]+)"')
 _ARRAY = re.compile(r"([a-z]\w*)\[([^\]]*)\]")
 
 
@@ -46,53 +51,19 @@ class Instruction:
     attrs: str
 
 
-def _closing(text: str, start: int) -> int:
-    """The index of the bracket closing the one at `start`."""
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] in "([{":
-            depth += 1
-        elif text[i] in ")]}":
-            depth -= 1
-            if not depth:
-                return i
-    return len(text)
-
-
 def parse_instruction(line: str) -> Instruction | None:
+    """One instruction line ("%dot.1 = f32[64,48]{1,0} dot(%a, %b), lhs_contracting_dims={1}"), or None."""
     match = _INSTRUCTION.match(line)
     if not match:
         return None
-    name, rest = match.groups()
-    if rest.startswith("("):
-        end = _closing(rest, 0) + 1
-    else:
-        end = rest.find(" ") if " " in rest else len(rest)
-    shape, rest = rest[:end], rest[end:].lstrip()
-    opcode = re.match(r"[a-z][\w\-]*", rest)
-    if not opcode or "(" not in rest:
-        return None
-    open_ = rest.index("(")
-    close = _closing(rest, open_)
-    operands = [part.split()[-1].lstrip("%") for part in _split(rest[open_ + 1:close]) if part.strip()]
-    return Instruction(name.lstrip("%"), shape, opcode.group(0), operands, rest[close + 1:])
-
-
-def _split(text: str) -> list[str]:
-    """Comma-separated parts at the top level (an operand may carry a shape with commas inside brackets)."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += ch in "([{"
-        depth -= ch in ")]}"
-        if ch == "," and not depth:
-            parts.append(text[start:i])
-            start = i + 1
-    return [*parts, text[start:]]
+    name, shape, opcode, operands, attrs = match.groups()
+    names = _OPERAND.findall(operands) if "%" in operands else [p.split()[-1] for p in operands.split(",") if p.strip()]
+    return Instruction(name, shape, opcode, names, attrs)
 
 
 def arrays(shape: str) -> list[tuple[str, list[int]]]:
     """A shape's arrays: "(f32[2,3]{1,0}, s32[])" -> [("f32", [2, 3]), ("s32", [])]."""
-    return [(kind, [int(re.sub(r"\D", "", d) or 0) for d in dims.split(",") if d.strip()])
+    return [(kind, [int(d) for d in _DIGITS.findall(dims)])
             for kind, dims in _ARRAY.findall(shape.split("{")[0] if not shape.startswith("(") else shape)]
 
 
@@ -109,7 +80,7 @@ def elements(shape: str) -> int:
 
 def _target(ins: Instruction) -> str:
     """A custom call's target ("__cublas$gemm"), "" for any other op."""
-    target = re.search(r'custom_call_target="([^"]+)"', ins.attrs) if ins.opcode == "custom-call" else None
+    target = _TARGET.search(ins.attrs) if ins.opcode == "custom-call" else None
     return target.group(1) if target else ""
 
 
@@ -136,8 +107,7 @@ class Module:
                 current.append(instruction)
                 self.shapes[instruction.name] = instruction.shape
         # what a fusion calls and a reduction applies: run inside their caller, never named in a trace
-        self.inner = {c for ins in self.instructions()
-                      for c in re.findall(r"(?:calls|to_apply)=%?([\w.\-]+)", ins.attrs)}
+        self.inner = {c for ins in self.instructions() for c in _CALLED.findall(ins.attrs)}
 
     def instructions(self) -> list[Instruction]:
         return [i for body in self.computations.values() for i in body]
@@ -148,7 +118,7 @@ class Module:
             return self._dot(ins)
         if ins.opcode == "convolution" or (_target(ins) and "dim_labels=" in ins.attrs):
             return self._convolution(ins)
-        inner = sum(self.flops(i) for c in re.findall(r"calls=%?([\w.\-]+)", ins.attrs)
+        inner = sum(self.flops(i) for c in _FUSED.findall(ins.attrs)
                     for i in self.computations.get(c, []))
         if ins.opcode in ARITHMETIC:
             return inner + elements(ins.shape)
@@ -177,7 +147,7 @@ class Module:
     def opcodes(self, ins: Instruction) -> set[str]:
         """Its opcode and those of everything it calls."""
         found = {ins.opcode}
-        for c in re.findall(r"calls=%?([\w.\-]+)", ins.attrs):
+        for c in _FUSED.findall(ins.attrs):
             for inner in self.computations.get(c, []):
                 found |= self.opcodes(inner)
         return found

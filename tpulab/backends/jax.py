@@ -21,7 +21,7 @@ import numpy as np
 
 from tpulab.backends import HEARTBEAT_TIMEOUT_S, Backend, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime
 from tpulab.backends.hlo_ops import hlo_ops
-from tpulab.backends.op_table import TraceEvent, TraceLine, TracePlane, build, xplane_file
+from tpulab.backends.op_table import PYTHON, TraceEvent, TraceLine, TracePlane, build, by_name, xplane_file
 from tpulab.base.errors import first_line
 from tpulab.base.home import home
 from tpulab.machine.detect import detect
@@ -317,8 +317,8 @@ class JaxProfiler(Profiler):
     def read(self, folder: Path, programs: list[Any] | None = None) -> Profile:
         """`programs`: JAX `Compiled` objects or their HLO text."""
         texts = [p if isinstance(p, str) else p.as_text() for p in programs or []]
-        return build(trace_planes(xplane_file(folder)), hlo_ops(texts), profiler=self.name,
-                     trace_path=str(folder), no_flops=NO_PROGRAM)
+        return build(trace_planes(xplane_file(folder)), by_name(hlo_ops(texts)) if texts else None,
+                     profiler=self.name, trace_path=str(folder), no_flops=NO_PROGRAM)
 
     def keras_programs(self, model: Any, x: Any, y: Any) -> list[Any]:
         from tpulab.backends.jax_cost import train_step_program
@@ -332,6 +332,6 @@ def trace_planes(path: Path) -> list[TracePlane]:
     from jax.profiler import ProfileData
 
     data = ProfileData.from_file(str(path))
-    return [TracePlane(plane.name, [TraceLine(line.name, [TraceEvent(e.name, e.start_ns, e.duration_ns, dict(e.stats))
-                                                          for e in line.events]) for line in plane.lines])
-            for plane in data.planes]
+    return [TracePlane(plane.name, [TraceLine(line.name, [TraceEvent(name, e.start_ns, e.duration_ns, dict(e.stats))
+                                                          for e in line.events if not (name := e.name).startswith(PYTHON)])
+                                    for line in plane.lines]) for plane in data.planes]

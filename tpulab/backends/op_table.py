@@ -15,7 +15,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from tpulab.base.errors import TpulabError
 from tpulab.base.events import OP_CATEGORIES, OTHER_OPS, OpRow, Profile
@@ -26,6 +26,7 @@ XLA_OPS = "XLA Ops"  # a device plane's line of HLO ops (TPU; GPU once XProf der
 # A device plane's lines that sum or name others' events rather than run ops (XProf's derived lines).
 DERIVED_LINES = frozenset({"XLA Modules", "Steps", "TensorFlow Ops", "TensorFlow Name Scope", "Framework Ops",
                            "Framework Name Scope", "Source code", "XLA TraceMe", "Launch Stats", "Host Threads"})
+PYTHON = "$"  # the Python tracer's events ("$api.py:2479 block_until_ready"): no op, no step; readers skip them
 TF_KERNEL = re.compile(r"([^\s:]+):([A-Za-z_]\w*)")  # TensorFlow's kernel events: "dense/MatMul:MatMul"
 
 MATMUL, ELEMENTWISE, REDUCTION, MOVEMENT, COLLECTIVE, HOST_TO_DEVICE, OTHER = OP_CATEGORIES
@@ -66,6 +67,22 @@ class OpInfo:
 
 
 Programs = Mapping[tuple[str | None, str], OpInfo]  # (module or None, op name) -> what the program says
+Lookup = Callable[[str | None, str, str], OpInfo | None]  # (module, name, type) as traced -> what a program says
+
+
+def by_name(programs: Programs) -> Lookup:
+    """An op looked up by its module and name, or by its name alone where one module has it."""
+    names: dict[str, list[tuple[str | None, str]]] = defaultdict(list)
+    for key in programs:
+        names[key[1]].append(key)
+
+    def lookup(module: str | None, name: str, kind: str) -> OpInfo | None:
+        if module is not None:
+            return programs.get((module, name)) or programs.get((None, name))
+        keys = names.get(name, [])
+        return programs[keys[0]] if len(keys) == 1 else None
+
+    return lookup
 
 
 # --- categories from names ------------------------------------------------------------------
@@ -99,7 +116,7 @@ def words(name: str) -> list[str]:
     "wrapped_reduce-window" -> ["reducewindow"], "loop_multiply_fusion.3" -> ["loop", "multiply"]."""
     out = []
     for part in re.split(r"[_\s/]+", re.sub(r"\.\d+$", "", name).lower()):  # an HLO name's instance number
-        word = re.sub(r"^(?:mkl|fused)+", "", part.replace("-", ""))  # oneDNN's and fused kernels' prefixes
+        word = re.sub(r"^(?:mkl|native|fused)+", "", part.replace("-", ""))  # oneDNN's, fused kernels' prefixes
         word = re.sub(r"v\d+$", "", word)  # versions: AddV2, FusedBatchNormV3
         if word not in _DECORATION:
             out.append(word)
@@ -236,10 +253,10 @@ def share_time(segments: list[tuple[float, float, Key]], start: float, end: floa
 
 
 # --- the table --------------------------------------------------------------------------------
-def build(planes: Iterable[TracePlane], programs: Programs | None = None, *, profiler: str = "",
+def build(planes: Iterable[TracePlane], programs: Lookup | None = None, *, profiler: str = "",
           trace_path: str | None = None, no_flops: str | None = None, top: int = TOP_OPS) -> Profile:
     """The median traced step's op table. `programs`: what compiled programs say of the ops (type, category,
-    FLOPs, bytes); `no_flops`: why FLOPs are unknown where they give none."""
+    FLOPs, bytes), None where none was given; `no_flops`: why FLOPs are unknown then."""
     planes = list(planes)
     where, lines = op_events(planes)
     windows = steps(planes)
@@ -251,7 +268,7 @@ def build(planes: Iterable[TracePlane], programs: Programs | None = None, *, pro
     step_ns = end - start
     ns = share_time([seg for line in lines for seg in self_segments(line)], start, end)
     calls = Counter(op_key(e) for line in lines for e in line if start <= e.start_ns < end)
-    rows = _rows(ns, calls, step_ns, programs or {})
+    rows = _rows(ns, calls, step_ns, programs)
     busy = sum(ns.values())
     profile.step_seconds = step_ns / 1e9
     profile.host_gap = max(0.0, step_ns - busy) / 1e9
@@ -263,13 +280,16 @@ def build(planes: Iterable[TracePlane], programs: Programs | None = None, *, pro
     return profile
 
 
-def _rows(ns: Mapping[Key, float], calls: Mapping[Key, int], step_ns: float, programs: Programs) -> list[OpRow]:
+def _rows(ns: Mapping[Key, float], calls: Mapping[Key, int], step_ns: float, programs: Lookup | None) \
+        -> list[OpRow]:
     keys = set(ns) | set(calls)
     names = Counter(name for _, name, _ in keys)
     rows = []
     for key in keys:
         module, name, kind = key
-        info = _info(programs, module, name)
+        info = programs(module, name, kind) if programs else None
+        if info and kind and words(info.type) != words(kind):
+            info = None  # the framework rewrote the node the program names: another op ran under its name
         n = calls.get(key, 0)
         seconds = ns.get(key, 0.0) / 1e9
         rows.append(OpRow(
@@ -280,14 +300,6 @@ def _rows(ns: Mapping[Key, float], calls: Mapping[Key, int], step_ns: float, pro
             flops=info.flops * n if info and info.flops is not None else None,
             bytes=info.bytes * n if info and info.bytes is not None else None))
     return sorted(rows, key=lambda r: (-r.seconds, r.name))
-
-
-def _info(programs: Programs, module: str | None, name: str) -> OpInfo | None:
-    """What the programs say of an op: by its module and name, or by its name alone where one program has it."""
-    if module is not None:
-        return programs.get((module, name)) or programs.get((None, name))
-    found = [info for (_, op), info in programs.items() if op == name]
-    return found[0] if len(found) == 1 else None
 
 
 def _top(rows: list[OpRow], top: int) -> list[OpRow]:

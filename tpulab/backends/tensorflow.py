@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from tpulab.backends import Backend, BackendError, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime
 from tpulab.backends.hlo_ops import hlo_ops
-from tpulab.backends.op_table import ELEMENTWISE, MATMUL, OTHER, REDUCTION, OpInfo, TraceEvent, TraceLine, TracePlane, \
-    build, category, words, xplane_file
+from tpulab.backends.op_table import (ELEMENTWISE, MATMUL, OTHER, PYTHON, REDUCTION, OpInfo, TraceEvent, TraceLine,
+                                      TracePlane, build, by_name, category, words, xplane_file)
 from tpulab.base.errors import first_line, one_line
 from tpulab.machine.detect import detect
 from tpulab.machine.verdict import Verdict, version_tuple
@@ -346,8 +346,24 @@ class TensorFlowProfiler(Profiler):
         XLA the optimized HLO text of its clusters."""
         texts = [p for p in programs or [] if isinstance(p, str)]
         graphs = [p for p in programs or [] if not isinstance(p, str)]
-        return build(xspace_planes(xplane_file(folder).read_bytes()), {**graph_ops(graphs), **hlo_ops(texts)},
-                     profiler=self.name, trace_path=str(folder), no_flops=NO_SHAPES)
+        lookup = by_name(hlo_ops(texts)) if texts else GraphOps(graphs) if graphs else None
+        return build(xspace_planes(xplane_file(folder).read_bytes()), lookup, profiler=self.name,
+                     trace_path=str(folder), no_flops=NO_SHAPES)
+
+    def keras_programs(self, model: Any, x: Any, y: Any) -> list[Any]:
+        """`model.train_step` traced again on the batch's shapes: the graph `fit` runs, node for node, until
+        TensorFlow rewrites it (a convolution fused with its bias takes the bias's name: not counted)."""
+        import numpy as np
+        import tensorflow as tf
+
+        from tpulab.backends.keras_inputs import widen
+
+        batch = (widen(x, np.float32), widen(y, np.int32))
+        try:
+            specs = tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), batch)
+            return [tf.function(model.train_step).get_concrete_function(specs)]
+        except Exception:  # noqa: BLE001 - the op table goes on without FLOPs, saying so
+            return []
 
 
 def xspace_planes(data: bytes) -> list[TracePlane]:
@@ -377,28 +393,58 @@ def _plane(plane: Any) -> TracePlane:
         events = []
         for e in line.events:
             name, known = metadata.get(e.metadata_id, ("", {}))
+            if name.startswith(PYTHON):
+                continue
             events.append(TraceEvent(name, line.timestamp_ns + e.offset_ps / 1000, e.duration_ps / 1000,
                                      {**known, **stats(e.stats)} if e.stats else known))
         lines.append(TraceLine(line.name, events))
     return TracePlane(plane.name, lines)
 
 
-def graph_ops(programs: list[Any]) -> dict[tuple[str | None, str], OpInfo]:
-    """What graphs say of their ops, by node name (a called function's nodes under its call's name, as
-    TensorFlow inlines them): the type, and where the shapes are known, the FLOPs and bytes of one call."""
-    out: dict[tuple[str | None, str], OpInfo] = {}
+class GraphOps:
+    """What graphs say of the kernels a trace names, by node name (a called function's nodes under its call's
+    name, as TensorFlow inlines them), worked out when asked: the type, and where the shapes are known, the
+    FLOPs and bytes of one call. A kernel TensorFlow fused from a matmul or convolution and the ops after it
+    (its bias, its activation) runs under the last one's name: it counts them all."""
 
-    def walk(graph: Any, prefix: str) -> None:
-        for op in graph.get_operations():
-            out[(None, prefix + op.name)] = OpInfo(op.type, category(op.type), _op_flops(op), _op_bytes(op))
-            if op.type in ("PartitionedCall", "StatefulPartitionedCall"):
-                called = graph._get_function(op.get_attr("f").name)
-                if getattr(called, "graph", None) is not None:
-                    walk(called.graph, f"{prefix}{op.name}/")
+    FUSED_DEPTH = 3  # nodes a fused kernel may take after its matmul or convolution
+    CALLS = ("PartitionedCall", "StatefulPartitionedCall")
 
-    for program in programs:
-        walk(getattr(program, "graph", program), "")
-    return out
+    def __init__(self, graphs: list[Any]) -> None:
+        self.graphs = [getattr(g, "graph", g) for g in graphs]  # a concrete function's graph, or a graph
+
+    def node(self, name: str, graphs: list[Any] | None = None) -> Any:
+        """The node a kernel's name names, looked up (never walked: a training step holds thousands)."""
+        for graph in self.graphs if graphs is None else graphs:
+            try:
+                return graph.get_operation_by_name(name)
+            except (KeyError, ValueError):
+                pass
+            for cut in (i for i, ch in enumerate(name) if ch == "/"):  # a call's node, then its function's
+                try:
+                    call = graph.get_operation_by_name(name[:cut])
+                except (KeyError, ValueError):
+                    continue
+                called = getattr(graph._get_function(call.get_attr("f").name), "graph", None) \
+                    if call.type in self.CALLS else None
+                if called is not None and (op := self.node(name[cut + 1:], [called])):
+                    return op
+        return None
+
+    def __call__(self, module: str | None, name: str, kind: str) -> OpInfo | None:
+        op = self.node(name)
+        if op is None:
+            return None
+        if not kind or words(kind) == words(op.type):
+            return OpInfo(op.type, category(op.type), _op_flops(op), _op_bytes(op))
+        chain = [op]
+        while category(chain[-1].type) != MATMUL and len(chain) <= self.FUSED_DEPTH and chain[-1].inputs:
+            chain.append(chain[-1].inputs[0].op)
+        if category(kind) != MATMUL or category(chain[-1].type) != MATMUL:
+            return None  # another rewrite: what ran is not what the node says
+        flops = [f for n in chain if (f := _op_flops(n)) is not None]
+        outside = [t for n in chain for t in n.inputs if t.op not in chain]  # read; the last node's output written
+        return OpInfo(kind, MATMUL, sum(flops) if len(flops) == len(chain) else None, _bytes([*outside, op.outputs[0]]))
 
 
 def _elements(tensor: Any) -> int | None:
@@ -407,8 +453,17 @@ def _elements(tensor: Any) -> int | None:
 
 
 def _op_bytes(op: Any) -> float | None:
-    sizes = [(_elements(t), t.dtype.size) for t in [*op.inputs, *op.outputs]]
-    return None if any(n is None for n, _ in sizes) else float(sum(n * size for n, size in sizes))
+    return _bytes([*op.inputs, *op.outputs])
+
+
+def _bytes(tensors: list[Any]) -> float | None:
+    """Bytes of the tensors, None where a shape is unknown."""
+    total = 0.0
+    for tensor in tensors:
+        if (n := _elements(tensor)) is None:
+            return None
+        total += n * tensor.dtype.size
+    return total
 
 
 def _op_flops(op: Any) -> float | None:
