@@ -92,7 +92,7 @@ def build(p: Params, placement: Placement) -> tuple[int, decode_loop.Model]:
     keras.utils.set_random_seed(p["seed"])
     with jax.default_device(placement.devices[0]):
         model = Decoder(Config.of(p))
-        model(np.zeros((1, 1), np.int32))  # builds every weight
+        model(np.zeros((1, 2), np.int32))  # builds every weight (two tokens: a softmax over one warns)
     calls = Compiled(model, p, placement.handle)
     return model.count_params(), decode_loop.Model(calls.prefill, calls.step, calls.forward, calls.programs)
 
