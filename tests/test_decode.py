@@ -93,3 +93,15 @@ def test_a_smoke_run_says_a_step_per_generated_token_and_verifies(backend):
     assert result["status"] == "finished" and result["summary"]["step_seconds"]["count"] == p["gen_len"] - 1
     assert 0 <= result["summary"]["decode"]["verified"] < 1e-5
     assert any(line.startswith("verify: cached against full-forward logits") for line in result["logs"])
+
+
+@pytest.mark.slow
+def test_a_profiled_decode_run_traces_steps_it_never_times():
+    r = run_cli("--run", "decode", "--preset", "smoke", "--profile", "--backend", "jax", "--no-ui", "--json",
+                "--no-save")
+    assert r.returncode == 0, r.stderr[-2000:]
+    events = json_events(r.stdout)
+    [profiled] = [e for e in events if e["event"] == "profiled"]
+    assert profiled["profile"]["steps"] == 3 and profiled["profile"]["ops"]
+    tokens = [e for e in events if e["event"] == "step" and e["phase"] == "decode"]
+    assert len(tokens) == DECODE.preset("smoke")["gen_len"] - 1  # the traced steps are no Step
