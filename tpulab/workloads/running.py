@@ -123,11 +123,11 @@ def profiling(p: Params, sink: Sink, runtime: Runtime, programs: Programs | None
     work is done: the annotation is the step the shares are fractions of. Emit no `Step` for them:
     the timing statistics never include a profiled step. `programs`: what gives `Profiler.read` the
     compiled step (a JAX `Compiled`...), asked of the profiler after the trace, from which ops'
-    FLOPs and bytes are known. `steps_per_call`: steps one annotated call runs (Keras's steps_per_execution): the
-    figures are said per step. Enter it only when `profiled(p, cancel)`.
+    FLOPs and bytes are known. `steps_per_call`: the steps one annotated call runs (Keras's
+    steps_per_execution): the figures are said per step. Enter it only when `profiled(p, cancel)`.
     """
     profiler = runtime.profiler()
-    if profiler is None:  # the parent refuses --profile on a backend that declares none: this one said otherwise
+    if profiler is None:  # (the parent and the worker refuse --profile before: a runner called otherwise)
         raise UsageError("--profile: this backend's runtime brings no profiler")
     folder = Path(p.get(TRACE_FOLDER) or tempfile.mkdtemp(prefix="tpulab-trace-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -145,12 +145,13 @@ def profile_calls(p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime, 
 
     `step` runs one step and returns once its work is done (a value fetched to the host, as the timed
     steps do). A runner with a loop of its own (conv, the roofline, decode) calls this once its last
-    timed step is done: `profile_calls(p, sink, cancel, runtime, step, lambda: [compiled])`.
+    timed step is done: `profile_calls(p, sink, cancel, runtime, step, lambda profiler: [compiled])`,
+    `compiled` being the step's `jitted.lower(...).compile()` (or None: the ops' FLOPs are unknown).
     """
     if not profiled(p, cancel):
         return
     with profiling(p, sink, runtime, programs) as profiler:
-        for n in range(int(p.get("profile_steps", 3))):
+        for n in range(int(p["profile_steps"])):
             with profiler.step(n):
                 step()
 
