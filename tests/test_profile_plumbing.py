@@ -1,17 +1,23 @@
-"""The profile's plumbing without a framework: the shared parameters on every workload, sweeps that
-never vary them, a profile said per step, and each op judged against known ceilings."""
+"""The profile's plumbing without a framework: the shared parameters on every workload (the CLI, the
+notebook, the lab's form), sweeps that never vary them, a profile said per step, and each op judged
+against known ceilings."""
 
 from __future__ import annotations
 
 import pytest
+from textual.widgets import Switch
 
 from tpulab.base.events import OpRow, Profile
 from tpulab.engine.profile_verdicts import Roof, judge
 from tpulab.engine.sweep import Sweep, build_grid
+from tpulab.lab.app import TpulabApp
+from tpulab.lab.widgets.param_form import ParamForm
 from tpulab.workloads import registry
 from tpulab.workloads.base import PROFILE, PROFILE_STEPS, ParamError, Params, ParamSpec, Workload
 from tpulab.workloads.conv import CONV
 from tpulab.workloads.running import per_step
+
+from .helpers import SIZE
 
 
 def test_every_workload_takes_the_profile_parameters_once_after_its_own():
@@ -98,3 +104,14 @@ def test_the_notebook_and_the_command_line_take_profile_from_the_one_declaration
     sweep = ["sweep", "conv", "--profile"]
     swept = build_parser("conv", sweep).parse_args(sweep)
     assert swept.profile is True  # a flag in a sweep too, not a list
+
+
+async def test_the_labs_form_has_a_profile_switch(cpu_machine):
+    app = TpulabApp(probe=False, report=cpu_machine, workload="conv")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        form, switch = app.query_one(ParamForm), app.query_one("#param-profile", Switch)
+        assert switch.value is False and form.params is not None and form.params["profile"] is False
+        switch.value = True
+        await pilot.pause()
+        assert form.params is not None and (form.params["profile"], form.params["profile_steps"]) == (True, 3)
