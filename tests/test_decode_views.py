@@ -82,3 +82,11 @@ async def test_the_lab_charts_each_token_prefill_and_decode_apart(db, cpu_machin
         assert "token 16" not in log  # the lab charts the tokens, it does not log them
         await wait_for(pilot, lambda: "time to first token" in text(app.query_one("#run-summary", Static)), 5)
         assert app.records[0].summary.decode is not None and app.records[0].summary.decode.mbu is not None
+
+
+def test_a_kept_decode_run_reads_back_its_figures_and_tokens(tmp_path, store):
+    kept = recorded(tmp_path)
+    store.save(kept)
+    again = store.get(kept.id)
+    assert again.summary.decode == kept.summary.decode  # every figure, the ITL percentiles too
+    assert RunResult(again).itl.tolist() == pytest.approx(TOKENS)
