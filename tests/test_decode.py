@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from tpulab.backends import get
-from tpulab.workloads.decode import DECODE, kv_cache_bytes, parameters, weight_bytes
+from tpulab.workloads.decode import DECODE
+from tpulab.workloads.decode_math import kv_cache_bytes, parameters, weight_bytes
 
 from .helpers import ROOT, json_events, run_cli
 

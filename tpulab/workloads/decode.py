@@ -4,7 +4,7 @@ Decode is the work a chat answer is made of: each step reads every weight and th
 make one token per sequence, so it is bound by memory bandwidth, not by compute. The model is a
 decoder-only LM built from its configuration (the `transformer` workload's blocks, shared), with
 random weights: only the speed means something. Its arithmetic (parameters, bytes, FLOPs) is
-plain functions here, so the figures can be derived without a framework.
+plain functions (`decode_math`), so the figures can be derived without a framework.
 
 A run: the first prefill and the first decode step are compile time, reported apart; then one
 timed generation: a prefill that reads the prompt and yields the first token (a `Step` of phase
@@ -31,18 +31,20 @@ from tpulab.workloads.base import (
     batch_size,
     check_shards,
 )
+from tpulab.workloads.decode_math import (
+    BYTES,
+    DTYPES,
+    decode_step_flops,
+    head_dim,
+    matmul_parameters,
+    parameters,
+    prefill_flops,
+)
 from tpulab.workloads.roofline_kernels import bandwidth_kept
 from tpulab.workloads.running import Runner
 
 if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings
-
-DTYPES = ("float32", "bfloat16", "float16")
-BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-
-# Each dtype's tolerance for --verify: the largest |difference| of the cached logits from a full forward
-# pass's, as a fraction of the largest |logit| (float32 allows TF32 or bfloat16-pass matmuls on GPUs, TPUs).
-TOLERANCE = {"float32": 5e-3, "bfloat16": 6e-2, "float16": 1e-2}
 
 PARAMS = (
     batch_size(1, 1024, unit="sequences", what="sequences generated together"),
@@ -73,69 +75,6 @@ PARAMS = (
     BACKEND,
     ParamSpec("seed", int, 0, "seed of the random weights and prompts", 0, 2**31 - 1, advanced=True, tunes=False),
 )
-
-
-# --- the model's arithmetic ---------------------------------------------------------------------
-def head_dim(p: Params) -> int:
-    return int(p["width"] // p["heads"])
-
-
-def block_parameters(p: Params) -> int:
-    """One decoder block's weights: attention's four projections, the feed-forward network, two norms."""
-    d, m, hd = p["width"], p["mlp_width"], head_dim(p)
-    q, kv = p["heads"] * hd, p["kv_heads"] * hd
-    attention = d * q + 2 * d * kv + q * d
-    if p["block"] == "gpt2":  # biases everywhere, a two-matrix GELU MLP, LayerNorms (scale and shift)
-        return attention + q + 2 * kv + d + 2 * d * m + m + d + 2 * 2 * d
-    return attention + 3 * d * m + 2 * d  # SwiGLU's gate, up and down matrices; RMSNorms (scale only)
-
-
-def matmul_parameters(p: Params) -> int:
-    """The weights a token is multiplied by: every block, the final norm, and the output projection
-    (the token embedding, tied, read as a d x vocab matrix)."""
-    final_norm = 2 * p["width"] if p["block"] == "gpt2" else p["width"]
-    return p["layers"] * block_parameters(p) + final_norm + p["width"] * p["vocab"]
-
-
-def parameters(p: Params) -> int:
-    """All the model's weights: those above and the learned position table (the token table is tied)."""
-    table = p["context"] * p["width"] if p["positions"] == "learned" else 0
-    return matmul_parameters(p) + table
-
-
-def weight_bytes(p: Params) -> int:
-    """The weights' bytes at the run's dtype."""
-    return parameters(p) * BYTES[p["dtype"]]
-
-
-def kv_cache_bytes(p: Params) -> int:
-    """The preallocated cache: keys and values, per layer, [batch, kv_heads, context, head_dim]."""
-    return 2 * p["layers"] * p["batch_size"] * p["kv_heads"] * p["context"] * head_dim(p) * BYTES[p["dtype"]]
-
-
-def decode_step_bytes(p: Params) -> int:
-    """What one decode step reads: every weight it multiplies by (one row of the position table) and
-    the whole cache, whose static shape the step reads in full, masked past the current position."""
-    return matmul_parameters(p) * BYTES[p["dtype"]] + kv_cache_bytes(p)
-
-
-def prefill_flops(p: Params) -> float:
-    """The prompt's forward pass over the batch: 2N per token and the attention term, 4 L d T per token
-    attending T positions (PaLM, appendix B; causality not halved, as the transformer counts it)."""
-    tokens = p["prompt_len"]
-    return float(p["batch_size"] * tokens * (2 * matmul_parameters(p) + 4 * p["layers"] * p["width"] * tokens))
-
-
-def decode_step_flops(p: Params, attended: float | None = None) -> float:
-    """One token per sequence, attending `attended` positions (default: the mean over the generation)."""
-    if attended is None:
-        attended = p["prompt_len"] + p["gen_len"] / 2
-    return float(p["batch_size"] * (2 * matmul_parameters(p) + 4 * p["layers"] * p["width"] * attended))
-
-
-def tolerance(p: Params) -> float:
-    """--verify's bound on the largest |difference| of logits, as a fraction of the largest |logit|."""
-    return TOLERANCE[p["dtype"]]
 
 
 # --- the workload ---------------------------------------------------------------------------------

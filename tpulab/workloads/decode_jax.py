@@ -22,7 +22,7 @@ from jax.sharding import PartitionSpec as P
 from tpulab.backends import Placement, Runtime
 from tpulab.workloads import decode_loop
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.decode import head_dim
+from tpulab.workloads.decode_math import head_dim
 from tpulab.workloads.decoder_keras import Config, Decoder
 from tpulab.workloads.roofline_jax import builder
 from tpulab.workloads.running import CancelToken, Sink

@@ -18,7 +18,7 @@ from tpulab.backends import Placement, Runtime
 from tpulab.base.errors import TpulabError
 from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Compiled, Log, Step
 from tpulab.workloads.base import Workload
-from tpulab.workloads.decode import decode_step_bytes, tolerance
+from tpulab.workloads.decode_math import decode_step_bytes, tolerance
 from tpulab.workloads.decode_figures import VERIFIED
 from tpulab.workloads.roofline_kernels import measure_bandwidth
 from tpulab.workloads.running import CancelToken, Params, Programs, Sink, place, profile_calls, started
