@@ -94,6 +94,17 @@ def test_a_run_without_a_kept_ceiling_is_set_against_the_copy_it_measured(tmp_pa
     assert r.summary.throughput == pytest.approx(2 / 0.005)  # tokens/s over the batch
 
 
+def test_progress_counts_the_runs_own_steps_not_the_copies_that_measured_the_bandwidth(tmp_path):
+    """The copies are as many as fit their time budget: counted, a run's progress would pass its end."""
+    rec = RunRecorder(RunSpec(DECODE, P, "jax", "asked for", "cpu"), cpu_only(tmp_path))
+    events = decode_events(0.1, [0.004, 0.005, 0.006], copy_s=0.01)[:-1]
+    for e in events:
+        rec.feed(e)
+    assert sum(isinstance(e, Step) and e.phase == "bandwidth" for e in events) == 3
+    assert rec.steps_done() == rec.steps_total == 6
+    assert rec.eta_seconds() == 0
+
+
 def test_a_kept_ceiling_is_the_one_a_run_is_set_against(tmp_path):
     from tpulab.engine.ceilings import Ceiling as Kept
     from tpulab.engine.ceilings import key

@@ -19,6 +19,7 @@ STATUSES = ("finished", "failed", "cancelled")
 PHASE_COMPILE, PHASE_STEADY = "compile", "steady"  # a Sample's phase: before and after the first call
 PHASE_TRAIN, PHASE_PREDICT = "train", "predict"  # a Step's phase in a run that trains, then infers
 PHASE_PREFILL, PHASE_DECODE = "prefill", "decode"  # a Step's phase in a decode run: the prompt, then one token each
+PHASE_BANDWIDTH = "bandwidth"  # a Step measuring the machine before a run (a timed copy): not one of the run's steps
 MARK_COMPILED = "compiled"  # the Sample taken as the first call ended
 
 T = TypeVar("T")

@@ -13,6 +13,7 @@ from typing import Any
 
 from tpulab.base import plugins
 from tpulab.base.events import (
+    PHASE_BANDWIDTH,
     PHASE_PREDICT,
     Cancelled,
     Compiled,
@@ -138,12 +139,17 @@ class RunRecorder:
                 out.extend([s.seconds] * s.steps)
         return out
 
+    def counted(self) -> list[Step]:
+        """The run's own steps, which `steps_total` counts: not the copies that measured the machine first
+        (as many as fit their time budget)."""
+        return [s for s in self.steps if s.phase != PHASE_BANDWIDTH]
+
     def steps_done(self) -> int:
-        return self.compile_steps + sum(s.steps for s in self.steps)
+        return self.compile_steps + sum(s.steps for s in self.counted())
 
     def eta_seconds(self) -> float | None:
         total = self.steps_total
-        per_step = median([s.seconds for s in self.steps[-20:]])
+        per_step = median([s.seconds for s in self.counted()[-20:]])
         if not total or per_step is None:
             return None
         left = max(0, total - self.steps_done())

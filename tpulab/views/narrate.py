@@ -13,6 +13,7 @@ from tpulab.base import fmt
 from tpulab.base.timing import median
 from tpulab.base.events import (
     OTHER_OPS,
+    PHASE_BANDWIDTH,
     PHASE_DECODE,
     PHASE_PREFILL,
     Cancelled,
@@ -29,7 +30,6 @@ from tpulab.base.events import (
 )
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.telemetry_summary import GPU_POOL_NOTE
-from tpulab.workloads.roofline_kernels import PHASE_BANDWIDTH
 
 SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
 SYNTHETIC = ("[synthetic]", "yellow")  # what every step of a run on stand-in data ends with (short: there are many)

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpulab.base import fmt
-from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Decode, Latency, Started, Step
+from tpulab.base.events import PHASE_BANDWIDTH, PHASE_DECODE, PHASE_PREFILL, Decode, Latency, Started, Step
 from tpulab.base.timing import Flag, median, percentile
 from tpulab.machine.detect import CpuInfo, probe_cpu
 from tpulab.machine.peaks import Bandwidth, device_peak, spec_bandwidth
 from tpulab.workloads.base import SummaryPart
-from tpulab.workloads.roofline_kernels import PHASE_BANDWIDTH, best, kernel_figures
+from tpulab.workloads.roofline_kernels import best, kernel_figures
 
 if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from tpulab.base import fmt
-from tpulab.base.events import Compiled, KernelFigure, Log, Step
+from tpulab.base.events import PHASE_BANDWIDTH, Compiled, KernelFigure, Log, Step
 from tpulab.base.timing import median
 from tpulab.machine.detect import probe_llc
 from tpulab.workloads.base import Params, Workload
@@ -36,7 +36,6 @@ CACHE_MULTIPLE = 4  # a copy measures the memory once its array is this many tim
 ASSUMED_CACHE = 256 * MIB
 BANDWIDTH_KEPT = "bandwidth_kept_for"  # the worker's value (no parameter): devices with a kept bandwidth ceiling
 BANDWIDTH_BUDGET_S = 2.0  # a run that measures its own bandwidth first spends at most this on it
-PHASE_BANDWIDTH = "bandwidth"  # the phase of those copies' steps (never the run's own steps)
 # what --dtypes accepts: "+" joins dtypes (a sweep's commas separate its points)
 DTYPE_CHOICES = ("auto", *DTYPES, *("+".join(ds) for ds in DEVICE_DTYPES.values() if len(ds) > 1), "float32+bfloat16")
 
