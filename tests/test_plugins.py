@@ -252,14 +252,16 @@ def test_the_backend_name_check_finds_a_planted_comparison():
 def test_a_workload_declares_what_its_charts_plot():
     """The lab knows no quantity by name: each chart of each workload plots from events alone."""
     from tpulab.base.charts import ChartContext
-    from tpulab.base.events import Step
+    from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, PHASE_TRAIN, Step
     from tpulab.workloads import registry
 
+    phases = ("", PHASE_TRAIN, PHASE_PREFILL, PHASE_DECODE)  # a step of each phase a run's steps come in
     for w in registry().values():
         ctx = ChartContext(w, flops_per_step=1e9, peak_flops=2e9)
-        step = Step(step=3, seconds=0.5, examples_per_s=16.0, metrics={m.key: 0.5 for m in w.metrics},
-                    kernel={"kind": "matmul", "dtype": "float32", "size": 64, "flops": 2 * 64**3})
-        plotted = [chart.points(step, ctx) for chart in w.charts]
+        steps = [Step(step=3, seconds=0.5, examples_per_s=16.0, metrics={m.key: 0.5 for m in w.metrics}, phase=phase,
+                      kernel={"kind": "matmul", "dtype": "float32", "size": 64, "flops": 2 * 64**3})
+                 for phase in phases]
+        plotted = [[point for step in steps for point in chart.points(step, ctx)] for chart in w.charts]
         assert plotted and all(points for points in plotted), w.name
 
 

@@ -70,7 +70,8 @@ PARAMS = (
     ParamSpec("verify", bool, False, "after the timed tokens, check that decoding with the cache gives a full "
               "forward pass's logits (the run fails above the dtype's tolerance)", tunes=False),
     ParamSpec("shards", int, 1, "replicas the sequences are split over (1 = no sharding)", 1, 64, term="shard",
-              backends=("jax",), why_not="TensorFlow decodes on one device: use --backend jax"),
+              backends=lambda: _sharded(), why_not=lambda backend: f"decode runs on one device on {backend}: use "
+              f"--backend {' or '.join(_sharded())}"),
     DEVICE,
     BACKEND,
     ParamSpec("seed", int, 0, "seed of the random weights and prompts", 0, 2**31 - 1, advanced=True, tunes=False),
@@ -88,6 +89,14 @@ def _jax() -> Runner:
     from tpulab.workloads.decode_jax import run
 
     return run
+
+
+SHARDED = (_jax,)  # the runners that split the sequences over several devices (a Mesh); the others use one
+
+
+def _sharded() -> tuple[str, ...]:
+    """The backends whose decode runner shards (by the runners' declaration: no name is compared here)."""
+    return tuple(name for name, load in LLMDecode.runners.items() if load in SHARDED)
 
 
 class LLMDecode(Workload):
