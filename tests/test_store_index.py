@@ -114,14 +114,19 @@ def test_a_schema_3_store_opens_as_schema_4_and_reads_its_records(tmp_path):
 
 
 def test_pruning_a_profiled_run_removes_its_trace(store):
-    """A profiled run's raw trace lies under tpulab's home, named by its id: it goes when the run does."""
-    kept, pruned = dated(make_record(), 40), dated(make_record(), 1)
-    for r in (kept, pruned):
+    """A profiled run's raw trace lies under tpulab's home, named by its id: it goes when the run does, and
+    only its (a kept sweep's runs keep theirs)."""
+    kept, pruned, swept = dated(make_record(), 40), dated(make_record(), 1), dated(make_record(), 41)
+    for r in (kept, pruned, swept):
         store.save(r)
         (traces() / r.id / "plugins").mkdir(parents=True)
         (traces() / r.id / "plugins" / "host.xplane.pb").write_bytes(b"trace")
+    store.save_sweep(SweepRecord.from_json({"id": "5eed" * 8, "workload": "conv", "started_at": swept.started_at,
+                                            "status": "finished", "axes": {"shards": [1]}, "base": {}, "steps": 3,
+                                            "points": [{"values": {"shards": 1}, "runs": [swept.id]}]}))
     assert store.prune(make_filter(before="2026-01-10"))[0] == 1
-    assert not (traces() / pruned.id).exists() and (traces() / kept.id / "plugins" / "host.xplane.pb").exists()
+    assert not (traces() / pruned.id).exists()
+    assert all((traces() / r.id / "plugins" / "host.xplane.pb").exists() for r in (kept, swept))
 
 
 def test_a_new_column_is_derived_again_from_the_records(store, db):

@@ -285,7 +285,7 @@ class Store:
         before = self.size()
         where, args = filt.where()
         with self._db(write=True) as con:
-            ids = [i for (i,) in con.execute(f"SELECT id FROM runs WHERE {where}", args)]
+            gone = [i for (i,) in con.execute(f"SELECT id FROM runs WHERE {where}", args)]
             con.execute(f"DELETE FROM run_data WHERE id IN (SELECT id FROM runs WHERE {where})", args)
             removed = con.execute(f"DELETE FROM runs WHERE {where}", args).rowcount
             for sweep_id, text in con.execute("SELECT id, sweep FROM sweeps").fetchall():
@@ -304,7 +304,7 @@ class Store:
         except sqlite3.Error as e:
             raise StoreError(f"removed {removed} run(s) from {self.path}, but could not reclaim the space "
                              f"({e}): run `tpulab results prune` again when no other tpulab uses it") from None
-        for run_id in ids:  # a profiled run's raw trace goes with it (kept by its id under tpulab's home)
+        for run_id in gone:  # a profiled run's raw trace goes with it (kept by its id under tpulab's home)
             shutil.rmtree(traces() / run_id, ignore_errors=True)
         return removed, max(0, before - self.size())
 
