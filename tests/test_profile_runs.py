@@ -4,6 +4,8 @@ under tpulab's home, and the trace goes when the run is pruned."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -57,6 +59,17 @@ def test_pruning_a_profiled_run_removes_its_trace():
     pruned = run_cli("results", "prune", "--all", "--yes")
     assert pruned.returncode == 0, pruned.stderr
     assert not trace.exists() and Store(default_path()).count() == 0
+
+
+def test_a_run_that_is_not_kept_leaves_its_trace_in_the_temporary_folder():
+    """Nothing would ever prune the trace of a run --no-save did not keep: it is not put under tpulab's home."""
+    _, result = profiled("--run", "conv", *TINY, "--backend", "jax", "--no-save")
+    trace = Path(result["summary"]["profile"]["trace_path"])
+    try:
+        assert trace == Path(tempfile.gettempdir()) / "tpulab-traces" / result["id"]
+        assert list(trace.rglob("*.xplane.pb")) and not (traces() / result["id"]).exists()
+    finally:
+        shutil.rmtree(trace, ignore_errors=True)
 
 
 def test_the_cnn_profiles_extra_steps_at_the_end_of_fit():

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -360,6 +361,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     run = Run(spec, report)
     printer = RunPrinter(run.recorder, console)
     store = None if args.no_save or run.following else Store(args.db or default_path())
+    if args.no_save:  # no kept run, so nothing would ever prune its trace: the system's temporary folder holds it
+        run.traces = Path(tempfile.gettempdir()) / "tpulab-traces"
     run.recorder.ceilings = kept_at(args.db or default_path())
     if run.following and cluster is not None:
         console.print(f"process {cluster.process_id} of {cluster.processes}: following process 0, which prints "

@@ -96,6 +96,7 @@ class Run:
         self.failures: list[tuple[float, str]] = []  # (when, why) of processes other than 0
         self._watchers: list[threading.Thread] = []
         self._stopping = False  # the run is ending: a process killed now is not a failure
+        self.traces = traces()  # where a profiled run's trace folder goes (a run that is not kept: set elsewhere)
 
     @property
     def following(self) -> bool:
@@ -113,7 +114,7 @@ class Run:
         name, backend, device = self.workload.name, self.backend, self.device
         p = self.workload.worker_params(self.params, self.recorder.ceilings)
         if p.get(PROFILE.name):  # its trace goes to a folder of its own under tpulab's home, named by its id
-            p = {**p, TRACE_FOLDER: str(traces() / self.recorder.id)}
+            p = {**p, TRACE_FOLDER: str(self.traces / self.recorder.id)}
         processes, replicas = self.spec.processes, self.workload.replicas(p)
         if self.cluster is not None:  # one process of a run started elsewhere: its share of the devices
             local = max(1, replicas // self.cluster.processes)
