@@ -180,7 +180,8 @@ ENTRY %main (a: bf16[128,256], b: bf16[256,512]) -> bf16[128,512] {
 
 def test_nested_events_are_counted_once_and_the_median_step_is_the_table():
     compute = TraceLine("tf_Compute/1", [
-        event("outer:PartitionedCall", 10, 50), event("inner/MatMul:MatMul", 20, 30),  # inside the call
+        event("outer:PartitionedCall", 10, 50),
+        event("StatefulPartitionedCall/inner/MatMul:MatMul", 20, 30),  # inside the call, named without its callers
         event("ExecutorState::Process", 5, 80),  # not a kernel
         event("Exp:Exp", 210, 20), event("Exp:Exp", 420, 60), event("Exp:Exp", 500, 5)])  # one a step, and one
     profile = build([host((0, 100), (200, 100), (400, 150), lines=(compute,))])

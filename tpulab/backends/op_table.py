@@ -28,6 +28,9 @@ DERIVED_LINES = frozenset({"XLA Modules", "Steps", "TensorFlow Ops", "TensorFlow
                            "Framework Name Scope", "Source code", "XLA TraceMe", "Launch Stats", "Host Threads"})
 PYTHON = "$"  # the Python tracer's events ("$api.py:2479 block_until_ready"): no op, no step; readers skip them
 TF_KERNEL = re.compile(r"([^\s:]+):([A-Za-z_]\w*)")  # TensorFlow's kernel events: "dense/MatMul:MatMul"
+# A called function's kernels carry the names of the calls that led to them (fit under a strategy wraps its step
+# in one): left out, so an op is named alike however it was called.
+CALLERS = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?/)+")
 
 MATMUL, ELEMENTWISE, REDUCTION, MOVEMENT, COLLECTIVE, HOST_TO_DEVICE, OTHER = OP_CATEGORIES
 
@@ -193,14 +196,14 @@ Key = tuple[str | None, str, str]  # (module, name, type)
 
 def op_key(event: TraceEvent) -> Key:
     """An event's op: an HLO instruction (its `hlo_op`, in its `hlo_module`), a TensorFlow kernel ("name:Type"
-    as its name or its `tf_op` stat), else the event's own name (a GPU's copy)."""
+    as its name or its `tf_op` stat, without its callers), else the event's own name (a GPU's copy)."""
     hlo = event.stats.get("hlo_op")
     if hlo:
         module = event.stats.get("hlo_module")
         return (str(module) if module else None), str(hlo), ""
     kernel = TF_KERNEL.fullmatch(str(event.stats.get("tf_op") or event.name))
     if kernel:
-        return None, kernel.group(1), kernel.group(2)
+        return None, CALLERS.sub("", kernel.group(1)), kernel.group(2)
     return None, event.name, ""
 
 

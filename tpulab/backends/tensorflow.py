@@ -402,34 +402,41 @@ def _plane(plane: Any) -> TracePlane:
 
 
 class GraphOps:
-    """What graphs say of the kernels a trace names, by node name (a called function's nodes under its call's
-    name, as TensorFlow inlines them), worked out when asked: the type, and where the shapes are known, the
-    FLOPs and bytes of one call. A kernel TensorFlow fused from a matmul or convolution and the ops after it
-    (its bias, its activation) runs under the last one's name: it counts them all."""
+    """What graphs say of the kernels a trace names, by node name (a node of a function the graph calls by its
+    own name, as the trace names it without its callers), worked out when asked: the type, and where the
+    shapes are known, the FLOPs and bytes of one call. A kernel TensorFlow fused from a matmul or convolution
+    and the ops after it (its bias, its activation) runs under the last one's name: it counts them all."""
 
     FUSED_DEPTH = 3  # nodes a fused kernel may take after its matmul or convolution
     CALLS = ("PartitionedCall", "StatefulPartitionedCall")
 
     def __init__(self, graphs: list[Any]) -> None:
         self.graphs = [getattr(g, "graph", g) for g in graphs]  # a concrete function's graph, or a graph
+        self._called: list[Any] | None = None
 
-    def node(self, name: str, graphs: list[Any] | None = None) -> Any:
-        """The node a kernel's name names, looked up (never walked: a training step holds thousands)."""
-        for graph in self.graphs if graphs is None else graphs:
+    def node(self, name: str) -> Any:
+        """The node named so in a graph, else in a function one calls (looked up: a training step holds
+        thousands of nodes, and only the functions it calls are listed, once)."""
+        for graph in [*self.graphs, *self.called()]:
             try:
                 return graph.get_operation_by_name(name)
             except (KeyError, ValueError):
-                pass
-            for cut in (i for i, ch in enumerate(name) if ch == "/"):  # a call's node, then its function's
-                try:
-                    call = graph.get_operation_by_name(name[:cut])
-                except (KeyError, ValueError):
-                    continue
-                called = getattr(graph._get_function(call.get_attr("f").name), "graph", None) \
-                    if call.type in self.CALLS else None
-                if called is not None and (op := self.node(name[cut + 1:], [called])):
-                    return op
+                continue
         return None
+
+    def called(self) -> list[Any]:
+        """The graphs of the functions the graphs call, however deep."""
+        if self._called is None:
+            self._called, todo = [], list(self.graphs)
+            while todo:
+                graph = todo.pop()
+                for op in graph.get_operations():
+                    if op.type in self.CALLS:
+                        inner = getattr(graph._get_function(op.get_attr("f").name), "graph", None)
+                        if inner is not None:
+                            self._called.append(inner)
+                            todo.append(inner)
+        return self._called
 
     def __call__(self, module: str | None, name: str, kind: str) -> OpInfo | None:
         op = self.node(name)
