@@ -17,7 +17,7 @@ import psutil
 import pytest
 from rich.console import Console
 
-from tpulab.base.events import Accel, Compiled, Device, RunRecord, Sample, Started, Step, Telemetry
+from tpulab.base.events import Accel, Compiled, Device, RunRecord, Sample, Started, Step, Telemetry, Tracing
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
 from tpulab.engine.store import Store, compare, export_csv, export_json, read_export
@@ -294,11 +294,15 @@ def test_a_gpu_run_without_nvml_goes_on_and_says_why(monkeypatch):
     sink(Compiled(seconds=0.3))
     sink(Step(step=2, seconds=0.01))
     burn(0.3)
+    sink(Tracing(steps=3))  # --profile's traced steps: no longer the steady state
+    burn(0.3)
     sampling.stop()
     kinds = [type(e).__name__ for e in stream]
     assert kinds[0] == "Started" and "Compiled" in kinds and "Step" in kinds
     samples = [e for e in stream if isinstance(e, Sample)]
-    assert [s.mark for s in samples if s.mark] == ["start", "compiled", "end"] and {s.host for s in samples} == {1}
+    assert [s.mark for s in samples if s.mark] == ["start", "compiled", "tracing", "end"]
+    assert [s.phase for s in samples if s.mark] == ["compile", "compile", "steady", "traced"]  # each closes a window
+    assert {s.host for s in samples} == {1}
     said = [s.unavailable for s in samples if s.unavailable]
     assert said == [{"gpu": "nvidia-ml-py is not installed: pip install 'tpulab[gpu]'"}]
     assert all(s.rss for s in samples)

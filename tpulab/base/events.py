@@ -17,10 +17,12 @@ SCHEMA = 4  # 2: backend, backend_reason, sweep and hosts joined the record; 3: 
 # 4: the summary's profile (op table) and decode figures (older records read)
 STATUSES = ("finished", "failed", "cancelled")
 PHASE_COMPILE, PHASE_STEADY = "compile", "steady"  # a Sample's phase: before and after the first call
+PHASE_TRACED = "traced"  # a Sample's phase while --profile traces its extra steps: not the steady state's
 PHASE_TRAIN, PHASE_PREDICT = "train", "predict"  # a Step's phase in a run that trains, then infers
 PHASE_PREFILL, PHASE_DECODE = "prefill", "decode"  # a Step's phase in a decode run: the prompt, then one token each
 PHASE_BANDWIDTH = "bandwidth"  # a Step measuring the machine before a run (a timed copy): not one of the run's steps
 MARK_COMPILED = "compiled"  # the Sample taken as the first call ended
+MARK_TRACING = "tracing"  # the Sample taken as the traced steps began
 
 T = TypeVar("T")
 
@@ -223,6 +225,14 @@ class Profile:
 
 
 @dataclass
+class Tracing(Event):
+    """The steps traced for the profile begin: none is timed, and the telemetry's steady state ended."""
+
+    name: ClassVar[str] = "tracing"
+    steps: int = 0
+
+
+@dataclass
 class Profiled(Event):
     """The op table of the steps traced after the timed ones (never part of the timing statistics)."""
 
@@ -235,7 +245,7 @@ class Profiled(Event):
 
 
 EVENTS: dict[str, type[Event]] = {c.name: c for c in (Started, Compiled, Step, Epoch, Log, Finished, Cancelled, Failed,
-                                                       Sample, Profiled)}
+                                                       Sample, Tracing, Profiled)}
 
 
 def event_from_json(data: Mapping[str, Any]) -> Event:

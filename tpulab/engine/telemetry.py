@@ -21,7 +21,19 @@ import weakref
 from typing import Any, Callable, NamedTuple, Protocol
 
 from tpulab.base.errors import one_line
-from tpulab.base.events import MARK_COMPILED, PHASE_COMPILE, PHASE_STEADY, Accel, Compiled, Event, Sample, Started
+from tpulab.base.events import (
+    MARK_COMPILED,
+    MARK_TRACING,
+    PHASE_COMPILE,
+    PHASE_STEADY,
+    PHASE_TRACED,
+    Accel,
+    Compiled,
+    Event,
+    Sample,
+    Started,
+    Tracing,
+)
 
 INTERVAL_S = 0.5  # 2 Hz: NVML and the TPU runtime refresh about once a second; faster says nothing more
 CALL_TIMEOUT_S = 5.0
@@ -446,7 +458,8 @@ def enabled(environ: dict[str, str] | None = None) -> bool:
 
 class RunSampling:
     """The sampler's life in a worker: its Started event starts it (probes for the run's device kind),
-    Compiled marks the steady state's start, `stop()` takes the last sample before the run's last word.
+    Compiled marks the steady state's start, Tracing its end (the profile's traced steps, which are not
+    the steady state's), `stop()` takes the last sample before the run's last word.
 
     Samples go to `emit` (the process's own stream), not through the run's shared sink: in a run of
     several processes each samples its own host under its index, and the parent keeps them per host.
@@ -472,6 +485,8 @@ class RunSampling:
                 self.sampler.start(PHASE_COMPILE)
             elif isinstance(event, Compiled) and self.sampler is not None:
                 self.sampler.mark(PHASE_STEADY, MARK_COMPILED)
+            elif isinstance(event, Tracing) and self.sampler is not None:
+                self.sampler.mark(PHASE_TRACED, MARK_TRACING)
         return wrapped
 
     def stop(self) -> None:

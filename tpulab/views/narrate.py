@@ -27,6 +27,7 @@ from tpulab.base.events import (
     Started,
     Step,
     Telemetry,
+    Tracing,
 )
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.telemetry_summary import GPU_POOL_NOTE
@@ -78,6 +79,8 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
             return "[yellow]cancelled: what was measured is kept[/]"
         case Log():
             return event.text or None
+        case Tracing():
+            return f"tracing {event.steps} more {w.unit}(s) for the profile (not timed)"
         case Profiled():
             return profiled_line(event, width)
     return None

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from tpulab.base.errors import UsageError
-from tpulab.base.events import Profile, Profiled, Started, from_dicts
+from tpulab.base.events import Profile, Profiled, Started, Tracing, from_dicts
 
 if TYPE_CHECKING:
     from tpulab.backends import Placement, Profiler, Runtime
@@ -131,6 +131,7 @@ def profiling(p: Params, sink: Sink, runtime: Runtime, programs: Programs | None
         raise UsageError("--profile: this backend's runtime brings no profiler")
     folder = Path(p.get(TRACE_FOLDER) or tempfile.mkdtemp(prefix="tpulab-trace-"))
     folder.mkdir(parents=True, exist_ok=True)
+    sink(Tracing(steps=int(p.get("profile_steps", 3))))
     with profiler.trace(folder):
         yield profiler
     profile = per_step(profiler.read(folder, programs(profiler) if programs else None), steps_per_call)
