@@ -76,6 +76,7 @@ def test_each_op_is_set_against_the_ceiling_its_intensity_puts_it_under():
     dominates, memory = (f.message for f in judged.verdicts)
     assert "add.2 (add) takes 50% of the step, at 80% of the bandwidth ceiling: it runs near the ceiling" in dominates
     assert "1 op(s) under the bandwidth line take 50% of the step" in memory and "precision" in memory
+    assert judged.against == "compute 1000.0 GFLOP/s (measured); memory 100.0 GB/s (measured)"
 
 
 def test_a_step_spent_waiting_on_the_host_says_so_with_its_figures():
@@ -90,6 +91,7 @@ def test_without_a_bandwidth_an_op_is_set_against_the_compute_ceiling_alone():
     judged = judge(Profile(ops=[OpRow(name="dot", seconds=0.01, share=0.3, flops=1e9, bytes=1e6)]),
                    Roof(flops=1e12))
     assert (judged.ops[0].bound, judged.ops[0].ceiling_fraction) == (None, 0.1)
+    assert judged.against == "compute 1000.0 GFLOP/s" and judge(Profile(), Roof()).against is None
 
 
 def test_the_notebook_and_the_command_line_take_profile_from_the_one_declaration():

@@ -217,6 +217,7 @@ class Profile:
     profiler: str = ""  # what took it: "jax.profiler", "tf.profiler"
     where: str = ""  # the trace's lines the ops were read from ("/host:CPU", "/device:GPU:0")
     no_flops: str | None = None  # why ops have no FLOPs (None: where known, they are given)
+    against: str | None = None  # the ceilings each op is set against, and where each came from (measured, spec)
     verdicts: list[Flag] = field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -32,6 +32,13 @@ class Roof:
     bandwidth: float | None = None
     bandwidth_source: str | None = None
 
+    def described(self) -> str | None:
+        """The two ceilings and their sources, in words (None: neither is known)."""
+        said = [f"{what} {fmt(value)}" + (f" ({source})" if source else "") for what, value, fmt, source in (
+            ("compute", self.flops, lambda v: f"{v / 1e9:.1f} GFLOP/s", self.flops_source),
+            ("memory", self.bandwidth, lambda v: f"{v / 1e9:.1f} GB/s", self.bandwidth_source)) if value]
+        return "; ".join(said) or None
+
     @property
     def ridge(self) -> float | None:
         """The intensity (FLOP per byte) above which an op is compute-bound."""
@@ -51,7 +58,7 @@ def roof(device: Device, dtype: str, ceilings: Ceilings, cpu: CpuInfo | None) ->
 
 def judge(profile: Profile, roof: Roof) -> Profile:
     """The profile with each op's rates against `roof`, and its verdicts."""
-    judged = replace(profile, ops=[rated(op, roof) for op in profile.ops])
+    judged = replace(profile, ops=[rated(op, roof) for op in profile.ops], against=roof.described())
     judged.verdicts = [*profile.verdicts, *verdicts(judged)]
     return judged
 

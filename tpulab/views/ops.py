@@ -59,6 +59,8 @@ def notes(p: Profile) -> list[str]:
            f"by {p.profiler or '?'} on {p.where or '?'})"]
     if p.no_flops:
         out.append(f"FLOPs unknown: {p.no_flops}")
+    if p.against:
+        out.append(f"ceilings: {p.against}")
     if p.trace_path:
         out.append(f"raw trace: {p.trace_path} (Perfetto or XProf open it: see the README)")
     return out
