@@ -21,7 +21,8 @@ BYTES = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u16": 2, 
 ARITHMETIC = {"add", "subtract", "multiply", "divide", "exponential", "exponential-minus-one", "log", "log-plus-one",
               "tanh", "logistic", "sqrt", "rsqrt", "cbrt", "power", "negate", "abs", "maximum", "minimum", "compare",
               "select", "clamp", "floor", "ceil", "round-nearest-afz", "round-nearest-even", "sign", "sine", "cosine",
-              "tan", "atan2", "erf", "remainder", "and", "or", "xor", "not", "convert", "is-finite", "real", "imag"}
+              "tan", "atan2", "erf", "remainder", "and", "or", "xor", "not", "convert", "is-finite", "real", "imag",
+              "reduce-precision"}
 MOVING = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy", "transpose", "reshape",
           "broadcast", "slice", "dynamic-slice", "dynamic-update-slice", "concatenate", "pad", "gather", "scatter",
           "reverse", "iota", "bitcast-convert", "copy-start", "copy-done"}
@@ -29,7 +30,7 @@ COLLECTIVES = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "coll
                "all-reduce-done", "all-gather-start", "all-gather-done", "collective-permute-start",
                "collective-permute-done", "collective-broadcast", "ragged-all-to-all"}
 TRANSFERS = {"infeed", "outfeed"}
-REDUCING = {"reduce", "reduce-window", "select-and-scatter", "reduce-precision"}
+REDUCING = {"reduce", "reduce-window", "select-and-scatter"}
 
 _HEADER = re.compile(r"^\s*HloModule\s+([^\s,]+)")
 _COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?([^\s(]+)\s*\(.*\{\s*$")

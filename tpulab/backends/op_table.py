@@ -103,13 +103,13 @@ _CONTAINS = ((COLLECTIVE, ("allreduce", "allgather", "reducescatter", "alltoall"
 _EXACT = {MATMUL: {"conv"},
           REDUCTION: {"sum", "mean", "max", "min", "prod", "all", "any"},
           ELEMENTWISE: {"add", "addn", "sub", "subtract", "mul", "multiply", "div", "divide", "realdiv", "exp",
-                         "exponential", "expm1", "log", "log1p", "tanh", "sigmoid", "logistic", "relu", "relu6",
-                         "elu", "selu", "gelu", "softplus", "sqrt", "rsqrt", "square", "squareddifference", "pow",
-                         "power", "negate", "neg", "abs", "maximum", "minimum", "cast", "convert", "compare",
-                         "greater", "greaterequal", "less", "lessequal", "equal", "notequal", "and", "or", "not",
-                         "xor", "logicaland", "logicalor", "logicalnot", "select", "clamp", "floor", "ceil",
-                         "round", "sign", "sin", "cos", "erf", "biasadd", "reciprocal", "floordiv", "floormod",
-                         "remainder", "atan2", "loop"},
+                        "exponential", "expm1", "log", "log1p", "tanh", "sigmoid", "logistic", "relu", "relu6",
+                        "elu", "selu", "gelu", "softplus", "sqrt", "rsqrt", "square", "squareddifference", "pow",
+                        "power", "negate", "neg", "abs", "maximum", "minimum", "cast", "convert", "compare",
+                        "greater", "greaterequal", "less", "lessequal", "equal", "notequal", "and", "or", "not",
+                        "xor", "logicaland", "logicalor", "logicalnot", "select", "clamp", "floor", "ceil",
+                        "round", "sign", "sin", "cos", "erf", "biasadd", "reciprocal", "floordiv", "floormod",
+                        "remainder", "atan2", "loop"},
           MOVEMENT: {"pad", "tile", "pack", "unpack", "reverse", "identity", "fill", "onehot"}}
 _DECORATION = {"", "fusion", "wrapped", "input", "output"}  # words XLA adds to a fusion's name
 
@@ -310,7 +310,11 @@ def _top(rows: list[OpRow], top: int) -> list[OpRow]:
     if len(rows) <= top:
         return rows
     rest = rows[top:]
-    total = (lambda values: sum(values) if all(v is not None for v in values) else None)  # noqa: E731
     return [*rows[:top], OpRow(name=OTHER_OPS, category=OTHER, calls=sum(r.calls for r in rest),
                                seconds=sum(r.seconds for r in rest), share=sum(r.share for r in rest),
-                               flops=total([r.flops for r in rest]), bytes=total([r.bytes for r in rest]))]
+                               flops=_known_sum([r.flops for r in rest]), bytes=_known_sum([r.bytes for r in rest]))]
+
+
+def _known_sum(values: list[float | None]) -> float | None:
+    """The sum, where every value is known."""
+    return None if None in values else sum(v for v in values if v is not None)
