@@ -249,7 +249,7 @@ def test_a_later_run_shows_its_share_of_the_ceiling_and_its_bound(tmp_path):
     assert conv_record(tmp_path, kept, flops=1e9, seconds=0.5, nbytes=1e10).summary.bound == "memory"
     shown = text(summary_table(run), 80)
     assert "fraction of spec peak" in shown and "fraction of ceiling" in shown and "38.1% of the measured ceiling 5.2 GFLOP/s" in shown
-    assert "10.00 FLOP/byte (XLA's count): compute-bound" in shown
+    assert "10.00 FLOP/byte accessed: compute-bound" in shown
     unknown = make_record()  # TensorFlow: no bytes, so no intensity and no bound, and the summary says why
     assert unknown.summary.intensity is None and unknown.summary.bound is None
     assert "unknown: no count of the bytes" in text(summary_table(unknown), 80)

@@ -203,7 +203,7 @@ class RunRecorder:
         peak_fraction = flops_per_s / peak.flops if flops_per_s and peak else None
         flags = sanity_flags(peak_fraction, stats)
         if info is not None and info.synthetic:
-            flags.append(Flag("synthetic-data", f"trained on {w.synthetic_warning()}"))
+            flags.append(Flag("synthetic-data", f"{'trained' if w.trains else 'ran'} on {w.synthetic_warning()}"))
         against, beaten = self.ceilings.judge(info.device if info else None, info.dtype if info else None,
                                               flops_per_s, flops, info.bytes_per_step if info else None)
         batch = w.batch_size(self.params)

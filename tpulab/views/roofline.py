@@ -37,15 +37,16 @@ def ceiling_cell(s: Summary) -> str:
 
 
 def intensity_text(s: Summary) -> str | None:
-    """'12.3 FLOP/byte (XLA's count): compute-bound (ridge 8.1)', why it is unknown, or None (a roofline)."""
+    """'12.3 FLOP/byte accessed: compute-bound (ridge 8.1)', why it is unknown, or None (a roofline). The bytes
+    are XLA's count of a compiled step's, or the model's own (decode: its weights and cache)."""
     if s.kernels:
         return None  # a roofline's kernels are the chart's points, each at its own intensity
     if s.intensity is None:
         return "unknown: no count of the bytes a step accesses (XLA's cost analysis gives one on JAX)"
     if s.bound is None:
-        return f"{s.intensity:.2f} FLOP/byte (XLA's count); bound unknown until a roofline measures both ceilings"
+        return f"{s.intensity:.2f} FLOP/byte accessed; bound unknown until a roofline measures both ceilings"
     ridge = (s.ceiling_flops or 0) / (s.bandwidth or 1)
-    return f"{s.intensity:.2f} FLOP/byte (XLA's count): {s.bound}-bound (ridge {ridge:.2f} FLOP/byte)"
+    return f"{s.intensity:.2f} FLOP/byte accessed: {s.bound}-bound (ridge {ridge:.2f} FLOP/byte)"
 
 
 def kernel_rows(record: RunRecord) -> list[tuple[str, str]]:
