@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -80,6 +81,14 @@ def test_the_worker_runs_the_spec_without_deciding_again():
     assert out.returncode == 0, out.stderr[-2000:]
     assert [e["event"] for e in events][0] == "started" and events[-1]["event"] == "finished"
     assert events[0]["backend"] == "jax" and events[0]["device"]["kind"] == "cpu"
+
+
+def test_a_worker_imports_the_parents_tpulab():
+    """Its path comes first: a checkout run from another folder is not shadowed by an installed tpulab."""
+    from tpulab.engine.worker import child_env
+
+    first = Path(child_env({"PYTHONPATH": "elsewhere"})["PYTHONPATH"].split(os.pathsep)[0])
+    assert first / "tpulab" / "__init__.py" == Path(tpulab.__file__).resolve()
 
 
 def spec_env(spec) -> dict[str, str]:

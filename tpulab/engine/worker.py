@@ -42,8 +42,8 @@ FATAL_LINE = re.compile(r"^F\d{4} [\d:.]+\s+\d+ [^\]]+\] (.+)$", re.M)  # absl's
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {**os.environ, **(extra or {})}
     env.setdefault("PYTHONUNBUFFERED", "1")
-    # The worker must import this very tpulab, wherever the parent found it.
-    root = str(Path(__file__).resolve().parent.parent)
+    # The worker must import this very tpulab, wherever the parent found it: the folder holding the package.
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else root
     return env
 
