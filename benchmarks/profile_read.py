@@ -25,6 +25,8 @@ STEPS, READS = 3, 3
 
 
 def measure(backend: str) -> None:
+    import numpy as np
+
     from tpulab.backends import get
     from tpulab.workloads import registry
 
@@ -33,8 +35,6 @@ def measure(backend: str) -> None:
     p = {**workload.defaults(), **workload.preset("smoke")}
     model = workload.build_model(p)
     workload.compile_model(model, p, runtime.keras_jit(False))
-    import numpy as np
-
     rng = np.random.default_rng(0)
     x = rng.random((p["batch_size"], p["image_size"], p["image_size"], 3), dtype=np.float32)
     y = rng.integers(0, p["classes"], size=(p["batch_size"],), dtype=np.int32)

@@ -21,6 +21,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
+
+from tpulab.backends import Profiler
 
 HERE = Path(__file__).resolve().parent
 SLEEP_S = 0.005  # the host's own time inside each step
@@ -39,7 +42,7 @@ def trace_jax(out: Path) -> None:
     args = (jnp.ones((64, 32)), jnp.ones((32, 48)), jnp.ones((48, 64)))
     jitted = jax.jit(step)
     jax.block_until_ready(jitted(*args))
-    (out / "step.hlo.txt").write_text(jitted.lower(*args).compile().as_text())
+    (out / "step.hlo.txt").write_text(str(jitted.lower(*args).compile().as_text()))
     traced(JaxProfiler(), lambda: jax.block_until_ready(jitted(*args)), out)
 
 
@@ -57,13 +60,13 @@ def trace_tf(out: Path) -> None:
     traced(TensorFlowProfiler(), lambda: [t.numpy() for t in step(*args)], out)
 
 
-def traced(profiler: object, call: object, out: Path) -> None:
+def traced(profiler: Profiler, call: Callable[[], object], out: Path) -> None:
     """Trace STEPS annotated calls into a scratch folder; keep its XSpace as out/host.xplane.pb."""
     with tempfile.TemporaryDirectory() as scratch:
-        with profiler.trace(Path(scratch)):  # type: ignore[attr-defined]
+        with profiler.trace(Path(scratch)):
             for n in range(STEPS):
-                with profiler.step(n):  # type: ignore[attr-defined]
-                    call()  # type: ignore[operator]
+                with profiler.step(n):
+                    call()
                     time.sleep(SLEEP_S)
         found = next(Path(scratch).glob("**/*.xplane.pb"))
         shutil.copyfile(found, out / "host.xplane.pb")
