@@ -11,17 +11,20 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from rich.console import Console, RenderableType
-from textual.widgets import Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from tpulab.base.events import Compiled, Device, Event, Finished, Profile, Profiled, RunRecord, Sample, Started, Step
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.runner import Run
 from tpulab.engine.spec import RunSpec
+from tpulab.engine.sweep import Grid, Point, Sweep
 from tpulab.lab.panes.run import RunPane
+from tpulab.lab.panes.sweep import SweepPane
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.lab.widgets.param_form import ParamForm
 from tpulab.machine.detect import RuntimeReport, detect
@@ -289,6 +292,39 @@ async def run_tiny_conv(pilot, app, shards: str = "1") -> RunRecord:
     await pilot.press("ctrl+r")
     await wait_for(pilot, lambda: len(app.records) > finished)
     return app.records[0]
+
+
+class ReplayedSweep(Sweep):
+    """A sweep whose points' runs are the records `record_of(point)` makes (through the real recorder, or
+    by hand): no worker starts."""
+
+    def __init__(self, grid: Grid, report: RuntimeReport, record_of: Callable[[Point], RunRecord]) -> None:
+        super().__init__(grid, report)
+        self.record_of = record_of
+
+    def _run_point(self, point: Point):
+        yield from ()
+        return self.record_of(point)
+
+
+async def sweep_tab(pilot, sweep: Sweep) -> SweepPane:
+    """The lab's Sweep tab, once `sweep` (a `ReplayedSweep`) ran there to its end."""
+    await pilot.press("5")
+    await wait_for(pilot, lambda: bool(pilot.app.query(SweepPane)), 5)
+    pane = pilot.app.query_one(SweepPane)
+    pane.start(sweep)
+    await wait_for(pilot, lambda: pane.sweep is not None and pane.sweep.status == "finished", 10)
+    await pilot.pause()
+    return pane
+
+
+async def results_tab(pilot, count: int) -> DataTable:
+    """The lab's Results tab, once its table lists `count` runs."""
+    await pilot.press("4")
+    await wait_for(pilot, lambda: bool(pilot.app.query("#results-table"))
+                   and pilot.app.query_one("#results-table", DataTable).row_count == count, 10)
+    await pilot.pause()
+    return pilot.app.query_one("#results-table", DataTable)
 
 
 def decode_events(prefill_s: float, token_s: list[float], copy_s: float | None = None, batch: int = 2,

@@ -85,31 +85,19 @@ def test_a_bound_that_is_no_latency_is_refused_in_one_line():
 async def test_the_lab_sweep_tab_draws_the_curve_and_its_knee(tmp_path, db, cpu_machine):
     from textual.widgets import Static
 
-    from tpulab.engine.sweep import Sweep, build_grid
+    from tpulab.engine.sweep import build_grid
     from tpulab.lab.app import TpulabApp
-    from tpulab.lab.panes.sweep import SweepPane
     from tpulab.lab.widgets.charts import SeriesPlot
     from tpulab.views.sweep import CURVE_TITLE
 
-    from .helpers import wait_for
-
-    class Replayed(Sweep):
-        """A sweep whose points' runs are records built through the real recorder: no worker starts."""
-
-        def _run_point(self, p):
-            yield from ()
-            return point(tmp_path, p.values["batch_size"], 8).records[0]
+    from .helpers import ReplayedSweep, sweep_tab
 
     grid, _ = build_grid(DECODE, {"batch_size": "1,2,4,8", "prompt_len": "8", "device": "cpu", "backend": "tensorflow"},
                          cpu_machine, preset="smoke", steps=4)
     app = TpulabApp(probe=False, db=db, report=cpu_machine)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("5")
-        await wait_for(pilot, lambda: bool(app.query(SweepPane)), 5)
-        pane = app.query_one(SweepPane)
-        pane.start(Replayed(grid, cpu_machine))
-        await wait_for(pilot, lambda: pane.sweep is not None and pane.sweep.status == "finished", 10)
-        await pilot.pause()
+        pane = await sweep_tab(pilot, ReplayedSweep(grid, cpu_machine,
+                                                    lambda p: point(tmp_path, p.values["batch_size"], 8).records[0]))
         chart = pane.query_one("#sweep-chart", SeriesPlot)
         assert chart.title == CURVE_TITLE
         assert [x for x, _ in chart.points(TOKENS)] == pytest.approx([10.0, 10.5, 12.0, 23.0])  # ITL p50, ms

@@ -4,7 +4,7 @@ worker's events (a Profiled one among them), records through the real recorder i
 
 from __future__ import annotations
 
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from tpulab.base.events import OpRow, Profile, Profiled
 from tpulab.base import fmt
@@ -12,7 +12,7 @@ from tpulab.lab.app import TpulabApp
 from tpulab.lab.panes.help import HelpScreen
 from tpulab.lab.panes.run import RunLog, RunPane
 
-from .helpers import Replay, conv_events, make_record, text, wait_for
+from .helpers import Replay, conv_events, make_record, results_tab, text, wait_for
 
 SMALL = (80, 24)
 MS = 1e-3
@@ -55,14 +55,6 @@ async def test_run_tab_shows_the_op_table_after_a_profiled_run(db, cpu_machine):
         log = "\n".join(map(str, app.query_one(RunLog).written))
         assert "profiled 3 steps (not timed)" in log and "top op convolution.4 62.5%" in log
         assert "why host-bound" in log
-
-
-async def results_tab(pilot, count: int) -> DataTable:
-    await pilot.press("4")
-    await wait_for(pilot, lambda: bool(pilot.app.query("#results-table"))
-                   and pilot.app.query_one("#results-table", DataTable).row_count == count, 10)
-    await pilot.pause()
-    return pilot.app.query_one("#results-table", DataTable)
 
 
 async def test_results_tab_opens_a_kept_runs_op_table_and_says_its_key(store, db, cpu_machine):

@@ -19,7 +19,7 @@ from tpulab.lab.app import TpulabApp
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.workloads import registry
 
-from .helpers import make_record, text, wait_for
+from .helpers import ReplayedSweep, make_record, results_tab, sweep_tab, text, wait_for
 
 SMALL = (80, 24)
 DAY0 = datetime(2026, 3, 1, 9, 30)
@@ -44,14 +44,6 @@ def row_text(table: DataTable, i: int) -> str:
     return table.render_line(1 + i).text
 
 
-async def results(pilot, count: int) -> DataTable:
-    await pilot.press("4")
-    await wait_for(pilot, lambda: bool(pilot.app.query("#results-table"))
-                   and pilot.app.query_one("#results-table", DataTable).row_count == count, 10)
-    await pilot.pause()
-    return pilot.app.query_one("#results-table", DataTable)
-
-
 @pytest.fixture
 def lab_with(store, db, cpu_machine) -> Callable[[list[RunRecord]], TpulabApp]:
     """The lab on this test's store holding `records`, on a CPU-only machine."""
@@ -66,7 +58,7 @@ async def test_space_marks_a_row_at_once_and_the_mark_costs_no_figure(lab_with):
     runs = [fixed(make_record(median=0.485), 1), fixed(make_record(median=0.25), 2)]
     app = lab_with(runs)
     async with app.run_test(size=SMALL) as pilot:
-        table = await results(pilot, 2)
+        table = await results_tab(pilot, 2)
         before = row_text(table, 0)
         await pilot.press("space")  # no pause: the mark shows with the key
         marked = row_text(table, 0)
@@ -84,7 +76,7 @@ async def test_at_80_columns_every_row_keeps_its_id_and_its_figures(lab_with):
     records = mixed()
     app = lab_with(records)
     async with app.run_test(size=SMALL) as pilot:
-        table = await results(pilot, len(records))
+        table = await results_tab(pilot, len(records))
         assert table.virtual_size.width <= table.scrollable_content_region.width  # nothing off to the right
         for i, record in enumerate(reversed(records)):  # newest first
             line = row_text(table, i)
@@ -109,7 +101,7 @@ def test_fit_shortens_then_leaves_out_descriptive_columns_never_an_id_or_a_figur
 
 def test_snapshot_results_mixed_workloads(snap_compare, lab_with):
     async def listed(pilot):
-        table = await results(pilot, 4)
+        table = await results_tab(pilot, 4)
         await pilot.press("space", "down", "down", "space")
         table.focus()
         await pilot.pause()
@@ -123,7 +115,7 @@ def three_convs() -> list[RunRecord]:
 
 
 async def compared(pilot) -> None:
-    await results(pilot, 3)
+    await results_tab(pilot, 3)
     await pilot.press("space", "down", "space", "down", "space", "m")
     await wait_for(pilot, lambda: "0.25x" in text(pilot.app.query_one("#comparison", Static)), 10)
     await pilot.pause()
@@ -157,27 +149,18 @@ def test_snapshot_comparison_zoomed(snap_compare, lab_with):
 
 
 async def test_sweep_tab_explains_its_marks_and_gives_rates_one_unit(db, cpu_machine):
-    from tpulab.engine.sweep import Sweep, build_grid
-    from tpulab.lab.panes.sweep import SweepPane
+    from tpulab.engine.sweep import build_grid
+
     rates = {8: 1600.0, 16: 264.0}  # examples a second; any other batch (the article's): 500
 
-    class Replayed(Sweep):
-        """A sweep whose points' runs are records built through the real recorder: no worker starts."""
-
-        def _run_point(self, point):
-            batch = point.values["batch_size"]
-            yield from ()
-            return make_record(batch=batch, median=batch / rates.get(batch, 500.0))
+    def record_of(point):
+        batch = point.values["batch_size"]
+        return make_record(batch=batch, median=batch / rates.get(batch, 500.0))
 
     grid, _ = build_grid(registry()["conv"], {"batch_size": "8,16", "device": "cpu"}, cpu_machine, steps=3)
     app = TpulabApp(probe=False, db=db, report=cpu_machine)
     async with app.run_test(size=SMALL) as pilot:
-        await pilot.press("5")
-        await wait_for(pilot, lambda: bool(app.query(SweepPane)), 5)
-        pane = app.query_one(SweepPane)
-        pane.start(Replayed(grid, cpu_machine))
-        await wait_for(pilot, lambda: pane.sweep is not None and pane.sweep.status == "finished", 10)
-        await pilot.pause()
+        pane = await sweep_tab(pilot, ReplayedSweep(grid, cpu_machine, record_of))
         findings = " ".join(text(pane.query_one("#sweep-findings", Static)).split())
         assert findings.startswith("* best, A the article's configuration")
         assert pane.query_one("#sweep-findings").region.height >= 3  # on screen at 80x24, not squeezed out
