@@ -38,7 +38,7 @@ class Batches(keras.utils.PyDataset):
         return self.steps
 
     def _order(self, epoch: int) -> np.ndarray:
-        """One permutation per pass over the data, reproducible from the seed (worker threads share it)."""
+        """One permutation per pass over the data, reproducible from the seed (the look-ahead thread shares it)."""
         order = self._orders.get(epoch)
         if order is None:
             n = self.per_pass * self.batch
