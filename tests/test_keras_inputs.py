@@ -43,6 +43,8 @@ def test_each_pass_is_a_permutation_and_made_ahead_batches_are_the_same():
         assert sorted(rows) == list(range(64))
     assert not np.array_equal(in_order[0][0], in_order[8][0])  # each pass shuffled again
     assert ahead.makers[0] == threading.current_thread().name  # nothing was ahead of the first
+    for made in ahead._ahead.values():  # the batches after the last one asked for: wait until they are made
+        made.result()
     assert {ahead.makers[i] for i in range(1, 16 + AHEAD)} == {"tpulab-batches_0"}
 
 
