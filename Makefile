@@ -15,8 +15,11 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/tpulab --run conv --no-ui
 
+# The quick lane and the tests that measure the machine's responsiveness run one at a time; the
+# tests that start a framework in a worker run two at a time (most of their time is a worker's).
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow or alone"
+	$(PY) -m pytest -q -m "slow and not alone" -n 2
 
 quick: install
 	$(PY) -m pytest -q -m "not slow"
