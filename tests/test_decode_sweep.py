@@ -110,3 +110,15 @@ def test_a_points_live_line_fits_80_columns_with_its_itl_tokens_per_s_and_mbu(po
 
     line = live_line(at(points, 4, 8), AXES)
     assert len(line) <= 80 and line.split()[2:5] == ["12.0", "ms", "333.3"] and "MBU " in line
+
+
+def test_a_sweep_varies_the_generated_length_each_point_generating_its_own(cpu_machine):
+    """The generated length is an axis like the batch (no sweep sets it): each point runs its own --gen-len."""
+    from tpulab.engine.sweep import build_grid
+
+    grid, impossible = build_grid(DECODE, {"gen_len": "4,16", "batch_size": "1,2", "device": "cpu"}, cpu_machine,
+                                  preset="smoke", steps=3)
+    assert [grid.params(c)["gen_len"] for c in grid.combinations()] == [4, 4, 16, 16] and impossible == []
+    assert grid.length() == "each as long as its own parameters say (tokens)"
+    conv, _ = build_grid(CONV, {"batch_size": "8,16", "device": "cpu"}, cpu_machine, steps=3)
+    assert conv.length() == "3 timed iterations each"

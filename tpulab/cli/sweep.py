@@ -51,7 +51,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         store = None
         guess = sweep.estimate(lambda wanted: [])
     console.print(f"sweep {sweep.id[:8]} of {w.name}: {point_count(sweep.points)} x {args.repeat} run(s), "
-                  f"{grid.steps} timed {w.unit}s each\nestimate {guess}", highlight=False)
+                  f"{grid.length()}\nestimate {guess}", highlight=False)
     if (note := article_note(grid)) is not None:
         console.print(f"[dim]{note}[/]", highlight=False)
     if not axes:

@@ -80,6 +80,14 @@ class Grid:
     def params(self, values: dict[str, Any]) -> Params:
         return self.workload.shorten({**self.base, **values}, self.steps)
 
+    def length(self) -> str:
+        """How long each point runs, in words: the sweep's steps where the workload times its points over them
+        (`Workload.shorten`), else as long as each point's own parameters say (decode: its --gen-len)."""
+        w = self.workload
+        if w.set_by_sweeps(self.steps):
+            return f"{self.steps} timed {w.unit}s each"
+        return f"each as long as its own parameters say ({w.unit}s)"
+
 
 def build_grid(workload: Workload, raw: Mapping[str, Any], report: RuntimeReport, preset: str | None = None,
                steps: int = DEFAULT_STEPS) -> tuple[Grid, list[tuple[dict[str, Any], str]]]:

@@ -133,9 +133,6 @@ class LLMDecode(Workload):
     def compute_dtype(self, p: Params) -> str:
         return str(p["dtype"])
 
-    def shorten(self, p: Params, steps: int) -> Params:
-        return {**p, "gen_len": max(2, min(steps, p["context"] - p["prompt_len"]))}
-
     def check(self, p: Params, limits: Limits) -> None:
         check_shards(p, limits)
         if p["width"] % p["heads"]:

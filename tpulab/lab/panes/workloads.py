@@ -246,7 +246,7 @@ class WorkloadsPane(Horizontal):
                    guess: Estimate | str) -> str:
         skipped = "".join(f"\n[yellow]{line}[/]" for line in impossible_lines(impossible))
         note = f"\n[dim]{note}[/]" if (note := article_note(grid)) else ""
-        return (f"sweep: {point_count(sweep.points)}, {grid.steps} timed {self.workload.unit}s each | "
+        return (f"sweep: {point_count(sweep.points)}, {grid.length()} | "
                 f"estimate {guess}{skipped}{note}")
 
     def plan(self, p: Params, guess: Estimate | str) -> str:
