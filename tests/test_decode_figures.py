@@ -94,6 +94,15 @@ def test_a_run_without_a_kept_ceiling_is_set_against_the_copy_it_measured(tmp_pa
     assert r.summary.throughput == pytest.approx(2 / 0.005)  # tokens/s over the batch
 
 
+def test_a_runs_tokens_per_s_is_one_figure_over_the_batch_at_the_mean_step(tmp_path):
+    """The summary's throughput (what a sweep ranks and draws), its decode tokens/s and a comparison's are one
+    figure: the batch over TPOT (the mean step), not over the median step (p50 is the curve's other axis)."""
+    r = record(tmp_path, decode_events(0.1, [0.004, 0.004, 0.010], copy_s=0.01))
+    assert r.summary.median == pytest.approx(0.004) and r.summary.decode.tpot_s == pytest.approx(0.006)
+    assert r.summary.throughput == r.summary.examples_per_s == r.summary.decode.decode_tokens_per_s
+    assert r.summary.throughput == pytest.approx(2 / 0.006)
+
+
 def test_progress_counts_the_runs_own_steps_not_the_copies_that_measured_the_bandwidth(tmp_path):
     """The copies are as many as fit their time budget: counted, a run's progress would pass its end."""
     rec = RunRecorder(RunSpec(DECODE, P, "jax", "asked for", "cpu"), cpu_only(tmp_path))

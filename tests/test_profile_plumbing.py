@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Switch
 
-from tpulab.base.events import OpRow, Profile
-from tpulab.engine.profile_verdicts import Roof, judge
+from tpulab.base.events import OTHER_OPS, OpRow, Profile
+from tpulab.engine.profile_verdicts import Roof, judge, roof
 from tpulab.engine.sweep import Sweep, build_grid
 from tpulab.lab.app import TpulabApp
 from tpulab.lab.widgets.param_form import ParamForm
@@ -92,6 +92,26 @@ def test_without_a_bandwidth_an_op_is_set_against_the_compute_ceiling_alone():
                    Roof(flops=1e12))
     assert (judged.ops[0].bound, judged.ops[0].ceiling_fraction) == (None, 0.1)
     assert judged.against == "compute 1000.0 GFLOP/s" and judge(Profile(), Roof()).against is None
+
+
+def test_the_row_that_sums_the_rest_is_no_op_to_rate():
+    """`other` holds many ops: it gets no rate, no side of the ridge, and no part in memory-bound-ops."""
+    rest = OpRow(name=OTHER_OPS, category="other", seconds=0.006, share=0.6, flops=1e6, bytes=4e8)
+    judged = judge(Profile(steps=3, step_seconds=0.01, host_gap=0.0, host_gap_share=0.0,
+                           ops=[OpRow(name="dot", seconds=0.004, share=0.4, flops=2e9, bytes=1e8), rest]), ROOF)
+    assert judged.ops[1] == rest and judged.ops[0].ceiling == "the compute ceiling"
+    assert "memory-bound-ops" not in [f.code for f in judged.verdicts]
+
+
+def test_a_run_over_several_devices_sets_each_op_against_one_devices_ceilings():
+    """The op table is one device's (the trace's first, its program's FLOPs): four H100s' ops are set against
+    one H100's 989.4 TFLOP/s and 3.35 TB/s (its datasheet), not four times that."""
+    from tpulab.base.events import Device
+    from tpulab.engine.ceilings import Ceilings
+
+    four = roof(Device(kind="gpu", name="NVIDIA H100 80GB HBM3", replicas=4, hosts=2, machines=2), "bfloat16",
+                Ceilings(), None)
+    assert (four.flops, four.bandwidth) == (989.4e12, 3.35e12)
 
 
 def test_the_notebook_and_the_command_line_take_profile_from_the_one_declaration():

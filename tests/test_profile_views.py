@@ -155,8 +155,8 @@ def test_export_ops_writes_the_op_table_alone(tmp_path, db, store):
                                          ["fusion.1", "loop fusion", "elementwise", "2", "0.0015", "0.15"],
                                          ["transpose.2", "transpose", "data movement", "1", "0.0005", "0.05"],
                                          ["other", "", "other", "4", "0.0005", "0.05"]]
-    assert rows[1][6:] == ["300000000.0", "1000000.0", "50.0", "0.167", "300.0", "0.28", "compute"]
-    assert rows[2][6:] == [""] * 7  # unknown: empty, never 0
+    assert rows[1][6:] == ["300000000.0", "1000000.0", "50.0", "0.167", "300.0", "0.28", "", "compute"]
+    assert rows[2][6:] == [""] * 8  # unknown: empty, never 0
 
 
 def test_a_run_without_a_profile_says_to_profile_it_in_one_line(tmp_path, db, store):

@@ -197,6 +197,7 @@ class OpRow:
     gbytes_per_s: float | None = None
     intensity: float | None = None  # FLOP per byte
     ceiling_fraction: float | None = None  # of the ceiling it sits under (compute or memory), measured or spec
+    ceiling: str | None = None  # what that is a fraction of: "the compute ceiling" (measured), "the spec peak"...
     bound: str | None = None  # "compute" or "memory": which side of the ridge its intensity puts it
 
 

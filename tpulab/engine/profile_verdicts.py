@@ -39,6 +39,12 @@ class Roof:
             ("memory", self.bandwidth, lambda v: f"{v / 1e9:.1f} GB/s", self.bandwidth_source)) if value]
         return "; ".join(said) or None
 
+    def names(self) -> tuple[str, str]:
+        """What an op's fraction is of, compute and memory: a measured ceiling, or the vendor's figure."""
+        spec = [(s or "").startswith("spec:") for s in (self.flops_source, self.bandwidth_source)]
+        return ("the spec peak" if spec[0] else "the compute ceiling",
+                "the spec bandwidth" if spec[1] else "the bandwidth ceiling")
+
     @property
     def ridge(self) -> float | None:
         """The intensity (FLOP per byte) above which an op is compute-bound."""
@@ -46,10 +52,12 @@ class Roof:
 
 
 def roof(device: Device, dtype: str, ceilings: Ceilings, cpu: CpuInfo | None) -> Roof:
-    """This device's ceilings for a run in `dtype`: each measured where a roofline kept one, else the spec's."""
-    flops, bandwidth = ceilings.flops(device, dtype), ceilings.bandwidth(device)
-    peak = None if flops else device_peak(device.kind, device.name, dtype, device.replicas, cpu, device.machines)
-    spec = None if bandwidth else spec_bandwidth(device.kind, device.name, device.replicas)
+    """One device's ceilings for a run in `dtype` (the op table is one device's: the trace's first, and its
+    program's FLOPs): each measured where a roofline kept one, else the spec's."""
+    one = replace(device, replicas=1, hosts=1, machines=1)
+    flops, bandwidth = ceilings.flops(one, dtype), ceilings.bandwidth(one)
+    peak = None if flops else device_peak(one.kind, one.name, dtype, 1, cpu, 1)
+    spec = None if bandwidth else spec_bandwidth(one.kind, one.name, 1)
     return Roof(flops.value if flops else peak.flops if peak else None,
                 flops.source() if flops else f"spec: {peak.source}" if peak else None,
                 bandwidth.value if bandwidth else spec.bytes_per_s if spec else None,
@@ -58,7 +66,8 @@ def roof(device: Device, dtype: str, ceilings: Ceilings, cpu: CpuInfo | None) ->
 
 def judge(profile: Profile, roof: Roof) -> Profile:
     """The profile with each op's rates against `roof`, and its verdicts."""
-    judged = replace(profile, ops=[rated(op, roof) for op in profile.ops], against=roof.described())
+    judged = replace(profile, ops=[op if op.name == OTHER_OPS else rated(op, roof) for op in profile.ops],
+                     against=roof.described())  # (the row summing the rest is no op: it has no rate of its own)
     judged.verdicts = [*profile.verdicts, *verdicts(judged)]
     return judged
 
@@ -74,14 +83,15 @@ def rated(op: OpRow, roof: Roof) -> OpRow:
     intensity = op.flops / op.bytes if op.flops is not None and op.bytes else None
     ridge = roof.ridge
     bound = None if intensity is None or ridge is None else "compute" if intensity >= ridge else "memory"
-    fraction = None
+    fraction, of = None, None
+    compute, memory = roof.names()
     if bound == "memory" and bytes_per_s and roof.bandwidth:
-        fraction = bytes_per_s / roof.bandwidth
+        fraction, of = bytes_per_s / roof.bandwidth, memory
     elif bound != "memory" and flops_per_s and roof.flops:
-        fraction = flops_per_s / roof.flops
+        fraction, of = flops_per_s / roof.flops, compute
     return replace(op, gflops_per_s=flops_per_s / 1e9 if flops_per_s is not None else None,
                    gbytes_per_s=bytes_per_s / 1e9 if bytes_per_s is not None else None,
-                   intensity=intensity, bound=bound, ceiling_fraction=fraction)
+                   intensity=intensity, bound=bound, ceiling_fraction=fraction, ceiling=of)
 
 
 def verdicts(profile: Profile) -> list[Flag]:
@@ -107,8 +117,7 @@ def one_op_dominates(profile: Profile) -> Flag | None:
     if top.ceiling_fraction is None:
         return Flag("one-op-dominates", f"{said}; its FLOPs or bytes are unknown, so is its distance to the "
                     "ceiling: the step is as fast as this op")
-    ceiling = "bandwidth" if top.bound == "memory" else "compute"
-    said += f", at {top.ceiling_fraction:.0%} of the {ceiling} ceiling"
+    said += f", at {top.ceiling_fraction:.0%} of {top.ceiling}"
     if top.ceiling_fraction >= NEAR_CEILING:
         return Flag("one-op-dominates", f"{said}: it runs near the ceiling, so only less work makes the step "
                     "faster: a lower precision (bfloat16), a smaller model")

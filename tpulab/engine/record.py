@@ -168,8 +168,8 @@ class RunRecorder:
         own = (self.workload.summary_part(self.steps, info, self.ceilings, self.params) if info else None) or SummaryPart()
         stats = summarize(self.steady_seconds() if own.seconds is None else own.seconds)
         rates, flags = self.rates(stats, own)
-        summary = Summary(**self.timing(stats), **rates, **self.inference(), **self.metrics(), **own.fields,
-                          flags=[*flags, *own.flags], profile=self.profile(),
+        figures = {**self.timing(stats), **rates, **self.inference(), **self.metrics(), **own.fields}  # its own last
+        summary = Summary(**figures, flags=[*flags, *own.flags], profile=self.profile(),
                           telemetry=summarize_telemetry(self.telemetry, stats.median if stats else None,
                                                         self.workload.batch_size(self.params)))
         if summary.decode is not None and summary.telemetry is not None:  # a decode step: a token per sequence

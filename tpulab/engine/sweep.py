@@ -153,7 +153,8 @@ class Point:
 
     @property
     def throughput(self) -> float | None:
-        """examples/s at the median step, the median over repeats."""
+        """examples/s as each run's summary gives it (at the median step; decode: over the batch at TPOT), the
+        median over repeats."""
         return median([r.summary.examples_per_s for r in self.finished if r.summary.examples_per_s])
 
     @property
@@ -202,7 +203,7 @@ class Point:
     def decode_figure(self, name: str) -> float | None:
         """A decode figure ('ttft_s', 'mbu') or an ITL percentile ('p50'), the median over repeats."""
         found = [r.summary.decode for r in self.finished if r.summary.decode is not None]
-        return median([v for d in found if (v := getattr(d.itl if name.startswith("p") else d, name)) is not None])
+        return median([v for d in found if (v := getattr(d.itl if name in ("p50", "p90", "p99") else d, name)) is not None])
 
 
 @dataclass

@@ -79,8 +79,8 @@ def ops_table(p: Profile, title: str = "") -> Group:
 
 def op_line(op: OpRow) -> str:
     """'fusion.12 (matmul/conv): 41.0% of the step, 3.20 ms, 28.0% of the compute ceiling'."""
-    which = "bandwidth" if op.bound == "memory" else "compute"  # where the ridge is unknown: the most it could do
-    ceiling = f", {fmt.percent(op.ceiling_fraction)} of the {which} ceiling" if op.ceiling_fraction is not None else ""
+    ceiling = f", {fmt.percent(op.ceiling_fraction)} of {op.ceiling or 'the ceiling'}" \
+        if op.ceiling_fraction is not None else ""
     return f"{op.name} ({op.category}): {fmt.percent(op.share)} of the step, {ms(op.seconds)} ms{ceiling}"
 
 

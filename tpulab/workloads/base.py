@@ -172,7 +172,7 @@ class SummaryPart:
     seconds: list[float] | None = None  # the steady times the step statistics are of (None: every steady step)
     flops_per_step: float | None = None  # with `seconds`: the work of one of those steps
     flops_per_s: float | None = None  # with `seconds`: its rate
-    fields: Mapping[str, Any] = field(default_factory=dict)  # Summary fields only this workload fills, by name
+    fields: Mapping[str, Any] = field(default_factory=dict)  # Summary fields it fills, by name (over the recorder's)
     flags: tuple[Flag, ...] = ()
 
 

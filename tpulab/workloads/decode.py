@@ -67,7 +67,7 @@ PARAMS = (
               "attention (Llama)", options=("learned", "rope")),
     ParamSpec("block", str, "gpt2", "gpt2: LayerNorm, biases, GELU feed-forward; llama: RMSNorm, no biases, "
               "SwiGLU feed-forward", options=("gpt2", "llama")),
-    ParamSpec("verify", bool, False, "after the timed tokens, check that decoding with the cache gives a full "
+    ParamSpec("verify", bool, False, "before the timed tokens, check that decoding with the cache gives a full "
               "forward pass's logits (the run fails above the dtype's tolerance)", tunes=False),
     ParamSpec("shards", int, 1, "replicas the sequences are split over (1 = no sharding)", 1, 64, term="shard",
               backends=lambda: _sharded(), why_not=lambda backend: f"decode runs on one device on {backend}: use "

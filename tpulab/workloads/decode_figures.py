@@ -164,4 +164,6 @@ def summary_part(steps: list[Step], started: Started, ceilings: MeasuredCeilings
     seconds = [s.seconds for s in decode_steps(steps)]
     flops = started.flops_per_step
     mid = median(seconds)
-    return SummaryPart(seconds, flops, flops / mid if flops and mid else None, {"decode": decode}, tuple(flags))
+    rate = decode.decode_tokens_per_s  # over the batch, at the mean step (TPOT): the one tokens/s everywhere
+    return SummaryPart(seconds, flops, flops / mid if flops and mid else None,
+                       {"decode": decode, "throughput": rate, "examples_per_s": rate}, tuple(flags))

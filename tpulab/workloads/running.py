@@ -131,7 +131,7 @@ def profiling(p: Params, sink: Sink, runtime: Runtime, programs: Programs | None
         raise UsageError("--profile: this backend's runtime brings no profiler")
     folder = Path(p.get(TRACE_FOLDER) or tempfile.mkdtemp(prefix="tpulab-trace-"))
     folder.mkdir(parents=True, exist_ok=True)
-    sink(Tracing(steps=int(p.get("profile_steps", 3))))
+    sink(Tracing(steps=int(p["profile_steps"])))
     with profiler.trace(folder):
         yield profiler
     profile = per_step(profiler.read(folder, programs(profiler) if programs else None), steps_per_call)
