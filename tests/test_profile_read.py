@@ -236,6 +236,34 @@ ENTRY %main (x: f32[8,32,32,3], w: f32[5,5,3,16], a: f32[64,32], b: f32[32,48]) 
     assert ("jit_net", "convolution.1") not in ops  # inside the fusion: never named in a trace
 
 
+def test_an_op_whose_work_is_not_counted_has_unknown_flops_never_0():
+    """A loop (and what it runs), a sort: FLOPs unknown (None), so no rate is made of them; a copy does none."""
+    hlo = """HloModule jit_loop, is_scheduled=true
+
+%body (p: (s32[], f32[64])) -> (s32[], f32[64]) {
+  %p = (s32[], f32[64]) parameter(0)
+  ROOT %t = (s32[], f32[64]) tuple(%p)
+}
+
+%cond (p: (s32[], f32[64])) -> pred[] {
+  %p = (s32[], f32[64]) parameter(0)
+  ROOT %c = pred[] constant(false)
+}
+
+ENTRY %main (x: f32[64], i: s32[]) -> f32[64] {
+  %x = f32[64]{0} parameter(0)
+  %i = s32[] parameter(1)
+  %init = (s32[], f32[64]) tuple(%i, %x)
+  %while.1 = (s32[], f32[64]) while(%init), condition=%cond, body=%body
+  %sort.2 = f32[64]{0} sort(%x), dimensions={0}, to_apply=%cond
+  ROOT %copy.3 = f32[64]{0} copy(%x)
+}
+"""
+    ops = hlo_ops([hlo])
+    assert ops[("jit_loop", "while.1")].flops is None and ops[("jit_loop", "sort.2")].flops is None
+    assert ops[("jit_loop", "copy.3")].flops == 0
+
+
 # --- real traces, taken here -------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_real_jax_trace_gives_the_matmuls_flops_and_the_hosts_sleep(tmp_path):

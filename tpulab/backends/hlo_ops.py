@@ -113,19 +113,24 @@ class Module:
     def instructions(self) -> list[Instruction]:
         return [i for body in self.computations.values() for i in body]
 
-    def flops(self, ins: Instruction) -> float:
-        """FLOPs of one instruction, what it calls included."""
+    def flops(self, ins: Instruction) -> float | None:
+        """FLOPs of one instruction, what it fuses included; None where it (or what it fuses) does work not
+        counted here (a loop, a call, a sort, random numbers, another custom call): unknown, never 0."""
         if ins.opcode == "dot" or re.search(r"gemm|matmul", _target(ins), re.I):
             return self._dot(ins)
         if ins.opcode == "convolution" or (_target(ins) and "dim_labels=" in ins.attrs):
             return self._convolution(ins)
-        inner = sum(self.flops(i) for c in _FUSED.findall(ins.attrs)
-                    for i in self.computations.get(c, []))
+        fused = [self.flops(i) for c in _FUSED.findall(ins.attrs) for i in self.computations.get(c, [])]
+        if any(f is None for f in fused):
+            return None
+        inner = sum(f for f in fused if f is not None)
         if ins.opcode in ARITHMETIC:
             return inner + elements(ins.shape)
         if ins.opcode in REDUCING and ins.operands:
             return inner + elements(self.shapes.get(ins.operands[0], ""))
-        return inner
+        if ins.opcode == "fusion" or ins.opcode in MOVING | COLLECTIVES | TRANSFERS:
+            return inner
+        return None
 
     def _dot(self, ins: Instruction) -> float:
         contracting = _dims(ins.attrs, "lhs_contracting_dims")
