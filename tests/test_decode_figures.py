@@ -12,7 +12,7 @@ from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
 from tpulab.machine.peaks import spec_bandwidth
 from tpulab.workloads.decode import DECODE, shape
-from tpulab.workloads.decode_figures import Ceiling, Shape, figures, step_bytes
+from tpulab.workloads.decode_figures import Ceiling, Shape, figures
 from tpulab.workloads.roofline_kernels import MIB, measure_bandwidth
 
 from .helpers import cpu_only, decode_events
@@ -45,14 +45,6 @@ def test_each_figure_from_known_step_timings():
     assert d.prefill_mfu == pytest.approx(1e9 / 0.2 / 1e10)
     assert d.spec_bandwidth is None and d.spec_bandwidth_fraction is None  # a CPU has no vendor's figure
     assert flags == []
-
-
-def test_a_cache_read_as_filled_grows_with_each_token():
-    filled = Shape(**{**SHAPE.__dict__, "whole_cache": False})
-    assert [step_bytes(filled, t) for t in (1, 4)] == [1000 + 2 * 5 * 10, 1000 + 2 * 8 * 10]
-    d, _ = figures(steps(), filled, None)
-    assert d.bytes_per_token_step == pytest.approx(1000 + 2 * 6.5 * 10)  # at the mean fill
-    assert d.mbu is None  # no ceiling given: nothing to set it against
 
 
 def test_figures_above_the_hardware_keep_their_value_and_are_flagged():

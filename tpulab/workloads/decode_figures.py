@@ -8,10 +8,9 @@ and llama-bench name them:
 - time to first token (TTFT): the prefill, which makes the first token;
 - inter-token latency (ITL): each decode step; TPOT is their mean, so that
   end-to-end = TTFT + TPOT x (tokens - 1);
-- a decode step reads every weight it multiplies by and the KV cache (the whole preallocated
-  cache where the step reads its static shape, masked; else as filled so far): its bytes over its
-  time is the achieved bandwidth, set against the device's measured copy (MBU) and the vendor's
-  figure.
+- a decode step reads every weight it multiplies by and the whole preallocated KV cache (it reads
+  the cache's static shape, masked): its bytes over its time is the achieved bandwidth, set against
+  the device's measured copy (MBU) and the vendor's figure.
 
 A figure above what the hardware can do is flagged, never shown as a win.
 """
@@ -46,7 +45,6 @@ class Shape:
     kv_bytes_per_position: float  # one sequence's keys and values at one position, every layer
     prefill_flops: float | None = None  # the prompt's forward pass, over the batch
     replicas: int = 1  # each replica reads every weight
-    whole_cache: bool = True  # a step reads the cache's static shape (masked), not only what is filled
 
 
 @dataclass(frozen=True)
@@ -69,11 +67,10 @@ def prefill_seconds(steps: list[Step]) -> float | None:
     return median([s.seconds for s in steps if s.phase == PHASE_PREFILL and not s.warmup])
 
 
-def step_bytes(shape: Shape, token: int) -> float:
-    """Bytes the step that makes token `token` reads: the weights, and the cache of every sequence (whole,
-    or filled with the prompt and the tokens before it)."""
-    filled = shape.context if shape.whole_cache else min(shape.prompt_len + token, shape.context)
-    return shape.weight_bytes * shape.replicas + shape.batch * filled * shape.kv_bytes_per_position
+def step_bytes(shape: Shape) -> float:
+    """Bytes a decode step reads: the weights, and the whole preallocated cache of every sequence (the
+    step reads its static shape, masked past the current position)."""
+    return shape.weight_bytes * shape.replicas + shape.batch * shape.context * shape.kv_bytes_per_position
 
 
 def figures(steps: list[Step], shape: Shape, bandwidth: Ceiling | None, spec: Bandwidth | None = None,
@@ -84,9 +81,9 @@ def figures(steps: list[Step], shape: Shape, bandwidth: Ceiling | None, spec: Ba
     prefill = prefill_seconds(steps)
     itl = [s.seconds for s in tokens]
     tpot = sum(itl) / len(itl) if itl else None
-    rates = sorted(step_bytes(shape, s.step) / s.seconds for s in tokens if s.seconds > 0)
+    moved = step_bytes(shape)
+    rates = sorted(moved / s.seconds for s in tokens if s.seconds > 0)
     achieved = percentile(rates, 0.5) if rates else None
-    moved = [step_bytes(shape, s.step) for s in tokens]
     prefill_rate = shape.prefill_flops / prefill if shape.prefill_flops and prefill else None
     d = Decode(
         ttft_s=prefill,
@@ -97,7 +94,7 @@ def figures(steps: list[Step], shape: Shape, bandwidth: Ceiling | None, spec: Ba
         tpot_s=tpot,
         e2e_s=prefill + sum(s.seconds for s in tokens) if prefill is not None and tokens else None,
         kv_cache_bytes=shape.batch * shape.context * shape.kv_bytes_per_position,
-        bytes_per_token_step=sum(moved) / len(moved) if moved else None,
+        bytes_per_token_step=moved,
         gbytes_per_s=achieved / 1e9 if achieved else None,
         bandwidth=bandwidth.bytes_per_s if bandwidth else None,
         bandwidth_source=bandwidth.source if bandwidth else None,
