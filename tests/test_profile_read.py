@@ -4,6 +4,7 @@ real traces taken here, on tiny shapes, with both frameworks."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -262,6 +263,62 @@ ENTRY %main (x: f32[64], i: s32[]) -> f32[64] {
     ops = hlo_ops([hlo])
     assert ops[("jit_loop", "while.1")].flops is None and ops[("jit_loop", "sort.2")].flops is None
     assert ops[("jit_loop", "copy.3")].flops == 0
+
+
+UNREADABLE = """HloModule jit_odd, is_scheduled=true
+
+ENTRY %main (a: f32[64,32], b: f32[32,48], x: f32[8,32,32,3]) -> f32[64,48] {
+  %a = f32[64,32]{1,0} parameter(0)
+  %b = f32[32,48]{1,0} parameter(1)
+  %x = f32[8,32,32,3]{3,2,1,0} parameter(2)
+  %dot.1 = f32[64,48]{1,0} dot(%a, %b), rhs_contracting_dims={0}
+  %outer.2 = f32[64,32,32,48]{3,2,1,0} dot(%a, %b), lhs_contracting_dims={}, rhs_contracting_dims={}
+  %convolution.3 = f32[8,16,16,16]{3,2,1,0} convolution(%x, %w), window={size=5x5}, dim_labels=b01f_01io->b01f
+  %convolution.4 = f32[8,16,16,16]{3,2,1,0} convolution(%x, %x), window={size=5x5}
+  ROOT %add.5 = f32[64,48]{1,0} add(%dot.1, %dot.1)
+}
+"""
+
+
+def test_a_dot_or_convolution_whose_shapes_cannot_be_read_has_unknown_flops_never_0():
+    """A dot that does not say which dimensions it contracts; convolutions whose kernel is not in the module or
+    whose dimension labels are missing: FLOPs unknown, and the bytes of one reading a value not in the module."""
+    ops = hlo_ops([UNREADABLE])
+    assert ops[("jit_odd", "dot.1")].flops is None
+    assert ops[("jit_odd", "outer.2")].flops == 2 * 64 * 32 * 32 * 48  # contracts nothing: an outer product
+    assert ops[("jit_odd", "convolution.3")].flops is None and ops[("jit_odd", "convolution.3")].bytes is None
+    assert ops[("jit_odd", "convolution.4")].flops is None
+    assert ops[("jit_odd", "convolution.4")].bytes == 4 * (2 * 8 * 32 * 32 * 3 + 8 * 16 * 16 * 16)
+    assert ops[("jit_odd", "a")].bytes == 4 * 64 * 32  # a parameter: its "(0)" is no value read
+
+
+def test_no_table_csv_or_verdict_shows_0_for_what_is_unknown(tmp_path):
+    """The unreadable dot and convolution, traced and judged: '-' in the table, empty in the CSV, and the
+    verdict on the op that takes the step says its distance to the ceiling is unknown."""
+    from tpulab.engine.profile_verdicts import Roof, judge
+    from tpulab.views.ops import op_cells, op_line, write_csv
+
+    tpu = TracePlane("/device:TPU:0", [TraceLine("XLA Ops", [
+        event("dot.1", 0, 60), event("convolution.3", 60, 20), event("add.5", 80, 10)])])
+    roof = Roof(flops=1e12, flops_source="spec: a test", bandwidth=1e11, bandwidth_source="spec: a test")
+    profile = judge(build([host((0, 100)), tpu], by_name(hlo_ops([UNREADABLE]))), roof)
+    rows = {op.name: op for op in profile.ops}
+    for name in ("dot.1", "convolution.3"):
+        op = rows[name]
+        assert (op.flops, op.gflops_per_s, op.intensity, op.ceiling_fraction, op.bound) == (None,) * 5
+        cells = dict(zip(("op", "category", "calls", "ms/step", "share", "GFLOP/s", "ceiling", "bound"),
+                         op_cells(op)))
+        assert (cells["GFLOP/s"], cells["ceiling"], cells["bound"]) == ("-", "-", "-")
+        assert op_line(op).endswith(" ms")  # no fraction of a ceiling
+    assert rows["add.5"].gflops_per_s == pytest.approx(64 * 48 / 10e-6 / 1e9)  # what is known is still rated
+    write_csv(profile, tmp_path / "ops.csv")
+    with (tmp_path / "ops.csv").open() as f:
+        written = {row["name"]: row for row in csv.DictReader(f)}
+    for field in ("flops", "gflops_per_s", "intensity", "ceiling_fraction", "bound"):
+        assert written["dot.1"][field] == "" and written["convolution.3"][field] == ""
+    assert written["dot.1"]["bytes"] != "" and written["convolution.3"]["bytes"] == ""
+    dominates = next(v for v in profile.verdicts if v.code == "one-op-dominates")
+    assert dominates.message.startswith("dot.1 (dot) takes 60% of the step; its FLOPs or bytes are unknown")
 
 
 # --- real traces, taken here -------------------------------------------------------------------

@@ -31,6 +31,7 @@ COLLECTIVES = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "coll
                "collective-permute-done", "collective-broadcast", "ragged-all-to-all"}
 TRANSFERS = {"infeed", "outfeed"}
 REDUCING = {"reduce", "reduce-window", "select-and-scatter"}
+LITERAL_OPERANDS = {"parameter", "constant", "iota"}  # what is in their parentheses is a literal, not an operand
 
 _HEADER = re.compile(r"^\s*HloModule\s+([^\s,]+)")
 _COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?([^\s(]+)\s*\(.*\{\s*$")
@@ -73,10 +74,10 @@ def size(shape: str) -> float:
     return sum(math.prod(dims) * BYTES.get(kind, 1 if kind.startswith("f8") else 0) for kind, dims in arrays(shape))
 
 
-def elements(shape: str) -> int:
-    """Elements of a shape's first array."""
+def elements(shape: str) -> int | None:
+    """Elements of a shape's first array; None where it has none that can be read."""
     found = arrays(shape)
-    return math.prod(found[0][1]) if found else 0
+    return math.prod(found[0][1]) if found else None
 
 
 def _target(ins: Instruction) -> str:
@@ -85,9 +86,10 @@ def _target(ins: Instruction) -> str:
     return target.group(1) if target else ""
 
 
-def _dims(attrs: str, key: str) -> list[int]:
+def _dims(attrs: str, key: str) -> list[int] | None:
+    """The dimensions an attribute lists ("lhs_contracting_dims={1}" -> [1]); None where it is not there."""
     match = re.search(rf"\b{key}=\{{([\d,]*)\}}", attrs)
-    return [int(d) for d in match.group(1).split(",") if d] if match else []
+    return [int(d) for d in match.group(1).split(",") if d] if match else None
 
 
 class Module:
@@ -125,30 +127,44 @@ class Module:
             return None
         inner = sum(f for f in fused if f is not None)
         if ins.opcode in ARITHMETIC:
-            return inner + elements(ins.shape)
+            return None if (n := elements(ins.shape)) is None else inner + n
         if ins.opcode in REDUCING and ins.operands:
-            return inner + elements(self.shapes.get(ins.operands[0], ""))
+            return None if (n := elements(self.shapes.get(ins.operands[0], ""))) is None else inner + n
         if ins.opcode == "fusion" or ins.opcode in MOVING | COLLECTIVES | TRANSFERS:
             return inner
         return None
 
-    def _dot(self, ins: Instruction) -> float:
+    def _dot(self, ins: Instruction) -> float | None:
+        """2 per multiply-add; None where the result's or the left operand's shape, or which of its dimensions
+        are contracted, cannot be read (an attribute that is there and empty, an outer product, contracts none)."""
         contracting = _dims(ins.attrs, "lhs_contracting_dims")
-        if not contracting and (config := re.search(r'"lhs_contracting_dimensions":\[([^\]]*)\]', ins.attrs)):
+        if contracting is None and (config := re.search(r'"lhs_contracting_dimensions":\[([^\]]*)\]', ins.attrs)):
             contracting = [int(d) for d in json.loads(f"[{config.group(1)}]")]
         lhs = arrays(self.shapes.get(ins.operands[0], "")) if ins.operands else []
-        if not lhs:
-            return 0.0
-        return 2.0 * elements(ins.shape) * math.prod(lhs[0][1][d] for d in contracting if d < len(lhs[0][1]))
+        out = elements(ins.shape)
+        if contracting is None or not lhs or out is None or any(d >= len(lhs[0][1]) for d in contracting):
+            return None
+        return 2.0 * out * math.prod(lhs[0][1][d] for d in contracting)
 
-    def _convolution(self, ins: Instruction) -> float:
+    def _convolution(self, ins: Instruction) -> float | None:
+        """2 per multiply-add: each output element takes the kernel's elements over its output features; None
+        where the kernel's shape or its dimension labels cannot be read."""
         labels = re.search(r"dim_labels=\w+_(\w+)->", ins.attrs)
         kernel = arrays(self.shapes.get(ins.operands[1], "")) if len(ins.operands) > 1 else []
-        if not labels or not kernel or "o" not in labels.group(1):
-            return 0.0
+        out = elements(ins.shape)
+        if not labels or not kernel or out is None or "o" not in labels.group(1) \
+                or len(labels.group(1)) != len(kernel[0][1]):
+            return None
         dims = kernel[0][1]
-        out_features = dims[labels.group(1).index("o")]
-        return 2.0 * elements(ins.shape) * math.prod(dims) / max(1, out_features)
+        return 2.0 * out * math.prod(dims) / max(1, dims[labels.group(1).index("o")])
+
+    def bytes(self, ins: Instruction) -> float | None:
+        """What it reads and writes: its operands and its result; None where an operand's shape is not in the
+        module (a parameter's or a constant's operands are literals, not values read)."""
+        if ins.opcode in LITERAL_OPERANDS:
+            return size(ins.shape)
+        read = [self.shapes.get(o) for o in ins.operands]
+        return None if None in read else size(ins.shape) + sum(size(s) for s in read if s is not None)
 
     def opcodes(self, ins: Instruction) -> set[str]:
         """Its opcode and those of everything it calls."""
@@ -187,8 +203,7 @@ class Module:
             if computation in self.inner:
                 continue
             for ins in body:
-                nbytes = size(ins.shape) + sum(size(self.shapes.get(o, "")) for o in ins.operands)
-                out[(self.name, ins.name)] = OpInfo(self.type(ins), self.category(ins), self.flops(ins), nbytes)
+                out[(self.name, ins.name)] = OpInfo(self.type(ins), self.category(ins), self.flops(ins), self.bytes(ins))
         return out
 
 

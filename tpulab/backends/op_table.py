@@ -300,8 +300,8 @@ def _rows(ns: Mapping[Key, float], calls: Mapping[Key, int], step_ns: float, pro
             type=kind or (info.type if info else ""),
             category=info.category if info else category(kind or name),
             calls=float(n), seconds=seconds, share=seconds * 1e9 / step_ns if step_ns else 0.0,
-            flops=info.flops * n if info and info.flops is not None else None,
-            bytes=info.bytes * n if info and info.bytes is not None else None))
+            flops=info.flops * n if info and info.flops is not None and n else None,  # (no call began in the
+            bytes=info.bytes * n if info and info.bytes is not None and n else None))  # step: a part, unknown)
     return sorted(rows, key=lambda r: (-r.seconds, r.name))
 
 
