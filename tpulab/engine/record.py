@@ -148,6 +148,9 @@ class RunRecorder:
         return self.compile_steps + sum(s.steps for s in self.counted())
 
     def eta_seconds(self) -> float | None:
+        own = self.workload.seconds_left(self.params, self.counted())
+        if own is not None:
+            return own
         total = self.steps_total
         per_step = median([s.seconds for s in self.counted()[-20:]])
         if not total or per_step is None:

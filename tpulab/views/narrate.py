@@ -101,7 +101,7 @@ def header(e: Started, rec: RunRecorder) -> str:
     d = e.device
     lines = [f"[bold]{rec.workload.title}[/] on {d.kind.upper()} {d.name}",
              f"{d.replicas} replica(s) ({d.strategy}" + (f", {d.hosts} hosts" if d.hosts > 1 else "")
-             + f"), {e.dtype}, global batch {rec.workload.batch_size(rec.params)} = {e.per_replica_batch} per replica",
+             + f"), {e.dtype}, {rec.workload.work_words(rec.params, e.per_replica_batch)}",
              *([f"data: {e.dataset}"] if e.dataset else []),
              f"backend: {backend_line(e.backend, rec.backend_reason, e.versions)}"]
     if e.synthetic:

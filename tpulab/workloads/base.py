@@ -280,6 +280,15 @@ class Workload(ABC):
         """The same configuration timed over `steps` steps (a sweep's point)."""
         return p
 
+    def seconds_left(self, p: Params, steps: list[Step]) -> float | None:
+        """How long the rest of the run will take, from its steps so far, where its steps are not alike (a
+        roofline's grow with their size). None: the steps left at the recent step's time."""
+        return None
+
+    def work_words(self, p: Params, per_replica_batch: int) -> str:
+        """What one run's work is, in the run's header: 'global batch 256 = 128 per replica'."""
+        return f"global batch {self.batch_size(p)} = {per_replica_batch} per replica"
+
     def is_inference(self, phase: str) -> bool:
         """Whether steps of `phase` are an inference phase, kept apart from training's figures: a training
         workload's `predict` after `fit`. (A workload that does not train may time its steps with `predict`.)"""

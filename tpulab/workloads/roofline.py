@@ -26,7 +26,8 @@ from tpulab.workloads.roofline_kernels import (
     kernel_figures,
     kernel_samples,
     kernel_work,
-    kernels_of,
+    plan,
+    seconds_left,
     sizes_of,
 )
 from tpulab.workloads.running import Runner
@@ -37,15 +38,17 @@ if TYPE_CHECKING:
 
 PARAMS = (
     ParamSpec("min_size", int, 256, "smallest matrix side n of the n x n matmul", 1, 65536, term="roofline"),
-    ParamSpec("max_size", int, 2048, "largest matrix side: sizes double from --min-size up to it", 1, 65536,
+    ParamSpec("max_size", int, 4096, "largest matrix side: sizes double from --min-size up to it", 1, 65536,
               term="roofline"),
     ParamSpec("dtypes", str, "auto", "matmul number formats, joined by +, or auto: those the device has fast "
               "units for (the first is the headline)", options=DTYPE_CHOICES, term="precision"),
     ParamSpec("copy_mib", int, 256, "array the memory kernel reads and writes, in MiB (at least 4x the last-level cache)",
               1, 65536, unit="MiB", term="roofline"),
-    ParamSpec("iterations", int, 10, "timed calls per kernel and size", 1, 100000),
-    ParamSpec("warmup", int, 2, "calls per kernel after its first, left out of the statistics", 0, 1000,
+    ParamSpec("iterations", int, 5, "timed calls per kernel and size in each round", 1, 100000),
+    ParamSpec("warmup", int, 1, "calls per kernel after its first, left out of the statistics", 0, 1000,
               term="warm-up"),
+    ParamSpec("rounds", int, 3, "times every kernel is timed over; each keeps its best round (other work "
+              "slows one round, not the figure)", 1, 100, term="roofline"),
     DEVICE,
     BACKEND,
     ParamSpec("seed", int, 0, "seed of the random matrices", 0, 2**31 - 1, advanced=True, tunes=False),
@@ -82,7 +85,7 @@ class Roofline(Workload):
                "bytes per second of a large copy. Every later run is shown against them.")
     params = PARAMS
     presets = {
-        "smoke": {"min_size": 16, "max_size": 64, "copy_mib": 4, "iterations": 3, "warmup": 1},
+        "smoke": {"min_size": 16, "max_size": 64, "copy_mib": 4, "iterations": 3, "warmup": 1, "rounds": 2},
         "default": {},
         "large": {"min_size": 1024, "max_size": 16384, "copy_mib": 1024},
     }
@@ -94,7 +97,15 @@ class Roofline(Workload):
         return None  # each kernel says its own (the steps carry it)
 
     def total_steps(self, p: Params) -> int:
-        return len(kernels_of(p)) * (1 + p["warmup"] + p["iterations"])
+        return len(plan(p))
+
+    def seconds_left(self, p: Params, steps: list[Step]) -> float | None:
+        return seconds_left(p, steps)
+
+    def work_words(self, p: Params, per_replica_batch: int) -> str:
+        sizes = sizes_of(p)
+        return (f"matmul n={sizes[0]}..{sizes[-1]}, a {p['copy_mib']} MiB copy, {p['rounds']} round(s) of "
+                f"{p['iterations']} timed call(s) each")
 
     def compute_dtype(self, p: Params) -> str:
         return dtypes_of(p)[0]

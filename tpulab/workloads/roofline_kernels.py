@@ -2,8 +2,10 @@
 
 Each kernel is timed on its own: its first call (trace and compile) is reported apart, then
 `warmup` calls left out, then `iterations` timed calls, each waiting for a value that depends on
-the kernel's output. Every step carries its kernel (kind, dtype, size, FLOPs and bytes per call),
-so the record keeps the figures of every size. No framework is imported here.
+the kernel's output. The whole list is timed in `rounds` rounds and each kernel keeps its best
+round: a burst of other work slows one round, not the figure. Every step carries its kernel (kind,
+dtype, size, FLOPs and bytes per call, round), so the record keeps the figures of every size. No
+framework is imported here.
 """
 
 from __future__ import annotations
@@ -95,30 +97,64 @@ def kernels_of(p: Params) -> list[Kernel]:
 Call = Callable[[], Any]  # runs a kernel once and returns when its whole output is computed
 
 
+def plan(p: Params) -> list[Kernel]:
+    """Every call a run makes, in order: each round times every kernel, each kernel in `calls_per_kernel` calls."""
+    return [k for _ in range(p["rounds"]) for k in kernels_of(p) for _ in range(calls_per_kernel(p))]
+
+
+def calls_per_kernel(p: Params) -> int:
+    return 1 + p["warmup"] + p["iterations"]
+
+
 def measure(p: Params, build: Callable[[Kernel], Call], sink: Sink, cancel: CancelToken,
             clock: Callable[[], float] = time.perf_counter) -> list[Step]:
-    """Time every kernel: its first call as `Compiled`, then warm-up and timed calls as `Step`s (returned).
+    """Time every kernel in each round: its first call of the first round as `Compiled` (a later round's
+    first call is a warm-up step), then warm-up and timed calls as `Step`s (returned).
 
     `build` makes a kernel's inputs on the device and returns its call; the inputs of one kernel
     are dropped before the next is built.
     """
     done, said = 0, []
-    for kernel in kernels_of(p):
-        call = build(kernel)
-        for i, warm in enumerate(_calls(p)):
-            t0 = clock()
-            call()
-            seconds = clock() - t0
-            done += 1
-            if i == 0:
-                sink(Compiled(seconds=seconds, phase=kernel.kind))
-            else:
-                said.append(Step(step=done, seconds=seconds, warmup=warm, phase=kernel.kind, kernel=kernel.to_json()))
-                sink(said[-1])
-            if cancel.is_set():
-                return said
-        del call
+    for r in range(p["rounds"]):
+        for kernel in kernels_of(p):
+            call = build(kernel)
+            for i, warm in enumerate(_calls(p)):
+                t0 = clock()
+                call()
+                seconds = clock() - t0
+                done += 1
+                if i == 0 and r == 0:
+                    sink(Compiled(seconds=seconds, phase=kernel.kind))
+                else:
+                    said.append(Step(step=done, seconds=seconds, warmup=warm, phase=kernel.kind,
+                                     kernel={**kernel.to_json(), "round": r}))
+                    sink(said[-1])
+                if cancel.is_set():
+                    return said
+            del call
     return said
+
+
+def seconds_left(p: Params, steps: list[Step]) -> float | None:
+    """How long the calls still to come will take: each at its kernel's median so far, or, for a kernel not
+    timed yet, its work at the rate of the last kernel of its kind timed (a larger matmul at a smaller one's
+    rate: more, not less, than it will take). None before any call was timed."""
+    timed = [s for s in steps if s.kernel is not None]
+    if not timed:
+        return None
+    figures = {(f.kind, f.dtype, f.size): f for f in kernel_figures(timed)}
+    last = {f.kind: f for f in figures.values()}  # the latest of each kind (figures keep the order timed)
+    fallback = timed[-1].seconds
+
+    def seconds(k: Kernel) -> float:
+        f = figures.get((k.kind, k.dtype, k.size))
+        if f is not None:
+            return f.median_s
+        like = last.get(k.kind)
+        rate = (like.flops_per_s if k.kind == "matmul" else like.bytes_per_s) if like else None
+        return (k.flops if k.kind == "matmul" else k.bytes) / rate if rate else fallback
+
+    return sum(seconds(k) for k in plan(p)[timed[-1].step:])
 
 
 def profile_best(p: Params, steps: list[Step], build: Callable[[Kernel], Call], sink: Sink, cancel: CancelToken,
@@ -145,31 +181,48 @@ def _calls(p: Params) -> Iterator[bool]:
     yield from [False] * p["iterations"]
 
 
-def kernel_figures(steps: Iterable[Step]) -> list[KernelFigure]:
-    """Each kernel's steady median and rate, from steps that carry their kernel, in the order first timed."""
-    samples: dict[tuple[str, str, int], list[float]] = defaultdict(list)
-    work: dict[tuple[str, str, int], tuple[float, float]] = {}
+Ident = tuple[str, str, int]  # kind, dtype, size
+
+
+def _rounds(steps: Iterable[Step]) -> tuple[dict[Ident, dict[int, list[float]]], dict[Ident, tuple[float, float]]]:
+    """The steady step times of each kernel, per round (a record from before rounds: all in round 0), and
+    each kernel's FLOPs and bytes per call."""
+    samples: dict[Ident, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    work: dict[Ident, tuple[float, float]] = {}
     for s in steps:
         k = s.kernel
         if k is None or s.warmup:
             continue
         ident = (str(k["kind"]), str(k["dtype"]), int(k["size"]))
-        samples[ident].extend([s.seconds] * s.steps)
+        samples[ident][int(k.get("round", 0))].extend([s.seconds] * s.steps)
         work[ident] = (float(k.get("flops") or 0), float(k.get("bytes") or 0))
+    return samples, work
+
+
+def _best_round(rounds: dict[int, list[float]]) -> list[float]:
+    """The times of the round with the lowest median: the one least disturbed by other work."""
+    return min(rounds.values(), key=lambda xs: median(xs) or 0.0)
+
+
+def kernel_figures(steps: Iterable[Step]) -> list[KernelFigure]:
+    """Each kernel's figure, in the order first timed: the median of its best round, and its rate; `count`
+    is every timed call of it."""
+    samples, work = _rounds(steps)
     out = []
-    for (kind, dtype, size), xs in samples.items():
-        mid = median(xs) or 0.0
+    for (kind, dtype, size), rounds in samples.items():
+        mid = median(_best_round(rounds)) or 0.0
         flops, nbytes = work[(kind, dtype, size)]
-        out.append(KernelFigure(kind=kind, dtype=dtype, size=size, median_s=mid, count=len(xs),
+        out.append(KernelFigure(kind=kind, dtype=dtype, size=size, median_s=mid,
+                                count=sum(len(xs) for xs in rounds.values()),
                                 flops_per_s=flops / mid if kind == "matmul" and mid > 0 else None,
                                 bytes_per_s=nbytes / mid if kind == "copy" and mid > 0 else None))
     return out
 
 
 def kernel_samples(steps: Iterable[Step], figure: KernelFigure) -> list[float]:
-    """The steady step times of one kernel."""
-    return [s.seconds for s in steps for _ in range(s.steps) if s.kernel and not s.warmup
-            and (s.kernel["kind"], s.kernel["dtype"], s.kernel["size"]) == (figure.kind, figure.dtype, figure.size)]
+    """The steady step times of one kernel's best round (those its figure is the median of)."""
+    rounds = _rounds(steps)[0].get((figure.kind, figure.dtype, figure.size))
+    return _best_round(rounds) if rounds else []
 
 
 def best(figures: Iterable[KernelFigure], kind: str, dtype: str | None = None) -> KernelFigure | None:
