@@ -13,7 +13,7 @@ import pytest
 from tpulab.base.basis import differ
 from tpulab.base.errors import EXIT_USAGE
 from tpulab.base.events import OpRow, Profile
-from tpulab.engine.store import Store, StoreError, compare, export_csv, export_json, read_export
+from tpulab.engine.store import Imported, Store, StoreError, compare, export_csv, export_json, read_export
 
 from .helpers import ROOT, json_events, make_record, run_cli
 
@@ -25,10 +25,10 @@ def test_round_trip_through_export_and_import(tmp_path, store):
     out = tmp_path / "runs.json"
     export_json(store.records(), out)
     empty = Store(tmp_path / "b.db")
-    assert empty.import_records(read_export(out)) == (3, 0)
+    assert empty.import_records(read_export(out)) == Imported(3, 0, 0)
     by_id = {r.id: r for r in empty.records()}
     assert by_id == {r.id: r for r in records}
-    assert empty.import_records(read_export(out)) == (0, 3)  # no duplicates
+    assert empty.import_records(read_export(out)) == Imported(0, 0, 3)  # no duplicates
     assert len(empty.records()) == 3
 
 
@@ -45,7 +45,7 @@ def test_a_profile_goes_out_and_comes_back_with_its_op_table(tmp_path, store):
     out = tmp_path / "runs.json"
     export_json(store.records(), out)
     other = Store(tmp_path / "b.db")
-    assert other.import_records(read_export(out)) == (1, 0)
+    assert other.import_records(read_export(out)) == Imported(1, 0, 0)
     assert other.get(profiled.id).summary.profile == profiled.summary.profile
 
 
@@ -141,8 +141,9 @@ def test_one_bad_record_among_good_ones_imports_nothing(tmp_path, store, db):
     path = tmp_path / "mixed.json"
     path.write_text(json.dumps({"format": "tpulab-results", "schema": 1, "records": [good, bad]}))
     out = run_cli("results", "--db", str(db), "import", str(path))
-    assert out.returncode == 1
-    assert f"record 2 (id {bad['id']}): step 2 has no number 'seconds'; nothing was imported" in out.stderr
+    assert out.returncode == EXIT_USAGE
+    assert f"record 2 (id {bad['id']}): steps[1].seconds should be a number, found a string; nothing was imported" \
+        in out.stderr
     assert store.records() == []
 
 
@@ -239,8 +240,8 @@ def test_export_to_an_unwritable_path_names_it(tmp_path, store, db):
 
 
 @pytest.mark.parametrize("damage, why", [
-    (lambda r: r["steps"][0].pop("step"), "not a tpulab record"),
-    (lambda r: r.update(device="a GPU"), "not a tpulab record"),
+    (lambda r: r["steps"][0].pop("step"), "missing steps[0].step"),
+    (lambda r: r.update(device="a GPU"), "device should be an object, found a string"),
 ])
 def test_an_import_that_would_break_the_listing_is_refused(tmp_path, store, damage, why):
     bad = make_record().to_json()

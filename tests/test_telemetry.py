@@ -462,7 +462,7 @@ def test_telemetry_survives_the_store_export_and_import(tmp_path, store):
     store.save(r)
     export_json(store.records(), tmp_path / "x.json")
     fresh = Store(tmp_path / "b.db")
-    assert fresh.import_records(read_export(tmp_path / "x.json")) == (1, 0)
+    assert fresh.import_records(read_export(tmp_path / "x.json")).runs == 1
     back = fresh.get(r.id)
     assert back.summary.telemetry == r.summary.telemetry and codes(back) == ["input-bound"]
     assert back.telemetry == r.telemetry and isinstance(back.telemetry[0].devices[0], Accel)
@@ -479,7 +479,7 @@ def test_a_record_from_before_telemetry_still_reads(tmp_path, store):
     old["schema"] = 2
     del old["telemetry"], old["summary"]["telemetry"]
     (tmp_path / "old.json").write_text(json.dumps({"format": "tpulab-results", "records": [old]}))
-    assert store.import_records(read_export(tmp_path / "old.json")) == (1, 0)
+    assert store.import_records(read_export(tmp_path / "old.json")).runs == 1
     back = store.get(old["id"])
     assert back.telemetry == [] and back.summary.telemetry is None
     assert "J/step" not in text(comparison_table(compare([back, back]), 80), 80)

@@ -7,6 +7,10 @@ message. Anything else that escapes is a bug, and keeps its traceback.
 
 from __future__ import annotations
 
+import errno
+import shutil
+from pathlib import Path
+
 EXIT_OK = 0
 EXIT_FAILED = 1  # a run failed, or nothing came of a command
 EXIT_USAGE = 2  # a bad value or command line: nothing ran
@@ -63,3 +67,34 @@ def out_of_memory(e: BaseException) -> bool:
     text = f"{type(e).__name__}: {e}"
     return any(s in text for s in ("RESOURCE_EXHAUSTED", "ResourceExhausted", "Out of memory", "out of memory",
                                    "OOM when allocating"))
+
+
+NO_SPACE = "no space left on device"
+LITTLE_FREE = 1 << 20  # bytes: a write that fails where less than this is free failed for want of space
+
+
+def why_unwritten(path: Path, said: str, code: int | None = None) -> str:
+    """Why a write at `path` failed, named by its cause so that the user knows what to free: no space left on its
+    filesystem (ENOSPC, or a bare I/O error where next to nothing is free: SQLite's "disk I/O error" on a full
+    disk), the file size limit (EFBIG: ulimit -f), else what the system said (`code`: the errno, when known)."""
+    if code == errno.ENOSPC or code is None and _free(path) < LITTLE_FREE:
+        return NO_SPACE
+    if code == errno.EFBIG or code is None and _size_limited():
+        return "file too large for the file size limit (ulimit -f)"
+    return said
+
+
+def _free(path: Path) -> float:
+    """Bytes free to this user on the filesystem that holds `path` (or would: its nearest existing folder)."""
+    for folder in (path, *path.parents):
+        try:
+            return shutil.disk_usage(folder).free
+        except OSError:
+            continue
+    return float("inf")
+
+
+def _size_limited() -> bool:
+    import resource  # POSIX only, as the file size limit is
+
+    return resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable, ClassVar, Mapping, TypeVar
+from typing import Annotated, Any, Callable, ClassVar, Mapping, TypeVar
 
 from tpulab.base.timing import Flag, Stats
+from tpulab.base.typed import MAY_BE_NAN
 
 SCHEMA = 4  # 2: backend, backend_reason, sweep and hosts joined the record; 3: plugins, model, telemetry;
 # 4: the summary's profile (op table) and decode figures (older records read)
@@ -25,6 +26,7 @@ MARK_COMPILED = "compiled"  # the Sample taken as the first call ended
 MARK_TRACING = "tracing"  # the Sample taken as the traced steps began
 
 T = TypeVar("T")
+Measured = Annotated[float, MAY_BE_NAN]  # what the model computed (a loss, a checksum): NaN when training diverged
 
 
 def _known(cls: type[T], data: Mapping[str, Any]) -> T:
@@ -104,8 +106,8 @@ class Step(Event):
     steps: int = 1  # steps this measurement covered
     warmup: bool = False
     examples_per_s: float | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
-    value: float | None = None  # the checksum that was fetched (conv)
+    metrics: dict[str, Measured] = field(default_factory=dict)
+    value: Measured | None = None  # the checksum that was fetched (conv)
     phase: str = ""  # PHASE_TRAIN, PHASE_PREDICT (the inference phase); "" for a workload with one phase
     host_seconds: list[float] | None = None  # per host, when several processes share the step
     kernel: dict[str, Any] | None = None  # a run of several kernels: which one (kind, dtype, size, flops, bytes)
@@ -116,7 +118,7 @@ class Epoch(Event):
     name: ClassVar[str] = "epoch"
     epoch: int
     seconds: float
-    metrics: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, Measured] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -381,8 +383,8 @@ class Summary:
     inference_compile_seconds: float | None = None  # the inference phase (predict), timed apart from training
     inference_step_seconds: Stats | None = None
     inference_throughput: float | None = None  # in `throughput_unit`
-    final_metrics: dict[str, float] | None = None
-    validation: dict[str, float] | None = None
+    final_metrics: dict[str, Measured] | None = None
+    validation: dict[str, Measured] | None = None
     flags: list[Flag] = field(default_factory=list)
     host_seconds: list[float] | None = None  # median step time per host (multi-host runs)
     telemetry: Telemetry | None = None

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from contextlib import contextmanager
 from dataclasses import asdict
+from pathlib import Path
+from typing import Iterator
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from tpulab.base import fmt
-from tpulab.base.errors import EXIT_FAILED, UsageError
+from tpulab.base.errors import NO_SPACE, UsageError, why_unwritten
 from tpulab.base.events import RunRecord
 from tpulab.engine.runindex import FILTERS, FilterError, RunFilter, make_filter
 from tpulab.engine.store import Store, StoreError, compare, default_path, export_csv, export_json, read_export, row
@@ -121,19 +125,36 @@ def _compare(args, store: Store, console: Console) -> int:
     return 0
 
 
+@contextmanager
+def written(path: Path) -> Iterator[Path]:
+    """The path to write `path`'s new content to: a file beside it, renamed over it once whole, so that a failed
+    write (a full disk) leaves what was there as it was; the failure said in one line, naming its cause."""
+    if path.exists() and not path.is_file():  # a device or a pipe (-o /dev/stdout) is written as it is
+        yield path
+        return
+    part = path.with_name(f".{path.name}.part")
+    try:
+        yield part
+        os.replace(part, path)
+    except OSError as e:
+        why = why_unwritten(path, e.strerror or str(e), e.errno)
+        free = "free some space there, or " if why == NO_SPACE else ""
+        raise StoreError(f"cannot write {path}: {why}; nothing was written: {free}choose another -o FILE") from None
+    finally:
+        part.unlink(missing_ok=True)  # gone once renamed; what a failed write left of it
+
+
 def export_ops(args, store: Store, console: Console) -> int:
     """One run's op table alone: CSV, a line per op; or its whole profile as JSON."""
     if len(args.ids) != 1:
         raise UsageError("export --ops writes one run's op table: give one run's ID")
     record = store.get(args.ids[0])
     profile = ops.profile_of(record)
-    try:
+    with written(args.output) as path:
         if args.format == "csv":
-            ops.write_csv(profile, args.output)
+            ops.write_csv(profile, path)
         else:
-            args.output.write_text(json.dumps(asdict(profile), indent=1), encoding="utf-8")
-    except OSError as e:
-        raise StoreError(f"cannot write {args.output}: {e.strerror}; choose another -o FILE") from None
+            path.write_text(json.dumps(asdict(profile), indent=1), encoding="utf-8")
     console.print(f"exported the op table of run {record.short_id} ({len(profile.ops)} ops) to {args.output}",
                   highlight=False)
     return 0
@@ -156,24 +177,20 @@ def _export(args, store: Store, console: Console) -> int:
         filt = filter_of(args)
         records = store.records(filt)
         sweeps = [] if filt else store.sweeps()
-    try:
+    with written(args.output) as path:
         if args.format == "json":
-            export_json(records, args.output, sweeps)
+            export_json(records, path, sweeps)
         else:
-            export_csv(records, args.output)
-    except OSError as e:
-        raise StoreError(f"cannot write {args.output}: {e.strerror}; choose another -o FILE") from None
+            export_csv(records, path)
     carried = f" and {len(sweeps)} sweep(s)" if sweeps and args.format == "json" else ""
     console.print(f"exported {len(records)} run(s){carried} to {args.output}", highlight=False)
     return 0
 
 
 def _import(args, store: Store, console: Console) -> int:
-    exported = read_export(args.file)
-    added, skipped = store.import_records(exported)
-    sweeps = f" and {len(exported.sweeps)} sweep(s)" if exported.sweeps else ""
-    console.print(f"imported {added} run(s){sweeps} from {args.file}"
-                  + (f", {skipped} already present" if skipped else ""), highlight=False)
+    done = store.import_records(read_export(args.file))
+    console.print(f"from {args.file}: {done.runs} run(s) and {done.sweeps} sweep(s) added"
+                  + (f", {done.present} already present" if done.present else ""), highlight=False)
     return 0
 
 
@@ -226,7 +243,7 @@ def _prune(args, store: Store, console: Console) -> int:
         if answer not in ("y", "yes"):
             console.print("nothing removed" + ("" if answer else " (no answer; --yes answers for scripts)"),
                           highlight=False)
-            return EXIT_FAILED
+            return 0  # declining is an answer, not a failure
     removed, reclaimed = store.prune(filt)
     console.print(f"removed {removed:,} run(s){which}; {reclaimed / 2**20:.1f} MiB reclaimed, "
                   f"{store.size() / 2**20:.1f} MiB left in {store.path}", highlight=False)
@@ -237,10 +254,8 @@ def _report(args, store: Store, console: Console) -> int:
     from tpulab.views.report import report_page
 
     page = report_page(store, args.ids)
-    try:
-        args.output.write_text(page, encoding="utf-8")
-    except OSError as e:
-        raise StoreError(f"cannot write {args.output}: {e.strerror}; choose another -o FILE") from None
+    with written(args.output) as path:
+        path.write_text(page, encoding="utf-8")
     console.print(f"wrote {args.output} ({len(page) // 1024} KiB): it opens in any browser, no network needed",
                   highlight=False)
     return 0

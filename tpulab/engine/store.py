@@ -9,6 +9,7 @@ not what is kept. The schema is versioned in `meta`.
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import math
 import shutil
@@ -21,15 +22,17 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from tpulab.backends import article
 from tpulab.base.basis import GFLOPS, TIME, Work, basis, differ
-from tpulab.base.errors import EXIT_USAGE, TpulabError
+from tpulab.base.errors import EXIT_USAGE, NO_SPACE, TpulabError, first_line, why_unwritten
 from tpulab.base.events import STATUSES, RunRecord, SweepRecord, Telemetry
 from tpulab.base.home import home, traces
+from tpulab.base.typed import problem
 from tpulab.engine.runindex import COLUMNS, RunFilter, RunRow, Wanted, derive, table_sql
 from tpulab.workloads import registry
 
 SCHEMA_VERSION = 4  # 2: sweeps; 3: records apart from their indexed columns; 4: profiles (the host gap indexed)
 BUSY_TIMEOUT_S = 60  # how long a writer waits for another process's transaction
 EXPORT_FORMAT = "tpulab-results"
+MAX_IMPORT_BYTES = 64 * 2**20  # an import reads its file whole: a larger one is refused before it is read
 COMPARED_BY_DESIGN = ("device", "shards", "backend")  # what a comparison across runtimes varies on purpose
 USABLE = "status = 'finished' AND gflops_per_s > 0"  # a run an estimate may learn from
 INDEXES = (
@@ -42,11 +45,20 @@ INDEXES = (
     f"CREATE INDEX IF NOT EXISTS runs_work ON runs (device_kind, flops_per_step, gflops_per_s, started_at) WHERE {USABLE}",
 )
 EVERY = RunFilter()
+# SQLite's result codes (https://sqlite.org/rescode.html): its own words on a full disk are often "disk I/O error"
+SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL = 8, 10, 13
+IOERR_READING = (266, 522)  # SQLITE_IOERR_READ, SQLITE_IOERR_SHORT_READ: the one I/O error a read makes
 ORDER = "ORDER BY runs.started_at DESC, runs.rowid DESC"  # newest first
 
 
 class StoreError(TpulabError):
     """The store or a file cannot be used; the message names the path and the way out."""
+
+
+class BadImport(StoreError):
+    """A file that is not a tpulab export, or holds what cannot be imported: bad input (exit code 2)."""
+
+    exit_code = EXIT_USAGE
 
 
 class NotKept(StoreError):
@@ -63,6 +75,15 @@ def default_path(environ: Mapping[str, str] | None = None) -> Path:
 class Exported:
     records: list[Any]
     sweeps: list[Any]
+
+
+@dataclass
+class Imported:
+    """What an import added (runs, sweeps), and how many of its runs and sweeps were already present."""
+
+    runs: int
+    sweeps: int
+    present: int
 
 
 @dataclass
@@ -85,7 +106,11 @@ class Store:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        except (OSError, sqlite3.Error) as e:
+        except OSError as e:
+            raise StoreError(f"cannot open the results database {self.path}: "
+                             f"{why_unwritten(self.path, e.strerror or str(e), e.errno)}; "
+                             "pass --db PATH or set TPULAB_HOME to a writable folder") from None
+        except sqlite3.Error as e:
             raise StoreError(f"cannot open the results database {self.path}: {e}; "
                              "pass --db PATH or set TPULAB_HOME to a writable folder") from None
         try:
@@ -97,10 +122,21 @@ class Store:
         except sqlite3.DatabaseError as e:
             if con.in_transaction:
                 con.execute("ROLLBACK")
-            raise StoreError(f"cannot read the results database {self.path}: {e}. It was left untouched: "
-                             f"move it aside (mv {self.path} {self.path}.bak) or pass --db OTHER_PATH") from None
+            raise self._fault(e) from None
         finally:
             con.close()
+
+    def _fault(self, e: sqlite3.DatabaseError) -> StoreError:
+        """A failed write (the disk full, a file size limit, no permission) said as one, naming its cause; only a
+        database SQLite cannot read is called unreadable. Either way the transaction left what was kept as it was."""
+        code = getattr(e, "sqlite_errorcode", 0)
+        if code == SQLITE_FULL or code & 0xFF in (SQLITE_IOERR, SQLITE_READONLY) and code not in IOERR_READING:
+            why = why_unwritten(self.path, str(e), errno.ENOSPC if code == SQLITE_FULL else None)
+            free = "free some space there, or " if why == NO_SPACE else ""
+            return StoreError(f"cannot write the results database {self.path}: {why}; nothing kept was changed: "
+                              f"{free}pass --db OTHER_PATH")
+        return StoreError(f"cannot read the results database {self.path}: {e}. It was left untouched: "
+                          f"move it aside (mv {self.path} {self.path}.bak) or pass --db OTHER_PATH")
 
     def _migrate(self, con: sqlite3.Connection) -> None:
         # Switching a new database to WAL while another process opens it can fail at once with "locked"
@@ -256,27 +292,25 @@ class Store:
         records = [load_record(json.loads(r[0])) for r in rows]
         return {r.id: r for r in records}
 
-    def import_records(self, exported: Exported) -> tuple[int, int]:
-        """All or nothing; a record or sweep already present is skipped. Returns (runs added, runs skipped)."""
+    def import_records(self, exported: Exported) -> Imported:
+        """All or nothing; a run or sweep already present (by its id) is left as it is, and counted apart."""
         records, sweeps = exported.records, exported.sweeps
         parsed: list[RunRecord] = []
         for i, r in enumerate(records, 1):
-            problem = validate(r)
-            if problem:
+            why = validate(r)
+            if why:
                 rid = r.get("id") if isinstance(r, dict) else None
-                raise StoreError(f"record {i}{f' (id {rid})' if rid else ''}: {problem}; nothing was imported")
+                named = f" (id {rid})" if isinstance(rid, str) and len(rid) <= 64 and rid.isalnum() else ""
+                raise BadImport(f"record {i}{named}: {why}; nothing was imported")
             parsed.append(load_record(r))
         for i, sw in enumerate(sweeps, 1):
-            problem = validate_sweep(sw)
-            if problem:
-                raise StoreError(f"sweep {i}: {problem}; nothing was imported")
-        added = 0
+            why = validate_sweep(sw)
+            if why:
+                raise BadImport(f"sweep {i}: {why}; nothing was imported")
         with self._db(write=True) as con:
-            for record, data in zip(parsed, records):
-                added += _insert(con, record, data, replace=False)
-            for sw in sweeps:
-                _insert_sweep(con, sw, replace=False)
-        return added, len(records) - added
+            runs = sum(_insert(con, record, data, replace=False) for record, data in zip(parsed, records))
+            kept_sweeps = sum(_insert_sweep(con, sw, replace=False) for sw in sweeps)
+        return Imported(runs, kept_sweeps, len(records) - runs + len(sweeps) - kept_sweeps)
 
     # --- pruning -------------------------------------------------------------------------------------
     def prune(self, filt: RunFilter) -> tuple[int, int]:
@@ -359,10 +393,10 @@ def _insert(con: sqlite3.Connection, record: RunRecord, data: dict[str, Any], re
     return cur.rowcount
 
 
-def _insert_sweep(con: sqlite3.Connection, sweep: dict[str, Any], replace: bool) -> None:
+def _insert_sweep(con: sqlite3.Connection, sweep: dict[str, Any], replace: bool) -> int:
     verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-    con.execute(f"{verb} INTO sweeps (id, workload, started_at, sweep) VALUES (?, ?, ?, ?)",
-                (sweep["id"], sweep["workload"], sweep["started_at"], json.dumps(sweep)))
+    return con.execute(f"{verb} INTO sweeps (id, workload, started_at, sweep) VALUES (?, ?, ?, ?)",
+                       (sweep["id"], sweep["workload"], sweep["started_at"], json.dumps(sweep))).rowcount
 
 
 def load_record(data: dict[str, Any]) -> RunRecord:
@@ -380,7 +414,7 @@ REQUIRED: dict[str, type] = {
 
 
 def validate(r: Any) -> str | None:
-    """Why a record cannot be imported, or None."""
+    """Why a record cannot be imported, or None: every field as its dataclass declares it (`tpulab.base.typed`)."""
     if not isinstance(r, dict):
         return f"expected an object, found {type(r).__name__}"
     for key, kind in REQUIRED.items():
@@ -389,12 +423,12 @@ def validate(r: Any) -> str | None:
         if not isinstance(r[key], kind):
             return f"{key!r} should be {kind.__name__}, found {type(r[key]).__name__}"
     if not r["id"] or not all(c in "0123456789abcdef" for c in r["id"]):
-        return f"'id' should be hexadecimal, found {r['id']!r}"
+        return "'id' should be hexadecimal"
     if r["status"] not in STATUSES:
-        return f"'status' should be one of {', '.join(STATUSES)}, found {r['status']!r}"
-    for j, s in enumerate(r["steps"], 1):
-        if not isinstance(s, dict) or not isinstance(s.get("seconds"), (int, float)):
-            return f"step {j} has no number 'seconds'"
+        return f"'status' should be one of {', '.join(STATUSES)}"
+    found = problem(r, RunRecord)
+    if found:
+        return found
     try:  # every part must read back as the classes every view reads
         load_record(r)
     except (TypeError, ValueError, KeyError, AttributeError) as e:
@@ -408,7 +442,7 @@ def validate_sweep(sw: Any) -> str | None:
         SweepRecord.from_json(sw)
     except (ValueError, TypeError) as e:
         return str(e)
-    return None
+    return problem(sw, SweepRecord)
 
 
 # --- files ----------------------------------------------------------------------------------
@@ -480,19 +514,48 @@ def export_csv(records: list[RunRecord], path: Path) -> None:
 
 
 def read_export(path: Path) -> Exported:
+    """The records and sweeps of an export (`results export`), or of a run's `--json` output (its result line):
+    a `StoreError` in one line for anything else, before anything is imported."""
     try:
-        data = json.loads(path.read_text())
+        size = path.stat().st_size
+        if size > MAX_IMPORT_BYTES:
+            raise BadImport(f"{path} is {size / 2**20:.0f} MiB, more than the {MAX_IMPORT_BYTES // 2**20} MiB an "
+                             "import reads: export fewer runs per file (ids or filters); nothing was imported")
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise StoreError(f"cannot read {path}: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise StoreError(f"{path} is not a tpulab JSON export ({e}); CSV exports are for spreadsheets and "
+        raise BadImport(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise BadImport(f"{path} is not a tpulab JSON export ({e}); nothing was imported") from None
+    try:
+        data = _parse(text)
+    except (ValueError, RecursionError) as e:  # a JSONDecodeError is a ValueError, as a 5,000-digit number is
+        why = "it nests too deep" if isinstance(e, RecursionError) else first_line(str(e))
+        raise BadImport(f"{path} is not a tpulab JSON export ({why}); CSV exports are for spreadsheets and "
                          "cannot be imported; nothing was imported") from None
     if isinstance(data, dict) and data.get("format") == EXPORT_FORMAT and isinstance(data.get("records"), list):
-        sweeps = data.get("sweeps") or []
-        return Exported(data["records"], sweeps if isinstance(sweeps, list) else [])
+        sweeps = data.get("sweeps", [])
+        if not isinstance(sweeps, list):
+            raise BadImport(f"{path}: 'sweeps' should be a list; nothing was imported")
+        return Exported(data["records"], sweeps)
     if isinstance(data, list):
         return Exported(data, [])
-    raise StoreError(f"{path} is not a tpulab export (no 'records' list); nothing was imported")
+    raise BadImport(f"{path} is not a tpulab export (no 'records' list); nothing was imported")
+
+
+def _parse(text: str) -> Any:
+    """One JSON document; else JSON lines, a run's `--json` output, whose result lines are its records.
+    (NaN is read as Python's json writes it; which fields may hold it is `validate`'s to say.)"""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        if e.msg != "Extra data":
+            raise
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    results = [{k: v for k, v in d.items() if k != "event"} for d in lines
+               if isinstance(d, dict) and d.get("event") == "result"]
+    if not results:
+        raise ValueError("JSON lines without a run's result line")
+    return results
 
 
 # --- comparison -----------------------------------------------------------------------------
