@@ -11,6 +11,7 @@ from tpulab.base import fmt
 from tpulab.lab.app import TpulabApp
 from tpulab.lab.panes.help import HelpScreen
 from tpulab.lab.panes.run import RunLog, RunPane
+from tpulab.views.ops import top_rows
 
 from .helpers import Replay, conv_events, make_record, results_tab, text, wait_for
 
@@ -48,7 +49,7 @@ async def test_run_tab_shows_the_op_table_after_a_profiled_run(db, cpu_machine):
         assert f"{fmt.percent(kept.ops[0].ceiling_fraction)} of the spec peak" in shown
         assert "why: host-bound" in shown and "why: one-op-dominates" in shown  # beside the telemetry's
         table = shown[shown.index("where a step's time went"):].splitlines()
-        assert table[1].split() == ["op", "category", "calls", "ms/step", "share", "GFLOP/s", "ceiling", "bound"]
+        assert table[1].split() == ["op", "category", "calls", "ms/step", "share", "GFLOP/s", "of", "spec", "bound"]
         assert table[3].split() == ["convolution.4", "matmul/conv", "1", "2.50", "62.5%", "40.0",
                                     fmt.percent(kept.ops[0].ceiling_fraction), "-"]  # its bytes unknown: no side
         assert table[4].split() == ["fusion.2", "elementwise", "1", "0.500", "12.5%", "-", "-", "-"]
@@ -86,3 +87,50 @@ async def test_results_tab_opens_a_kept_runs_op_table_and_says_its_key(store, db
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
         help_text = text(app.screen.query_one("#help-text", Static))
         assert "o  Op table of a profiled run" in help_text
+
+
+LONG = "gradient_tape/sequential_1/conv2d_{}_1/convolution/Conv2DBackprop{}"  # names that wrapped 3-4 lines
+
+
+def long_profile() -> Profile:
+    """A TensorFlow CNN's step: a fused kernel, two layers' filter and input gradients (names alike but for
+    the middle and the end), and enough ops that the table scrolls at 80x24."""
+    names = ["sequential_1/conv2d_1: Conv2D+BiasAdd+Elu, fused",
+             *(LONG.format(layer, what) for layer in (1, 2) for what in ("Filter", "Input")),
+             *(f"sequential_1/dense_{i}/MatMul" for i in range(20))]
+    return Profile(steps=3, step_seconds=40 * MS, host_gap=1 * MS, host_gap_share=0.025, profiler="tf.profiler",
+                   where="/host:CPU", ops=[OpRow(name=n, type="MatMul", category="matmul/conv", calls=1,
+                                                 seconds=(30 - i) * 0.05 * MS, share=(30 - i) / 800,
+                                                 gflops_per_s=12.5, ceiling_fraction=0.061, ceiling="the spec peak")
+                                           for i, n in enumerate(names)])
+
+
+async def test_the_op_pane_opens_at_its_headers_one_line_an_op_each_named_apart(store, db, cpu_machine):
+    record = make_record(median=0.04, backend="tensorflow")
+    record.summary.profile = long_profile()
+    store.save(record)
+    app = TpulabApp(probe=False, report=cpu_machine, db=db)
+    async with app.run_test(size=SMALL) as pilot:
+        await results_tab(pilot, 1)
+        await pilot.press("o")
+        shown, box = app.query_one("#comparison", Static), app.query_one("#comparison-box")
+        await wait_for(pilot, lambda: "fused" in text(shown), 5)
+        box.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        assert box.scroll_y > 0  # the table is longer than the pane
+        await pilot.press("o")  # opened again, after it was read to its end
+        await pilot.pause()
+        assert box.scroll_y == 0
+        lines = text(shown, width=box.size.width).splitlines()
+        header = next(line for line in lines if line.split()[:2] == ["op", "category"])
+        assert header.split()[6:8] == ["of", "spec"]  # no ceiling measured: a share of the spec peak, said so
+        rows = [line.split()[0] for line in lines[lines.index(header) + 2:] if "matmul/conv" in line]
+        assert len(rows) == len(long_profile().ops)  # each op on one line
+        assert len(set(rows)) == len(rows)  # none printed as another
+        fused = next(line for line in lines if "fused" in line)
+        assert fused.split()[0].endswith("+Elu,")  # named by what it fuses, its end kept at 80 columns
+        assert sum("_1_1/con" in row for row in rows) == 2  # the layers' gradients told apart where they part
+        summary = dict(top_rows(long_profile()))
+        assert "conv2d_1: Conv2D+BiasAdd+Elu, fused (matmul/conv)" in summary["op 1"]
+        assert summary["op 2"] != summary["op 4"] and summary["op 2"].startswith("…v2d_1_1/")
+        assert any("of spec: each op's share of the spec peak" in line for line in lines)

@@ -136,11 +136,13 @@ def refused(capsys, *argv: str) -> str:
     (["run", "conv", "--no-ui", "--bach-size=8"], "unknown option --bach-size; did you mean --batch-size?"),
     (["sweep", "conv", "--bach-size", "4,8"], "tpulab sweep: error: unknown option --bach-size; did you mean "
                                               "--batch-size?"),
-    (["--run", "convv", "--no-ui", "--batch-size", "8"], "argument --run: invalid choice: 'convv'; did you mean conv?"),
-    (["run", "convv", "--no-ui"], "invalid choice: 'convv'; did you mean conv?"),
-    (["sweep", "convv", "--batch-size", "4,8"], "argument workload: invalid choice: 'convv'; did you mean conv?"),
-    (["results", "shwo", "abc"], "argument ACTION: invalid choice: 'shwo'; did you mean show?"),
-    (["doctr"], "argument COMMAND: invalid choice: 'doctr'; did you mean doctor?"),
+    (["--run", "convv", "--no-ui", "--batch-size", "8"], "tpulab: error: unknown workload 'convv'; did you mean conv?"),
+    (["run", "convv", "--no-ui"], "tpulab: error: unknown workload 'convv'; did you mean conv?"),
+    (["sweep", "convv", "--batch-size", "4,8"], "tpulab sweep: error: unknown workload 'convv'; did you mean conv?"),
+    (["results", "shwo", "abc"], "tpulab results: error: unknown action 'shwo'; did you mean show?"),
+    (["doctr"], "tpulab: error: unknown command 'doctr'; did you mean doctor?"),
+    (["results", "list", "--backend", "jaxx"], "unknown backend 'jaxx'; did you mean jax?"),
+    (["run", "zzz"], "unknown workload 'zzz' (choose from conv, "),
     (["results", "export", "-x", "out.json"], "unknown option -x"),
 ])
 def test_a_mistyped_option_or_name_is_named_with_the_nearest_known_one(capsys, argv, expected):

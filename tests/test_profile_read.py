@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tpulab.backends.hlo_ops import hlo_ops
-from tpulab.backends.op_table import OTHER, TOP_OPS, TraceEvent, TraceLine, TracePlane, build, by_name, category
+from tpulab.backends.op_table import OTHER, TOP_OPS, OpInfo, TraceEvent, TraceLine, TracePlane, build, by_name, category
 from tpulab.base.events import OTHER_OPS, Profile
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
@@ -200,6 +200,23 @@ def test_the_top_ops_are_kept_and_the_rest_summed_in_one_row():
     rest = profile.ops[-1]
     assert rest.calls == 5 and rest.seconds * 1e6 == pytest.approx(sum(10 - i * 0.1 for i in range(TOP_OPS, TOP_OPS + 5)))
     adds_up(profile)
+
+
+def test_a_fused_kernel_is_named_by_what_it_fuses_never_by_its_last_node_alone():
+    """oneDNN's Conv2D+BiasAdd+Elu runs under the Elu's name: with the graph, named by its nodes; without, by
+    its kernel's op and that node. A kernel of one op keeps its name (a batch norm is no fusion)."""
+    compute = TraceLine("tf_Compute/1", [event("sequential_1/conv2d_1/Elu:_MklNativeFusedConv2D", 0, 50),
+                                         event("sequential_1/dense/BiasAdd:_FusedMatMul", 50, 10),
+                                         event("sequential_1/bn/FusedBatchNormV3:_MklFusedBatchNormV3", 60, 10)])
+    planes = [host((0, 100), lines=(compute,))]
+    assert [op.name for op in build(planes).ops] == [
+        "sequential_1/conv2d_1: Conv2D…Elu, fused", "sequential_1/bn/FusedBatchNormV3",
+        "sequential_1/dense: MatMul…BiasAdd, fused"]
+    graph = {"sequential_1/conv2d_1/Elu": OpInfo("_MklNativeFusedConv2D", "matmul/conv", 1e6, 1e4,
+                                                 ("Conv2D", "BiasAdd", "Elu"))}
+    named = build(planes, lambda module, name, kind: graph.get(name)).ops[0]
+    assert (named.name, named.type, named.flops) == ("sequential_1/conv2d_1: Conv2D+BiasAdd+Elu, fused",
+                                                     "_MklNativeFusedConv2D", 1e6)
 
 
 def test_a_trace_without_step_annotations_has_no_table():
@@ -393,3 +410,5 @@ def test_a_keras_steps_programs_give_its_matmuls_and_convolutions_flops(backend)
             pytest.skip(f"this TensorFlow runs {forward['conv2d'][0]}: no fused kernel (no oneDNN)")
         assert forward == {"conv2d": ("_MklNativeFusedConv2D", CONV + BATCH * CONV_OUT),
                            "dense": ("_MklNativeFusedMatMul", DENSE + BATCH * CLASSES)}
+        fused = sorted(name.partition(": ")[2] for name, kind, _ in matmuls if "Fused" in kind)
+        assert fused == ["Conv2D+BiasAdd, fused", "MatMul+BiasAdd, fused"]  # named by what each fuses

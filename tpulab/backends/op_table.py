@@ -31,6 +31,9 @@ TF_KERNEL = re.compile(r"([^\s:]+):([A-Za-z_]\w*)")  # TensorFlow's kernel event
 # A called function's kernels carry the names of the calls that led to them (fit under a strategy wraps its step
 # in one): left out, so an op is named alike however it was called.
 CALLERS = re.compile(r"^(?:(?:Stateful)?PartitionedCall(?:_\d+)?/)+")
+# A kernel TensorFlow (oneDNN) fused from a matmul or convolution and the nodes after it: it runs under the last
+# one's name ("conv2d_1/Elu:_MklNativeFusedConv2D"), so it is named by what it fuses, never by that node alone.
+FUSED_KERNEL = re.compile(r"_\w*?Fused(?!BatchNorm)(\w+)")
 
 MATMUL, ELEMENTWISE, REDUCTION, MOVEMENT, COLLECTIVE, HOST_TO_DEVICE, OTHER = OP_CATEGORIES
 
@@ -67,6 +70,7 @@ class OpInfo:
     category: str
     flops: float | None = None
     bytes: float | None = None
+    fuses: tuple[str, ...] = ()  # a fused kernel's nodes' types, first to last ("Conv2D", "BiasAdd", "Elu")
 
 
 Programs = Mapping[tuple[str | None, str], OpInfo]  # (module or None, op name) -> what the program says
@@ -296,13 +300,25 @@ def _rows(ns: Mapping[Key, float], calls: Mapping[Key, int], step_ns: float, pro
         n = calls.get(key, 0)
         seconds = ns.get(key, 0.0) / 1e9
         rows.append(OpRow(
-            name=f"{module}/{name}" if names[name] > 1 and module else name,
+            name=fused_name(f"{module}/{name}" if names[name] > 1 and module else name, kind,
+                            info.fuses if info else ()),
             type=kind or (info.type if info else ""),
             category=info.category if info else category(kind or name),
             calls=float(n), seconds=seconds, share=seconds * 1e9 / step_ns if step_ns else 0.0,
             flops=info.flops * n if info and info.flops is not None and n else None,  # (no call began in the
             bytes=info.bytes * n if info and info.bytes is not None and n else None))  # step: a part, unknown)
     return sorted(rows, key=lambda r: (-r.seconds, r.name))
+
+
+def fused_name(name: str, kind: str, fuses: tuple[str, ...]) -> str:
+    """A fused kernel's name: its layer and what it fuses ("sequential_1/conv2d_1: Conv2D+BiasAdd+Elu, fused"),
+    from the graph's nodes where given, else from its type and its last node ("...: Conv2D…Elu, fused")."""
+    fused = FUSED_KERNEL.fullmatch(kind)
+    if not fused or category(kind) != MATMUL or len(fuses) == 1:
+        return name
+    scope, _, last = name.rpartition("/")
+    what = "+".join(fuses) if fuses else f"{fused.group(1)}…{last}"
+    return f"{scope or last}: {what}, fused"
 
 
 def _top(rows: list[OpRow], top: int) -> list[OpRow]:

@@ -451,7 +451,8 @@ class GraphOps:
             return None  # another rewrite: what ran is not what the node says
         flops = [f for n in chain if (f := _op_flops(n)) is not None]
         outside = [t for n in chain for t in n.inputs if t.op not in chain]  # read; the last node's output written
-        return OpInfo(kind, MATMUL, sum(flops) if len(flops) == len(chain) else None, _bytes([*outside, op.outputs[0]]))
+        return OpInfo(kind, MATMUL, sum(flops) if len(flops) == len(chain) else None, _bytes([*outside, op.outputs[0]]),
+                      tuple(n.type for n in reversed(chain)))
 
 
 def _elements(tensor: Any) -> int | None:

@@ -34,10 +34,12 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:  # argparse's check of a choice
-        if action.choices is not None and value not in action.choices:
+        if action.choices is not None and value not in action.choices:  # named for what was typed, not the flag
             names = [str(c) for c in action.choices]
-            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{did_you_mean(str(value), names)} "
-                                                 f"(choose from {', '.join(names)})")
+            noun = action.metavar.lower() if isinstance(action.metavar, str) and action.metavar.isalpha() \
+                else action.dest.replace("_", " ")
+            near = did_you_mean(str(value), names)
+            raise argparse.ArgumentError(None, f"unknown {noun} {value!r}" + (near or f" (choose from {', '.join(names)})"))
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:

@@ -235,7 +235,7 @@ def moves_body(a: RunRecord, b: RunRecord) -> str:
 
 def ops_body(profile: Profile) -> str:
     """The op table, as the terminal's (`tpulab results show ID --ops`), and what it rests on."""
-    return (table([ops.op_cells(o) for o in profile.ops], ops.OP_COLUMNS, "where a step's time went: its ops",
+    return (table(ops.table_cells(profile), ops.op_columns(profile), "where a step's time went: its ops",
                   ["note" if o.name == OTHER_OPS else "" for o in profile.ops])
             + lines(ops.notes(profile), "note"))
 

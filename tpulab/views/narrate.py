@@ -31,6 +31,7 @@ from tpulab.base.events import (
 )
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.telemetry_summary import GPU_POOL_NOTE
+from tpulab.views.ops import NAME_WIDTH, shorten
 
 SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
 SYNTHETIC = ("[synthetic]", "yellow")  # what every step of a run on stand-in data ends with (short: there are many)
@@ -92,7 +93,8 @@ def profiled_line(e: Profiled, width: int | None = None) -> str:
     p = e.profile
     top = max((o for o in p.ops if o.name != OTHER_OPS), key=lambda o: o.seconds, default=None)
     cells: list[Cell] = [(f"profiled {p.steps} {'step' if p.steps == 1 else 'steps'} (not timed)", ""),
-                         (f"top op {top.name} {fmt.percent(top.share)}", "") if top else ("no ops traced", "yellow"),
+                         (f"top op {shorten(top.name, NAME_WIDTH)} {fmt.percent(top.share)}", "") if top
+                         else ("no ops traced", "yellow"),
                          (f"host gap {fmt.percent(p.host_gap_share)}", "")]
     return fitted(cells, width)
 

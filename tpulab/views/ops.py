@@ -9,11 +9,13 @@ ops are named differently (TensorFlow against JAX) still say where their time we
 from __future__ import annotations
 
 import csv
+import os
+from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from rich import box
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -22,6 +24,10 @@ from tpulab.base.events import OP_CATEGORIES, OTHER_OPS, OpRow, Profile, RunReco
 
 TOP = 5  # the ops a run's summary names
 OP_COLUMNS = ("op", "category", "calls", "ms/step", "share", "GFLOP/s", "ceiling", "bound")
+OF_SPEC = "of spec"  # the `ceiling` column's name where no op is set against a measured ceiling
+SPEC_MARK = "*"  # a cell that is a share of the spec (beside others of a measured ceiling), said in a note
+NAME_WIDTH = 40  # an op's name in a line of the summary or the log
+MIN_NAME = 16  # the op column's narrowest, at any width
 MOVE_COLUMNS = ("op or category", "matched", "A ms", "B ms", "delta ms", "share change")
 CSV_FIELDS = tuple(f.name for f in fields(OpRow))
 NOT_PROFILED = "run {id} has no op profile: run it again with --profile (profile=True in Python)"
@@ -38,11 +44,72 @@ def ms(seconds: float | None, sign: str = "") -> str:
     return signed + (f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3f}")
 
 
-def op_cells(op: OpRow) -> tuple[str, ...]:
-    """An op's row of the table, in OP_COLUMNS' order ('-': unknown)."""
+def shorten(name: str, width: int, head: int | None = None) -> str:
+    """A name cut in the middle to `width`, keeping its distinguishing end (the layer and the op a path ends
+    with; a fused kernel's "..., fused" whole) and `head` characters of its start (a quarter by default)."""
+    if len(name) <= width:
+        return name
+    scope, said, what = name.partition(": ")
+    if said and len(what) + 2 + MIN_NAME // 2 <= width:
+        return f"{shorten(scope, width - len(what) - 2)}: {what}"
+    head = min(head or width // 4, width - 4)
+    return f"{name[:head]}…{name[len(name) - (width - head - 1):]}"
+
+
+def labels(names: list[str], width: int) -> dict[str, str]:
+    """Each name as printed in `width`, shortened in the middle; two names never print the same text. Names that
+    would are shown from where they part (their common start left out), then given more room, up to whole."""
+    out: dict[str, str] = {}
+    todo, room, apart = list(dict.fromkeys(names)), width, False
+    while todo:
+        if apart:  # the second round: where the colliding names part, and the end
+            start = max(0, len(os.path.commonprefix(todo)) - 4)
+            short = {n: shorten("…" + n[start:] if start else n, room, 12) for n in todo}
+        else:
+            short = {n: shorten(n, room) for n in todo}
+        seen = Counter(short.values())
+        out.update({n: t for n, t in short.items() if seen[t] == 1})
+        todo = [n for n in todo if seen[short[n]] > 1]
+        room += 4 if apart else 0
+        apart = True
+    return out
+
+
+def is_spec(ceiling: str | None) -> bool:
+    return (ceiling or "").startswith("the spec")
+
+
+def spec_only(p: Profile) -> bool:
+    """Whether no op is set against a measured ceiling (each share is of the vendor's spec)."""
+    rated = [op.ceiling for op in p.ops if op.ceiling]
+    return bool(rated) and all(is_spec(c) for c in rated)
+
+
+def op_columns(p: Profile) -> tuple[str, ...]:
+    """OP_COLUMNS, the `ceiling` column named "of spec" where every share in it is of the spec peak."""
+    return tuple(OF_SPEC if c == "ceiling" and spec_only(p) else c for c in OP_COLUMNS)
+
+
+def op_cells(op: OpRow, mark_spec: bool = False) -> tuple[str, ...]:
+    """An op's row of the table, in OP_COLUMNS' order ('-': unknown); `mark_spec`: a share of the spec peak
+    beside shares of a measured ceiling is marked with SPEC_MARK."""
+    ceiling = fmt.percent(op.ceiling_fraction)
+    if mark_spec and op.ceiling_fraction is not None and is_spec(op.ceiling):
+        ceiling += SPEC_MARK
     return (op.name, op.category, f"{op.calls:.3g}", ms(op.seconds), fmt.percent(op.share),
-            f"{op.gflops_per_s:.1f}" if op.gflops_per_s is not None else "-", fmt.percent(op.ceiling_fraction),
-            op.bound or "-")
+            f"{op.gflops_per_s:.1f}" if op.gflops_per_s is not None else "-", ceiling, op.bound or "-")
+
+
+def table_cells(p: Profile, width: int | None = None) -> list[tuple[str, ...]]:
+    """The op table's rows, their names shortened to what `width` leaves beside the other columns (each with
+    its space and divider); None: whole."""
+    mixed = not spec_only(p) and any(is_spec(op.ceiling) for op in p.ops)
+    rows = [op_cells(op, mark_spec=mixed) for op in p.ops]
+    if width is None or not rows:
+        return rows
+    others = sum(max(len(c), *(len(r[i]) for r in rows)) + 2 for i, c in enumerate(op_columns(p)) if i)
+    names = labels([op.name for op in p.ops], max(MIN_NAME, width - others))
+    return [(names[op.name], *row[1:]) for op, row in zip(p.ops, rows)]
 
 
 def host_gap_text(p: Profile) -> str:
@@ -61,33 +128,56 @@ def notes(p: Profile) -> list[str]:
         out.append(f"FLOPs unknown: {p.no_flops}")
     if p.against:
         out.append(f"ceilings: {p.against}")
+    if spec_only(p):
+        out.append(f"{OF_SPEC}: each op's share of the spec peak (no ceiling measured here: a roofline run "
+                   "measures one)")
+    elif any(is_spec(op.ceiling) for op in p.ops):
+        out.append(f"{SPEC_MARK}: a share of the spec figure (no such ceiling measured here)")
     if p.trace_path:
         out.append(f"raw trace: {p.trace_path} (Perfetto or XProf open it: see the README)")
     return out
 
 
 def ops_table(p: Profile, title: str = "") -> Group:
-    """The whole op table, readable at 80 columns (a long name folds), and its notes below it."""
-    t = Table(title=title or None, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
-    for name in OP_COLUMNS:
-        t.add_column(name, overflow="fold", justify="left" if name in ("op", "category", "bound") else "right",
-                     no_wrap=name != "op", min_width=8 if name == "op" else None)
-    for op in p.ops:
-        t.add_row(*op_cells(op), style="dim" if op.name == OTHER_OPS else None)
-    return Group(t, *(Text(line, style="dim") for line in notes(p)))
+    """The whole op table, one line an op at the width it is drawn in (a long name shortened in the middle),
+    and its notes below it."""
+    return Group(OpTable(p, title), *(Text(line, style="dim") for line in notes(p)))
 
 
-def op_line(op: OpRow) -> str:
-    """'fusion.12 (matmul/conv): 41.0% of the step, 3.20 ms, 28.0% of the compute ceiling'."""
+@dataclass
+class OpTable:
+    """The op table, laid out when drawn: the op column takes what the others leave of the width."""
+
+    profile: Profile
+    title: str = ""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        p = self.profile
+        t = Table(title=self.title or None, box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False, padding=(0, 1, 0, 0))
+        for name in op_columns(p):
+            t.add_column(name, overflow="fold", justify="left" if name in ("op", "category", "bound") else "right",
+                         no_wrap=name != "op", min_width=8 if name == "op" else None)
+        for op, cells in zip(p.ops, table_cells(p, options.max_width)):
+            t.add_row(*cells, style="dim" if op.name == OTHER_OPS else None)
+        yield t
+
+
+def op_line(op: OpRow, name: str | None = None) -> str:
+    """'fusion.12 (matmul/conv): 41.0% of the step, 3.20 ms, 28.0% of the compute ceiling'; `name`: as
+    printed (shortened)."""
     ceiling = f", {fmt.percent(op.ceiling_fraction)} of {op.ceiling or 'the ceiling'}" \
         if op.ceiling_fraction is not None else ""
-    return f"{op.name} ({op.category}): {fmt.percent(op.share)} of the step, {ms(op.seconds)} ms{ceiling}"
+    return f"{name or op.name} ({op.category}): {fmt.percent(op.share)} of the step, {ms(op.seconds)} ms{ceiling}"
 
 
 def top_rows(p: Profile, n: int = TOP) -> list[tuple[str, str]]:
-    """A run's summary of its profile: its top `n` ops (not the row that sums the rest) and the host gap."""
-    ranked = sorted((o for o in p.ops if o.name != OTHER_OPS), key=lambda o: o.seconds, reverse=True)
-    return [*((f"op {i}", op_line(op)) for i, op in enumerate(ranked[:n], 1)), ("host gap", host_gap_text(p))]
+    """A run's summary of its profile: its top `n` ops (not the row that sums the rest), their names told
+    apart in NAME_WIDTH, and the host gap."""
+    ranked = sorted((o for o in p.ops if o.name != OTHER_OPS), key=lambda o: o.seconds, reverse=True)[:n]
+    names = labels([op.name for op in ranked], NAME_WIDTH)
+    return [*((f"op {i}", op_line(op, names[op.name])) for i, op in enumerate(ranked, 1)),
+            ("host gap", host_gap_text(p))]
 
 
 def profile_of(record: RunRecord) -> Profile:

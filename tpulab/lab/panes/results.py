@@ -241,10 +241,13 @@ class ResultsPane(Vertical):
         self.app.call_from_thread(self._show_view, view)
 
     def _show_view(self, view: Any) -> None:
-        """A view of one run (its roofline, its op table) where a comparison shows, taking the keys."""
+        """A view of one run (its roofline, its op table) where a comparison shows, taking the keys, from its top
+        (its headers), wherever the view before it was scrolled to."""
         self.query_one("#compare-chart").display = False
-        self.query_one("#comparison-box").display = True
+        box = self.query_one("#comparison-box")
+        box.display = True
         self.query_one("#comparison", Static).update(view)
+        box.scroll_home(animate=False, immediate=True)
 
     def _update_button(self) -> None:
         self.query_one("#compare-button", Button).disabled = len(self.marked) < 2
