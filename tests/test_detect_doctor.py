@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tpulab import backends
 from tpulab.engine.doctor import diagnose
 from tpulab.machine.detect import detect
 from tpulab.machine.peaks import cpu_peak, device_peak, gpu_peak, tpu_peak
@@ -227,3 +228,30 @@ def test_detect_probes_each_installed_framework():
     human = run_cli("doctor")
     assert human.returncode == 0 and "runs will use the CPU" in human.stdout
     assert "probing TensorFlow..." in human.stderr.splitlines()  # seconds each: said while it happens
+
+
+HIDING = """import importlib.metadata as m, os
+hidden, real = set(os.environ["HIDDEN_DISTRIBUTIONS"].split(",")), m.version
+def version(name):
+    if name in hidden:
+        raise m.PackageNotFoundError(name)
+    return real(name)
+m.version = version
+"""
+
+
+@pytest.mark.parametrize("missing", list(backends.registry()))
+def test_detect_and_doctor_give_the_install_command_beside_a_missing_backend(tmp_path, missing):
+    """A backend whose packages this Python cannot find (hidden at the edge: its distributions' metadata) is
+    named with the command its registration gives, by the real `detect` and `doctor`."""
+    (tmp_path / "sitecustomize.py").write_text(HIDING)
+    b = backends.get(missing)
+    env = {"PYTHONPATH": str(tmp_path), "HIDDEN_DISTRIBUTIONS": ",".join(b.distributions), "COLUMNS": "300"}
+    detected = run_cli("detect", "--fast", env=env)
+    doctor = run_cli("doctor", "--fast", env=env)
+    assert detected.returncode == doctor.returncode == 0, detected.stderr + doctor.stderr
+    assert f"{b.title}" in detected.stdout and f"not installed: {b.install}" in detected.stdout
+    assert f"{b.title}: not installed: {b.install}\n" in doctor.stdout
+    here = detect().packages
+    others = [o for o in backends.registry().values() if o is not b and o.installed(here)]
+    assert not any(f"{o.title}: not installed" in doctor.stdout for o in others)  # installed: not named

@@ -270,8 +270,11 @@ def probe_frameworks(report: RuntimeReport) -> dict[str, dict[str, Any]]:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+
+    from tpulab.backends import registry as backend_registry
     from tpulab.engine.doctor import diagnose
-    from tpulab.views.console import runtime_table
+    from tpulab.views.console import framework_view, runtime_table
 
     report = fast_report()
     if not args.fast:
@@ -296,6 +299,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
                 console.print(f"  fix: [bold]{v.fix}[/]", highlight=False)
         if not verdicts:
             console.print("ok: nothing to fix")
+        for name, backend in backend_registry().items():  # each missing one beside the command that installs it
+            if not backend.installed(report.packages):
+                console.print(f"{escape(backend.title)}: {framework_view(name, report, False)}", highlight=False)
     else:
         console.print(runtime_table(report, verdicts))
     for line in failed:
@@ -345,7 +351,7 @@ def cluster_of(args: argparse.Namespace) -> Cluster | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tpulab.base.errors import UsageError
+    from tpulab.base.errors import EXIT_FAILED, UsageError
     from tpulab.engine.ceilings import kept_at
     from tpulab.engine.runner import Run
     from tpulab.engine.spec import resolve
@@ -398,8 +404,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             store.save(record)
             console.print(f"kept as run {record.short_id} in {store.path}", highlight=False)
-        except StoreError as e:
-            console.print(f"[red]tpulab: {e}[/]", highlight=False)
+        except StoreError as e:  # the figures are on screen; a --json run's record is its output's last line
+            later = "; its record is the last line of the output: save the output to a file, then `tpulab results import FILE`"
+            print(f"tpulab: error: run {record.short_id} was not kept: {e}{later if args.json else ''}",
+                  file=sys.stderr, flush=True)
+            return run.exit_code or EXIT_FAILED
     if record.status == "failed" and args.json:  # without --json, the log and the summary said it already
         console.print(f"[red]tpulab: the run failed: {record.error}[/]", highlight=False)
     return run.exit_code

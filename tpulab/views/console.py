@@ -6,6 +6,7 @@ Also the tables the results commands and the lab share: the runtime, a run's sum
 from __future__ import annotations
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -238,7 +239,7 @@ def framework_view(name: str, report: RuntimeReport, probing: bool) -> str:
                 f"TPU cores: {view.get('tpu_cores', 0)}")
     version = backends.get(name).version(pk)
     if not version:
-        return "not installed"
+        return "not installed: " + escape(backends.get(name).install)
     return f"{version} (Keras {pk.get('keras') or '-'}); " + ("probing in the background..." if probing
                                                               else "its own view not probed")
 
