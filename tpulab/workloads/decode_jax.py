@@ -2,10 +2,10 @@
 
 The weights are arguments (read through `keras.StatelessScope`), never constants baked into the
 program. The cache, one [batch, kv_heads, context, head_dim] array per layer for keys and one for
-values, is read by the step and written by a program of its own, to which it is donated: the new
-keys and values go in place. (One program that both reads and updates it makes XLA:CPU copy or
-transpose every layer's cache each token: 4x slower at GPT-2's size.) With
-shards, the sequences and their caches are split over the mesh, the weights replicated.
+values, is donated to each call, which writes its tokens' keys and values into it and returns it:
+the step writes each layer's before it reads them (`dynamic_update_slice`, in place), so a
+token's time holds its own write. With shards, the sequences and their caches are split over the
+mesh, the weights replicated.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ def next_tokens(logits: jax.Array) -> jax.Array:
     return jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32)[:, None]
 
 
-def write(cache: list[jax.Array], new: list[jax.Array], position: jax.Array) -> list[jax.Array]:
-    """The tokens' keys and values written into the (donated) cache at `position`, in place."""
-    return [jax.lax.dynamic_update_slice(c, x.astype(c.dtype), (0, 0, position, 0)) for c, x in zip(cache, new)]
+def write(cache: jax.Array, new: jax.Array, position: jax.Array) -> jax.Array:
+    """The tokens' keys or values written into a (donated) layer's cache at `position`, in place."""
+    return jax.lax.dynamic_update_slice(cache, new.astype(cache.dtype), (0, 0, position, 0))
 
 
 class Compiled:
@@ -49,33 +49,30 @@ class Compiled:
         zeros = jax.jit(lambda: [jnp.zeros(shape, p["dtype"]) for _ in range(2 * p["layers"])],
                         out_shardings=self.rows)
         self.cache = zeros()
-        self.prefill_jit = jax.jit(self._prefill)
-        self.step_jit = jax.jit(self._step)
-        self.write_jit = jax.jit(write, donate_argnums=0)
+        self.prefill_jit = jax.jit(self._prefill, donate_argnums=1)
+        self.step_jit = jax.jit(self._step, donate_argnums=1)
         self.forward_jit = jax.jit(lambda weights, tokens: self._call(weights, tokens)[0])
 
     def _call(self, weights: list[jax.Array], tokens: jax.Array, **kwargs: Any) -> Any:
         with keras.StatelessScope(state_mapping=list(zip(self.variables, weights))):
             return self.model(tokens, **kwargs)
 
-    def _prefill(self, weights: list[jax.Array], tokens: jax.Array) -> Any:
+    def _prefill(self, weights: list[jax.Array], cache: list[jax.Array], tokens: jax.Array) -> Any:
         logits, kvs = self._call(weights, tokens, last_only=True)
-        return next_tokens(logits), logits[:, -1], [x for kv in kvs for x in kv]
+        new = [x for kv in kvs for x in kv]
+        return next_tokens(logits), logits[:, -1], [write(c, x, np.int32(0)) for c, x in zip(cache, new)]
 
     def _step(self, weights: list[jax.Array], cache: list[jax.Array], tokens: jax.Array, position: jax.Array) -> Any:
         past = list(zip(cache[0::2], cache[1::2]))
-        logits, kvs = self._call(weights, tokens, start=position, past=past, last_only=True)
+        logits, kvs = self._call(weights, tokens, start=position, past=past, last_only=True, write=write)
         return next_tokens(logits), logits[:, -1], [x for kv in kvs for x in kv]
 
     def prefill(self, tokens: np.ndarray) -> decode_loop.Call:
-        nxt, logits, new = self.prefill_jit(self.weights, jax.device_put(tokens, self.rows))
-        self.cache = self.write_jit(self.cache, new, np.int32(0))
+        nxt, logits, self.cache = self.prefill_jit(self.weights, self.cache, jax.device_put(tokens, self.rows))
         return nxt, logits
 
     def step(self, tokens: jax.Array, position: int) -> decode_loop.Call:
-        at = np.int32(position)
-        nxt, logits, new = self.step_jit(self.weights, self.cache, tokens, at)
-        self.cache = self.write_jit(self.cache, new, at)  # the next step reads it: its wait is in that step's time
+        nxt, logits, self.cache = self.step_jit(self.weights, self.cache, tokens, np.int32(position))
         return nxt, logits
 
     def forward(self, tokens: np.ndarray) -> jax.Array:

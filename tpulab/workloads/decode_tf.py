@@ -1,7 +1,7 @@
 """decode on TensorFlow: the shared Keras decoder as two `tf.function`s, a prefill and a one-token step.
 
 The cache is one `tf.Variable` per layer for keys and one for values, [batch, kv_heads, context,
-head_dim]: a step reads it and assigns its token's keys and values into a slice of it, in place
+head_dim]: a step assigns its token's keys and values into a slice of it, in place, then reads it
 (TensorFlow cannot donate a function's inputs, so a cache passed in and out would be copied each
 token). The prefill and the step have fixed input signatures: each is traced once.
 """
@@ -28,6 +28,12 @@ def next_tokens(logits: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.argmax(logits[:, -1], axis=-1), tf.int32)[:, None]
 
 
+def write(cache: tf.Variable, new: tf.Tensor, start: Any) -> tf.Tensor:
+    """The tokens' keys or values assigned into a layer's cache variable at `start`; the cache as written."""
+    cache[:, :, start:start + new.shape[2]].assign(tf.cast(new, cache.dtype))
+    return cache.value()
+
+
 class Compiled:
     """The decoder's traced calls over its cache variables, on one device."""
 
@@ -42,19 +48,15 @@ class Compiled:
                                                                 tf.TensorSpec((), tf.int32)])
         self.forward_fn = tf.function(lambda t: self.model(t)[0])  # traced once: --verify calls it once
 
-    def _write(self, kvs: list[tuple[tf.Tensor, tf.Tensor]], start: Any, length: int) -> None:
-        for c, x in zip(self.cache, [x for kv in kvs for x in kv]):
-            c[:, :, start:start + length].assign(tf.cast(x, c.dtype))
-
     def _prefill(self, tokens: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         logits, kvs = self.model(tokens, last_only=True)
-        self._write(kvs, 0, tokens.shape[1])
+        for c, x in zip(self.cache, [x for kv in kvs for x in kv]):
+            write(c, x, 0)
         return next_tokens(logits), logits[:, -1]
 
     def _step(self, tokens: tf.Tensor, position: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        past = [(k.value(), v.value()) for k, v in zip(self.cache[0::2], self.cache[1::2])]
-        logits, kvs = self.model(tokens, start=position, past=past, last_only=True)
-        self._write(kvs, position, 1)
+        past = list(zip(self.cache[0::2], self.cache[1::2]))
+        logits, _ = self.model(tokens, start=position, past=past, last_only=True, write=write)
         return next_tokens(logits), logits[:, -1]
 
     def prefill(self, tokens: np.ndarray) -> decode_loop.Call:

@@ -1,22 +1,24 @@
 """Decoder-only language models in Keras layers (imported in a worker only): the `transformer`'s and
 `decode`'s, one implementation in `keras.ops`, so the same blocks run on every Keras backend.
 
-A block's attention takes the tokens' keys and values and, when decoding, those of the positions
-before them (a KV cache, [batch, kv_heads, context, head_dim], valid below `start`): it attends
-over both and returns the new keys and values for the caller to write into its cache, in the way
-its framework writes in place. Grouped-query attention shares each key/value head among
+A block's attention, when decoding, takes a KV cache ([batch, kv_heads, context, head_dim], valid
+below `start`) and the runner's `write`, its framework's way of writing in place: it writes the
+tokens' keys and values into the cache first, then attends over the cache as written, masked past
+each token's position, and returns the cache. (Written before it is read, the cache is updated in
+place: read first, XLA keeps the old one alive and copies it every token.) Grouped-query attention shares each key/value head among
 heads / kv_heads query heads; positions are a learned table (GPT-2) or rotary (RoPE, Llama).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import keras
 from keras import ops
 
 NEG = -1e9  # a masked score: exp() of it is 0 in float32
+Write = Callable[[Any, Any, Any], Any]  # (cache, the tokens' keys or values, their first position) -> the cache
 
 
 @dataclass(frozen=True)
@@ -74,9 +76,11 @@ class Attention(keras.layers.Layer):
         self.v = keras.layers.Dense(cfg.kv_heads * hd, use_bias=bias, dtype=cfg.dtype)
         self.o = keras.layers.Dense(cfg.width, use_bias=bias, dtype=cfg.dtype)
 
-    def call(self, x: Any, start: Any = 0, past: tuple[Any, Any] | None = None) -> tuple[Any, tuple[Any, Any]]:
-        """`x`: [batch, tokens, width] at positions start, start + 1...; `past`: the cache's (keys, values).
-        Returns the output and the tokens' (keys, values), [batch, kv_heads, tokens, head_dim]."""
+    def call(self, x: Any, start: Any = 0, past: tuple[Any, Any] | None = None,
+             write: Write | None = None) -> tuple[Any, tuple[Any, Any]]:
+        """`x`: [batch, tokens, width] at positions start, start + 1...; `past`: the cache's (keys, values),
+        which `write` updates. Returns the output and the (keys, values): the cache as written, or
+        without a cache the tokens' own, [batch, kv_heads, tokens, head_dim]."""
         c = self.cfg
         tokens = x.shape[1]
         groups, hd = c.heads // c.kv_heads, c.head_dim
@@ -88,18 +92,15 @@ class Attention(keras.layers.Layer):
             q, k = rope(q, positions, c.rope_theta), rope(k, positions, c.rope_theta)
         k, v = ops.transpose(k, (0, 2, 1, 3)), ops.transpose(v, (0, 2, 1, 3))
         q = q * ops.cast(hd ** -0.5, q.dtype)
-        scores = [ops.einsum("btkgh,bksh->bkgts", q, k)]  # [batch, kv_heads, groups, tokens, keys]
-        allowed = [positions[:, None] >= positions[None, :]]
-        values = [v]
+        keys = positions
         if past is not None:
-            cached_k, cached_v = past
-            scores.insert(0, ops.einsum("btkgh,bksh->bkgts", q, cached_k))
-            allowed.insert(0, ops.broadcast_to(ops.arange(c.context)[None, :] < start, (tokens, c.context)))
-            values.insert(0, cached_v)
-        s = ops.where(ops.concatenate(allowed, -1), ops.cast(ops.concatenate(scores, -1), "float32"), NEG)
+            assert write is not None, "a cache is written by its runner's write"
+            k, v = write(past[0], k, start), write(past[1], v, start)
+            keys = ops.arange(c.context, dtype="int32")
+        scores = ops.einsum("btkgh,bksh->bkgts", q, k)  # [batch, kv_heads, groups, tokens, keys]
+        s = ops.where(positions[:, None] >= keys[None, :], ops.cast(scores, "float32"), NEG)
         w = ops.cast(ops.softmax(s, axis=-1), v.dtype)
-        parts = ops.split(w, [c.context], axis=-1) if past is not None else [w]
-        out = sum(ops.einsum("bkgts,bksh->btkgh", p, val) for p, val in zip(parts, values))
+        out = ops.einsum("bkgts,bksh->btkgh", w, v)
         return self.o(ops.reshape(out, (-1, tokens, c.heads * hd))), (k, v)
 
 
@@ -133,8 +134,9 @@ class Block(keras.layers.Layer):
         super().__init__(dtype=cfg.dtype, **kwargs)
         self.norm1, self.attention, self.norm2, self.mlp = norm(cfg), Attention(cfg), norm(cfg), MLP(cfg)
 
-    def call(self, h: Any, start: Any = 0, past: tuple[Any, Any] | None = None) -> tuple[Any, tuple[Any, Any]]:
-        a, kv = self.attention(self.norm1(h), start=start, past=past)
+    def call(self, h: Any, start: Any = 0, past: tuple[Any, Any] | None = None,
+             write: Write | None = None) -> tuple[Any, tuple[Any, Any]]:
+        a, kv = self.attention(self.norm1(h), start=start, past=past, write=write)
         h = h + a
         return h + self.mlp(self.norm2(h)), kv
 
@@ -142,8 +144,9 @@ class Block(keras.layers.Layer):
 class Decoder(keras.layers.Layer):
     """Tokens in, float32 logits and each block's new (keys, values) out.
 
-    `call(tokens, start, past, last_only)`: a full forward pass (no `past`), a prefill (`last_only`:
-    the logits of the last position only, the next token's), or a decode step over a cache.
+    `call(tokens, start, past, last_only, write)`: a full forward pass (no `past`), a prefill
+    (`last_only`: the logits of the last position only, the next token's), or a decode step over a
+    cache that `write` updates (each block's (keys, values) out is then its cache as written).
     """
 
     def __init__(self, cfg: Config, **kwargs: Any) -> None:
@@ -157,13 +160,13 @@ class Decoder(keras.layers.Layer):
         self.head = None if cfg.tied else keras.layers.Dense(cfg.vocab, dtype=cfg.dtype)
 
     def call(self, tokens: Any, start: Any = 0, past: list[tuple[Any, Any]] | None = None,
-             last_only: bool = False) -> tuple[Any, list[tuple[Any, Any]]]:
+             last_only: bool = False, write: Write | None = None) -> tuple[Any, list[tuple[Any, Any]]]:
         h = self.tokens(tokens)
         if self.table is not None:
             h = h + self.table(start + ops.arange(tokens.shape[1], dtype="int32"))
         kvs = []
         for i, block in enumerate(self.blocks):
-            h, kv = block(h, start=start, past=None if past is None else past[i])
+            h, kv = block(h, start=start, past=None if past is None else past[i], write=write)
             kvs.append(kv)
         h = self.final(h[:, -1:] if last_only else h)
         if self.head is not None:
