@@ -51,7 +51,7 @@ def test_figures_above_the_hardware_keep_their_value_and_are_flagged():
     d, flags = figures(steps(), SHAPE, Ceiling(40_000.0, "copy"), spec_bandwidth("gpu", "NVIDIA L4"),
                        peak_flops=1e9)
     assert d.mbu == pytest.approx(55_000 / 40_000)
-    assert [f.code for f in flags] == ["beats-bandwidth", "beats-peak"]
+    assert [f.code for f in flags] == ["bandwidth-measured-low", "beats-peak"]
     fast, flags = figures(steps(tokens=[1e-12] * 4), SHAPE, None, spec_bandwidth("gpu", "NVIDIA L4"))
     assert fast.spec_bandwidth_fraction is not None and fast.spec_bandwidth_fraction > 1
     assert [f.code for f in flags] == ["beats-spec-bandwidth"]

@@ -8,6 +8,10 @@ from typing import Protocol
 from tpulab.base.events import Device
 from tpulab.base.timing import Flag
 
+CEILING_LOW = "ceiling-measured-low"  # a figure above a kept FLOP/s ceiling: that ceiling was measured low
+BANDWIDTH_LOW = "bandwidth-measured-low"  # a figure above a kept (or the run's own) bandwidth ceiling
+RENAMED_FLAGS = {"beats-ceiling": CEILING_LOW, "beats-bandwidth": BANDWIDTH_LOW}  # their codes in older records
+
 
 class MeasuredCeilings(Protocol):
     def over_bandwidth(self, device: Device | None, bytes_per_s: float | None) -> list[Flag]:

@@ -390,7 +390,7 @@ class Summary:
     telemetry: Telemetry | None = None
     ceiling_flops: float | None = None  # this device's measured ceiling for the dtype (a roofline run's best)
     ceiling_source: str | None = None  # the roofline run, backend and size it came from
-    ceiling_fraction: float | None = None  # None above the ceiling: a "beats-ceiling" flag says so instead
+    ceiling_fraction: float | None = None  # None above the ceiling: a "ceiling-measured-low" flag says so instead
     bandwidth: float | None = None  # this device's measured memory ceiling, bytes/s
     bytes_per_step: float | None = None  # as the compiler counts them (XLA's cost analysis)
     intensity: float | None = None  # FLOP per byte accessed

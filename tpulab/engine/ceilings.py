@@ -3,12 +3,16 @@
 A spec peak is a bound no program reaches (and on a VM, a guess); the measured ceiling is the
 best matmul FLOP/s of a roofline run per device and dtype, and its copy's bytes per second. They
 are derived from the kept roofline records, so there is nothing else to store or migrate: per
-device and dtype, the roofline that measured the largest sizes wins (a later, larger one replaces
-a smaller one's), and among those with the same largest size, the best figure.
+device and dtype, the best figure any roofline measured there, on any backend, wins, kept with
+the run, backend and kernel that reached it (a ceiling is what the device can do: a lower figure
+only says that one backend's kernel or that moment did less).
 
-A ceiling is a plateau: a roofline sets one only where its curve has flattened (`matmul_verdict`)
-and its copy outgrew the cache (`copy_verdict`). The rules apply when the ceilings are derived,
-so a store whose rooflines were too small to set one (the smoke preset's) now keeps none.
+A ceiling is a plateau that a busy machine could not have made: a roofline sets one only where
+its curve has flattened (`matmul_verdict`), its copy outgrew the cache (`copy_verdict`), and other
+processes used at most a quarter of the cores while it ran (`busy`: the telemetry's host load
+minus the worker's own; a run whose load was not recorded sets none). The rules apply when the
+ceilings are derived, so a store whose rooflines were too small to set one (the smoke preset's),
+or measured beside other work, now keeps none.
 
 A run is judged against the ceilings kept when it ran (the runner's caller reads them from the
 store and hands them to the recorder): the record keeps the fraction and its source, so a figure
@@ -23,7 +27,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from tpulab.base import fmt
-from tpulab.base.events import Device, KernelFigure, RunRecord
+from tpulab.base.ceilings import BANDWIDTH_LOW, CEILING_LOW
+from tpulab.base.events import Device, KernelFigure, RunRecord, Telemetry
 from tpulab.base.timing import Flag
 from tpulab.engine.runindex import RunFilter
 from tpulab.engine.store import Store, StoreError
@@ -33,6 +38,44 @@ from tpulab.workloads.roofline_kernels import ASSUMED_CACHE, CACHE_MULTIPLE, MIB
 WORKLOAD = "roofline"
 MEMORY = "memory"  # the dtype key of the bandwidth ceiling (bytes are bytes)
 FLAT = 0.10  # a matmul curve is flat once its last doubling changed its rate by at most this
+BUSY_SHARE = 0.25  # other processes using more of the cores than this: a roofline's figures are no ceiling
+LOAD_SAMPLES = 4  # telemetry samples (2 s) a roofline runs before its load may stop it
+
+
+@dataclass(frozen=True)
+class Load:
+    """How much of the machine other processes used while a run ran: the steady mean of the host's busy
+    cores minus the worker's own (the telemetry samples both)."""
+
+    other: float  # cores
+    cores: int
+
+    @property
+    def busy(self) -> bool:
+        return self.other > BUSY_SHARE * self.cores
+
+    def words(self) -> str:
+        """'other processes used 0.93 of 2 cores (47%)'."""
+        return f"other processes used {self.other:.2f} of {self.cores} cores ({self.other / self.cores:.0%})"
+
+
+def load_of(t: Telemetry | None) -> Load | None:
+    """Other processes' load from a run's telemetry (None: not sampled)."""
+    if t is None or t.cpu_mean is None or t.process_mean is None or not t.cores:
+        return None
+    return Load(max(0.0, t.cpu_mean / 100 * t.cores - t.process_mean / 100), t.cores)
+
+
+def busy(t: Telemetry | None) -> str | None:
+    """Why a roofline with this telemetry sets no ceiling (None: the machine was quiet enough)."""
+    load = load_of(t)
+    if load is None:
+        return ("other processes' load was not recorded (telemetry off, or the run too short to sample), so a busy "
+                "machine could have made its figures")
+    if load.busy:
+        return (f"{load.words()} while it ran, more than a quarter: its figures are what they left; measure it on "
+                "a quieter machine (`tpulab top` shows the load)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -41,11 +84,12 @@ class Ceiling:
     run_id: str
     backend: str
     size: int  # matrix side the best figure came at, or MiB copied
-    extent: int  # the largest size the roofline measured: a larger one replaces this
+    extent: int  # the largest size the roofline measured
 
     copy: bool = False  # a memory ceiling: `size` is MiB copied
     first: int = 0  # the smallest size the roofline measured
     preset: str | None = None  # the roofline's preset, when its sizes are one's
+    load: Load | None = None  # other processes' load while it ran
 
     def source(self) -> str:
         """'roofline run ab12cd34, jax, n=256..2048 (best n=512), preset default'."""
@@ -54,6 +98,10 @@ class Ceiling:
         else:
             size = f"n={self.first}..{self.extent}" + (f" (best n={self.size})" if self.size != self.extent else "")
         return f"roofline run {self.run_id[:8]}, {self.backend}, {size}" + (f", preset {self.preset}" if self.preset else "")
+
+    def measured(self) -> str:
+        """Where and under what load it was measured: its source, and 'other processes used 0.10 of 2 cores (5%)'."""
+        return self.source() + (f"; {self.load.words()}" if self.load else "")
 
 
 Key = tuple[str, str, str]  # device kind, device name, dtype
@@ -123,14 +171,26 @@ def cache_of(record: RunRecord) -> tuple[int, str]:
 
 
 def verdicts(record: RunRecord) -> dict[str, Verdict]:
-    """A roofline record's verdict per matmul dtype, and its copy's under `MEMORY`."""
+    """A roofline record's verdict per matmul dtype, and its copy's under `MEMORY`. A figure that reached its
+    plateau is still none when the run did not finish or the machine was busy (`refused`); one that did not
+    says why not first (what to run is the sizes)."""
     figures = record.summary.kernels
     out = {dtype: matmul_verdict(figures, dtype) for dtype in dict.fromkeys(f.dtype for f in figures
                                                                             if f.kind == "matmul")}
     copy = best(figures, "copy")
     if copy is not None:
         out[MEMORY] = copy_verdict(copy, cache_of(record))
-    return out
+    why = refused(record)
+    return {d: Verdict(None, why, rerun(dtype=d if d != MEMORY else "float32")) if why and v.figure else v
+            for d, v in out.items()}
+
+
+def refused(record: RunRecord) -> str | None:
+    """Why none of a roofline's figures is a ceiling, whatever their curve: it did not finish (stopped, for
+    one, by the load beside it: its error says so), or other processes' load was over the limit."""
+    if record.status != "finished":
+        return record.error or f"the run was {record.status} before it timed every size"
+    return busy(record.summary.telemetry)
 
 
 def sizes_to(n: int) -> tuple[int, int]:
@@ -160,29 +220,31 @@ def of_record(record: RunRecord) -> dict[Key, Ceiling]:
         return {}
     out = {}
     preset = preset_of(record.params)
+    load = load_of(record.summary.telemetry)
     for dtype, v in verdicts(record).items():
         f = v.figure
         if f is None:
             continue
         if dtype == MEMORY and f.bytes_per_s:
             out[key(record.device, MEMORY)] = Ceiling(f.bytes_per_s, record.id, record.backend, f.size, f.size,
-                                                       copy=True, preset=preset)
+                                                       copy=True, preset=preset, load=load)
         elif f.flops_per_s:
             sizes = [k.size for k in record.summary.kernels if k.kind == "matmul" and k.dtype == dtype]
             out[key(record.device, dtype)] = Ceiling(f.flops_per_s, record.id, record.backend, f.size, max(sizes),
-                                                     first=min(sizes), preset=preset)
+                                                     first=min(sizes), preset=preset, load=load)
     return out
 
 
 class Ceilings:
-    """Every device's kept ceilings, from the roofline records of a store (any order)."""
+    """Every device's kept ceilings, from the roofline records of a store (any order): per device and dtype,
+    the best any backend measured (the earlier of equal ones)."""
 
     def __init__(self, records: Iterable[RunRecord] = ()) -> None:
         self.kept: dict[Key, Ceiling] = {}
         for r in sorted(records, key=lambda r: r.started_at):
             for k, c in of_record(r).items():
                 old = self.kept.get(k)
-                if old is None or c.extent > old.extent or (c.extent == old.extent and c.value > old.value):
+                if old is None or c.value > old.value:
                     self.kept[k] = c
 
     def flops(self, device: Device | None, dtype: str | None) -> Ceiling | None:
@@ -230,11 +292,12 @@ class Ceilings:
 
 
 def beats(achieved: float, ceiling: Ceiling, what: str = "FLOP/s") -> Flag:
-    """The flag of a figure above a kept ceiling: 'beats-ceiling' (FLOP/s) or 'beats-bandwidth' (bytes/s)."""
-    code = "beats-bandwidth" if ceiling.copy else "beats-ceiling"
-    return Flag(code, f"achieved {fmt.rate(achieved, what)}, above this device's measured ceiling "
-                f"{fmt.rate(ceiling.value, what)} ({ceiling.source()}): a new best, not a fraction above 100%; "
-                "a larger roofline run measures the ceiling again")
+    """The flag of a figure above a kept ceiling: not a win (the spec peak is what hardware cannot beat) but a
+    ceiling measured low, said with where and under what load it was measured, and how to measure it again."""
+    return Flag(BANDWIDTH_LOW if ceiling.copy else CEILING_LOW,
+                f"achieved {fmt.rate(achieved, what)}, above this device's measured ceiling "
+                f"{fmt.rate(ceiling.value, what)} ({ceiling.measured()}): that ceiling was measured low, so no "
+                f"fraction of it is shown; measure it again on a quiet machine: `{rerun()}`")
 
 
 def kept_at(path: Path) -> Ceilings:

@@ -34,7 +34,7 @@ from tpulab.base.timing import Flag, Stats, median, sanity_flags, summarize
 from tpulab.engine import ceilings as measured
 from tpulab.engine.profile_verdicts import judge, roof
 from tpulab.engine.spec import RunSpec
-from tpulab.engine.telemetry_summary import SampleKeeper
+from tpulab.engine.telemetry_summary import SampleKeeper, steady
 from tpulab.engine.telemetry_summary import summarize as summarize_telemetry
 from tpulab.machine.detect import RuntimeReport
 from tpulab.machine.peaks import device_peak
@@ -87,6 +87,7 @@ class RunRecorder:
         self.telemetry = SampleKeeper()
         self.ceilings = ceilings or measured.Ceilings()
         self.profiled: Profile | None = None  # the traced steps' op table, as the worker read it
+        self.stopped: str | None = None  # why the run stopped itself (`too_busy`), not by the user's word
 
     # --- feeding --------------------------------------------------------------------------
     def feed(self, event: Event) -> None:
@@ -123,13 +124,23 @@ class RunRecorder:
     def finish(self, status: str, error: str | None = None) -> None:
         if self.status == "running":
             self.status = status
-            self.error = error
+            self.error = error or (self.stopped if status == "cancelled" else None)
             self.ended_at = now_iso()
 
     # --- derived figures ------------------------------------------------------------------
     @property
     def steps_total(self) -> int | None:
         return self.info.steps_total if self.info else None
+
+    def too_busy(self) -> str | None:
+        """Why a run whose figures become ceilings (`Workload.quiet`) should stop now: other processes used more
+        than a quarter of the cores over its steady samples so far (at least `LOAD_SAMPLES` of them), so it would
+        set none (`tpulab.engine.ceilings.busy`, the same rule applied to its record). None: go on."""
+        if not self.workload.quiet or len(steady(self.telemetry.samples())) < measured.LOAD_SAMPLES:
+            return None
+        t = summarize_telemetry(self.telemetry, None, 0)
+        load = measured.load_of(t)
+        return f"stopped early: {measured.busy(t)}" if load is not None and load.busy else None
 
     def steady_seconds(self, phase: str = "") -> list[float]:
         """The steady step times of training (or of `phase`: PHASE_PREDICT for inference)."""

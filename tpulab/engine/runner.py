@@ -17,7 +17,7 @@ from typing import Iterator
 from tpulab import backends
 from tpulab.backends import Cluster
 from tpulab.base.errors import EXIT_CANCELLED, EXIT_OK, exit_code_of
-from tpulab.base.events import Event, Failed, Sample
+from tpulab.base.events import Event, Failed, Log, Sample
 from tpulab.base.home import traces
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
@@ -143,6 +143,13 @@ class Run:
                 leader_failed = (event.t or time.time(), event.error)
             self.recorder.feed(event)
             yield event
+            if isinstance(event, Sample) and self.recorder.stopped is None:
+                self.recorder.stopped = self.recorder.too_busy()
+                if self.recorder.stopped is not None:  # said once, then the worker stops after its current call
+                    said = Log(text=self.recorder.stopped, t=time.time())
+                    self.recorder.feed(said)
+                    yield said
+                    self.cancel()
         self._end_followers()
         if self.recorder.status == "running":  # the worker died without a last word
             self.recorder.finish(*self._death(leader, 0))

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from tpulab.backends import article
 from tpulab.base.basis import GFLOPS, TIME, Work, basis, differ
+from tpulab.base.ceilings import RENAMED_FLAGS
 from tpulab.base.errors import EXIT_USAGE, NO_SPACE, TpulabError, first_line, why_unwritten
 from tpulab.base.events import STATUSES, RunRecord, SweepRecord, Telemetry
 from tpulab.base.home import home, traces
@@ -400,10 +401,16 @@ def _insert_sweep(con: sqlite3.Connection, sweep: dict[str, Any], replace: bool)
 
 
 def load_record(data: dict[str, Any]) -> RunRecord:
-    """A stored or imported record; one from before backends were named ran on the article's framework."""
+    """A stored or imported record; one from before backends were named ran on the article's framework; one
+    from before a figure above a measured ceiling was called that ceiling measured low has its flags renamed."""
     if not data.get("backend"):
         legacy = article()
         data = {**data, "backend": legacy.name if legacy else ""}
+    flags = (data.get("summary") or {}).get("flags") or []
+    if any(isinstance(f, dict) and f.get("code") in RENAMED_FLAGS for f in flags):
+        renamed = [{**f, "code": RENAMED_FLAGS[f["code"]]} if isinstance(f, dict) and f.get("code") in RENAMED_FLAGS
+                   else f for f in flags]
+        data = {**data, "summary": {**data["summary"], "flags": renamed}}
     return RunRecord.from_json(data)
 
 

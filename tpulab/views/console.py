@@ -91,7 +91,7 @@ def workload_of(record: RunRecord) -> Workload | None:
     return registry().get(record.workload)
 
 
-FLAG_STYLES = {"beats-peak": "bold red", "beats-ceiling": "bold green", "beats-bandwidth": "bold green"}
+FLAG_STYLES = {"beats-peak": "bold red"}  # above the hardware; any other flag: yellow (above a ceiling too: not a win)
 
 
 def no_flops(backend: str | None) -> str:

@@ -12,6 +12,7 @@ from typing import Iterable
 from rich.text import Text
 
 from tpulab.base import fmt
+from tpulab.base.ceilings import CEILING_LOW
 from tpulab.base.events import Device, RunRecord, Summary
 from tpulab.engine.ceilings import MEMORY, Ceilings, Verdict, verdicts
 from tpulab.workloads.roofline_kernels import kernel_intensity
@@ -19,9 +20,11 @@ from tpulab.workloads.roofline_kernels import kernel_intensity
 
 def ceiling_text(s: Summary, dtype: str | None = None) -> str | None:
     """'39.2% of the measured ceiling 138.0 GFLOP/s (roofline run ..., jax, n=256..2048)', or None
-    for a roofline with none before it (its own rows say what it measured)."""
-    if s.has_flag("beats-ceiling"):
-        return f"beats the measured ceiling {fmt.rate(s.ceiling_flops, 'FLOP/s')} from {s.ceiling_source}"
+    for a roofline with none before it (its own rows say what it measured). Above the ceiling: that
+    ceiling was measured low (its flag says where, under what load, and how to measure it again)."""
+    if s.has_flag(CEILING_LOW):
+        return (f"above the measured ceiling {fmt.rate(s.ceiling_flops, 'FLOP/s')} from {s.ceiling_source}: that "
+                "ceiling was measured low (see its flag)")
     if s.ceiling_flops is None:
         if s.kernels:
             return None
@@ -32,8 +35,8 @@ def ceiling_text(s: Summary, dtype: str | None = None) -> str | None:
 
 
 def ceiling_cell(s: Summary) -> str:
-    """A comparison's cell: '39.2%', 'beats', or '-'."""
-    return "beats" if s.has_flag("beats-ceiling") else fmt.percent(s.ceiling_fraction)
+    """A comparison's cell: '39.2%', 'measured low' (the ceiling, this run being above it), or '-'."""
+    return "measured low" if s.has_flag(CEILING_LOW) else fmt.percent(s.ceiling_fraction)
 
 
 def intensity_text(s: Summary) -> str | None:
@@ -53,7 +56,7 @@ def kernel_rows(record: RunRecord) -> list[tuple[str, str]]:
     """A roofline's figures: a row per matmul dtype (every size) and the copy, each followed by the
     ceiling it measured or why it measured none (a run that did not finish sets none)."""
     s = record.summary
-    judged = verdicts(record) if record.status == "finished" else {}
+    judged = verdicts(record) if record.status != "running" else {}
     rows = []
     for dtype in dict.fromkeys(k.dtype for k in s.kernels if k.kind == "matmul"):
         ks = [k for k in s.kernels if k.kind == "matmul" and k.dtype == dtype]

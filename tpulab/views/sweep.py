@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tpulab.base import fmt
+from tpulab.base.ceilings import CEILING_LOW
 from tpulab.base.events import RunRecord, SweepRecord
 from tpulab.engine.sweep import (
     TOKENS,
@@ -76,7 +77,7 @@ def figures(p: Point, prefix: fmt.Prefix | None = None) -> dict[str, str]:
     flags = ",".join(p.flags) if p.status == "finished" else f"{p.status}: {(p.error or '')[:60]}"
     return {"median": fmt.seconds(p.step_seconds), "throughput": rate,
             "GFLOP/s": f"{p.gflops:.1f}" if p.gflops else "-", "peak": fmt.percent(p.peak_fraction),
-            "ceiling": "beats" if "beats-ceiling" in p.flags else fmt.percent(p.ceiling_fraction), "flags": flags}
+            "ceiling": "measured low" if CEILING_LOW in p.flags else fmt.percent(p.ceiling_fraction), "flags": flags}
 
 
 def plural(n: int, noun: str) -> str:

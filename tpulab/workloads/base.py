@@ -216,6 +216,7 @@ class Workload(ABC):
     throughput_unit: str = "examples/s"  # what its throughput counts: "images/s", "tokens/s"
     model_flops: bool = False  # `flops_per_step` are the model's FLOPs by the standard formula: shown as MFU
     synthetic_data: str = "random inputs and targets"  # its stand-in data in words (a run on it says so)
+    quiet: bool = False  # its figures become ceilings: it stops once other processes' load would make them none
     shared: tuple[ParamSpec, ...] = SHARED  # what it takes besides its own parameters: appended to them
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

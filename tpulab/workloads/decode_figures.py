@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpulab.base import fmt
+from tpulab.base.ceilings import BANDWIDTH_LOW
 from tpulab.base.events import PHASE_BANDWIDTH, PHASE_DECODE, PHASE_PREFILL, Decode, Latency, Started, Step
 from tpulab.base.timing import Flag, median, percentile
 from tpulab.machine.detect import CpuInfo, probe_cpu
@@ -113,9 +114,10 @@ def beats(d: Decode, achieved: float | None, prefill_rate: float | None, peak: f
     """Flags for the figures above the hardware: the value stays (a fraction above 1), and says so."""
     flags = []
     if d.mbu is not None and d.mbu > 1 and achieved:
-        flags.append(Flag("beats-bandwidth", f"a decode step read {fmt.rate(achieved, 'B/s')}, "
-                          f"{d.mbu:.0%} of the measured bandwidth ({d.bandwidth_source}): the cache or the "
-                          "weights were read from a cache, or the bytes are mis-counted"))
+        flags.append(Flag(BANDWIDTH_LOW, f"a decode step read {fmt.rate(achieved, 'B/s')}, "
+                          f"{d.mbu:.0%} of the measured bandwidth ({d.bandwidth_source}): that bandwidth was "
+                          "measured low, or the cache or the weights were read from a cache, or the bytes are "
+                          "mis-counted; `tpulab --run roofline` on a quiet machine measures it again"))
     if d.spec_bandwidth_fraction is not None and d.spec_bandwidth_fraction > 1:
         flags.append(Flag("beats-spec-bandwidth", f"a decode step read {d.spec_bandwidth_fraction:.0%} of the "
                           "vendor's memory bandwidth, which the memory cannot do: do not trust this figure"))

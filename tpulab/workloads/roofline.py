@@ -92,6 +92,7 @@ class Roofline(Workload):
     unit = "call"
     charts = (step_time("call"), MATMUL_GFLOPS)
     runners = {"tensorflow": _tensorflow, "jax": _jax}
+    quiet = True
 
     def flops_per_step(self, p: Params) -> float | None:
         return None  # each kernel says its own (the steps carry it)
