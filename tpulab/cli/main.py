@@ -213,6 +213,7 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = run_as_option(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser(_workload_named(argv), argv)
+    from tpulab.base import safe
     args = parser.parse_args(argv)
     from tpulab.base.errors import TpulabError
 
@@ -244,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         TpulabApp(workload=args.run, params=params, db=args.db, report=report).run()
         return 0
     except TpulabError as e:  # the one place errors become exit codes: one line, no traceback
-        parser.exit(e.exit_code, f"{parser.prog}: error: {e}\n")
+        parser.exit(e.exit_code, f"{parser.prog}: error: {safe.visible(e)}\n")
     except BrokenPipeError:
         return 0
 
@@ -270,8 +271,6 @@ def probe_frameworks(report: RuntimeReport) -> dict[str, dict[str, Any]]:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
-    from rich.markup import escape
-
     from tpulab.backends import registry as backend_registry
     from tpulab.engine.doctor import diagnose
     from tpulab.views.console import framework_view, runtime_table
@@ -288,24 +287,27 @@ def cmd_detect(args: argparse.Namespace) -> int:
                     else {**report.to_dict(), "verdicts": [v.to_dict() for v in verdicts], "plugins_failed": failed})
         print(json.dumps(out, indent=1))
         return 0
+
+    from tpulab.base import safe
     from rich.console import Console
     console = Console()
     if args.command == "doctor":
         from tpulab.views.console import LEVEL_STYLE
         for v in verdicts:
             about = f" ({v.framework})" if v.framework else ""
-            console.print(f"[{LEVEL_STYLE[v.level]}]{v.level}[/] {v.device}{about}: {v.message}", highlight=False)
+            console.print(f"[{LEVEL_STYLE[v.level]}]{v.level}[/] {safe.markup(f'{v.device}{about}: {v.message}')}",
+                          highlight=False)
             if v.fix:
-                console.print(f"  fix: [bold]{v.fix}[/]", highlight=False)
+                console.print(f"  fix: [bold]{safe.markup(v.fix)}[/]", highlight=False)
         if not verdicts:
             console.print("ok: nothing to fix")
         for name, backend in backend_registry().items():  # each missing one beside the command that installs it
             if not backend.installed(report.packages):
-                console.print(f"{escape(backend.title)}: {framework_view(name, report, False)}", highlight=False)
+                console.print(f"{safe.markup(backend.title)}: {framework_view(name, report, False)}", highlight=False)
     else:
         console.print(runtime_table(report, verdicts))
     for line in failed:
-        console.print(f"[yellow]plugin: {line}[/]", highlight=False)
+        console.print(safe.text(f"plugin: {line}", "yellow"))
     return 0
 
 
@@ -350,6 +352,8 @@ def cluster_of(args: argparse.Namespace) -> Cluster | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from tpulab.base import safe
+
 
     from tpulab.base.errors import EXIT_FAILED, UsageError
     from tpulab.engine.ceilings import kept_at
@@ -394,7 +398,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     record = run.recorder.record()
     if run.following:
         if record.status == "failed":
-            console.print(f"[red]tpulab: this process failed: {record.error}[/]", highlight=False)
+            console.print(safe.text(f"tpulab: this process failed: {record.error}", "red"))
         return run.exit_code
     if args.json:
         print(json.dumps({"event": "result", **record.to_json()}), flush=True)
@@ -410,7 +414,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                   file=sys.stderr, flush=True)
             return run.exit_code or EXIT_FAILED
     if record.status == "failed" and args.json:  # without --json, the log and the summary said it already
-        console.print(f"[red]tpulab: the run failed: {record.error}[/]", highlight=False)
+        console.print(safe.text(f"tpulab: the run failed: {record.error}", "red"))
     return run.exit_code
 
 

@@ -15,7 +15,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.errors import NO_SPACE, UsageError, why_unwritten
 from tpulab.base.events import RunRecord
 from tpulab.engine.runindex import FILTERS, FilterError, RunFilter, make_filter
@@ -59,7 +59,7 @@ def _list(args, store: Store, console: Console) -> int:
     for col in header:
         t.add_column(col, no_wrap=True)
     for cells in rows:
-        t.add_row(*cells)
+        t.add_row(*map(safe.text, cells))
     console.print(t)
     console.print(more if len(page.rows) < total else f"{total:,} run(s){which} in {store.path}, newest first",
                   highlight=False)
@@ -77,7 +77,7 @@ def _show(args, store: Store, console: Console) -> int:
         print(json.dumps(record.to_json(), indent=1))
         return 0
     console.print(summary_table(record))
-    console.print("parameters: " + ", ".join(f"{k}={v}" for k, v in record.params.items()), highlight=False)
+    console.print(safe.text("parameters: " + ", ".join(f"{k}={v}" for k, v in record.params.items())))
     if record.device is not None:
         console.print(roofline_view(store.records(), record.device, console.width))
     return 0
@@ -213,8 +213,8 @@ def _sweep(args, store: Store, console: Console) -> int:
         for col in ("id", "started", "workload", "status", "points", "swept"):
             t.add_column(col, no_wrap=col != "swept")
         for s in sweeps:
-            t.add_row(s.short_id, s.started_at[5:16].replace("T", " "), s.workload, s.status,
-                      str(len(s.points)), ", ".join(f"{k} {len(v)}" for k, v in s.axes.items()))
+            t.add_row(*map(safe.text, (s.short_id, s.started_at[5:16].replace("T", " "), s.workload, s.status,
+                                       str(len(s.points)), ", ".join(f"{k} {len(v)}" for k, v in s.axes.items()))))
         console.print(t)
         return 0
     sweep = store.get_sweep(args.id)

@@ -9,6 +9,7 @@ from types import FrameType
 
 from rich.console import Console
 
+from tpulab.base import safe
 from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED
 from tpulab.engine.store import Store, StoreError, default_path
 from tpulab.engine.sweep import PointFinished, PointStarted, Unkept, plan
@@ -42,18 +43,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     grid = sweep.grid
     axes = list(grid.axes)
     for line in impossible_lines(impossible):
-        console.print(f"[yellow]{line}[/]", highlight=False)
+        console.print(safe.text(line, "yellow"))
     store = None if args.no_save else Store(db)
     try:
         guess = sweep.estimate(store.candidates if store is not None else lambda wanted: [])
     except StoreError as e:
-        console.print(f"[red]tpulab: {e}[/]", highlight=False)
+        console.print(f"[red]tpulab: {safe.markup(e)}[/]", highlight=False)
         store = None
         guess = sweep.estimate(lambda wanted: [])
-    console.print(f"sweep {sweep.id[:8]} of {w.name}: {point_count(sweep.points)} x {args.repeat} run(s), "
-                  f"{grid.length()}\nestimate {guess}", highlight=False)
+    console.print(safe.text(f"sweep {sweep.id[:8]} of {w.name}: {point_count(sweep.points)} x {args.repeat} run(s), "
+                            f"{grid.length()}\nestimate {guess}"))
     if (note := article_note(grid)) is not None:
-        console.print(f"[dim]{note}[/]", highlight=False)
+        console.print(safe.text(note, "dim"))
     if not axes:
         console.print("[yellow]no parameter holds a list: this is a single point[/]")
 
@@ -68,20 +69,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     if not args.json:
-        console.print(live_header(grid.axes), style="bold", highlight=False)
+        console.print(safe.text(live_header(grid.axes), "bold"))
     try:
         for event in sweep.drive(store):
             if isinstance(event, Unkept):
-                console.print(f"[red]tpulab: {event.error}[/]", highlight=False)
+                console.print(safe.text(f"tpulab: {event.error}", "red"))
             elif isinstance(event, PointStarted) and not args.json:
-                console.print(f"[dim]point {event.index}/{event.of}: {label(event.point, axes)}[/]", highlight=False)
+                console.print(safe.text(f"point {event.index}/{event.of}: {label(event.point, axes)}", "dim"))
             elif isinstance(event, PointFinished):
                 if event.record.status == "failed" and store is not None:
-                    console.print(f"[red]point failed: {event.record.error}[/]", highlight=False)
+                    console.print(safe.text(f"point failed: {event.record.error}", "red"))
                 if args.json:
                     print(json.dumps({"event": "point", **point_json(event.point)}), flush=True)
                 else:
-                    console.print(live_line(event.point, grid.axes), highlight=False)
+                    console.print(safe.text(live_line(event.point, grid.axes)))
     finally:
         signal.signal(signal.SIGINT, previous)
     found = sweep.findings(args.max_itl / 1e3 if args.max_itl is not None else None)
@@ -93,7 +94,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if (tele := telemetry_table(sweep.points, axes, found)) is not None:
             console.print(tele)
         for line in findings_lines(found, axes):
-            console.print(line, highlight=False)
+            console.print(safe.text(line))
         if axes and found.best is not None:
             console.print(text_chart(sweep.points, axes, found, console.width))
     if sweep.stopping:

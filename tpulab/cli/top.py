@@ -15,6 +15,7 @@ import time
 
 from rich.console import Console
 
+from tpulab.base import safe
 from tpulab.engine.telemetry import Sampler, probes_for
 
 
@@ -41,7 +42,7 @@ def cmd_top(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             s = sampler.sample()
             taken += 1
             for what, why in s.unavailable.items():
-                notices.print(f"tpulab top: {what} unavailable: {why}", highlight=False, markup=False)
+                notices.print(safe.text(f"tpulab top: {what} unavailable: {why}"))
             print(json.dumps(s.to_json()), flush=True)
     except KeyboardInterrupt:
         pass

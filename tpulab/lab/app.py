@@ -19,6 +19,7 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, Footer, Header, TabbedContent, TabPane
 
 from tpulab import backends
+from tpulab.base import safe
 from tpulab.base.errors import UsageError
 from tpulab.base.events import RunRecord
 from tpulab.engine.ceilings import kept_at
@@ -268,7 +269,7 @@ class TpulabApp(App[None]):
             run = Run(resolve(event.workload, event.params, self.report), self.report, self.standby)
             run.recorder.ceilings = kept_at(self.store.path)
         except UsageError as e:  # a framework missing, or a value the decided backend cannot take
-            self.notify(str(e), title="cannot run", severity="error", timeout=15)
+            self.notify(safe.visible(e), title="cannot run", severity="error", timeout=15, markup=False)
             return
         self.action_show_tab("run")
         pane.start(run)

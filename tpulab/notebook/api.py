@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
+from tpulab.base import safe
 from tpulab.base.errors import AcceleratorBusy
 from tpulab.base.events import Event, RunRecord, Started, Step
 from tpulab.engine.store import Store, default_path
@@ -209,7 +210,7 @@ def sweep(workload: str, preset: str | None = None, *, steps: int | None = None,
         if why:
             raise AcceleratorBusy(why)
     for line in impossible_lines(impossible):
-        print(f"tpulab: {pythonic(ParamError('', line))}", file=sys.stderr)
+        print(f"tpulab: {safe.visible(pythonic(ParamError('', line)))}", file=sys.stderr)
     store = _store(save, db)
     grid = job.grid
     axes = list(grid.axes)
@@ -222,7 +223,7 @@ def sweep(workload: str, preset: str | None = None, *, steps: int | None = None,
 
     def each(event: Any) -> None:
         if isinstance(event, Unkept):
-            print(f"tpulab: {event.error}", file=sys.stderr)
+            print(f"tpulab: {safe.visible(event.error)}", file=sys.stderr)
         elif isinstance(event, PointFinished):
             if view is not None:
                 view.finished(html.sweep_body(job.record(), kept()), live_line(event.point, grid.axes))

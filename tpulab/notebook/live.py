@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import sys
 import time
-from html import escape
 from typing import Any, Callable
 
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.events import Event, RunRecord, Started, Step
 from tpulab.base.timing import median
 from tpulab.engine.record import RunRecorder
@@ -78,7 +77,7 @@ def run_view(rec: RunRecorder, with_chart: bool = True) -> str:
     """The live cell of a run: a progress line, then its chart so far (the full summary at the end)."""
     record = rec.record()
     chart = html.drawn(html.run_chart, record) if with_chart and record.steps else ""
-    return html.block(f"<div><b>{escape(progress_line(rec))}</b></div>", chart)
+    return html.block(f"<div><b>{safe.html(progress_line(rec))}</b></div>", chart)
 
 
 class LiveRun:
@@ -126,22 +125,22 @@ class LiveSweep:
             self.view = Throttled(new_handle(), self.render, interval)
 
     def render(self) -> str:
-        now = f"<div>{escape(progress_line(self.run))}</div>" if self.run is not None else ""
-        return html.block(f"<div><b>{escape(self.head)}</b></div>", now, self.table)
+        now = f"<div>{safe.html(progress_line(self.run))}</div>" if self.run is not None else ""
+        return html.block(f"<div><b>{safe.html(self.head)}</b></div>", now, self.table)
 
     def point(self, head: str, run: RunRecorder | None) -> None:
         self.head, self.run = head, run
         if self.view is not None:
             self.view(force=True)
         else:
-            print(head, flush=True)
+            print(safe.visible(head), flush=True)
 
     def finished(self, table_html: str, line: str) -> None:
         self.table, self.run = table_html, None
         if self.view is not None:
             self.view(force=True)
         else:
-            print(line, flush=True)
+            print(safe.visible(line), flush=True)
 
     def step(self, event: Event) -> None:
         if self.view is not None and isinstance(event, Step):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.events import Decode, RunRecord, SweepRecord
 from tpulab.engine.runindex import RunRow
 from tpulab.views import html, listing
@@ -309,5 +309,5 @@ class RunList(list):
         for col in fmt.LIST_COLUMNS:
             t.add_column(col, no_wrap=True)
         for r in self:
-            t.add_row(*listing.list_row(RunRow.of(r.record)))
+            t.add_row(*map(safe.text, listing.list_row(RunRow.of(r.record))))
         return text(t)

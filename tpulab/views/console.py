@@ -6,15 +6,13 @@ Also the tables the results commands and the lab share: the runtime, a run's sum
 from __future__ import annotations
 
 from rich.console import Console, Group
-from rich.markup import escape
 from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
-from rich.text import Text
 
 from tpulab import backends
 from tpulab.backends import Backend
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.events import Event, RunRecord, Sample, Started, Step, Telemetry
 from tpulab.engine.doctor import Verdict
 from tpulab.engine.record import RunRecorder
@@ -79,8 +77,8 @@ class RunPrinter:
         total = rec.steps_total
         if not self.estimated and steady >= ESTIMATE_AFTER and total and rec.steps_done() < total:
             self.estimated = True
-            self.console.print(f"estimate: about {fmt.duration(rec.eta_seconds())} more "
-                               f"(from the first {steady} steady {rec.workload.unit}s)")
+            self.console.print(safe.text(f"estimate: about {fmt.duration(rec.eta_seconds())} more "
+                                         f"(from the first {steady} steady {rec.workload.unit}s)"))
 
     def close(self) -> None:
         if self.progress is not None:
@@ -181,37 +179,39 @@ def summary_title(record: RunRecord) -> str:
 
 
 def summary_table(record: RunRecord) -> Table:
-    t = Table(title=summary_title(record), show_header=False)
+    t = Table(title=safe.markup(summary_title(record)), show_header=False)
     t.add_column(style="bold")
     t.add_column()
     for name, value, style in summary_rows(record):
-        t.add_row(Text(name, style=style or ""), Text(value, style=style or ""))
+        t.add_row(safe.text(name, style or ""), safe.text(value, style or ""))
     return t
 
 
 def runtime_rows(report: RuntimeReport, verdicts: list[Verdict], probing: bool = False) -> list[tuple[str, str]]:
-    """(what, Rich markup) of the runtime: the terminal's table and the notebook's HTML read these."""
+    """(what, Rich markup) of the runtime: the terminal's table and the notebook's HTML read these. What the
+    machine and the frameworks said is escaped: only the styles are markup."""
     rows: list[tuple[str, str]] = []
     c = report.cpu
-    rows.append(("CPU", f"{c.model}: {c.logical_cores} logical cores, {', '.join(c.features) or 'no SIMD flags'}, "
-                        f"{fmt.bytes_(c.memory_bytes)} memory"))
+    rows.append(("CPU", safe.markup(f"{c.model}: {c.logical_cores} logical cores, "
+                                    f"{', '.join(c.features) or 'no SIMD flags'}, {fmt.bytes_(c.memory_bytes)} memory")))
     for i, g in enumerate(report.gpus):
-        rows.append((f"GPU {i}", f"{g.name}, {fmt.bytes_(g.memory_bytes)}, compute {g.compute_capability or '?'}, "
-                                 f"driver {g.driver or '?'} (found by {g.found_by})"))
+        rows.append((f"GPU {i}", safe.markup(f"{g.name}, {fmt.bytes_(g.memory_bytes)}, compute "
+                                             f"{g.compute_capability or '?'}, driver {g.driver or '?'} "
+                                             f"(found by {g.found_by})")))
     if report.gpu_hardware and not report.gpus:
         rows.append(("GPU", f"{report.gpu_hardware} NVIDIA device(s) on the PCI bus, no driver"))
     if report.tpu:
         tp = report.tpu
-        rows.append(("TPU", f"{tp.generation or 'unknown generation'}: {tp.chips} chip(s), {tp.cores} core(s); "
-                            f"found by {'; '.join(tp.found_by)}"))
+        rows.append(("TPU", safe.markup(f"{tp.generation or 'unknown generation'}: {tp.chips} chip(s), "
+                                        f"{tp.cores} core(s); found by {'; '.join(tp.found_by)}")))
     for name, info in backends.registry().items():
-        rows.append((info.title, framework_view(name, report, probing)))
-    rows.append(("Python", report.python + ("  (Colab)" if report.colab else "")))
-    rows.append(("default device", report.default_device.upper()))
+        rows.append((safe.markup(info.title), framework_view(name, report, probing)))
+    rows.append(("Python", safe.markup(report.python + ("  (Colab)" if report.colab else ""))))
+    rows.append(("default device", safe.markup(report.default_device.upper())))
     for v in verdicts:
         style = LEVEL_STYLE[v.level]
-        rows.append((f"[{style}]{v.level}: {v.device}[/]", f"[{style}]{v.message}[/]" +
-                     (f"\n  fix: [bold]{v.fix}[/]" if v.fix else "")))
+        rows.append((f"[{style}]{safe.markup(f'{v.level}: {v.device}')}[/]", f"[{style}]{safe.markup(v.message)}[/]" +
+                     (f"\n  fix: [bold]{safe.markup(v.fix)}[/]" if v.fix else "")))
     return rows
 
 
@@ -225,23 +225,23 @@ def runtime_table(report: RuntimeReport, verdicts: list[Verdict], probing: bool 
 
 
 def framework_view(name: str, report: RuntimeReport, probing: bool) -> str:
-    """One framework's line: its own view when probed, else what is installed."""
+    """One framework's line (Rich markup): its own view when probed, else what is installed."""
     view = report.frameworks.get(name)
     pk = report.packages
     if view and "error" in view:
-        return f"[red]could not be probed: {view['error']}[/]"
+        return f"[red]could not be probed: {safe.markup(view['error'])}[/]"
     if view:
         gpus = ", ".join(g["name"] + (f" (cc {g['compute_capability']})" if g.get("compute_capability") else "")
                          for g in view.get("gpus", [])) or "none"
         extra = f", platform {view['platform']}" if view.get("platform") else ""
         cuda = f", built with CUDA: {view['built_with_cuda']}" if "built_with_cuda" in view else ""
-        return (f"{view.get(name)} (Keras {view.get('keras') or '-'}){extra}{cuda}, GPUs: {gpus}, "
-                f"TPU cores: {view.get('tpu_cores', 0)}")
+        return safe.markup(f"{view.get(name)} (Keras {view.get('keras') or '-'}){extra}{cuda}, GPUs: {gpus}, "
+                           f"TPU cores: {view.get('tpu_cores', 0)}")
     version = backends.get(name).version(pk)
     if not version:
-        return "not installed: " + escape(backends.get(name).install)
-    return f"{version} (Keras {pk.get('keras') or '-'}); " + ("probing in the background..." if probing
-                                                              else "its own view not probed")
+        return "not installed: " + safe.markup(backends.get(name).install)
+    return safe.markup(f"{version} (Keras {pk.get('keras') or '-'}); ") + (
+        "probing in the background..." if probing else "its own view not probed")
 
 
 # --- comparisons ----------------------------------------------------------------------------
@@ -309,7 +309,7 @@ def telemetry_columns(records: list[RunRecord]) -> list[tuple[str, list[str]]]:
 def comparison_table(cmp: Comparison, width: int) -> Group:
     """The basis first, then the runs side by side when that fits `width`; else figures as rows and runs as
     columns, the speedup the first row."""
-    cols = comparison_columns(cmp)
+    cols = [(safe.text(name), [safe.text(c) for c in cells]) for name, cells in comparison_columns(cmp)]
     wide = Table()
     for name, _ in cols:
         wide.add_column(name, no_wrap=True)
@@ -322,6 +322,6 @@ def comparison_table(cmp: Comparison, width: int) -> Group:
         for run_id in cols[0][1]:
             table.add_column(run_id, overflow="fold")
         for name, cells in cols[1:]:
-            table.add_row(name, *cells, style="bold" if name == "speedup" else None)
-    warnings = [Text(f"warning: {w}", style="yellow") for w in cmp.warnings]
-    return Group(Text(cmp.header, style="bold"), table, *warnings)
+            table.add_row(name, *cells, style="bold" if name.plain == "speedup" else None)
+    warnings = [safe.text(f"warning: {w}", "yellow") for w in cmp.warnings]
+    return Group(safe.text(cmp.header, "bold"), table, *warnings)

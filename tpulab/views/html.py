@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import io
 import re
-from html import escape
 from typing import TYPE_CHECKING, Any, Sequence
 
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.charts import STEP_TIME, THROUGHPUT, ChartContext, Point
 from tpulab.base.events import OTHER_OPS
 from tpulab.base.version import __version__
@@ -23,6 +22,7 @@ from tpulab.views import listing, ops
 from tpulab.views.console import comparison_columns, runtime_rows, summary_rows, summary_title
 from tpulab.views.sweep import (
     FIGURES,
+    axis_text,
     chart_series,
     chart_title,
     figures,
@@ -72,16 +72,17 @@ def block(*parts: str) -> str:
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None, caption: str = "",
           classes: Sequence[str] | None = None, row_header: bool = False) -> str:
-    """A table of text cells (escaped here); `classes`: one CSS class per row, `row_header`: first cell is a th."""
+    """A table of text cells (made safe here: `safe.html`); `classes`: one CSS class per row, `row_header`: first
+    cell is a th."""
     out = ["<table>"]
     if caption:
-        out.append(f"<caption>{escape(caption)}</caption>")
+        out.append(f"<caption>{safe.html(caption)}</caption>")
     if header:
-        out.append("<thead><tr>" + "".join(f"<th>{escape(h)}</th>" for h in header) + "</tr></thead>")
+        out.append("<thead><tr>" + "".join(f"<th>{safe.html(h)}</th>" for h in header) + "</tr></thead>")
     out.append("<tbody>")
     for i, row in enumerate(rows):
         cls = classes[i] if classes else ""
-        cells = [f"<th>{escape(c)}</th>" if row_header and j == 0 else f"<td>{escape(c)}</td>"
+        cells = [f"<th>{safe.html(c)}</th>" if row_header and j == 0 else f"<td>{safe.html(c)}</td>"
                  for j, c in enumerate(row)]
         out.append(f'<tr class="{cls}">' if cls else "<tr>")
         out.append("".join(cells) + "</tr>")
@@ -91,7 +92,7 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None, ca
 
 def lines(texts: Sequence[str], cls: str = "") -> str:
     attr = f' class="{cls}"' if cls else ""
-    return "".join(f"<div{attr}>{escape(t)}</div>" for t in texts)
+    return "".join(f"<div{attr}>{safe.html(t)}</div>" for t in texts)
 
 
 def plain(markup: str) -> str:
@@ -102,6 +103,12 @@ def plain(markup: str) -> str:
 
 
 # --- charts --------------------------------------------------------------------------------------
+def chart_text(text: object) -> str:
+    """Text for a chart's label: visible, and a '$' a dollar sign (matplotlib reads $...$ as maths, and fails on
+    a bad formula)."""
+    return safe.visible(text).replace("$", r"\$")
+
+
 def svg(fig: Any) -> str:
     """A matplotlib Figure as an inline <svg> element: no XML prolog, no doctype URL, no metadata."""
     buf = io.StringIO()
@@ -170,7 +177,7 @@ def run_chart(record: RunRecord) -> str:
     fig, axes = figure(len(series))
     for ax, (_, (xs, ys, label)) in zip(axes, series.items()):
         ax.plot(xs, ys, color=COLORS[0], marker="o" if len(xs) < 30 else None, markersize=3, linewidth=1.2)
-        ax.set_title(label)
+        ax.set_title(chart_text(label))
         ax.set_xlabel("step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(bottom=0)
@@ -184,7 +191,7 @@ def sweep_chart(points: list[Any], axes_names: list[str], found: Any) -> str:
     fig, (ax,) = figure(1, 6.0, 3.2)
     for i, (name, pts) in enumerate(series.items()):
         ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", color=COLORS[i % len(COLORS)],
-                label=name if len(series) > 1 else None)
+                label=chart_text(name) if len(series) > 1 else None)
     best = found.best
     if best is not None and best.rate(found.by):
         [(x, y)] = next(iter(chart_series([best], axes_names, x_values(points, axes_names[0]), found.by).values()))
@@ -193,16 +200,17 @@ def sweep_chart(points: list[Any], axes_names: list[str], found: Any) -> str:
     if values and all(is_number(v) for v in values) and min(values) > 0 and max(values) / min(values) >= 8:
         ax.set_xscale("log", base=2)
     ax.set_xticks([float(v) if is_number(v) else float(i) for i, v in enumerate(values)],
-                  [value_text(v) for v in values])
-    ax.set_title(chart_title(axes_names, found.by))
-    ax.set_xlabel(axes_names[0].replace("_", " "))
+                  [chart_text(value_text(v)) for v in values])
+    ax.set_title(chart_text(chart_title(axes_names, found.by)))
+    ax.set_xlabel(chart_text(axis_text(axes_names[0])))
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     return svg(fig)
 
 
 def comparison_chart(cmp: Comparison) -> str:
-    values = [(f"{r.short_id} {r.device_label(short=True)}", x) for r, x in zip(cmp.records, cmp.speedups) if x]
+    values = [(chart_text(f"{r.short_id} {r.device_label(short=True)}"), x)
+              for r, x in zip(cmp.records, cmp.speedups) if x]
     if not values:
         return ""
     fig, (ax,) = figure(1, 6.0, 0.5 + 0.4 * len(values))
@@ -293,6 +301,6 @@ def list_html(records: list[RunRecord], caption: str) -> str:
 def page(title: str, bodies: list[str]) -> str:
     """A whole HTML document, self-contained: its style inline, its charts inline SVG."""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape(title)}</title><style>{CSS}</style></head>"
-            f'<body class="tpulab"><h1>{escape(title)}</h1>{"<hr>".join(bodies)}'
-            f'<p class="note">written by tpulab {escape(__version__)}</p></body></html>\n')
+            f"<title>{safe.html(title)}</title><style>{CSS}</style></head>"
+            f'<body class="tpulab"><h1>{safe.html(title)}</h1>{"<hr>".join(bodies)}'
+            f'<p class="note">written by tpulab {safe.html(__version__)}</p></body></html>\n')

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tpulab.backends import registry
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.engine.runindex import RunRow
 
 
@@ -14,10 +14,12 @@ def backend_short(name: str) -> str:
 
 
 def list_row(row: RunRow) -> tuple[str, ...]:
-    """A run in one line of a listing (the CLI's and the lab's): LIST_COLUMNS; a user's model by its name."""
-    return (row.short_id, row.started_at[5:16].replace("T", " "), row.model or row.workload, row.status,
-            row.device_short, backend_short(row.backend), str(row.batch_size or "-"), fmt.gflop(row.flops_per_step),
-            (row.sweep or "")[:SWEEP_TAG], fmt.seconds(row.median_s), fmt.percent(row.peak_fraction))
+    """A run in one line of a listing (the CLI's and the lab's): LIST_COLUMNS; a user's model by its name. Each
+    cell is visible text (`safe.visible`), so its length is its width; a terminal still shows it as Text."""
+    cells = (row.short_id, row.started_at[5:16].replace("T", " "), row.model or row.workload, row.status,
+             row.device_short, backend_short(row.backend), str(row.batch_size or "-"), fmt.gflop(row.flops_per_step),
+             (row.sweep or "")[:SWEEP_TAG], fmt.seconds(row.median_s), fmt.percent(row.peak_fraction))
+    return tuple(map(safe.visible, cells))
 
 
 SWEEP_TAG = 5  # characters of a sweep's id in a listing: enough for `--sweep ID` to pick its runs

@@ -1,15 +1,14 @@
 """Each event of a run in words for people: the one wording the headless printer and the lab share.
 
-Lines are Rich markup. The lab adds charts around them; it never words an event itself. Given the
+Lines are Rich markup, in which whatever came from outside (a device's name, an op's, a framework's
+error) is escaped (`tpulab.base.safe`). The lab adds charts around them; it never words an event itself. Given the
 terminal's width, a line is fitted to it: figures closer together, then the ones the summary
 repeats left out, so that a line never wraps a word onto a line of its own.
 """
 
 from __future__ import annotations
 
-from rich.markup import escape
-
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.timing import median
 from tpulab.base.events import (
     OTHER_OPS,
@@ -52,7 +51,7 @@ def fitted(cells: list[Cell], width: int | None, spare: tuple[int, ...] = ()) ->
             if length(shown, between) <= width:
                 break
             shown = [c for c in shown if c is not cells[i]]
-    return between.join(f"[{style}]{escape(text)}[/]" if style else escape(text) for text, style in shown)
+    return between.join(f"[{style}]{safe.markup(text)}[/]" if style else safe.markup(text) for text, style in shown)
 
 
 def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | None:
@@ -75,13 +74,13 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
         case Epoch():
             return epoch_line(event, rec, width)
         case Failed():
-            return f"[red]failed: {event.error}[/]"
+            return f"[red]failed: {safe.markup(event.error)}[/]"
         case Cancelled():
             return "[yellow]cancelled: what was measured is kept[/]"
         case Log():
-            return event.text or None
+            return safe.markup(event.text) or None  # the worker's words, or a framework's output
         case Tracing():
-            return f"tracing {event.steps} more {w.unit}(s) for the profile (not timed)"
+            return safe.markup(f"tracing {event.steps} more {w.unit}(s) for the profile (not timed)")
         case Profiled():
             return profiled_line(event, width)
     return None
@@ -101,15 +100,15 @@ def profiled_line(e: Profiled, width: int | None = None) -> str:
 
 def header(e: Started, rec: RunRecorder) -> str:
     d = e.device
-    lines = [f"[bold]{rec.workload.title}[/] on {d.kind.upper()} {d.name}",
-             f"{d.replicas} replica(s) ({d.strategy}" + (f", {d.hosts} hosts" if d.hosts > 1 else "")
-             + f"), {e.dtype}, {rec.workload.work_words(rec.params, e.per_replica_batch)}",
-             *([f"data: {e.dataset}"] if e.dataset else []),
-             f"backend: {backend_line(e.backend, rec.backend_reason, e.versions)}"]
+    lines = [f"[bold]{safe.markup(rec.workload.title)}[/] " + safe.markup(f"on {d.kind.upper()} {d.name}"),
+             safe.markup(f"{d.replicas} replica(s) ({d.strategy}" + (f", {d.hosts} hosts" if d.hosts > 1 else "")
+                         + f"), {e.dtype}, {rec.workload.work_words(rec.params, e.per_replica_batch)}"),
+             *([safe.markup(f"data: {e.dataset}")] if e.dataset else []),
+             safe.markup(f"backend: {backend_line(e.backend, rec.backend_reason, e.versions)}")]
     if e.synthetic:
-        lines.append(f"[yellow]SYNTHETIC DATA: {rec.workload.synthetic_warning()}[/]")
+        lines.append(f"[yellow]SYNTHETIC DATA: {safe.markup(rec.workload.synthetic_warning())}[/]")
     if e.note:
-        lines.append(f"[yellow]note: {e.note}[/]")
+        lines.append(f"[yellow]note: {safe.markup(e.note)}[/]")
     return "\n".join(lines)
 
 
@@ -161,14 +160,14 @@ def epoch_line(e: Epoch, rec: RunRecorder, width: int | None = None) -> str:
     figures, rest = [f"epoch {e.epoch}: {fmt.duration(e.seconds)}", *train], val
     if width is None or len(", ".join([*figures, *val]) + ("  [synthetic data]" if tag else "")) <= width:
         figures, rest = figures + val, []
-    return escape(", ".join(figures)) + tag + ("\n  " + escape(", ".join(rest)) if rest else "")
+    return safe.markup(", ".join(figures)) + tag + ("\n  " + safe.markup(", ".join(rest)) if rest else "")
 
 
 def step_status(e: Step, rec: RunRecorder) -> str:
     """The short form beside a progress bar: time per step and the first metric."""
     first = next((m for m in rec.workload.metrics if m.key in e.metrics), None)
     figure = f"  {first.label} {first.show(e.metrics[first.key])}" if first else ""
-    return f"{fmt.seconds(e.seconds)}/{rec.workload.unit}{figure}" + (SYNTHETIC_TAG if e.synthetic else "")
+    return safe.markup(f"{fmt.seconds(e.seconds)}/{rec.workload.unit}{figure}") + (SYNTHETIC_TAG if e.synthetic else "")
 
 
 def sample_line(s: Sample) -> str:
@@ -182,15 +181,15 @@ def sample_line(s: Sample) -> str:
                    f"{fmt.bytes_(d.mem_used)}/{fmt.bytes_(d.mem_total)}" if d.mem_used is not None else "",
                    f"{d.power_w:.0f} W" if d.power_w is not None else ""]
         parts.append(f"{d.kind.upper()}{d.index} " + (" ".join(f for f in figures if f) or "-"))
-    return f"[dim]telemetry {host}" + " | ".join(parts) + "[/]"
+    return f"[dim]{safe.markup(f'telemetry {host}' + ' | '.join(parts))}[/]"
 
 
 def unavailable_lines(reasons: dict[str, str]) -> list[str]:
-    return [f"[dim]telemetry: {what} unavailable: {why}[/]" for what, why in reasons.items()]
+    return [f"[dim]{safe.markup(f'telemetry: {what} unavailable: {why}')}[/]" for what, why in reasons.items()]
 
 
 def telemetry_rows(t: Telemetry, unit: str = "step") -> list[tuple[str, str]]:
-    """The telemetry summary as (name, value) rows: only the figures that were measured."""
+    """The telemetry summary as (name, value) rows of plain text: only the figures that were measured."""
     rows = []
     if t.cpu_mean is not None or t.cpu_peak is not None:
         busiest = f", busiest core {fmt.pct(t.busiest_core_mean)}" if t.busiest_core_mean is not None else ""
@@ -216,5 +215,5 @@ def telemetry_rows(t: Telemetry, unit: str = "step") -> list[tuple[str, str]]:
     if t.host_cpu_mean:
         rows.append(("per-host CPU", ", ".join(f"host {i} {fmt.pct(x)}" for i, x in enumerate(t.host_cpu_mean))))
     for what, why in t.unavailable.items():
-        rows.append((f"[dim]{what}[/]", f"[dim]unavailable: {why}[/]"))
+        rows.append((what, f"unavailable: {why}"))
     return rows

@@ -17,9 +17,8 @@ from pathlib import Path
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
-from rich.text import Text
 
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.events import OP_CATEGORIES, OTHER_OPS, OpRow, Profile, RunRecord
 
 TOP = 5  # the ops a run's summary names
@@ -140,8 +139,8 @@ def notes(p: Profile) -> list[str]:
 
 def ops_table(p: Profile, title: str = "") -> Group:
     """The whole op table, one line an op at the width it is drawn in (a long name shortened in the middle),
-    and its notes below it."""
-    return Group(OpTable(p, title), *(Text(line, style="dim") for line in notes(p)))
+    and its notes below it; `title` is plain text (an op's name, a run's workload: shown as written)."""
+    return Group(OpTable(p, title), *(safe.text(line, "dim") for line in notes(p)))
 
 
 @dataclass
@@ -153,13 +152,13 @@ class OpTable:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         p = self.profile
-        t = Table(title=self.title or None, box=box.SIMPLE_HEAD, show_edge=False,
+        t = Table(title=safe.markup(self.title) if self.title else None, box=box.SIMPLE_HEAD, show_edge=False,
                   pad_edge=False, padding=(0, 1, 0, 0))
         for name in op_columns(p):
             t.add_column(name, overflow="fold", justify="left" if name in ("op", "category", "bound") else "right",
                          no_wrap=name != "op", min_width=8 if name == "op" else None)
         for op, cells in zip(p.ops, table_cells(p, options.max_width)):
-            t.add_row(*cells, style="dim" if op.name == OTHER_OPS else None)
+            t.add_row(*map(safe.text, cells), style="dim" if op.name == OTHER_OPS else None)
         yield t
 
 
@@ -266,5 +265,5 @@ def moves_table(a: RunRecord, b: RunRecord) -> Group:
         t.add_column(name, overflow="fold", justify="left" if name in ("op or category", "matched") else "right",
                      no_wrap=name != "op or category")
     for m in moves:
-        t.add_row(*move_cells(m), style="bold" if not m.matched else None)
-    return Group(*(Text(line, style="bold") for line in moves_header(a, b)), t)
+        t.add_row(*map(safe.text, move_cells(m)), style="bold" if not m.matched else None)
+    return Group(*(safe.text(line, "bold") for line in moves_header(a, b)), t)

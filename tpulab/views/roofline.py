@@ -11,7 +11,7 @@ from typing import Iterable
 
 from rich.text import Text
 
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.ceilings import CEILING_LOW
 from tpulab.base.events import Device, RunRecord, Summary
 from tpulab.engine.ceilings import MEMORY, Ceilings, Verdict, verdicts
@@ -125,7 +125,7 @@ def roofline_plot(ceilings: Ceilings, records: Iterable[RunRecord], device: Devi
             plt.plot([c.value / bw.value, hi], [c.value * g, c.value * g], label=f"{dtype} ceiling", color=color)
     if pts:
         plt.scatter([p[1] for p in pts], [p[2] * g for p in pts], label="runs", marker="*", color="red")
-    plt.title(f"roofline: GFLOP/s up, FLOP/byte across, {device.label(short=True)}")
+    plt.title(safe.visible(f"roofline: GFLOP/s up, FLOP/byte across, {device.label(short=True)}"))
     plt.theme("clear")
     return str(plt.build())
 
@@ -135,6 +135,6 @@ def roofline_view(records: Iterable[RunRecord], device: Device, width: int, heig
     unique = list({r.id: r for r in records}.values())
     plot = roofline_plot(Ceilings(unique), unique, device, width=min(width, 100) - 1, height=height)
     if plot is None:
-        return Text(f"no roofline chart: no roofline run measured both ceilings of {device.label()} "
-                    "(`tpulab --run roofline`)", style="dim")
+        return safe.text(f"no roofline chart: no roofline run measured both ceilings of {device.label()} "
+                         "(`tpulab --run roofline`)", "dim")
     return Text.from_ansi(plot)

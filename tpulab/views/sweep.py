@@ -14,7 +14,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.ceilings import CEILING_LOW
 from tpulab.base.events import RunRecord, SweepRecord
 from tpulab.engine.sweep import (
@@ -37,9 +37,15 @@ WIDTHS = {"median": 8, "throughput": 11, "GFLOP/s": 7, "peak": 6, "ceiling": 7}
 
 
 def value_text(value: Any) -> str:
+    """A swept value as every view shows it (visible text: a kept sweep may be anyone's file)."""
     if isinstance(value, bool):
         return "on" if value else "off"
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{value:g}" if isinstance(value, float) else safe.visible(value)
+
+
+def axis_text(name: str) -> str:
+    """A swept parameter's name as a column or a label shows it."""
+    return safe.visible(name.replace("_", " "))
 
 
 def telemetry_table(points: list[Point], axes: list[str], found: Findings) -> Table | None:
@@ -53,11 +59,11 @@ def telemetry_table(points: list[Point], axes: list[str], found: Findings) -> Ta
     t = Table(title="telemetry (steady state means; peak memory: the device's, else the worker's)",
               box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     for name in axes:
-        t.add_column(name.replace("_", " "), no_wrap=True)
+        t.add_column(safe.text(axis_text(name)), no_wrap=True)
     for name, _ in cols:
         t.add_column(name, no_wrap=True)
     for i, (p, _) in enumerate(have):
-        t.add_row(*(value_text(p.values[n]) for n in axes), *(cells[i] for _, cells in cols),
+        t.add_row(*(safe.text(value_text(p.values[n])) for n in axes), *(cells[i] for _, cells in cols),
                   style="bold" if p is found.best else None)
     return t
 
@@ -68,13 +74,13 @@ def rate_prefix(points: list[Point]) -> fmt.Prefix:
 
 
 def figures(p: Point, prefix: fmt.Prefix | None = None) -> dict[str, str]:
-    """A point's figures as text; the throughput's range over repeats when there are several; in a table, the
-    throughput takes the table's `prefix` (see rate_prefix)."""
+    """A point's figures as visible text; the throughput's range over repeats when there are several; in a table,
+    the throughput takes the table's `prefix` (see rate_prefix)."""
     spread = p.throughput_range
     rate = fmt.rate(p.throughput, "ex/s", prefix)
     if spread and len(p.finished) > 1:
         rate += f" ({fmt.rate(spread[0], '', prefix)}-{fmt.rate(spread[1], '', prefix)})"
-    flags = ",".join(p.flags) if p.status == "finished" else f"{p.status}: {(p.error or '')[:60]}"
+    flags = safe.visible(",".join(p.flags) if p.status == "finished" else f"{p.status}: {(p.error or '')[:60]}")
     return {"median": fmt.seconds(p.step_seconds), "throughput": rate,
             "GFLOP/s": f"{p.gflops:.1f}" if p.gflops else "-", "peak": fmt.percent(p.peak_fraction),
             "ceiling": "measured low" if CEILING_LOW in p.flags else fmt.percent(p.ceiling_fraction), "flags": flags}
@@ -95,7 +101,7 @@ def article_note(grid: Grid) -> str | None:
     unlike = unlike_article(grid)
     if not grid.axes or not unlike:
         return None
-    held = ", ".join(f"{n.replace('_', ' ')} {value_text(ours)} (the article's {value_text(theirs)})"
+    held = ", ".join(f"{axis_text(n)} {value_text(ours)} (the article's {value_text(theirs)})"
                      for n, (ours, theirs) in unlike.items())
     return f"no article's point: this sweep holds {held}"
 
@@ -111,17 +117,18 @@ def marks_legend(found: Findings) -> str:
 
 
 def label(p: Point, axes: list[str]) -> str:
-    return ", ".join(f"{name} {value_text(p.values[name])}" for name in axes) + (" (article)" if p.article else "")
+    return ", ".join(f"{safe.visible(name)} {value_text(p.values[name])}" for name in axes) + (
+        " (article)" if p.article else "")
 
 
 # --- streaming, a line per finished point --------------------------------------------------------
 def axis_widths(axes: dict[str, list[Any]]) -> dict[str, int]:
     """Each swept parameter's column: as wide as its name or its longest value, whichever is wider."""
-    return {name: max(len(name), *(len(value_text(v)) for v in values)) for name, values in axes.items()}
+    return {name: max(len(safe.visible(name)), *(len(value_text(v)) for v in values)) for name, values in axes.items()}
 
 
 def live_header(axes: dict[str, list[Any]]) -> str:
-    cells = [f"{name:<{w}}" for name, w in axis_widths(axes).items()] + [f"{f:<{WIDTHS.get(f, 0)}}" for f in FIGURES]
+    cells = [f"{safe.visible(name):<{w}}" for name, w in axis_widths(axes).items()] + [f"{f:<{WIDTHS.get(f, 0)}}" for f in FIGURES]
     return " ".join(cells).rstrip()
 
 
@@ -142,7 +149,7 @@ def impossible_lines(impossible: list[tuple[dict[str, Any], str]]) -> list[str]:
     lines = []
     for why, combos in by_reason.items():
         common = {k: v for k, v in combos[0].items() if all(c.get(k) == v for c in combos)}
-        what = ", ".join(f"{k} {value_text(v)}" for k, v in common.items()) or "some combinations"
+        what = ", ".join(f"{safe.visible(k)} {value_text(v)}" for k, v in common.items()) or "some combinations"
         lines.append(f"cannot run {what} ({len(combos)} combination(s)): {why}")
     return lines
 
@@ -165,19 +172,21 @@ def sweep_table(points: list[Point], axes: list[str], found: Findings, title: st
             for p in ranked(points, found.by)]
     shown = [f for i, f in enumerate(FIGURES) if f != "flags" or any(r[1 + len(axes) + i] for r in rows)]
     # Light rules, one space between columns: four swept parameters and the figures fit 80 columns.
-    t = Table(title=title, caption=marks_legend(found) or None, box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
+    t = Table(title=safe.markup(title), caption=marks_legend(found) or None, box=box.SIMPLE_HEAD, pad_edge=False,
+              padding=0)
     t.add_column("", min_width=1, no_wrap=True)
     for name in axes:
-        t.add_column(name.replace("_", " "), no_wrap=True)
+        t.add_column(safe.text(axis_text(name)), no_wrap=True)
     for f in shown:
         t.add_column(f, no_wrap=f != "flags", overflow="fold")
     for p, row in zip(ranked(points, found.by), rows):
         cells = list(row[:1 + len(axes)]) + [row[1 + len(axes) + FIGURES.index(f)] for f in shown]
-        t.add_row(*cells, style="bold" if p is found.best else None)
+        t.add_row(*map(safe.text, cells), style="bold" if p is found.best else None)
     return t
 
 
 def findings_lines(found: Findings, axes: list[str]) -> list[str]:
+    """What the sweep found, as lines of plain text."""
     if found.best is None:
         return ["no point finished: nothing to compare"]
     if found.by == TOKENS:
@@ -236,7 +245,7 @@ def chart_series(points: list[Point], axes: list[str], xs: list[Any] | None = No
 
 
 def chart_title(axes: list[str], by: str) -> str:
-    return f"{by} against {axes[0].replace('_', ' ')}" if axes else by
+    return f"{by} against {axis_text(axes[0])}" if axes else by
 
 
 def text_chart(points: list[Point], axes: list[str], found: Findings, width: int, height: int = 14) -> Text:
@@ -275,9 +284,9 @@ def sweep_report(sweep: SweepRecord, runs: dict[str, RunRecord], width: int) -> 
     parts: list[Any] = [sweep_table(points, axes, found, title)]
     if (tele := telemetry_table(points, axes, found)) is not None:
         parts.append(tele)
-    parts += findings_lines(found, axes)
+    parts += map(safe.text, findings_lines(found, axes))
     if sweep.stopped:
-        parts.append(Text(f"stopped early: {sweep.stopped}", style="yellow"))
+        parts.append(safe.text(f"stopped early: {sweep.stopped}", "yellow"))
     if axes and found.best is not None:
         parts.append(text_chart(points, axes, found, width))
     return Group(*parts)
@@ -332,18 +341,19 @@ def curve_figures(p: Point, speedup: float | None) -> dict[str, str]:
 
 def curve_table(points: list[Point], axes: list[str], found: Findings, title: str) -> Table:
     """A decode sweep's points, fastest first: * the best, K the knee, W the largest batch within --max-itl."""
-    t = Table(title=title, caption=curve_legend(found), box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    t = Table(title=safe.markup(title), caption=curve_legend(found), box=box.SIMPLE_HEAD, pad_edge=False,
+              padding=(0, 1, 0, 0))
     t.add_column("", min_width=1, no_wrap=True)
     for name in axes:
-        t.add_column(name.replace("_", " "), no_wrap=True)
+        t.add_column(safe.text(axis_text(name)), no_wrap=True)
     for name in curve_figures(points[0], None) if points else ():
         t.add_column(name, no_wrap=True, justify="right")
     t.add_column("flags", overflow="fold")
     for p in ranked(points, found.by):
         mark = marks(p, found) + ("W" if p in found.within else "")
         flags = ",".join(p.flags) if p.status == "finished" else f"{p.status}: {(p.error or '')[:40]}"
-        t.add_row(mark, *(value_text(p.values[n]) for n in axes), *curve_figures(p, found.speedup(p)).values(),
-                  flags, style="bold" if p is found.best else None)
+        cells = (mark, *(value_text(p.values[n]) for n in axes), *curve_figures(p, found.speedup(p)).values(), flags)
+        t.add_row(*map(safe.text, cells), style="bold" if p is found.best else None)
     return t
 
 
@@ -373,7 +383,7 @@ def curve_lines(found: Findings, axes: list[str]) -> list[str]:
 
 def series_label(p: Point) -> str:
     """'prompt len 128': a point's curve, named by its values but the batch."""
-    return ", ".join(f"{k.replace('_', ' ')} {value_text(v)}" for k, v in series_key(p))
+    return ", ".join(f"{axis_text(k)} {value_text(v)}" for k, v in series_key(p))
 
 
 def curve_series(points: list[Point]) -> dict[str, list[tuple[float, float]]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,7 +17,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Static
 
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.errors import UsageError
 from tpulab.engine.ceilings import WORKLOAD
 from tpulab.engine.runindex import FilterError, RunFilter, RunRow, parse_filter
@@ -70,7 +71,7 @@ class ResultsPane(Vertical):
         yield Button("Compare marked", id="compare-button", disabled=True)
 
     @property
-    def table(self) -> DataTable[str]:
+    def table(self) -> DataTable[str | Text]:
         return self.query_one("#results-table", DataTable)
 
     def on_mount(self) -> None:
@@ -101,7 +102,8 @@ class ResultsPane(Vertical):
                 total = store.count(filt) if page.after is not None else len(page.rows)
                 self.app.call_from_thread(self._counted, generation, total)
         except StoreError as e:
-            self.app.call_from_thread(self.notify, str(e), title="results store", severity="error", timeout=15)
+            self.app.call_from_thread(self.notify, safe.visible(e), title="results store", severity="error",
+                                      timeout=15, markup=False)
 
     def _arrived(self, generation: int, page: Page, fresh: bool) -> None:
         if generation != self._generation:
@@ -140,7 +142,7 @@ class ResultsPane(Vertical):
 
             self.call_after_refresh(restore)
         for run, cells in zip(self.rows[start:], fitted[1 + start:]):
-            table.add_row(self._mark(run.id), *cells, key=run.id)
+            table.add_row(self._mark(run.id), *map(safe.text, cells), key=run.id)
 
     def _mark(self, run_id: str) -> str:
         return MARK if run_id in self.marked else ""
@@ -155,12 +157,12 @@ class ResultsPane(Vertical):
             self._status()
 
     def _status(self, problem: str | None = None) -> None:
-        which = f" matching {self.filter.describe()}" if self.filter else ""
+        which = safe.markup(f" matching {self.filter.describe()}") if self.filter else ""
         counted = f"{len(self.rows):,} of {self.total:,}" if self.total is not None else f"{len(self.rows):,}"
         marked = f", [b]{len(self.marked)} marked[/b]" if self.marked else ""
         keys = ("space marks a run, m compares the marked (the first is the baseline), r draws the roofline, "
                 "o shows the op table")
-        text = f"[red]{problem}[/]" if problem else f"{counted} runs{which}{marked} | {keys}"
+        text = f"[red]{safe.markup(problem)}[/]" if problem else f"{counted} runs{which}{marked} | {keys}"
         self.query_one("#results-help", Static).update(text)
 
     @on(DataTable.RowHighlighted, "#results-table")
@@ -223,7 +225,7 @@ class ResultsPane(Vertical):
                 runs += [store.get(r.id) for r in store.page(on_it, limit=ROOFLINE_POINTS).rows]
                 view = roofline_view([record, *runs], device, width, height=16)
         except StoreError as e:
-            view = str(e)
+            view = safe.text(e)
         self.app.call_from_thread(self._show_view, view)
 
     def action_ops(self) -> None:
@@ -237,7 +239,7 @@ class ResultsPane(Vertical):
             record = lab(self).store.get(run_id)
             view: Any = ops.ops_table(ops.profile_of(record), f"ops of {record.workload} run {record.short_id}")
         except (StoreError, UsageError) as e:
-            view = str(e)
+            view = safe.text(e)
         self.app.call_from_thread(self._show_view, view)
 
     def _show_view(self, view: Any) -> None:
@@ -262,7 +264,7 @@ class ResultsPane(Vertical):
         try:
             result = compare([lab(self).store.get(i) for i in ids])
         except StoreError as e:
-            self.app.call_from_thread(self.notify, str(e), severity="error")
+            self.app.call_from_thread(self.notify, safe.visible(e), severity="error", markup=False)
             return
         self.app.call_from_thread(self._show_comparison, result)
 

@@ -20,7 +20,7 @@ from textual.widgets import ProgressBar, RichLog, Static
 from textual.worker import Worker, WorkerState
 from typing_extensions import Self
 
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.charts import Chart, ChartContext
 from tpulab.base.events import Event, RunRecord, Sample, Started, Step
 from tpulab.base.timing import median
@@ -156,10 +156,10 @@ class RunPane(Vertical):
             self.telemetry_charts[chart_id] = plot
         self.query_one("#run-summary", Static).update("")
         self.log_view.clear()
-        self.log_view.write(f"starting {workload.name}: {workload.changed(run.params) or 'defaults'}")
+        self.log_view.write(safe.markup(f"starting {workload.name}: {workload.changed(run.params) or 'defaults'}"))
         self.query_one("#run-progress", ProgressBar).update(total=None, progress=0)
         self.query_one("#run-header", Static).update(
-            f"{workload.title}: starting a worker ({run.backend} imports)...")
+            safe.markup(f"{workload.title}: starting a worker ({run.backend} imports)..."))
         self._stream(run)
         return run
 
@@ -222,9 +222,11 @@ class RunPane(Vertical):
         if info is not None:
             d = info.device
             self.query_one("#run-header", Static).update(
-                f"[b]{rec.workload.title}[/b] on {d.label()} via {info.backend} | {d.replicas} shard(s), "
-                f"{info.per_replica_batch} per replica, {info.dtype} | "
-                f"{message.done}/{message.total or '?'} {rec.workload.unit}s | ETA {fmt.duration(message.eta)}"
+                f"[b]{safe.markup(rec.workload.title)}[/b] "
+                + safe.markup(f"on {d.label()} via {info.backend} | {d.replicas} shard(s), "
+                              f"{info.per_replica_batch} per replica, {info.dtype} | "
+                              f"{message.done}/{message.total or '?'} {rec.workload.unit}s | "
+                              f"ETA {fmt.duration(message.eta)}")
                 + (" | [yellow]SYNTHETIC DATA[/]" if info.synthetic else ""))
 
     def _chart(self, e: Event, peak_flops: float | None) -> None:
@@ -290,11 +292,12 @@ class RunPane(Vertical):
         self.query_one("#run-summary", Static).update(Group(Text(ZOOM_HINT, style="dim"), summary))
         for flag in record.summary.flags:
             colour = "red" if flag.code == "beats-peak" else "yellow"  # above a measured ceiling: not a win
-            self.log_view.write(f"[{colour}]flag {flag.code}: {flag.message}[/]")
+            self.log_view.write(f"[{colour}]{safe.markup(f'flag {flag.code}: {flag.message}')}[/]")
         s = record.summary
         for verdict in [*(s.telemetry.verdicts if s.telemetry else ()), *(s.profile.verdicts if s.profile else ())]:
-            self.log_view.write(f"[cyan]why {verdict.code}: {verdict.message}[/]")
-        self.log_view.write(f"run {record.short_id} {record.status}" + (f": {record.error}" if record.error else ""))
+            self.log_view.write(f"[cyan]{safe.markup(f'why {verdict.code}: {verdict.message}')}[/]")
+        self.log_view.write(safe.markup(f"run {record.short_id} {record.status}"
+                                        + (f": {record.error}" if record.error else "")))
         box = self.query_one("#run-summary-box")
         focused = self.app.focused
         if focused is None or self in focused.ancestors:  # the user is here: the answer opens zoomed, taking the keys

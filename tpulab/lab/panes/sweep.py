@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widgets import DataTable, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.events import RunRecord
 from tpulab.engine.estimate import Estimate
 from tpulab.engine.sweep import TOKENS, Point, PointFinished, PointStarted, Sweep
@@ -25,6 +25,7 @@ from tpulab.lab.panes import lab
 from tpulab.views.sweep import (
     FIGURES,
     CURVE_TITLE,
+    axis_text,
     chart_series,
     curve_series,
     chart_title,
@@ -107,7 +108,7 @@ class SweepPane(Vertical):
         chart.configure(chart_title(axes, "examples/s"))
         table = self.query_one("#sweep-table", DataTable)
         table.clear(columns=True)
-        table.add_columns("", *(a.replace("_", " ") for a in axes), *FIGURES)
+        table.add_columns("", *(safe.text(axis_text(a)) for a in axes), *FIGURES)
         self.query_one("#sweep-findings", Static).update("")
         self.query_one("#sweep-progress", ProgressBar).update(total=len(sweep.points) * sweep.repeat, progress=0)
         self._starting = True
@@ -124,8 +125,9 @@ class SweepPane(Vertical):
         assert self.sweep is not None
         grid = self.sweep.grid
         self.query_one("#sweep-header", Static).update(
-            f"[b]sweep {self.sweep.id[:8]}[/b] of {grid.workload.title} over "
-            + (", ".join(f"{a} ({len(v)})" for a, v in grid.axes.items()) or "one point") + f" | {status}")
+            f"[b]sweep {self.sweep.id[:8]}[/b] " + safe.markup(
+                f"of {grid.workload.title} over " + (", ".join(f"{a} ({len(v)})" for a, v in grid.axes.items())
+                                                     or "one point") + f" | {status}"))
 
     def stop(self) -> None:
         if self.sweep is None or not self.running:
@@ -186,11 +188,12 @@ class SweepPane(Vertical):
         prefix = rate_prefix(listed)
         for p in listed:
             cells = figures(p, prefix)
-            table.add_row(marks(p, found), *(value_text(p.values[a]) for a in axes),
-                          *(cells[f] for f in FIGURES))
+            table.add_row(*map(safe.text, (marks(p, found), *(value_text(p.values[a]) for a in axes),
+                                           *(cells[f] for f in FIGURES))))
         legend = marks_legend(found)  # what the first column's marks mean
         self.query_one("#sweep-findings", Static).update(
-            "\n".join(([f"[dim]{legend}[/]"] if legend else []) + findings_lines(found, axes)))
+            "\n".join(([f"[dim]{legend}[/]"] if legend else []) + [safe.markup(line) for line in
+                                                                   findings_lines(found, axes)]))
 
     @on(Done)
     def _finished(self, message: Done) -> None:

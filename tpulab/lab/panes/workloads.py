@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.widgets import Button, Checkbox, OptionList, Static
 from textual.widgets.option_list import Option
 
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.errors import UsageError
 from tpulab.base.plugins import WORKLOADS, discover
 from tpulab.engine.estimate import Estimate, estimate, wanted
@@ -68,10 +68,10 @@ class WorkloadsPane(Horizontal):
 
     def _options(self) -> list[Option]:
         """One entry per workload; the open one is marked, so the list says which form is shown."""
-        broken = [Option(f"[dim]{b.name}: could not be loaded[/]\n  [dim]{b.error[:60]}[/]", id=f"broken-{b.name}",
-                         disabled=True) for b in discover(WORKLOADS)[1]]
-        return [Option(f"[b]{OPEN_MARK if w is self.workload else '  '}{w.title}[/b]\n  {w.name}", id=w.name)
-                for w in registry().values()] + broken
+        broken = [Option(f"[dim]{safe.markup(f'{b.name}: could not be loaded')}[/]\n  [dim]{safe.markup(b.error[:60])}[/]",
+                         id=f"broken-{b.name}", disabled=True) for b in discover(WORKLOADS)[1]]
+        return [Option(f"[b]{OPEN_MARK if w is self.workload else '  '}{safe.markup(w.title)}[/b]\n  {safe.markup(w.name)}",
+                       id=w.name) for w in registry().values()] + broken
 
     def limits(self) -> Limits:
         return Limits.of(self.report)
