@@ -13,7 +13,7 @@ from tpulab.engine.spec import RunSpec
 from tpulab.machine.peaks import spec_bandwidth
 from tpulab.workloads.decode import DECODE, shape
 from tpulab.workloads.decode_figures import Ceiling, Shape, figures
-from tpulab.workloads.roofline_kernels import MIB, measure_bandwidth
+from tpulab.workloads.roofline_kernels import MIB, Kernel, measure_bandwidth
 
 from .helpers import cpu_only, decode_events
 
@@ -133,7 +133,7 @@ def placement(name: str = "test CPU") -> Placement:
     return Placement(kind="cpu", name=name, replicas=1, strategy="", devices=["cpu:0"])
 
 
-def test_the_run_measures_the_bandwidth_first_for_at_most_2_s_and_says_so():
+def test_the_run_measures_the_bandwidth_first_in_several_copies_within_2_s_and_says_so():
     said: list[Event] = []
     ticks = iter(x * 0.3 for x in range(1000))  # each read of the clock: 0.3 s later
     calls: list[int] = []
@@ -141,10 +141,27 @@ def test_the_run_measures_the_bandwidth_first_for_at_most_2_s_and_says_so():
                       lambda k: (lambda: calls.append(k.size)), said.append, clock=lambda: next(ticks))
     copies = [e for e in said if isinstance(e, Step)]
     assert copies and all(e.phase == "bandwidth" and e.kernel and e.kernel["kind"] == "copy" for e in copies)
-    # each read of the clock 0.3 s on: a call takes 0.3 s, and a third would end 2.1 s after the start
-    assert [e.seconds for e in copies] == pytest.approx([0.3, 0.3])
+    # each read of the clock 0.3 s on: a call takes 0.3 s; 3 copies at least, and a fourth would end 2.7 s on
+    assert [e.seconds for e in copies] == pytest.approx([0.3, 0.3, 0.3])
     assert len(calls) == len(copies) + 1  # the first call (compile, first touch) is not timed
+    assert calls[0] >= 4 * 32  # at least 4x this machine's last-level cache (32 MiB here, or taken as 256 MiB)
     assert isinstance(said[-1], Log) and "no bandwidth ceiling is kept for test CPU" in said[-1].text
+    assert f"the best of 3 copies of {calls[0]} MiB (" in said[-1].text
+
+
+def test_a_runs_own_bandwidth_is_the_best_of_its_copies_and_its_mbu_is_set_against_it(tmp_path):
+    """Known copies (64 MiB read and written in 20, 10 and 16 ms) and known token steps: the bandwidth is the
+    fastest copy's, the source says which and the spread, and the MBU is the steps' median rate over it."""
+    events = decode_events(0.1, [0.004, 0.005, 0.006])
+    copies = [Step(step=i, seconds=x, phase="bandwidth", kernel=Kernel("copy", "float32", 64).to_json())
+              for i, x in enumerate([0.02, 0.01, 0.016])]
+    d = record(tmp_path, events[:1] + copies + events[1:]).summary.decode
+    best = 2 * 64 * MIB / 0.01  # 13.4 GB/s
+    assert d is not None and d.bandwidth == pytest.approx(best)
+    assert d.bandwidth_source == ("measured by this run before its prefill: the best of 3 copies of 64 MiB "
+                                  "(6.7 GB/s to 13.4 GB/s)")
+    step = shape(P).weight_bytes + 2 * 32 * shape(P).kv_bytes_per_position  # the bytes of a token step
+    assert d.mbu == pytest.approx(step / 0.005 / best)  # the median step's rate over the best copy
 
 
 def test_a_kept_ceiling_spares_the_measurement():

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING
 
 from tpulab.base import fmt
 from tpulab.base.ceilings import BANDWIDTH_LOW
-from tpulab.base.events import PHASE_BANDWIDTH, PHASE_DECODE, PHASE_PREFILL, Decode, Latency, Started, Step
+from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Decode, Latency, Started, Step
 from tpulab.base.timing import Flag, median, percentile
 from tpulab.machine.detect import CpuInfo, probe_cpu
 from tpulab.machine.peaks import Bandwidth, device_peak, spec_bandwidth
 from tpulab.workloads.base import SummaryPart
-from tpulab.workloads.roofline_kernels import best, kernel_figures
+from tpulab.workloads.roofline_kernels import best_copy
 
 if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings
@@ -129,11 +129,9 @@ def beats(d: Decode, achieved: float | None, prefill_rate: float | None, peak: f
 
 
 def measured_copy(steps: list[Step]) -> Ceiling | None:
-    """The bandwidth the run measured itself before its prefill (`measure_bandwidth`): its copy's best."""
-    copy = best(kernel_figures(s for s in steps if s.phase == PHASE_BANDWIDTH), "copy")
-    if copy is None or not copy.bytes_per_s:
-        return None
-    return Ceiling(copy.bytes_per_s, f"measured by this run: a {copy.size} MiB copy before the prefill")
+    """The bandwidth the run measured itself before its prefill (`measure_bandwidth`): its copies' best."""
+    found = best_copy(steps)
+    return Ceiling(found[0], f"measured by this run before its prefill: {found[1]}") if found else None
 
 
 def bandwidth_of(steps: list[Step], started: Started, ceilings: MeasuredCeilings) -> Ceiling | None:
