@@ -22,7 +22,7 @@ import pytest
 from rich.console import Console
 
 from tpulab.base import safe
-from tpulab.base.events import Flag, OpRow, Profile, RunRecord
+from tpulab.base.events import Flag, OpRow, Profile, RunRecord, SweepPoint, SweepRecord
 from tpulab.engine.store import Store, compare, export_json
 from tpulab.lab.app import TpulabApp
 from tpulab.notebook.results import ComparisonResult, RunList, RunResult
@@ -60,18 +60,26 @@ def hostile_record(other_name: str) -> RunRecord:
     r.params = {**r.params, "data": HOSTILE}
     r.versions = {"jax": HOSTILE}
     r.model = {"name": HOSTILE, "path": HOSTILE, "sha256": HOSTILE}
-    r.summary.flags = [Flag("beats-peak", HOSTILE)]
+    r.summary.flags = [Flag("beats-peak", HOSTILE), Flag(HOSTILE, HOSTILE)]
     r.summary.peak_source = HOSTILE
     return r
 
 
+def hostile_sweep(records: list[RunRecord]) -> SweepRecord:
+    """A sweep over a hostile parameter, its values hostile, its runs `records`."""
+    axis = f"axis_{HOSTILE}"
+    return SweepRecord(id="5ee" + "0" * 29, workload=HOSTILE, started_at=records[0].started_at, status="finished",
+                       axes={axis: [HOSTILE, "b"]}, base={}, steps=4, stopped=HOSTILE,
+                       points=[SweepPoint(values={axis: v}, runs=[r.id]) for v, r in zip((HOSTILE, "b"), records)])
+
+
 @pytest.fixture
 def imported(tmp_path) -> tuple[Path, list[str]]:
-    """Two hostile runs, written in tpulab's export format and imported by the real command into this
-    test's home; their ids."""
+    """Two hostile runs and a sweep of them, written in tpulab's export format and imported by the real
+    command into this test's home; the runs' ids."""
     records = [hostile_record("dot.1"), hostile_record(LONG)]
     path = tmp_path / "shared.json"
-    export_json(records, path)
+    export_json(records, path, [hostile_sweep(records)])
     out = terminal("results", "import", str(path))
     assert "2 run(s)" in out, out
     return path, [r.id[:8] for r in records]
@@ -169,6 +177,12 @@ def test_results_compare_ops_and_the_listing_print_literally(imported):
     assert all(i in plain for i in (a, b)) and "[bold red]X" in plain
 
 
+def test_a_kept_sweep_prints_literally(imported):
+    no_control_from_the_record(terminal("results", "sweep", "5ee00000"))
+    listed = RICH_SGR.sub("", terminal("results", "sweep"))
+    assert "\x1b" not in listed and MARKUP in listed
+
+
 # --- the notebook and the report -----------------------------------------------------------------
 def html_is_inert(page: str) -> None:
     assert "<script>" not in page and "\x1b" not in page and "\x07" not in page
@@ -187,7 +201,7 @@ def test_the_notebook_html_and_the_report_hold_escaped_text(imported, tmp_path):
     html_is_inert(ComparisonResult(compare(runs, across_workloads=True))._repr_html_())
     html_is_inert(RunList([RunResult(r) for r in runs], "runs")._repr_html_())
     page = tmp_path / "report.html"
-    terminal("results", "report", a, b, "-o", str(page))
+    terminal("results", "report", a, b, "5ee00000", "-o", str(page))
     html_is_inert(page.read_text(encoding="utf-8"))
 
 
