@@ -355,7 +355,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tpulab.base import safe
 
 
-    from tpulab.base.errors import EXIT_FAILED, UsageError
+    from tpulab.base.errors import EXIT_FAILED, UsageError, first_line
     from tpulab.engine.ceilings import kept_at
     from tpulab.engine.runner import Run
     from tpulab.engine.spec import resolve
@@ -414,7 +414,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                   file=sys.stderr, flush=True)
             return run.exit_code or EXIT_FAILED
     if record.status == "failed" and args.json:  # without --json, the log and the summary said it already
-        console.print(safe.text(f"tpulab: the run failed: {record.error}", "red"))
+        print(f"tpulab: the run failed: {safe.visible(first_line(record.error or ''))}", file=sys.stderr)  # whole in the record
     return run.exit_code
 
 
