@@ -150,3 +150,12 @@ def test_a_file_too_large_to_read_is_refused_before_it_is_read(tmp_path, store):
     assert out.stderr == (f"tpulab: error: {path} is 95 MiB, more than the 64 MiB an import reads: export fewer runs "
                           "per file (ids or filters); nothing was imported\n")
     assert store.records() == []
+
+
+@pytest.mark.parametrize("answer", ["n\n", "\n", ""])
+def test_declining_a_prune_removes_nothing_and_is_no_failure(store, answer):
+    kept = make_record()
+    store.save(kept)
+    out = run_cli("results", "--db", str(store.path), "prune", "--all", input=answer)
+    assert out.returncode == 0, out.stderr
+    assert "nothing removed" in out.stdout and [r.id for r in store.records()] == [kept.id]
