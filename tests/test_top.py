@@ -117,7 +117,7 @@ async def test_a_tpu_shows_its_chart_and_the_run_holding_it(tmp_path, monkeypatc
         await wait_for(pilot, lambda: plot.title == "TPU 0: 40%, 8.0/16 GiB", timeout=5)
         await wait_for(pilot, lambda: "┤" in plot.render().plain)
         assert "100.0┤" in plot.render().plain and " 0.0┤" in plot.render().plain  # percentages: 0 to 100, not 40 to 50
-        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        rows = [list(map(str, table.get_row_at(i))) for i in range(table.row_count)]  # cells are Text
         assert rows[0] == ["/dev/accel0", "4242", "-", "conv on jax", " ".join([*WORKER, CONV])]
         assert rows[1] == ["/dev/vfio/1", "4300", "-", "-", "python3 train.py"]
         assert str(app.query_one("#holders-title", Static).content) == "Processes on the accelerators: 2"
@@ -222,7 +222,7 @@ async def test_gpus_show_their_charts_and_processes(tmp_path, monkeypatch):
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one("#holders", DataTable)
         await wait_for(pilot, lambda: "GPU 1" in app.charts and table.row_count == 3)
-        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        rows = [list(map(str, table.get_row_at(i))) for i in range(table.row_count)]  # cells are Text
         assert rows == [["GPU 0", "77", "3.0 GiB", "-", "-"],
                         ["GPU 1", "4242", "1.0 GiB", "conv on jax", " ".join([*WORKER, CONV])],
                         ["GPU 1", "90001", "-", "-", "-"]]

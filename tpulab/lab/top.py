@@ -22,7 +22,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
-from tpulab.base import fmt
+from tpulab.base import fmt, safe
 from tpulab.base.errors import one_line
 from tpulab.base.events import Accel, Sample
 from tpulab.engine.telemetry import CALL_TIMEOUT_S, GPU_EXTRA, Caller, Hung, Probe, Sampler, probes_for
@@ -256,7 +256,7 @@ class TopApp(App[None]):
     def on_sampled(self, message: Sampled) -> None:
         s = message.sample
         for what, why in s.unavailable.items():
-            self.notify(f"{what} unavailable: {why}", severity="warning", timeout=8, markup=False)
+            self.notify(safe.visible(f"{what} unavailable: {why}"), severity="warning", timeout=8, markup=False)
         self.last = s
         if s.cores:
             self.cores = s.cores
@@ -318,13 +318,13 @@ class TopApp(App[None]):
             self.holder_rows = rows
             table = self.query_one("#holders", DataTable)
             table.clear()
-            table.add_rows(rows)
+            table.add_rows([tuple(map(safe.text, row)) for row in rows])  # a command line is anyone's text
         lines = [f"Processes on the accelerators: {len(found.found)}" if found.found
                  else f"No process holds a {' or '.join(asked)}" if asked else ""]
         if found.unreadable:
             lines[0] += f" ({found.unreadable} other users' processes not readable; root sees them)"
         lines += [f"{kind} processes unavailable: {why}" for kind, why in notes.items()]
-        title.update(Text("\n".join(line for line in lines if line)))
+        title.update(safe.text("\n".join(line for line in lines if line)))
 
 
 def holder_row(h: Holder) -> tuple[str, ...]:
