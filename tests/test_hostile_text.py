@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from textual.widgets import Static
 
 from tpulab.base import safe
 from tpulab.base.events import Flag, OpRow, Profile, RunRecord, SweepPoint, SweepRecord
@@ -29,7 +30,7 @@ from tpulab.notebook.results import ComparisonResult, RunList, RunResult
 from tpulab.views import ops
 from tpulab.views.console import summary_table
 
-from .helpers import ROOT, make_record, results_tab, text, wait_for
+from .helpers import ROOT, make_record, results_tab, text, type_into, wait_for
 
 MARKUP = "[bold red]X[/bold red]"
 OSC = "\x1b]0;pwned\x07"  # retitles the terminal
@@ -229,6 +230,20 @@ async def test_the_lab_lists_the_record_and_shows_its_ops_literally(imported, cp
         assert "\x1b" not in op_pane and "\x07" not in op_pane and not re.search("[\x80-\x9f]", op_pane)
         for literal in SHOWN:
             assert literal in op_pane, literal
+
+
+async def test_a_field_that_quotes_what_was_typed_shows_it_literally(db, cpu_machine):
+    """The form's error quotes the value: `[/]` typed in a field once ended the lab (a markup error)."""
+    app = TpulabApp(probe=False, db=db, report=cpu_machine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        await type_into(pilot, app, "batch_size", "[/]")
+        error = app.query_one("#error-batch_size", Static)
+        await wait_for(pilot, lambda: bool(error.display), 5)
+        assert "(got '[/]')" in text(error)
+        await pilot.press("ctrl+r")  # the notice that says what to fix quotes it too
+        await pilot.pause()
+        assert app.is_running
 
 
 def test_the_views_hold_no_control_at_80_columns():

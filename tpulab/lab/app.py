@@ -112,6 +112,8 @@ class TpulabApp(App[None]):
         self.standby.drop()  # no worker outlives the lab
 
     def on_mount(self) -> None:
+        # Each time the tabs' screen is laid out (a tab shown, a zoom, a pane resized), the focus is checked.
+        self.screen.screen_layout_refresh_signal.subscribe(self, self._focus_in_sight, immediate=True)
         if self.probe:
             self.probe_frameworks()
         # Everything built at start-up lives as long as the app: keep it out of the garbage
@@ -187,8 +189,29 @@ class TpulabApp(App[None]):
         self.action_show_tab("workloads")
         await self.query_one(WorkloadsPane).open_configuration(workload, params)
 
+    def _focus_in_sight(self, screen: Screen) -> None:
+        """A widget out of sight (on a hidden tab, outside a zoom, of no size) never keeps the focus: the keys
+        would go where no one sees them (a list of no height fails on PageUp). The open tab's first control takes
+        it, or none does."""
+        focused = screen.focused
+        if focused is None:
+            return
+        chain = screen.focus_chain  # what is displayed, visible and enabled
+        zoom = screen.maximized
+
+        def in_sight(widget: Widget) -> bool:
+            return (widget in chain and widget.region.area > 0 and widget.size.area > 0  # laid out, room inside
+                    and (zoom is None or zoom in widget.ancestors_with_self))
+
+        if in_sight(focused):
+            return
+        tab = screen.query_one("#tabs", TabbedContent).active
+        found = [w for w in screen.query(FIRST_CONTROL[tab]) if in_sight(w)] if tab in FIRST_CONTROL else []
+        screen.set_focus(found[0] if found else None)
+
     # --- actions -----------------------------------------------------------------------------
     def action_show_tab(self, tab: str) -> None:
+        self.screen_stack[0].minimize()  # a zoom would keep the tab out of sight, and the keys with it
         self.query_one("#tabs", TabbedContent).active = tab
         self._focus_first(tab)
 

@@ -211,8 +211,8 @@ class WorkloadsPane(Horizontal):
             compute, render = self._estimator(p), partial(self.plan, p)
         else:
             name, error = next(iter(form.errors.items()), ("", "no combination of these values can run"))
-            self.notify(f"{name.replace('_', ' ')}: {error}" if name else error, title="cannot run yet",
-                        severity="error", timeout=10)
+            self.notify(safe.visible(f"{name.replace('_', ' ')}: {error}" if name else error), title="cannot run yet",
+                        severity="error", timeout=10, markup=False)
             return
         lab(self).estimate_in_background(compute, lambda guess: self._go(request, question, render(guess), guess, ask))
 

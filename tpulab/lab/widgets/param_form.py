@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from tpulab.backends import BackendError, article
+from tpulab.base import safe
 from tpulab.base.errors import UsageError
 from tpulab.base.glossary import GLOSSARY
 from tpulab.engine.spec import backend_of, resolve
@@ -159,7 +160,7 @@ class ParamForm(VerticalScroll, can_focus=False):
         for spec in self.workload.params:
             message = errors.get(spec.name, "")
             error = self.query_one(f"#error-{spec.name}", Static)
-            error.update(message)
+            error.update(safe.text(message))  # it quotes what was typed: shown, never read as markup
             error.display = bool(message)
             self.query_one(f"#field-{spec.name}").set_class(bool(message), "invalid")
         self.errors = errors
