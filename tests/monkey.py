@@ -1,0 +1,144 @@
+"""A keyboard monkey for the lab and `tpulab top`: random keys under the pilot, the app must live and answer q.
+
+The keys are the apps' own bindings (read from every class's BINDINGS, so a new binding joins the stream by
+itself) and the keys a user moves with. Keys that quit (by their action) are left out: the run ends with q.
+Shared by tests/test_lab_monkey.py and benchmarks/lab_monkey.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import pkgutil
+import random
+import string
+import time
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from textual.app import App
+from textual.binding import Binding
+from textual.dom import DOMNode
+from textual.events import Key
+
+import tpulab.lab.panes
+import tpulab.lab.widgets
+from tpulab.base.events import Compiled, Device, Event, Finished, Started, Step
+from tpulab.engine.runner import Run, Standby
+from tpulab.lab.app import ALT_TABS
+
+NAVIGATION = ("tab", "shift+tab", "up", "down", "left", "right", "pageup", "pagedown", "home", "end", "enter",
+              "escape", "space", *string.digits, *string.ascii_lowercase)
+QUITS = {"quit", "help_quit"}  # these end the app: the stream never holds them (q quits at the end)
+# Textual's command palette is left out: its commands quit, save a screenshot to the working folder and probe
+# the frameworks (seconds of a worker each), which no run of random keys should do.
+LEFT_OUT = {"command_palette"}
+BURST = 8  # keys sent before the app is let to catch up
+
+
+def bindings(*classes: type[DOMNode]) -> set[str]:
+    """Every key the classes (and the classes they inherit from) bind, except those that quit."""
+    keys: set[str] = set()
+    for cls in classes:
+        for klass in cls.__mro__:
+            for b in vars(klass).get("BINDINGS", ()):
+                b = b if isinstance(b, Binding) else Binding(*b)
+                if b.action.split("(")[0] not in QUITS | LEFT_OUT:
+                    keys.update(k.strip() for k in b.key.split(","))
+    return keys
+
+
+def lab_classes() -> list[type[DOMNode]]:
+    """The lab's panes, dialogs and widgets: every DOM class its modules define."""
+    from tpulab.lab.app import TpulabApp
+
+    found: list[type[DOMNode]] = [TpulabApp]
+    for package in (tpulab.lab.panes, tpulab.lab.widgets):
+        for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+            module = importlib.import_module(info.name)
+            found += [c for c in vars(module).values()
+                      if isinstance(c, type) and issubclass(c, DOMNode) and c.__module__ == module.__name__]
+    return found
+
+
+def lab_keys() -> list[str]:
+    """The lab's keys: its bindings, alt+1..5 (caught before any widget), and the keys of moving around."""
+    keys = bindings(*lab_classes()) | set(ALT_TABS) | set(NAVIGATION)
+    return sorted(keys - {"q"})
+
+
+def top_keys() -> list[str]:
+    from tpulab.lab import top
+
+    classes = [c for c in vars(top).values() if isinstance(c, type) and issubclass(c, DOMNode)
+               and c.__module__ == top.__name__]
+    return sorted((bindings(*classes) | set(NAVIGATION)) - {"q"})
+
+
+def stream(seed: int, count: int, keys: list[str]) -> list[str]:
+    """`count` keys drawn from `keys`, the same for the same seed."""
+    rng = random.Random(seed)
+    return [rng.choice(keys) for _ in range(count)]
+
+
+def character(key: str) -> str | None:
+    """What a terminal sends with the key: a letter itself, a named one by its name (question_mark: ?), else none."""
+    if len(key) == 1:
+        return key
+    try:
+        return unicodedata.lookup(key.replace("_", " ").upper())
+    except KeyError:
+        return None
+
+
+@dataclass
+class Monkeyed:
+    keys: list[str]
+    seconds: float
+
+    @property
+    def per_second(self) -> float:
+        return len(self.keys) / self.seconds
+
+
+async def monkey(app: App, size: tuple[int, int], keys: list[str], leave: tuple[str, ...] = ()) -> Monkeyed:
+    """Press `keys` in `app` at `size`, then `leave` (the keys that bring a user back to where q quits), then q;
+    the app must have lived through every key (the pilot raises what it raised) and ended with code 0."""
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        t0 = time.perf_counter()
+        for i, key in enumerate(keys, 1):
+            app.post_message(Key(key, character(key)))  # as the terminal's driver posts it
+            await asyncio.sleep(0)  # a burst of keys, as a fast typist or a held key sends them
+            if i % BURST == 0:
+                await pilot.pause(0)  # all handled, and the screen laid out again
+        seconds = time.perf_counter() - t0
+        await pilot.press(*leave, "q")
+        await pilot.pause()
+        assert not app.is_running and app.return_code == 0, f"q did not end the app (return code {app.return_code})"
+    return Monkeyed(keys, seconds)
+
+
+def lab_leave() -> tuple[str, ...]:
+    """From anywhere in the lab back to where q quits: close the dialogs (a run's question: no), then alt+1."""
+    return ("escape",) * 4 + ("alt+1",)
+
+
+def cheap_runs(patch: Callable[[object, str, object], None]) -> None:
+    """Make every run random keys start a short fixed replay of its own workload, and keep no worker waiting
+    beside the form: the edge is the worker process, which would import a framework for each (seconds)."""
+    from .helpers import ReplayedWorker
+
+    def replayed(run: Run) -> None:
+        run.handles = [ReplayedWorker(short_run(run.workload.name))]  # type: ignore[list-item]
+
+    patch(Run, "_start", replayed)
+    patch(Standby, "want", lambda standby, spec, report: None)
+
+
+def short_run(workload: str, steps: int = 4) -> list[Event]:
+    started = Started(workload=workload, device=Device(kind="cpu", name="test CPU"), dtype="float32",
+                      flops_per_step=1e6, steps_total=steps + 1, per_replica_batch=8)
+    timed: list[Event] = [Step(step=i, seconds=0.01, warmup=i == 1, examples_per_s=800.0) for i in range(1, steps + 1)]
+    return [started, Compiled(seconds=0.2), *timed, Finished()]
