@@ -128,7 +128,8 @@ def no_control_from_the_record(out: str) -> None:
 # --- the one helper ------------------------------------------------------------------------------
 @pytest.mark.parametrize("char, shown", [("\x1b", "\\x1b"), ("\x07", "\\x07"), ("\x00", "\\x00"), ("\x08", "\\x08"),
                                          ("\r", "\\x0d"), ("\x0b", "\\x0b"), ("\x1f", "\\x1f"), ("\x7f", "\\x7f"),
-                                         ("\x80", "\\x80"), ("\x9b", "\\x9b"), ("\x9f", "\\x9f")])
+                                         ("\x80", "\\x80"), ("\x9b", "\\x9b"), ("\x9f", "\\x9f"),
+                                         ("\u202e", "\\u202e"), ("\u2066", "\\u2066")])
 def test_every_control_character_is_shown_not_obeyed(char, shown):
     assert safe.visible(f"a{char}b") == f"a{shown}b"
     assert safe.text(f"a{char}b").plain == f"a{shown}b"

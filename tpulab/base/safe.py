@@ -3,7 +3,9 @@
 Records (an import is anyone's file), plugins, model files, device names and framework errors come
 from elsewhere. On a terminal a control character is a command (ESC starts a sequence that retitles,
 recolours or writes; C1 controls do the same in one byte) and Rich reads `[bold]` as markup; in HTML
-`<` starts a tag. Every view passes such text through one of these, for its medium.
+`<` starts a tag; a bidirectional override (U+202E and its kin) makes text read in another order than
+it is stored, the trick behind "Trojan Source". Every view passes such text through one of these, for its
+medium.
 """
 
 from __future__ import annotations
@@ -14,16 +16,18 @@ import re
 from rich.markup import escape
 from rich.text import Text
 
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but newline and tab, DEL, C1
+# C0 but newline and tab, DEL, C1; the bidirectional embeddings, overrides and isolates
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def _shown(m: re.Match[str]) -> str:
-    return f"\\x{ord(m.group()):02x}"
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def visible(text: object) -> str:
-    """`text` with each control character (newline and tab kept) written out as '\\x1b': the same for every medium,
-    so a width counted on it is the width shown."""
+    """`text` with each control character (newline and tab kept) written out as '\\x1b' (a bidirectional
+    control as '\\u202e'): the same for every medium, so a width counted on it is the width shown."""
     return CONTROL.sub(_shown, str(text))
 
 
