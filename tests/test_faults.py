@@ -78,8 +78,9 @@ def test_a_killed_worker_fails_the_run_in_one_line_and_keeps_its_steps():
     result = json_events(out)[-1]
     assert result["event"] == "result" and result["status"] == "failed" and len(result["steps"]) >= 3
     said = [line for line in err.splitlines() if line.startswith("tpulab:")]
+    # TensorFlow's routine notices (oneDNN, CUDA) are no last words: a worker that said nothing else has none
     assert said == ["tpulab: the run failed: the worker was killed by SIGKILL (out of memory? try a smaller batch or "
-                    "image size); its last words: " + result["error"].split("its last words: ")[1].splitlines()[0]], err
+                    "image size)"], err
     kept = json.loads(run_cli("results", "list", "--json").stdout)
     assert [(r["id"], r["status"]) for r in kept] == [(result["id"], "failed")]
 

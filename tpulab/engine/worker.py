@@ -37,6 +37,10 @@ from tpulab.workloads.base import Params
 from tpulab.workloads.running import TRACE_FOLDER, CancelToken, Sink
 
 FATAL_LINE = re.compile(r"^F\d{4} [\d:.]+\s+\d+ [^\]]+\] (.+)$", re.M)  # absl's "F1130 09:19:44.06 27587 x.h:80] ..."
+# What every worker says, never why it died: absl's information and warning lines (TensorFlow's oneDNN notice), and
+# the error lines of a CUDA build on a machine without a GPU (cuInit failing, a cuDNN/cuFFT/cuBLAS factory registered twice)
+NOTICE_LINE = re.compile(r"^[IW]\d{4} [\d:.]+\s+\d+ [^\]]+\] |^WARNING: All log messages before absl"
+                         r"|^E\d{4} [\d:.]+\s+\d+ [^\]]+\] (failed call to cuInit|Unable to register cu)")
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -135,13 +139,15 @@ class RunHandle:
 
     def last_words(self) -> str:
         """What a dead worker said last: a fatal log line's message (a native abort prints a stack
-        after it, which says nothing to a user), else the last lines it wrote."""
+        after it, which says nothing to a user), else the last lines it wrote that are not a
+        framework's routine notices ('' when it said nothing else)."""
         text = self.stderr_text()
         fatal = FATAL_LINE.findall(text)
         if fatal:
             status = re.search(r"absl::Status: ([^\n]+)", text)
             return fatal[-1].split(". ")[0].strip() + (f" ({status.group(1).strip()})" if status else "")
-        return self.stderr_tail(3)
+        said = [line for line in text.strip().splitlines() if line.strip() and not NOTICE_LINE.match(line)]
+        return "\n".join(said[-3:])
 
 
 def probe(backend: str, timeout_s: float = 120.0) -> dict[str, Any]:
