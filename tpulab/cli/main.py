@@ -242,8 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = fast_report()
         params = resolve_params(args, report) if args.run else None
         from tpulab.lab.app import TpulabApp
-        TpulabApp(workload=args.run, params=params, db=args.db, report=report).run()
-        return 0
+        from tpulab.cli.apps import ended
+        app = TpulabApp(workload=args.run, params=params, db=args.db, report=report)
+        app.run()
+        return ended(app.failure.line() if app.failure else None)
     except TpulabError as e:  # the one place errors become exit codes: one line, no traceback
         parser.exit(e.exit_code, f"{parser.prog}: error: {safe.visible(e)}\n")
     except BrokenPipeError:

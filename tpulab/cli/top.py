@@ -31,8 +31,11 @@ def cmd_top(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not args.json:
         from tpulab.lab.top import TopApp
 
-        TopApp(kinds, args.interval, args.count).run()
-        return 0
+        from tpulab.cli.apps import ended
+
+        app = TopApp(kinds, args.interval, args.count)
+        app.run()
+        return ended(app.failure.line() if app.failure else None)
     sampler = Sampler(probes_for(kinds), lambda s: None, args.interval)
     notices = Console(stderr=True)
     taken = 0

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from textual import events, on, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.lazy import Lazy
 from textual.screen import Screen
@@ -28,6 +28,7 @@ from tpulab.engine.runindex import RunRow, Wanted
 from tpulab.engine.runner import Standby
 from tpulab.engine.store import Store, StoreError, default_path
 from tpulab.engine.sweep import Grid, Sweep
+from tpulab.lab.failure import Failure, FailsInOneLine
 from tpulab.lab.panes import Candidates
 from tpulab.lab.panes.glossary import GlossaryScreen
 from tpulab.lab.panes.help import HelpScreen, rows
@@ -52,8 +53,9 @@ FIRST_CONTROL = {"runtime": "#runtime-pane", "workloads": "#workload-list", "run
                  "sweep": "#sweep-table", "results": "#results-table"}
 
 
-class TpulabApp(App[None]):
+class TpulabApp(FailsInOneLine):
     TITLE = "tpulab"
+    SUBJECT, FAILURE_NAME = "the lab", "lab"
     SUB_TITLE = "how fast is this machine for deep learning, and why"
     CSS_PATH = Path(__file__).with_name("tpulab.tcss")  # absolute, so subclasses elsewhere find it
     BINDINGS = [  # the footer shows those with show=True, in this order: what matters most first
@@ -110,6 +112,13 @@ class TpulabApp(App[None]):
 
     def on_unmount(self) -> None:
         self.standby.drop()  # no worker outlives the lab
+
+    def failed(self, failure: Failure) -> None:
+        """The run in flight is stopped now, and what it measured is kept (cancelled, the failure its reason)."""
+        for pane in self.screen_stack[0].query(RunPane):
+            record = pane.abandon(f"the lab failed: {failure.what}")
+            if record is not None:
+                self.store.save(record)
 
     def on_mount(self) -> None:
         # Each time the tabs' screen is laid out (a tab shown, a zoom, a pane resized), the focus is checked.

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Vertical
 from textual.message import Message
@@ -26,6 +26,7 @@ from tpulab.base import fmt, safe
 from tpulab.base.errors import one_line
 from tpulab.base.events import Accel, Sample
 from tpulab.engine.telemetry import CALL_TIMEOUT_S, GPU_EXTRA, Caller, Hung, Probe, Sampler, probes_for
+from tpulab.lab.failure import FailsInOneLine
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.machine.holders import GpuHolders, Holder, Holders, tpu_holders
 
@@ -159,11 +160,12 @@ class HelpPanel(ModalScreen[None]):
         yield Static(HELP, id="top-help")
 
 
-class TopApp(App[None]):
+class TopApp(FailsInOneLine):
     """The devices of this machine, live; `kinds`: the accelerator kinds detection found (gpu, tpu);
     `root`: where /proc and /dev are read; `probes`: the sampler's (default: the CPU and each kind's)."""
 
     TITLE = "tpulab top"
+    SUBJECT, FAILURE_NAME = "top", "top"
     BINDINGS = [Binding("q", "quit", "Quit", id="top.quit"),
                 Binding("question_mark,f1,h", "help", "Help", key_display="?", id="top.help")]  # as the lab's
     CSS = """

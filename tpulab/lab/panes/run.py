@@ -169,6 +169,16 @@ class RunPane(Vertical):
             self.run.cancel()
             self._show_cancel()
 
+    def abandon(self, why: str) -> RunRecord | None:
+        """The lab is failing: the run in flight is killed now, and what it measured is its record, cancelled."""
+        if self.run is None or not self.running:
+            return None
+        for handle in self.run.handles:
+            handle.kill()
+        self.ended = True
+        self.run.recorder.finish("cancelled", why)
+        return self.run.recorder.record()
+
     def _show_cancel(self) -> None:
         """While a cancel waits: the step it waits for and how long a step takes; gone when the run ends."""
         line = self.query_one("#run-cancel", Static)
