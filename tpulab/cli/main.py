@@ -10,7 +10,6 @@ import dataclasses
 import json
 import signal
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -358,8 +357,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
     from tpulab.base.errors import EXIT_FAILED, UsageError, first_line
-    from tpulab.engine.ceilings import kept_at
-    from tpulab.engine.runner import Run
+    from tpulab.engine.job import run_job
     from tpulab.engine.spec import resolve
     from tpulab.engine.store import Store, StoreError, default_path
     from tpulab.views.console import RunPrinter, summary_table
@@ -370,12 +368,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console(stderr=args.json)
     if cluster is not None and spec.workload.processes(spec.params) > 1:
         raise UsageError("--processes starts local processes; it does not combine with joining a multi-host run")
-    run = Run(spec, report)
+    run = run_job(spec, report, args.db or default_path(), kept=not args.no_save)
     printer = RunPrinter(run.recorder, console)
     store = None if args.no_save or run.following else Store(args.db or default_path())
-    if args.no_save:  # no kept run, so nothing would ever prune its trace: the system's temporary folder holds it
-        run.traces = Path(tempfile.gettempdir()) / "tpulab-traces"
-    run.recorder.ceilings = kept_at(args.db or default_path())
     if run.following and cluster is not None:
         console.print(f"process {cluster.process_id} of {cluster.processes}: following process 0, which prints "
                       "and keeps the record", highlight=False)

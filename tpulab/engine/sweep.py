@@ -29,6 +29,7 @@ from tpulab.engine.ceilings import Ceilings, kept_at
 from tpulab.engine.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate, wanted
 from tpulab.engine.record import RunRecorder, now_iso
 from tpulab.engine.runindex import RunRow, Wanted
+from tpulab.engine.job import run_job
 from tpulab.engine.runner import Run
 from tpulab.engine.spec import RunSpec, resolve
 from tpulab.engine.store import StoreError
@@ -469,8 +470,7 @@ class Sweep:
             recorder = RunRecorder(unresolved, self.report)
             recorder.feed(Failed(error=point.cannot or "it cannot run here"))
             return recorder.record()
-        self.run = Run(point.spec, self.report)
-        self.run.recorder.ceilings = self.ceilings
+        self.run = run_job(point.spec, self.report, ceilings=self.ceilings)
         try:
             yield from self.run.events()
             return self.run.recorder.record()

@@ -291,15 +291,15 @@ class TpulabApp(FailsInOneLine):
 
     @on(WorkloadsPane.RunRequested)
     def _run_requested(self, event: WorkloadsPane.RunRequested) -> None:
-        from tpulab.engine.runner import Run
+        from tpulab.engine.job import run_job
         from tpulab.engine.spec import resolve
 
         pane = self.query_one(RunPane)
         if self._busy():
             return
         try:
-            run = Run(resolve(event.workload, event.params, self.report), self.report, self.standby)
-            run.recorder.ceilings = kept_at(self.store.path)
+            run = run_job(resolve(event.workload, event.params, self.report), self.report, self.store.path,
+                          standby=self.standby)
         except UsageError as e:  # a framework missing, or a value the decided backend cannot take
             self.notify(safe.visible(e), title="cannot run", severity="error", timeout=15, markup=False)
             return
