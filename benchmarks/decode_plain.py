@@ -1,12 +1,13 @@
 """A GPT-2 decoder written for the decode benchmark in each framework's own terms, sharing no code with
 tpulab: the baseline that `benchmarks/decode.py` sets tpulab's decode against.
 
-Each keeps its keys and values in a preallocated cache of static shape, [layers, 2, batch, context,
-heads, head_dim] (TensorFlow: per layer), and makes one token per sequence per call, greedy, fetched to the host to stop the
-clock. JAX: one jitted program per shape (the prefill, the one-token step) that writes the tokens'
-keys and values into the donated cache and reads it, in place. TensorFlow: one `tf.function` per
-shape over a `tf.Variable` per layer for keys and one for values, assigned in place. Before it is
-timed, each decoder's cached logits are checked against its own full forward pass.
+Each keeps its keys and values in a preallocated cache of static shape, [layers, 2, batch, heads,
+context, head_dim] (as GPT-2's own code lays them out; TensorFlow: a variable per layer), and makes one
+token per sequence per call, greedy, fetched to the host to stop the clock. JAX: one jitted program per
+shape (the prefill, the one-token step) that writes the tokens' keys and values into the donated cache
+and reads it, in place. TensorFlow: one `tf.function` per shape over a `tf.Variable` per layer for keys
+and one for values, assigned in place. Before it is timed, each decoder's cached logits are checked
+against its own full forward pass.
 
     python benchmarks/decode_plain.py jax|tensorflow '{"batch_size": 1, "prompt_len": 128, ...}'
 prints {"seconds": median per token, "parameters": N, "verified": largest relative difference}.
@@ -60,7 +61,7 @@ def jax_decoder(p: Params) -> tuple[Callable[..., Any], Callable[..., Any], Call
     L, C, H = p["layers"], p["context"], p["heads"]
     hd, dt = p["width"] // H, jnp.dtype(p["dtype"])
     params = jax.tree_util.tree_map(jnp.asarray, weights(p))
-    shape = (L, 2, p["batch_size"], C, H, hd)
+    shape = (L, 2, p["batch_size"], H, C, hd)
 
     def layer_norm(x: Any, g: Any, b: Any) -> Any:
         x32 = x.astype(jnp.float32)
@@ -74,11 +75,11 @@ def jax_decoder(p: Params) -> tuple[Callable[..., Any], Callable[..., Any], Call
         mask = jnp.arange(C)[None, :] <= (start + jnp.arange(t))[:, None]
         for i, blk in enumerate(params["blocks"]):
             q, k, v = jnp.split(layer_norm(x, *blk["ln1"]) @ blk["qkv"][0] + blk["qkv"][1], 3, axis=-1)
-            q, k, v = (y.reshape(y.shape[0], t, H, hd) for y in (q, k, v))
-            cache = jax.lax.dynamic_update_slice(cache, jnp.stack([k, v])[None], (i, 0, 0, start, 0, 0))
-            s = jnp.einsum("bthd,bshd->bhts", q, cache[i, 0]).astype(jnp.float32) * hd ** -0.5
+            q, k, v = (y.reshape(y.shape[0], t, H, hd).transpose(0, 2, 1, 3) for y in (q, k, v))  # [B, H, T, hd]
+            cache = jax.lax.dynamic_update_slice(cache, jnp.stack([k, v])[None], (i, 0, 0, 0, start, 0))
+            s = (q @ cache[i, 0].transpose(0, 1, 3, 2)).astype(jnp.float32) * hd ** -0.5
             a = jax.nn.softmax(jnp.where(mask, s, -jnp.inf), axis=-1).astype(dt)
-            x = x + jnp.einsum("bhts,bshd->bthd", a, cache[i, 1]).reshape(x.shape) @ blk["proj"][0] + blk["proj"][1]
+            x = x + (a @ cache[i, 1]).transpose(0, 2, 1, 3).reshape(x.shape) @ blk["proj"][0] + blk["proj"][1]
             h = layer_norm(x, *blk["ln2"])
             x = x + jax.nn.gelu(h @ blk["fc"][0] + blk["fc"][1]) @ blk["out"][0] + blk["out"][1]
         return (layer_norm(x, *params["lnf"]) @ params["wte"].T).astype(jnp.float32), cache
@@ -104,7 +105,7 @@ def tf_decoder(p: Params) -> tuple[Callable[..., Any], Callable[..., Any], Calla
     params = tf.nest.map_structure(tf.constant, weights(p))
 
     def variables() -> list[Any]:
-        return [tf.Variable(tf.zeros((B, C, H, hd), p["dtype"]), trainable=False) for _ in range(2 * L)]
+        return [tf.Variable(tf.zeros((B, H, C, hd), p["dtype"]), trainable=False) for _ in range(2 * L)]
 
     cache, scratch = variables(), variables()
 
@@ -118,13 +119,13 @@ def tf_decoder(p: Params) -> tuple[Callable[..., Any], Callable[..., Any], Calla
         mask = tf.range(C)[None, :] <= (start + tf.range(t))[:, None]
         for i, blk in enumerate(params["blocks"]):
             q, k, v = tf.split(layer_norm(x, *blk["ln1"]) @ blk["qkv"][0] + blk["qkv"][1], 3, axis=-1)
-            q, k, v = (tf.reshape(y, (-1, t, H, hd)) for y in (q, k, v))
+            q, k, v = (tf.transpose(tf.reshape(y, (-1, t, H, hd)), (0, 2, 1, 3)) for y in (q, k, v))  # [B, H, T, hd]
             keys, values = kv[2 * i], kv[2 * i + 1]
-            keys[:, start:start + t].assign(k)
-            values[:, start:start + t].assign(v)
-            s = tf.cast(tf.einsum("bthd,bshd->bhts", q, keys), tf.float32) * hd ** -0.5
+            keys[:, :, start:start + t].assign(k)
+            values[:, :, start:start + t].assign(v)
+            s = tf.cast(tf.matmul(q, keys, transpose_b=True), tf.float32) * hd ** -0.5
             a = tf.cast(tf.nn.softmax(tf.where(mask, s, -np.inf), axis=-1), x.dtype)
-            x = x + tf.reshape(tf.einsum("bhts,bshd->bthd", a, values), tf.shape(x)) @ blk["proj"][0] + blk["proj"][1]
+            x = x + tf.reshape(tf.transpose(a @ values, (0, 2, 1, 3)), tf.shape(x)) @ blk["proj"][0] + blk["proj"][1]
             h = layer_norm(x, *blk["ln2"])
             x = x + tf.nn.gelu(h @ blk["fc"][0] + blk["fc"][1]) @ blk["out"][0] + blk["out"][1]
         return tf.cast(layer_norm(x, *params["lnf"]) @ tf.transpose(params["wte"]), tf.float32)
