@@ -14,7 +14,7 @@ from tpulab.engine.store import compare
 from tpulab.lab.app import TpulabApp
 from tpulab.lab.panes.run import RunLog, RunPane
 from tpulab.notebook.results import RunResult
-from tpulab.views.console import RunPrinter, comparison_table
+from tpulab.views.console import RunPrinter, comparison_table, summary_rows
 from tpulab.views.html import run_series
 from tpulab.workloads.decode import DECODE
 
@@ -60,9 +60,33 @@ def test_the_notebook_object_has_the_ttft_the_latencies_and_the_figures(tmp_path
 
 
 def test_a_comparison_shows_each_runs_tokens_per_s_and_latencies(tmp_path):
+    """One tokens/s (the throughput's row), the latencies and MBU; none of the FLOP rates, which say
+    nothing of a step bound by memory (GFLOP/s 0.0, a share of the peak)."""
     fast, slow = recorded(tmp_path), recorded(tmp_path, [2 * t for t in TOKENS])
-    shown = text(comparison_table(compare([slow, fast]), 200))
-    assert "tokens/s" in shown and "TTFT" in shown and "ITL p50" in shown and "MBU" in shown
+    rows = {line.split("│")[1].strip(): line for line in text(comparison_table(compare([slow, fast]), 80)).splitlines()
+            if line.count("│") >= 3}
+    assert "tokens/s" in rows["throughput"] and "TTFT" in rows and "ITL p50" in rows and "MBU" in rows
+    assert sum("tokens/s" in name for name in rows) == 0  # the throughput's row is the one tokens/s
+    assert not {"GFLOP/s", "peak", "ceiling", "MFU"} & set(rows)
+
+
+def test_the_log_names_the_prefills_and_the_steps_compile_apart_and_the_summary_shows_both(tmp_path):
+    """Two first calls, each named by its program; no estimate line until there is an estimate."""
+    console = Console(record=True, width=100)
+    rec = RunRecorder(RunSpec(DECODE, P, "jax", "asked for", "cpu"), cpu_only(tmp_path))
+    printer = RunPrinter(rec, console)
+    for e in decode_events(0.05, TOKENS, copy_s=0.01):
+        rec.feed(e)
+        printer(e)
+    lines = console.export_text().splitlines()
+    firsts = [line for line in lines if line.startswith("first")]
+    assert [line.split(" (")[0] for line in firsts] == ["first prefill call", "first decode call"]
+    assert "1.000 s" in firsts[0] and "500.0 ms" in firsts[1]
+    assert not any("about -" in line for line in lines)
+    estimate = next(i for i, line in enumerate(lines) if line.startswith("estimate: about"))
+    assert estimate > next(i for i, line in enumerate(lines) if line.startswith("prefill (token 0)"))
+    summary = {name: value for name, value, _ in summary_rows(rec.record())}
+    assert summary["first call (trace+compile)"] == "1.500 s (prefill 1.000 s, decode 500.0 ms)"
 
 
 async def test_the_lab_charts_each_token_prefill_and_decode_apart(db, cpu_machine):

@@ -369,6 +369,8 @@ class Summary:
     """The figures a run is judged by, derived once by the recorder."""
 
     compile_seconds: float | None = None
+    compile_phases: dict[str, float] | None = None  # each program's first call, where a run compiles several apart
+    # (a decode's prefill and its step): `compile_seconds` is their sum
     cache_hit: bool | None = None  # the first call loaded its programs from the compilation cache (None: no cache)
     step_seconds: Stats | None = None  # the steady state
     flops_per_step: float | None = None

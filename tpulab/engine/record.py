@@ -78,6 +78,7 @@ class RunRecorder:
         self.compile_seconds: float | None = None
         self.inference_compile_seconds: float | None = None
         self.compile_steps = 0
+        self.compile_phases: dict[str, float] = {}  # the first call of each phase's program (a decode's two)
         self.cache_hit: bool | None = None
         self.steps: list[Step] = []
         self.epochs: list[Epoch] = []
@@ -101,6 +102,8 @@ class RunRecorder:
                     self.inference_compile_seconds = event.seconds
                 else:  # a run of several kernels compiles each: their first calls add up
                     self.compile_seconds = (self.compile_seconds or 0.0) + event.seconds
+                    if event.phase:
+                        self.compile_phases[event.phase] = self.compile_phases.get(event.phase, 0.0) + event.seconds
                     self.cache_hit = event.cache_hit if self.cache_hit is None else self.cache_hit and event.cache_hit
                 self.compile_steps += event.steps
             case Step():
@@ -200,6 +203,7 @@ class RunRecorder:
     def timing(self, stats: Stats | None) -> dict[str, Any]:
         """The first call and the steady step, on each host too."""
         return {"compile_seconds": self.compile_seconds, "cache_hit": self.cache_hit, "step_seconds": stats,
+                "compile_phases": dict(self.compile_phases) if len(self.compile_phases) > 1 else None,
                 "host_seconds": self.host_medians()}
 
     def rates(self, stats: Stats | None, own: SummaryPart) -> tuple[dict[str, Any], list[Flag]]:

@@ -13,7 +13,7 @@ from rich.table import Table
 from tpulab import backends
 from tpulab.backends import Backend
 from tpulab.base import fmt, safe
-from tpulab.base.events import Event, RunRecord, Sample, Started, Step, Telemetry
+from tpulab.base.events import Event, RunRecord, Sample, Started, Step, Summary, Telemetry
 from tpulab.engine.doctor import Verdict
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.store import Comparison
@@ -76,13 +76,23 @@ class RunPrinter:
         steady = len(rec.steady_seconds())
         total = rec.steps_total
         if not self.estimated and steady >= ESTIMATE_AFTER and total and rec.steps_done() < total:
+            left = rec.eta_seconds()
+            if left is None:  # no estimate yet: nothing said until there is one
+                return
             self.estimated = True
-            self.console.print(safe.text(f"estimate: about {fmt.duration(rec.eta_seconds())} more "
+            self.console.print(safe.text(f"estimate: about {fmt.duration(left)} more "
                                          f"(from the first {steady} steady {rec.workload.unit}s)"))
 
     def close(self) -> None:
         if self.progress is not None:
             self.progress.stop()
+
+
+def compile_text(s: Summary) -> str:
+    """The first call's time; where a run compiles several programs apart, each: '1.50 s (prefill 1.00 s,
+    decode 500.0 ms)'."""
+    phases = ", ".join(f"{phase} {fmt.seconds(x)}" for phase, x in (s.compile_phases or {}).items())
+    return fmt.seconds(s.compile_seconds) + (f" ({phases})" if phases else "")
 
 
 def workload_of(record: RunRecord) -> Workload | None:
@@ -112,7 +122,7 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
         ("batch", f"{record.batch} global, {record.per_replica_batch} per replica, "
                   f"{record.device.replicas if record.device else 1} shard(s)") if record.batch else None,
         ("data", record.dataset or "-"),
-        ("first call (compiled (cache))" if s.cache_hit else "first call (trace+compile)", fmt.seconds(s.compile_seconds)),
+        ("first call (compiled (cache))" if s.cache_hit else "first call (trace+compile)", compile_text(s)),
         (f"steady {unit} time", fmt.spread(s.step_seconds)),
         ("throughput", fmt.rate(s.throughput or s.examples_per_s, s.throughput_unit)) if record.batch else None,
         ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s") if s.flops_per_step
@@ -248,6 +258,15 @@ def framework_view(name: str, report: RuntimeReport, probing: bool) -> str:
 BASIS_FIGURE = {"time": "median", "GFLOP/s": "GFLOP/s", "examples/s": "throughput"}
 
 
+FLOP_RATES = ("GFLOP/s", "peak", "ceiling", "MFU")  # what a workload without `flop_rates` leaves out
+
+
+def flop_rates(r: RunRecord) -> bool:
+    """Whether the run's workload is judged by its FLOP rates (one tpulab does not declare: yes)."""
+    w = workload_of(r)
+    return w is None or w.flop_rates
+
+
 def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
     """(figure, one cell per run) in display order: the answer first (the speedup, then the figure it is
     the ratio of), the settings after, the other figures last."""
@@ -268,6 +287,8 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
     ]
     if any(r.summary.mfu is not None for r in rs):
         figures.append(("MFU", [fmt.percent(r.summary.mfu) for r in rs]))
+    if not any(flop_rates(r) for r in rs):  # rates that mean nothing for these workloads, unless the basis
+        figures = [f for f in figures if f[0] not in FLOP_RATES or f[0] == BASIS_FIGURE[cmp.by]]
     if any(inference):
         figures.append(("inference", [fmt.rate(x, r.summary.throughput_unit.replace("examples", "ex"), prefix)
                                       for x, r in zip(inference, rs)]))

@@ -41,13 +41,12 @@ def decode_rows(d: Decode) -> list[tuple[str, str]]:
 
 
 def decode_columns(records: list[RunRecord]) -> list[tuple[str, list[str]]]:
-    """A comparison's decode figures, one cell per run, when any of the runs decoded."""
+    """A comparison's decode figures, one cell per run, when any of the runs decoded (its tokens/s is the
+    throughput's row)."""
     found = [r.summary.decode or Decode() for r in records]
     if all(r.summary.decode is None for r in records):
         return []
-    prefix = fmt.prefix_of(d.decode_tokens_per_s for d in found)
-    return [("tokens/s", [fmt.rate(d.decode_tokens_per_s, "", prefix) for d in found]),
-            ("TTFT", [fmt.seconds(d.ttft_s) for d in found]),
+    return [("TTFT", [fmt.seconds(d.ttft_s) for d in found]),
             ("ITL p50", [fmt.seconds(d.itl.p50) for d in found]),
             ("ITL p99", [fmt.seconds(d.itl.p99) for d in found]),
             ("MBU", [fmt.percent(d.mbu) for d in found])]

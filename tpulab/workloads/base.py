@@ -215,6 +215,8 @@ class Workload(ABC):
     runners: Mapping[str, Callable[[], Runner]] = {}  # backend name -> a function that imports its runner
     throughput_unit: str = "examples/s"  # what its throughput counts: "images/s", "tokens/s"
     model_flops: bool = False  # `flops_per_step` are the model's FLOPs by the standard formula: shown as MFU
+    flop_rates: bool = True  # its FLOP/s and their shares of peak and ceiling say how well it runs (a step bound by
+    # memory, a decode's, says it by its bandwidth instead: comparisons leave them out)
     synthetic_data: str = "random inputs and targets"  # its stand-in data in words (a run on it says so)
     quiet: bool = False  # its figures become ceilings: it stops once other processes' load would make them none
     shared: tuple[ParamSpec, ...] = SHARED  # what it takes besides its own parameters: appended to them

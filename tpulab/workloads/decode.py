@@ -121,6 +121,7 @@ class LLMDecode(Workload):
     throughput_unit = "tokens/s"
     synthetic_data = "random weights and prompts"
     model_flops = True
+    flop_rates = False  # a token step reads every weight for little arithmetic: its figure is MBU
     runners = {"tensorflow": _tensorflow, "jax": _jax}
 
     def flops_per_step(self, p: Params) -> float:
