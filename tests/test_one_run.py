@@ -13,7 +13,6 @@ from tpulab.base.events import PHASE_STEADY, Compiled, Device, Event, RunRecord,
 from tpulab.engine.ceilings import kept_at
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
-from tpulab.engine.store import Store
 from tpulab.lab.app import TpulabApp
 from tpulab.lab.panes.run import RunPane
 from tpulab.lab.panes.workloads import WorkloadsPane
