@@ -227,13 +227,13 @@ async def test_focus_follows_the_tab_and_the_open_workload_is_marked(cpu_machine
         await wait_for(pilot, lambda: bool(app.query("#workload-list")), 5)
         listing = app.query_one("#workload-list", OptionList)
         await wait_for(pilot, lambda: app.focused is listing, 5)  # arrows and Enter work at once
-        prompts = [str(listing.get_option_at_index(i).prompt) for i in range(listing.option_count)]
-        assert prompts[0].startswith("[b]▶ Raw convolution") and "▶" not in prompts[1]
+        prompts = [text(listing.get_option_at_index(i).prompt) for i in range(listing.option_count)]
+        assert prompts[0].startswith("▶ Raw convolution") and "▶" not in prompts[1]
         await pilot.press("down", "enter")
         await pilot.pause(0.3)
         assert app.query_one(ParamForm).workload.name == "fashion-mnist"
-        prompts = [str(listing.get_option_at_index(i).prompt) for i in range(listing.option_count)]
-        assert "▶" not in prompts[0] and prompts[1].startswith("[b]▶ Fashion-MNIST CNN")
+        prompts = [text(listing.get_option_at_index(i).prompt) for i in range(listing.option_count)]
+        assert "▶" not in prompts[0] and prompts[1].startswith("▶ Fashion-MNIST CNN")
         await pilot.press("4")
         await wait_for(pilot, lambda: app.focused is not None and app.focused.id == "results-table", 5)
         await pilot.press("1")

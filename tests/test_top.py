@@ -116,7 +116,7 @@ async def test_a_tpu_shows_its_chart_and_the_run_holding_it(tmp_path, monkeypatc
         # once laid out: what fits in half of 80 columns beside the series' names
         await wait_for(pilot, lambda: plot.title == "TPU 0: 40%, 8.0/16 GiB", timeout=5)
         await wait_for(pilot, lambda: "┤" in plot.render().plain)
-        assert "100.0┤" in plot.render().plain and " 0.0┤" in plot.render().plain  # percentages: 0 to 100, not 40 to 50
+        assert "100┤" in plot.render().plain and " 0┤" in plot.render().plain  # percentages: 0 to 100, not 40 to 50
         rows = [list(map(str, table.get_row_at(i))) for i in range(table.row_count)]  # cells are Text
         assert rows[0] == ["/dev/accel0", "4242", "-", "conv on jax", " ".join([*WORKER, CONV])]
         assert rows[1] == ["/dev/vfio/1", "4300", "-", "-", "python3 train.py"]

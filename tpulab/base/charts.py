@@ -8,6 +8,7 @@ workload's module, never a name the lab knows.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
@@ -121,3 +122,30 @@ THROUGHPUT = Chart("examples/s", _throughput)
 METRICS = Chart("loss, accuracy", _metrics, right=_rising)
 TOKEN_TIME = Chart("ms per token, by token (prefill: token 0)", _token_ms)
 TOKEN_RATE = Chart("tokens/s over the batch, by token", _token_rate)
+
+
+# --- axes: ticks at the precision the data carry ---------------------------------------------------
+def ticks(lo: float, hi: float, most: int) -> list[tuple[float, str]]:
+    """At most `most` ticks between `lo` and `hi` at a round spacing (1, 2 or 5 x 10^k), each labelled with as
+    many digits as that spacing needs ('0.860', '12k'), never the data's own digits ('0.8695', '12061.7')."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi <= lo:
+        return [(lo, tick_label(lo, abs(lo) / 10 or 1))]
+    steps = [m * 10.0 ** e for e in range(math.floor(math.log10(hi - lo)) - 2, math.floor(math.log10(hi - lo)) + 2)
+             for m in (1, 2, 5)]
+    for step in steps:  # the finest spacing that gives at most `most` ticks, and at least two
+        first = math.ceil(lo / step - 1e-9)
+        values = [(first + i) * step for i in range(int((hi - lo) / step) + 2) if (first + i) * step <= hi * (1 + 1e-12)]
+        if 2 <= len(values) <= max(2, most):
+            return [(v, tick_label(v, step)) for v in values]
+    return [(lo, tick_label(lo, hi - lo)), (hi, tick_label(hi, hi - lo))]
+
+
+def tick_label(value: float, step: float) -> str:
+    """`value` with the digits a tick spacing of `step` needs: thousands as k, millions as M ('12k', '1.5M')."""
+    scale, suffix = next(((s, x) for s, x in ((1e9, "G"), (1e6, "M"), (1e3, "k"))
+                          if step >= s / 10 and abs(value) >= s), (1.0, ""))
+    value, step = value / scale, step / scale
+    digits = max(0, -math.floor(math.log10(step) + 1e-9)) if step > 0 else 0
+    return f"{value:.{digits}f}{suffix}"

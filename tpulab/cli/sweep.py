@@ -82,7 +82,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 if args.json:
                     print(json.dumps({"event": "point", **point_json(event.point)}), flush=True)
                 else:
-                    console.print(safe.text(live_line(event.point, grid.axes)))
+                    console.print(safe.text(live_line(event.point, grid.axes, console.width)))
     finally:
         signal.signal(signal.SIGINT, previous)
     found = sweep.findings(args.max_itl / 1e3 if args.max_itl is not None else None)

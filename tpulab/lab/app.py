@@ -16,7 +16,8 @@ from textual.binding import Binding
 from textual.lazy import Lazy
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Checkbox, Footer, Header, TabbedContent, TabPane
+from textual.containers import ScrollableContainer
+from textual.widgets import Checkbox, Footer, Header, Input, OptionList, Select, TabbedContent, TabPane
 
 from tpulab import backends
 from tpulab.base import safe
@@ -31,7 +32,7 @@ from tpulab.engine.sweep import Grid, Sweep
 from tpulab.lab.failure import Failure, FailsInOneLine
 from tpulab.lab.panes import Candidates
 from tpulab.lab.panes.glossary import GlossaryScreen
-from tpulab.lab.panes.help import HelpScreen, rows
+from tpulab.lab.panes.help import HelpScreen, rows, widget_rows
 from tpulab.lab.panes.results import ResultsPane
 from tpulab.lab.panes.run import RunPane
 from tpulab.lab.panes.runtime import RuntimePane
@@ -53,6 +54,16 @@ FIRST_CONTROL = {"runtime": "#runtime-pane", "workloads": "#workload-list", "run
                  "sweep": "#sweep-table", "results": "#results-table"}
 
 
+def pane_of(widget: Widget) -> Widget:
+    """What z zooms for the focused widget: the pane it scrolls in (a list, a table, a log, the form), never a
+    button or a field alone; a control in no such pane zooms its tab's whole pane."""
+    for w in widget.ancestors_with_self:
+        if isinstance(w, Widget) and (isinstance(w, ScrollableContainer) and not isinstance(w, Input)
+                                      or isinstance(w.parent, TabPane)):
+            return w
+    return widget
+
+
 class TpulabApp(FailsInOneLine):
     TITLE = "tpulab"
     SUBJECT, FAILURE_NAME = "the lab", "lab"
@@ -60,7 +71,8 @@ class TpulabApp(FailsInOneLine):
     CSS_PATH = Path(__file__).with_name("tpulab.tcss")  # absolute, so subclasses elsewhere find it
     BINDINGS = [  # the footer shows those with show=True, in this order: what matters most first
         Binding("ctrl+r", "start_run", "Start run", id="run.start"),
-        Binding("x", "cancel_run", "Cancel", id="run.cancel"),
+        Binding("x", "cancel_run", "Cancel", tooltip="stop the run after its current step (a sweep: after its point); "
+                "x again kills the run", id="run.cancel"),
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark,f1,h", "help", "Help", key_display="?", tooltip="these keys (h too; F1 from a text field)",
                 id="app.help"),
@@ -246,15 +258,17 @@ class TpulabApp(FailsInOneLine):
         self.push_screen(GlossaryScreen())
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen([("Everywhere", rows(self.BINDINGS)), ("Results tab", rows(ResultsPane.BINDINGS)),
-                                     ("Sweep tab", rows(SweepPane.BINDINGS))]))
+        workloads = rows(WorkloadsPane.BINDINGS) + widget_rows(OptionList, "the workload list") + \
+            widget_rows(Checkbox, "a tick box, on/off field") + widget_rows(Select, "a choice: opens its list")
+        self.push_screen(HelpScreen([("Everywhere", rows(self.BINDINGS)), ("Workloads tab", workloads),
+                                     ("Results tab", rows(ResultsPane.BINDINGS)), ("Sweep tab", rows(SweepPane.BINDINGS))]))
 
     def action_zoom(self) -> None:
         """The focused pane fills the screen; again (or escape) puts it back."""
         if self.screen.maximized is not None:
             self.screen.minimize()
         elif self.focused is not None:
-            self.screen.maximized = self.focused  # any control, containers too (Textual's maximize skips those)
+            self.screen.maximized = pane_of(self.focused)  # containers too (Textual's maximize skips those)
 
     def action_filter(self) -> None:
         self.action_show_tab("results")
@@ -329,7 +343,8 @@ class TpulabApp(FailsInOneLine):
         record = event.record
         self.keep_record(record)
         severity: Any = {"finished": "information", "cancelled": "warning"}.get(record.status, "error")
-        self.notify(f"run {record.short_id} {record.status}", severity=severity)
+        if self.query_one("#tabs", TabbedContent).active != "run":  # there, the summary says it: no toast over it
+            self.notify(f"run {record.short_id} {record.status}", severity=severity)
         self.prestart()
 
     @on(ParamForm.Changed)

@@ -27,6 +27,7 @@ from tpulab.base.errors import one_line
 from tpulab.base.events import Accel, Sample
 from tpulab.engine.telemetry import CALL_TIMEOUT_S, GPU_EXTRA, Caller, Hung, Probe, Sampler, probes_for
 from tpulab.lab.failure import FailsInOneLine
+from tpulab.lab.panes.help import rows
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.machine.holders import GpuHolders, Holder, Holders, tpu_holders
 
@@ -40,13 +41,7 @@ HOLDER_COLUMNS = ("device", "pid", "memory", "tpulab run", "command")
 SERIES = ("busy", "mem")  # each chart's lines, in percent; short: the header line names them in half of 80 columns
 LEGEND = sum(len(f"  ━ {name}") for name in SERIES)  # what the chart's header line adds after its title
 
-HELP = "\n".join([
-    "[b]tpulab top[/b]: keys",
-    "",
-    "  [b]q[/b]        quit (in this help: close it)",
-    "  [b]?[/b]        this help (h and F1 too; again, or [b]Escape[/b], closes it)",
-    "  [b]Escape[/b]   close a panel",
-    "",
+HELP = "\n".join([  # after the keys, which are read from the bindings
     "[b]CPU[/b]: each core's busy share since the previous sample; the host's memory in use.",
     "[b]Charts[/b]: each device's busy % and memory in use (% of its total), over the last two minutes "
     "(x: seconds since top started); the header: busy now, memory used/total, a GPU's power and temperature.",
@@ -149,7 +144,8 @@ class Sampled(Message):
 
 
 class HelpPanel(ModalScreen[None]):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close", id="top.help.close")]  # as the lab's help
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close", key_display="escape",
+                        tooltip="close this help (q and ? too)", id="top.help.close")]  # as the lab's help
     DEFAULT_CSS = """
     HelpPanel { align: center middle; }
     #top-help { width: 78; height: auto; max-height: 22; border: round $accent; background: $panel;
@@ -157,7 +153,8 @@ class HelpPanel(ModalScreen[None]):
     """
 
     def compose(self) -> ComposeResult:
-        yield Static(HELP, id="top-help")
+        keys = "\n".join(f"  [b]{key:<8}[/b] {what}" for key, what in rows([*self.app.BINDINGS, *self.BINDINGS]))
+        yield Static(f"[b]tpulab top[/b]: keys\n\n{keys}\n\n{HELP}", id="top-help")
 
 
 class TopApp(FailsInOneLine):
@@ -166,8 +163,9 @@ class TopApp(FailsInOneLine):
 
     TITLE = "tpulab top"
     SUBJECT, FAILURE_NAME = "top", "top"
-    BINDINGS = [Binding("q", "quit", "Quit", id="top.quit"),
-                Binding("question_mark,f1,h", "help", "Help", key_display="?", id="top.help")]  # as the lab's
+    BINDINGS = [Binding("q", "quit", "Quit", tooltip="quit", id="top.quit"),
+                Binding("question_mark,f1,h", "help", "Help", key_display="?", tooltip="this help (h and F1 too)",
+                        id="top.help")]  # as the lab's
     CSS = """
     #cpu { height: auto; max-height: 7; padding: 0 1; }
     #charts { grid-size: 1; grid-gutter: 0 1; height: 1fr; min-height: 8; grid-rows: 1fr; }

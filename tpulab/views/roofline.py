@@ -118,16 +118,20 @@ def roofline_plot(ceilings: Ceilings, records: Iterable[RunRecord], device: Devi
     plt.yscale("log")
     roof_x = [lo, ridge, hi]
     g = 1e-9  # drawn in GFLOP/s: plotext writes its ticks in full
-    plt.plot(roof_x, [bw.value * lo * g, top.value * g, top.value * g], label="measured ceilings", marker="braille")
+    key = [("measured ceilings", "blue+")]  # said below the chart: plotext's own legend would sit on its data
+    plt.plot(roof_x, [bw.value * lo * g, top.value * g, top.value * g], marker="braille", color=key[0][1])
     for dtype, color in (("float32", "cyan"), ("bfloat16", "magenta"), ("float16", "yellow")):
         c = ceilings.flops(device, dtype)
         if c is not None and c is not top:
-            plt.plot([c.value / bw.value, hi], [c.value * g, c.value * g], label=f"{dtype} ceiling", color=color)
+            plt.plot([c.value / bw.value, hi], [c.value * g, c.value * g], color=color)
+            key.append((f"{dtype} ceiling", color))
     if pts:
-        plt.scatter([p[1] for p in pts], [p[2] * g for p in pts], label="runs", marker="*", color="red")
+        plt.scatter([p[1] for p in pts], [p[2] * g for p in pts], marker="*", color="red")
     plt.title(safe.visible(f"roofline: GFLOP/s up, FLOP/byte across, {device.label(short=True)}"))
     plt.theme("clear")
-    return str(plt.build())
+    plt.plotsize(width, height - len(key) - bool(pts))
+    legend = [f"  -- {name}" for name, _ in key] + (["  *  runs"] if pts else [])
+    return str(plt.build()) + "\n" + "\n".join(legend)
 
 
 def roofline_view(records: Iterable[RunRecord], device: Device, width: int, height: int = 20) -> Text:

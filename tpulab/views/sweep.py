@@ -6,6 +6,7 @@ Shared by `tpulab sweep`, `tpulab results sweep` and the lab, so a sweep reads t
 from __future__ import annotations
 
 import itertools
+import textwrap
 from dataclasses import asdict
 from typing import Any
 
@@ -15,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tpulab.base import fmt, safe
+from tpulab.base.charts import ticks
 from tpulab.base.ceilings import CEILING_LOW
 from tpulab.base.events import RunRecord, SweepRecord
 from tpulab.engine.sweep import (
@@ -80,10 +82,18 @@ def figures(p: Point, prefix: fmt.Prefix | None = None) -> dict[str, str]:
     rate = fmt.rate(p.throughput, "ex/s", prefix)
     if spread and len(p.finished) > 1:
         rate += f" ({fmt.rate(spread[0], '', prefix)}-{fmt.rate(spread[1], '', prefix)})"
-    flags = safe.visible(",".join(p.flags) if p.status == "finished" else f"{p.status}: {(p.error or '')[:60]}")
+    flags = safe.visible(flags_text(p))
     return {"median": fmt.seconds(p.step_seconds), "throughput": rate,
             "GFLOP/s": f"{p.gflops:.1f}" if p.gflops else "-", "peak": fmt.percent(p.peak_fraction),
             "ceiling": "measured low" if CEILING_LOW in p.flags else fmt.percent(p.ceiling_fraction), "flags": flags}
+
+
+def flags_text(p: Point) -> str:
+    """A point's flags, or why it has no figures, whole: ', ' between flags, so a narrow column wraps between
+    them, never inside one, and a reason is never cut (a point not run yet is 'pending', with no reason)."""
+    if p.status == "finished":
+        return ", ".join(p.flags)
+    return f"{p.status}: {p.error}" if p.error else p.status
 
 
 def plural(n: int, noun: str) -> str:
@@ -132,13 +142,20 @@ def live_header(axes: dict[str, list[Any]]) -> str:
     return " ".join(cells).rstrip()
 
 
-def live_line(p: Point, axes: dict[str, list[Any]]) -> str:
+def live_line(p: Point, axes: dict[str, list[Any]], width: int | None = None) -> str:
+    """A finished point's line under `live_header`; at a `width`, what passes it wraps between words under the
+    flags' column (never a flag alone at the start of a line)."""
     f = figures(p)
     if p.decodes:  # the median is the ITL p50; tokens/s in the throughput's column, MBU in the flags'
         f = {**f, "throughput": fmt.rate(p.throughput, "tok/s"), "flags": f"MBU {fmt.percent(p.decode_figure('mbu'))}"}
     cells = [f"{value_text(p.values[name]):<{w}}" for name, w in axis_widths(axes).items()]
     cells += [f"{f[name]:<{WIDTHS.get(name, 0)}}" for name in FIGURES]
-    return " ".join(cells).rstrip() + (" (article)" if p.article else "")
+    line = " ".join(cells).rstrip() + (" (article)" if p.article else "")
+    if width is None or len(line) <= width:
+        return line
+    longest = max(len(word) for word in line.split())  # the indent leaves room for it: no flag is broken
+    indent = max(0, min(len(" ".join(cells[:-1])) + 1, width - longest))
+    return textwrap.fill(line, width, subsequent_indent=" " * indent, break_long_words=False, break_on_hyphens=False)
 
 
 def impossible_lines(impossible: list[tuple[dict[str, Any], str]]) -> list[str]:
@@ -170,7 +187,8 @@ def sweep_table(points: list[Point], axes: list[str], found: Findings, title: st
     prefix = rate_prefix(points)
     rows = [(marks(p, found), *(value_text(p.values[n]) for n in axes), *figures(p, prefix).values())
             for p in ranked(points, found.by)]
-    shown = [f for i, f in enumerate(FIGURES) if f != "flags" or any(r[1 + len(axes) + i] for r in rows)]
+    # a column no point has a figure in is left out: its room goes to the flags, which wrap between flags
+    shown = [f for i, f in enumerate(FIGURES) if any(r[1 + len(axes) + i] not in ("", "-") for r in rows)]
     # Light rules, one space between columns: four swept parameters and the figures fit 80 columns.
     t = Table(title=safe.markup(title), caption=marks_legend(found) or None, box=box.SIMPLE_HEAD, pad_edge=False,
               padding=0)
@@ -258,21 +276,39 @@ def text_chart(points: list[Point], axes: list[str], found: Findings, width: int
     plt.clear_figure()
     plt.plotsize(max(40, min(width, 100)), height)
     plt.title(chart_title(axes, found.by))
+    colors = dict(zip(series, itertools.cycle(CURVE_COLORS)))
     for name, pts in series.items():
-        plt.plot([x for x, _ in pts], [y for _, y in pts], label=name if len(series) > 1 else None, marker="braille")
+        plt.plot([x for x, _ in pts], [y for _, y in pts], marker="braille", color=colors[name])
     best = found.best
     if best is not None and best.rate(found.by) and axes:
         [(x, y)] = next(iter(chart_series([best], axes, x_values(points, axes[0]), found.by).values()))
-        plt.scatter([x], [y], marker="*", color="red", label="best")
-    values = x_values(points, axes[0]) if axes else []
-    if values and not is_number(values[0]):
-        plt.xticks(list(range(len(values))), [value_text(v) for v in values])
-    elif values:
-        if min(values) > 0 and max(values) / min(values) >= 8:  # doubling ranges read best on a log axis
+        plt.scatter([x], [y], marker="*", color="red")
+    if axes:
+        at, log = x_axis(points, axes[0])
+        if log:
             plt.xscale("log")
-        plt.xticks([float(v) for v in values], [value_text(v) for v in values])
+        plt.xticks([x for x, _ in at], [label for _, label in at])
+    ys = [y for pts in series.values() for _, y in pts]
+    if ys:
+        at = ticks(min(ys), max(ys), max(2, (height - 4) // 2))
+        plt.yticks([y for y, _ in at], [label for _, label in at])
     plt.theme("clear")
-    return Text.from_ansi(plt.build())
+    chart = Text.from_ansi(plt.build())
+    # the key below the chart, never over its data
+    for name, color in colors.items() if len(series) > 1 else ():
+        chart.append(f"\n  -- {name}", style=color)
+    if best is not None and best.rate(found.by) and axes:
+        chart.append("\n  * best", style="red")
+    return chart
+
+
+def x_axis(points: list[Point], name: str) -> tuple[list[tuple[float, str]], bool]:
+    """A swept parameter's ticks: at the swept values themselves (words at their rank), on a log scale when the
+    values are numbers that span 8x or more (a batch swept in powers of two); the lab's chart and the CLI's agree."""
+    values = x_values(points, name)
+    if values and not is_number(values[0]):
+        return [(float(i), value_text(v)) for i, v in enumerate(values)], False
+    return [(float(v), value_text(v)) for v in values], bool(values) and min(values) > 0 and max(values) / min(values) >= 8
 
 
 def sweep_report(sweep: SweepRecord, runs: dict[str, RunRecord], width: int) -> Group:
@@ -351,7 +387,7 @@ def curve_table(points: list[Point], axes: list[str], found: Findings, title: st
     t.add_column("flags", overflow="fold")
     for p in ranked(points, found.by):
         mark = marks(p, found) + ("W" if p in found.within else "")
-        flags = ",".join(p.flags) if p.status == "finished" else f"{p.status}: {(p.error or '')[:40]}"
+        flags = flags_text(p)
         cells = (mark, *(value_text(p.values[n]) for n in axes), *curve_figures(p, found.speedup(p)).values(), flags)
         t.add_row(*map(safe.text, cells), style="bold" if p is found.best else None)
     return t

@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Static
 
 Rows = list[tuple[str, str]]  # (keys, what they do)
@@ -23,6 +24,12 @@ def rows(bindings: list[BindingType]) -> Rows:
     """Each described binding: its shown key (or its first), and what it does (its tooltip says more)."""
     return [(b.key_display or b.key.split(",")[0], b.tooltip or b.description) for b in bindings
             if isinstance(b, Binding) and b.description]
+
+
+def widget_rows(widget: type[Widget], where: str) -> Rows:
+    """The keys a Textual widget takes that its arrows do not already say (Enter, space), read from its bindings."""
+    return [(b.key.replace(",", ", "), f"{b.description}: {where}") for b in widget.BINDINGS
+            if isinstance(b, Binding) and any(k in b.key.split(",") for k in ("enter", "space"))]
 
 
 class HelpScreen(ModalScreen[None]):

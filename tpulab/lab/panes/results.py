@@ -249,6 +249,7 @@ class ResultsPane(Vertical):
         box = self.query_one("#comparison-box")
         box.display = True
         self.query_one("#comparison", Static).update(view)
+        self.call_after_refresh(self._cursor_in_view)
         box.scroll_home(animate=False, immediate=True)
 
     def _update_button(self) -> None:
@@ -279,5 +280,9 @@ class ResultsPane(Vertical):
         box.display = True
         box.focus()
         chart.show_bars(f"speedup vs the first run (x, by {result.by})",
-                        [f"{r.short_id}\n{r.device_label(short=True)} {r.backend}"[:24] for r in result.records],
-                        [x or 0 for x in result.speedups])
+                        [r.short_id for r in result.records], [x or 0 for x in result.speedups])
+        self.call_after_refresh(self._cursor_in_view)
+
+    def _cursor_in_view(self) -> None:
+        """The table gave room to what opened below it: its cursor row is scrolled back into sight."""
+        self.table.move_cursor(row=self.table.cursor_row, animate=False)

@@ -11,7 +11,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
-from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -51,7 +50,8 @@ class RunLog(RichLog):
         self.wrapped_at = 0
 
     def write(self, content: object, *args: Any, **kwargs: Any) -> Self:
-        self.written.append(content)
+        if self._size_known:  # before its size is known RichLog defers a write, then writes it again through here
+            self.written.append(content)
         return super().write(content, *args, **kwargs)
 
     def clear(self) -> Self:
@@ -108,10 +108,15 @@ class RunPane(Vertical):
         with Horizontal(id="run-bottom"):
             yield RunLog(id="run-log")
             with VerticalScroll(id="run-summary-box"):
+                yield Static(ZOOM_HINT, id="run-summary-hint")  # shown only while it is true: the summary zoomed
                 yield Static(id="run-summary")
 
     def on_mount(self) -> None:
         self.set_interval(REDRAW_EVERY_S, self._redraw)
+        self.watch(self.screen, "maximized", self._zoomed)
+
+    def _zoomed(self, maximized: object) -> None:
+        self.query_one("#run-summary-hint").display = maximized is self.query_one("#run-summary-box")
 
     def on_unmount(self) -> None:
         if self.run is not None:
@@ -299,7 +304,7 @@ class RunPane(Vertical):
             summary = Group(summary, chart)
         if record.summary.profile is not None:
             summary = Group(summary, ops_table(record.summary.profile, "where a step's time went: its ops"))
-        self.query_one("#run-summary", Static).update(Group(Text(ZOOM_HINT, style="dim"), summary))
+        self.query_one("#run-summary", Static).update(summary)
         for flag in record.summary.flags:
             colour = "red" if flag.code == "beats-peak" else "yellow"  # above a measured ceiling: not a win
             self.log_view.write(f"[{colour}]{safe.markup(f'flag {flag.code}: {flag.message}')}[/]")

@@ -38,6 +38,7 @@ from tpulab.views.sweep import (
     ranked,
     rate_prefix,
     value_text,
+    x_axis,
     x_values,
 )
 
@@ -72,7 +73,7 @@ class SweepPane(Vertical):
                      id="sweep-header")
         yield ProgressBar(id="sweep-progress", show_eta=False)
         with Horizontal(id="sweep-body"):
-            yield SeriesPlot(id="sweep-chart")
+            yield SeriesPlot("throughput against the first swept parameter", id="sweep-chart")
             with Vertical(id="sweep-side"):
                 yield DataTable(id="sweep-table", cursor_type="row", zebra_stripes=True)
                 yield Static(id="sweep-findings")
@@ -170,6 +171,7 @@ class SweepPane(Vertical):
         chart.series.clear()
         curve = found.by == TOKENS  # a decode sweep: its latency/throughput curve, the knee marked
         chart.title = CURVE_TITLE if curve else chart_title(axes, found.by)
+        chart.xticks, chart.xlog = x_axis(self.sweep.points, axes[0]) if axes and not curve else (None, False)
         for name, pts in (curve_series(self.sweep.points) if curve
                           else chart_series(self.sweep.points, axes, by=found.by)).items():
             for x, y in pts:

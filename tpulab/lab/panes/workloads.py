@@ -6,8 +6,10 @@ import asyncio
 from functools import partial
 from typing import Any, Callable
 
-from textual import on
+from rich.table import Table
+from textual import events, on
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, Checkbox, OptionList, Static
@@ -22,7 +24,7 @@ from tpulab.engine.spec import resolve
 from tpulab.engine.sweep import Grid, Sweep
 from tpulab.lab.panes import lab
 from tpulab.lab.panes.confirm import ConfirmRun
-from tpulab.lab.widgets.param_form import ParamForm, explain
+from tpulab.lab.widgets.param_form import NO_PRESET, ParamForm, explain
 from tpulab.machine.detect import RuntimeReport
 from tpulab.views.sweep import article_note, impossible_lines, point_count
 from tpulab.workloads import registry
@@ -33,7 +35,20 @@ ASK_OVER_S = 5 * 60  # a run or sweep estimated longer than this asks before it 
 Estimator = Callable[[Callable[[Wanted], list[RunRow]]], Estimate]  # an estimate from the store's candidates
 
 
+def indented(mark: str, markup: str) -> Table:
+    """An entry whose lines, wrapped ones too, all start after its mark ('Roofline: measured' / '  ceilings')."""
+    grid = Table.grid()
+    grid.add_column(width=len(mark), no_wrap=True)
+    grid.add_column()
+    grid.add_row(mark, markup)
+    return grid
+
+
 class WorkloadsPane(Horizontal):
+    BINDINGS = [Binding("ctrl+o", "switches", "The form's switches: sweep, then each choice and on/off field "
+                        "(backend, profile...); again: the next", key_display="ctrl+o", show=False,
+                        id="workloads.switches")]
+
     class RunRequested(Message):
         def __init__(self, workload: Workload, params: Params) -> None:
             super().__init__()
@@ -70,11 +85,20 @@ class WorkloadsPane(Horizontal):
         """One entry per workload; the open one is marked, so the list says which form is shown."""
         broken = [Option(f"[dim]{safe.markup(f'{b.name}: could not be loaded')}[/]\n  [dim]{safe.markup(b.error[:60])}[/]",
                          id=f"broken-{b.name}", disabled=True) for b in discover(WORKLOADS)[1]]
-        return [Option(f"[b]{OPEN_MARK if w is self.workload else '  '}{safe.markup(w.title)}[/b]\n  {safe.markup(w.name)}",
-                       id=w.name) for w in registry().values()] + broken
+        return [Option(indented(OPEN_MARK if w is self.workload else "  ",
+                                f"[b]{safe.markup(w.title)}[/b]\n{safe.markup(w.name)}"), id=w.name)
+                for w in registry().values()] + broken
 
     def limits(self) -> Limits:
         return Limits.of(self.report)
+
+    def action_switches(self) -> None:
+        """The next of the form's switches, from anywhere in the tab: no Tab through every number field."""
+        stops = [self.query_one("#sweep-mode"), *(c for c in self.form.query("Switch, Select") if c.id != "preset")]
+        stops = [c for c in stops if c.focusable]
+        if stops:
+            at = stops.index(self.app.focused) + 1 if self.app.focused in stops else 0
+            stops[at % len(stops)].focus()
 
     @property
     def form(self) -> ParamForm:
@@ -90,10 +114,12 @@ class WorkloadsPane(Horizontal):
 
     async def _replace_form(self, values: dict[str, object] | None = None) -> None:
         async with self._replacing:
+            preset = NO_PRESET
             for old in self.query(ParamForm):
                 self.kept[old.workload.name] = old.text_values()
+                preset = old.preset if old.workload is self.workload else preset  # its values stay: so does its name
             await self.query(ParamForm).remove()
-            form = ParamForm(self.workload, self.report, values, sweep=self.sweeping, id="param-form")
+            form = ParamForm(self.workload, self.report, values, sweep=self.sweeping, id="param-form", preset=preset)
             await self.query_one("#workload-main").mount(form, after="#sweep-mode")
 
     async def select(self, name: str) -> None:
@@ -190,6 +216,11 @@ class WorkloadsPane(Horizontal):
     @on(ParamForm.Explain)
     def _explain(self, event: ParamForm.Explain) -> None:
         self.query_one("#explain", Static).update(explain(event.spec))
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """Off the fields, the side says what the workload is again: a field's entry shows only while it is focused."""
+        if not (event.widget.id or "").startswith("param-"):
+            self.query_one("#explain", Static).update(self.workload.summary)
 
     @on(Button.Pressed, "#run-button")
     def _run(self) -> None:

@@ -18,13 +18,16 @@ from rich.style import Style
 from rich.text import Text
 from textual import work
 from textual.app import RenderResult
+from textual.widget import Widget
 from textual_plotext import PlotextPlot
+
+from tpulab.base.charts import ticks
 
 MAX_POINTS = 5000
 PLOT_POINTS = 300  # a series is thinned to this many points when drawn: plotext's cost grows with points
 PALETTE = ((80, 160, 255), (255, 165, 0), (90, 200, 110), (220, 110, 220), (0, 200, 200), (230, 220, 90))
 LINE_COLOUR = (230, 60, 60)  # a reference line (a peak) and its name in the header
-MIN_PLOT = 5  # rows plotext needs for three rows of data: the x axis and its ticks besides
+LEAST_PLOT = 4  # a header that needs the rows takes them, down to two rows of data: no title or legend is cut
 IN_RANGE = 2.0  # a reference line is drawn when at most this many times the data's top: the data keeps half the height
 
 
@@ -37,6 +40,8 @@ class View:
     lines: dict[str, float]
     right: tuple[str, ...]
     ylim: tuple[float, float] | None = None
+    xticks: list[tuple[float, str]] | None = None  # where the x values are few and named (a sweep's swept values)
+    xlog: bool = False
 
 
 class SeriesPlot(PlotextPlot):
@@ -61,6 +66,8 @@ class SeriesPlot(PlotextPlot):
         self.series: dict[str, deque[tuple[float, float]]] = {}
         self.lines: dict[str, float] = {}
         self.right: tuple[str, ...] = ()
+        self.xticks: list[tuple[float, str]] | None = None  # None: integer ticks where every x is whole (a step)
+        self.xlog = False
         self.dirty = False
         self._built: Text | None = None
         self._lock = threading.Lock()  # one build at a time touches the plotext figure
@@ -69,6 +76,7 @@ class SeriesPlot(PlotextPlot):
         """Start afresh; the title names the quantity and its unit (axes get no labels: rows are scarce)."""
         self.title = title
         self.right = right
+        self.xticks, self.xlog = None, False
         self.series.clear()
         self.lines.clear()
         self.replot()
@@ -89,10 +97,11 @@ class SeriesPlot(PlotextPlot):
                 series[name] = list(pts)[::step]
         self.dirty = False
         if not series:  # no axes around nothing
-            self._show(Text(f"{self.title}: nothing measured yet", style="dim"))
+            self._show(Text(f"{self.title}: nothing measured yet" if self.title else "nothing measured yet",
+                            style="dim"))
             return
-        self._build(View(self.title, series, dict(self.lines), self.right, self.ylim), self.size.width, self.size.height,
-                    self._get_plotext_theme_name(self.app.theme))
+        self._build(View(self.title, series, dict(self.lines), self.right, self.ylim, self.xticks, self.xlog),
+                    self.size.width, self.size.height, self._get_plotext_theme_name(self.app.theme))
 
     @work(thread=True, group="chart", exit_on_error=False)
     def _build(self, view: View, width: int, height: int, theme: str) -> None:
@@ -112,10 +121,20 @@ class SeriesPlot(PlotextPlot):
             plt.frame(False)
             plt.xaxes(True, False)
             plt.yaxes(True, any(name in view.right for name in view.series))
-            ticks = integer_ticks([x for pts in view.series.values() for x, _ in pts], max(3, width // 8))
-            if ticks:
-                plt.xticks([float(t) for t in ticks], [str(t) for t in ticks])
-            head = header(view, shown, width, max(1, height - MIN_PLOT))
+            if view.xlog:
+                plt.xscale("log")
+            along = view.xticks or [(float(t), str(t)) for t in
+                                    integer_ticks([x for pts in view.series.values() for x, _ in pts], max(3, width // 8))]
+            if along:
+                plt.xticks([x for x, _ in along], [label for _, label in along])
+            head = header(view, shown, width, max(1, height - LEAST_PLOT))
+            for side in ("left", "right"):  # labels at the digits the data carry, as many as the rows allow
+                on_side = [y for name, pts in view.series.items() if (name in view.right) == (side == "right")
+                           for _, y in pts] + (list(shown.values()) if side == "left" else [])
+                if on_side:
+                    lo, hi = view.ylim or (min(on_side), max(on_side))
+                    at = ticks(lo, hi, max(2, (height - len(head) - 2) // 2))
+                    plt.yticks([y for y, _ in at], [label for _, label in at], yside=side)  # type: ignore[arg-type]
             plt.plotsize(width, height - len(head))
             plt._set_size(width, height - len(head))  # as PlotextPlot.render does: plotsize alone does not stick
             plt.theme(theme)
@@ -141,7 +160,8 @@ def _colours():
 def header(view: View, shown: dict[str, float], width: int, most: int) -> list[Text]:
     """The title, then each series in its colour (those on the right axis say so), then the reference lines:
     drawn ones in their colour, the others said to be off scale; on as many lines as needed, at most `most`."""
-    pieces = [Text(view.title, style="bold")]
+    title = view.title.split(" ")
+    pieces = [Text(word, style="bold") for word in title]  # a long title wraps between its words
     for name, colour in zip(view.series, _colours()):
         pieces.append(Text.assemble(("━ ", Style(color=Color.from_rgb(*colour))),
                                     name + (" (right)" if name in view.right else "")))
@@ -149,10 +169,11 @@ def header(view: View, shown: dict[str, float], width: int, most: int) -> list[T
         pieces.append(Text(f"── {name} {value:,.1f}", style=Style(color=Color.from_rgb(*LINE_COLOUR))) if name in shown
                       else Text(f"{name} {value:,.1f} off scale", style="dim"))
     lines = [Text()]
-    for piece in pieces:
-        if lines[-1].cell_len and lines[-1].cell_len + 2 + piece.cell_len > width:
+    for i, piece in enumerate(pieces):
+        gap = " " if 0 < i < len(title) else "  "
+        if lines[-1].cell_len and lines[-1].cell_len + len(gap) + piece.cell_len > width:
             lines.append(Text())
-        lines[-1].append_text(Text("  ") + piece if lines[-1].cell_len else piece)
+        lines[-1].append_text(Text(gap) + piece if lines[-1].cell_len else piece)
     cut = len(lines) > most
     lines = lines[:most]
     if cut:
@@ -174,14 +195,45 @@ def integer_ticks(xs: list[float], most: int) -> list[int]:
     return ticks if len(ticks) >= 2 else sorted({lo, hi})
 
 
-class BarPlot(PlotextPlot):
-    """One bar per label, for comparing runs (drawn once per comparison, so in `render` as usual)."""
+class BarPlot(Widget):
+    """One bar per run, across, for comparing runs: each bar's label on its own row, so however narrow the chart
+    every bar says which run it is; the title wraps between its words, and each bar ends in its value."""
+
+    DEFAULT_CSS = """
+    BarPlot {
+        height: auto;
+    }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.title = ""
+        self.bars: list[tuple[str, float]] = []
 
     def show_bars(self, title: str, labels: list[str], values: list[float]) -> None:
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title(title)
-        if labels:
-            plt.bar(labels, values)
-        self.refresh()
+        self.title, self.bars = title, list(zip(labels, values))
+        self.refresh(layout=True)
+
+    def render(self) -> RenderResult:
+        width = max(1, self.size.width)
+        out = Text(no_wrap=True)
+        out.append_text(Text("\n").join(Text(line, style="bold") for line in wrap_words(self.title, width)))
+        name_w = max((len(name) for name, _ in self.bars), default=0)
+        values = [f"{v:.2f}x" for _, v in self.bars]
+        room = max(1, width - name_w - 2 - max(map(len, values), default=0))
+        top = max((v for _, v in self.bars), default=0) or 1
+        for (name, value), shown, colour in zip(self.bars, values, _colours()):
+            out.append(f"\n{name:<{name_w}} ")
+            out.append("█" * max(1, round(room * value / top)) if value > 0 else "", Style(color=Color.from_rgb(*colour)))
+            out.append(f" {shown}")
+        return out
+
+
+def wrap_words(text: str, width: int) -> list[str]:
+    """`text` on lines of at most `width` columns, broken between words (a word longer than a line keeps its own)."""
+    lines = [""]
+    for word in text.split():
+        if lines[-1] and len(lines[-1]) + 1 + len(word) > width:
+            lines.append("")
+        lines[-1] += (" " if lines[-1] else "") + word
+    return lines

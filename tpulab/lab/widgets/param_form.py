@@ -48,13 +48,13 @@ class ParamForm(VerticalScroll, can_focus=False):
             self.spec = spec
 
     def __init__(self, workload: Workload, report: RuntimeReport, values: dict[str, Any] | None = None,
-                 sweep: bool = False, **kwargs: Any) -> None:
+                 sweep: bool = False, preset: str = NO_PRESET, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.workload = workload
         self.report = report
         self.sweep = sweep
         self.initial = {**workload.defaults(), **(values or {})}
-        self.preset = NO_PRESET
+        self.preset = preset  # the preset the values came from, shown as chosen
         self.params: Params | None = None
         self.grid: Grid | None = None  # in sweep mode, when every value and some combination can run
         self.impossible: list[tuple[dict[str, Any], str]] = []
@@ -64,7 +64,7 @@ class ParamForm(VerticalScroll, can_focus=False):
         presets = [(NO_PRESET, NO_PRESET)] + [(name, name) for name in self.workload.presets]
         with Horizontal(classes="field"):
             yield Label("preset", classes="name")
-            yield Select(presets, value=NO_PRESET, allow_blank=False, id="preset", compact=True)
+            yield Select(presets, value=self.preset, allow_blank=False, id="preset", compact=True)
         for spec in sorted(self.workload.params, key=lambda s: s.advanced):
             with Vertical(classes="param", id=f"field-{spec.name}"):
                 with Horizontal(classes="field"):
