@@ -171,9 +171,10 @@ def cache_of(record: RunRecord) -> tuple[int, str]:
 
 
 def verdicts(record: RunRecord) -> dict[str, Verdict]:
-    """A roofline record's verdict per matmul dtype, and its copy's under `MEMORY`. A figure that reached its
-    plateau is still none when the run did not finish or the machine was busy (`refused`); one that did not
-    says why not first (what to run is the sizes)."""
+    """A roofline record's verdict per matmul dtype, and its copy's under `MEMORY`. A run that did not finish
+    sets none, for why it stopped (its curves are cut short); on a busy machine, a figure that reached its
+    plateau sets none for the load (`refused`), and one that did not says why not first (what to run is the
+    sizes)."""
     figures = record.summary.kernels
     out = {dtype: matmul_verdict(figures, dtype) for dtype in dict.fromkeys(f.dtype for f in figures
                                                                             if f.kind == "matmul")}
@@ -181,8 +182,9 @@ def verdicts(record: RunRecord) -> dict[str, Verdict]:
     if copy is not None:
         out[MEMORY] = copy_verdict(copy, cache_of(record))
     why = refused(record)
-    return {d: Verdict(None, why, rerun(dtype=d if d != MEMORY else "float32")) if why and v.figure else v
-            for d, v in out.items()}
+    unfinished = record.status != "finished"
+    return {d: Verdict(None, why, rerun(dtype=d if d != MEMORY else "float32")) if why and (v.figure or unfinished)
+            else v for d, v in out.items()}
 
 
 def refused(record: RunRecord) -> str | None:
