@@ -304,6 +304,14 @@ def test_a_roofline_beside_other_work_sets_no_ceiling_and_says_why(tmp_path, oth
         assert f"ceiling float32 | none: {why}: run `tpulab --run roofline`" in table_text(text(summary_table(r), 400))
 
 
+def test_a_roofline_stopped_early_sets_no_ceiling_for_why_it_stopped(tmp_path):
+    """Its curve is cut short, so 'not saturated' would send the user to larger sizes: the stop's reason wins."""
+    r = roofline_record(tmp_path, per_call({256: 50e9, 512: 100e9}), copy_s=1.0, copy_mib=256)
+    r.status, r.error = "cancelled", "stopped early: other processes used 1.64 of 2 cores (82%) while it ran"
+    assert {d: v.why for d, v in verdicts(r).items()} == {"float32": r.error, MEMORY: r.error}
+    assert not Ceilings([r])
+
+
 def test_a_roofline_whose_load_was_not_recorded_sets_no_ceiling(tmp_path):
     r = roofline_record(tmp_path, per_call(FLAT_RATES), copy_s=1.0, copy_mib=256, other=None)
     assert not Ceilings([r]) and verdicts(r)["float32"].why.startswith("other processes' load was not recorded")
