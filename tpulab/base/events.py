@@ -285,6 +285,7 @@ class Telemetry:
     samples: int = 0
     hosts: int = 1
     cores: int | None = None
+    span_s: float | None = None  # from the first sample to the last: a run too short for a CPU figure says so
     cpu_mean: float | None = None  # percent of all cores (steady state when there is one)
     cpu_peak: float | None = None
     busiest_core_mean: float | None = None  # the busiest core of each sample, averaged

@@ -153,6 +153,10 @@ class RunRecorder:
                 out.extend([s.seconds] * s.steps)
         return out
 
+    def last_step_t(self) -> float | None:
+        """When the run's last timed step ended (its event's time): the steady state's telemetry ends there."""
+        return max((s.t for s in self.counted() if s.t is not None), default=None)
+
     def counted(self) -> list[Step]:
         """The run's own steps, which `steps_total` counts: not the copies that measured the machine first
         (as many as fit their time budget)."""
@@ -188,7 +192,7 @@ class RunRecorder:
         figures = {**self.timing(stats), **rates, **self.inference(), **self.metrics(), **own.fields}  # its own last
         summary = Summary(**figures, flags=[*flags, *own.flags], profile=self.profile(),
                           telemetry=summarize_telemetry(self.telemetry, stats.median if stats else None,
-                                                        self.workload.batch_size(self.params)))
+                                                        self.workload.batch_size(self.params), self.last_step_t()))
         if summary.decode is not None and summary.telemetry is not None:  # a decode step: a token per sequence
             summary.decode.joules_per_token = summary.telemetry.energy_per_example_j
         return summary

@@ -1,7 +1,9 @@
 """What a run's telemetry samples say: bounded keeping, the summary figures, and verdicts with their figures.
 
 Called by the recorder, so the headless printer, the lab, comparisons and exports read one summary.
-Means cover the steady state when it was sampled (compile is another kind of work), else every sample.
+Means cover the steady state when it was sampled (compile is another kind of work), else every sample; it
+ends at the run's last timed step (after it, a framework may idle while it tears down: TensorFlow's `predict`
+waited 0-13 s with the worker at 0% of a core, which the means would have counted as the run's).
 Verdicts are given only for patterns with a clear cause, each naming the figures behind it.
 """
 
@@ -65,10 +67,12 @@ def _peak(xs: Iterable[float | None]) -> float | None:
     return max(vals) if vals else None
 
 
-def steady(samples: list[Sample]) -> list[Sample]:
-    """The steady state's samples (from the end of compile on), else all of them."""
-    out = [s for s in samples if s.phase == PHASE_STEADY or s.mark == MARK_COMPILED]
-    return out if len(out) >= 2 else samples
+def steady(samples: list[Sample], until: float | None = None) -> list[Sample]:
+    """The steady state's samples (from the end of compile to the last timed step, at `until`), else all of
+    them up to it."""
+    timed = [s for s in samples if until is None or s.t is None or s.t <= until]
+    out = [s for s in timed if s.phase == PHASE_STEADY or s.mark == MARK_COMPILED]
+    return out if len(out) >= 2 else timed
 
 
 def device_power(samples: list[Sample]) -> float | None:
@@ -81,12 +85,15 @@ def device_power(samples: list[Sample]) -> float | None:
                  else None for s in samples)
 
 
-def summarize(keeper: SampleKeeper, median_step_s: float | None, batch: int | None) -> Telemetry | None:
+def summarize(keeper: SampleKeeper, median_step_s: float | None, batch: int | None,
+              until: float | None = None) -> Telemetry | None:
+    """The samples' figures; `until`: when the run's last timed step ended (no later sample is the steady
+    state's)."""
     hosts = keeper.by_host
     everything = keeper.samples()
     if not everything:
         return None
-    runs = {h: steady(ss) for h, ss in hosts.items()}
+    runs = {h: steady(ss, until) for h, ss in hosts.items()}
     # the sample closing compile marks where the steady state's energy starts; its window was compile's
     cur = [s for ss in runs.values() for s in ss if s.mark != "compiled"] or everything
 
@@ -102,8 +109,9 @@ def summarize(keeper: SampleKeeper, median_step_s: float | None, batch: int | No
     power = sum(p for p in powers if p is not None) if any(p is not None for p in powers) else None
     per_step = power * median_step_s if power is not None and median_step_s else None
     cores = max((len(s.cores) for s in everything), default=0) or None
+    times = [s.t for s in everything if s.t is not None]
     t = Telemetry(
-        samples=len(everything), hosts=len(hosts), cores=cores,
+        samples=len(everything), hosts=len(hosts), cores=cores, span_s=max(times) - min(times) if times else None,
         cpu_mean=mean(lambda s: s.cpu), cpu_peak=_peak(s.cpu for s in everything),
         busiest_core_mean=mean(lambda s: max(s.cores) if s.cores else None),
         process_mean=mean(lambda s: s.process), process_peak=_peak(s.process for s in everything),

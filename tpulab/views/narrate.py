@@ -192,13 +192,17 @@ def unavailable_lines(reasons: dict[str, str]) -> list[str]:
 def telemetry_rows(t: Telemetry, unit: str = "step") -> list[tuple[str, str]]:
     """The telemetry summary as (name, value) rows of plain text: only the figures that were measured."""
     rows = []
+    short = f"too short to sample: {t.span_s:.1f} s" if t.span_s is not None else "not sampled"  # no CPU figure
     if t.cpu_mean is not None or t.cpu_peak is not None:
         busiest = f", busiest core {fmt.pct(t.busiest_core_mean)}" if t.busiest_core_mean is not None else ""
         rows.append(("host CPU", f"mean {fmt.pct(t.cpu_mean)}, peak {fmt.pct(t.cpu_peak)} of {t.cores or '?'} "
                                  f"core(s){busiest}"))
+    elif "cpu" not in t.unavailable:
+        rows.append(("host CPU", short))
     if t.process_mean is not None or t.rss_peak is not None:
-        rows.append(("worker", f"CPU mean {fmt.pct(t.process_mean)} of a core (peak {fmt.pct(t.process_peak)}), "
-                               f"memory peak {fmt.bytes_(t.rss_peak)}"))
+        cpu = f"CPU mean {fmt.pct(t.process_mean)} of a core (peak {fmt.pct(t.process_peak)})" \
+            if t.process_mean is not None or t.process_peak is not None else f"CPU {short}"
+        rows.append(("worker", f"{cpu}, memory peak {fmt.bytes_(t.rss_peak)}"))
     if t.host_mem_peak is not None:
         rows.append(("host memory", f"peak {fmt.bytes_(t.host_mem_peak)} of {fmt.bytes_(t.host_mem_total)}"))
     kind = (t.device_kind or "device").upper()
