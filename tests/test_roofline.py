@@ -304,6 +304,24 @@ def test_a_roofline_beside_other_work_sets_no_ceiling_and_says_why(tmp_path, oth
         assert f"ceiling float32 | none: {why}: run `tpulab --run roofline`" in table_text(text(summary_table(r), 400))
 
 
+def test_a_roofline_stops_once_four_samples_that_read_the_load_say_it_is_busy(tmp_path):
+    """Samples taken at a phase's boundary, too soon after the last to read the cores, count for nothing."""
+    rec = RunRecorder(RunSpec(ROOFLINE, TINY, "jax", "asked for", "cpu"), cpu_only(tmp_path))
+    rec.feed(Started(workload="roofline", device=CPU, dtype="float32", flops_per_step=None, steps_total=9,
+                     per_replica_batch=0))
+    for sample in [*loaded(0.9, 3), *(Sample(phase=PHASE_STEADY, mark="compiled") for _ in range(3))]:
+        rec.feed(sample)
+    assert rec.too_busy() is None
+    rec.feed(loaded(0.9, 1)[0])
+    assert rec.too_busy() == ("stopped early: other processes used 0.90 of 2 cores (45%) while it ran, more than a "
+                              "quarter: its figures are what they left; measure it on a quieter machine (`tpulab "
+                              "top` shows the load)")
+    conv = RunRecorder(RunSpec(CONV, CONV.defaults(), "jax", "asked for", "cpu"), cpu_only(tmp_path))
+    for sample in loaded(0.9, 5):
+        conv.feed(sample)
+    assert conv.too_busy() is None  # only a run whose figures become ceilings stops for the load
+
+
 def test_a_roofline_stopped_early_sets_no_ceiling_for_why_it_stopped(tmp_path):
     """Its curve is cut short, so 'not saturated' would send the user to larger sizes: the stop's reason wins."""
     r = roofline_record(tmp_path, per_call({256: 50e9, 512: 100e9}), copy_s=1.0, copy_mib=256)

@@ -39,7 +39,7 @@ WORKLOAD = "roofline"
 MEMORY = "memory"  # the dtype key of the bandwidth ceiling (bytes are bytes)
 FLAT = 0.10  # a matmul curve is flat once its last doubling changed its rate by at most this
 BUSY_SHARE = 0.25  # other processes using more of the cores than this: a roofline's figures are no ceiling
-LOAD_SAMPLES = 4  # telemetry samples (2 s) a roofline runs before its load may stop it
+LOAD_SAMPLES = 4  # telemetry samples (2 s at 2 Hz) that read the load before it may stop a roofline
 
 
 @dataclass(frozen=True)

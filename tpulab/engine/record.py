@@ -137,9 +137,11 @@ class RunRecorder:
 
     def too_busy(self) -> str | None:
         """Why a run whose figures become ceilings (`Workload.quiet`) should stop now: other processes used more
-        than a quarter of the cores over its steady samples so far (at least `LOAD_SAMPLES` of them), so it would
-        set none (`tpulab.engine.ceilings.busy`, the same rule applied to its record). None: go on."""
-        if not self.workload.quiet or len(steady(self.telemetry.samples())) < measured.LOAD_SAMPLES:
+        than a quarter of the cores over its steady samples so far (at least `LOAD_SAMPLES` that read both the
+        host and the worker), so it would set none (`tpulab.engine.ceilings.busy`, the same rule applied to its
+        record). None: go on."""
+        read = [s for s in steady(self.telemetry.samples()) if s.cpu is not None and s.process is not None]
+        if not self.workload.quiet or len(read) < measured.LOAD_SAMPLES:
             return None
         t = summarize_telemetry(self.telemetry, None, 0)
         load = measured.load_of(t)
