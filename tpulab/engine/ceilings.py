@@ -120,16 +120,18 @@ class Verdict:
     run: str | None = None  # the roofline to run to reach it
 
 
-def matmul_verdict(figures: Iterable[KernelFigure], dtype: str) -> Verdict:
+def matmul_verdict(figures: Iterable[KernelFigure], dtype: str, quiet: bool = False) -> Verdict:
     """A dtype's ceiling, once its matmul curve is flat: the two largest sizes within 10% of each
     other (the last doubling's change, up or down). The ceiling is then the curve's best figure.
 
     Small matmuls time the dispatch, not the math: their rate grows ~8x per doubling, and a ceiling
     taken there is beaten by every later run. A last doubling that still gains more than 10% has
     not reached the plateau (run up to 4x larger); one that loses more than 10% is not steady
-    (other work on the device: run it again, at the default's sizes at least). A best at a middle
-    size above a flat tail (operands held in a cache) is work the device did, so it stays the
-    ceiling: better high than low, since a ceiling too low is beaten by every later run.
+    (other work on the device: run it again, at the default's sizes at least), unless the machine
+    was `quiet` (its load recorded, and low) and an earlier doubling was flat: then the curve passed
+    its plateau (XLA's matmul on a CPU falls 20% from n=2048 to n=4096 on a quiet machine). A best at
+    a middle size above a flat tail (operands held in a cache) is work the device did, so it stays
+    the ceiling: better high than low, since a ceiling too low is beaten by every later run.
     """
     curve = sorted((f for f in figures if f.kind == "matmul" and f.dtype == dtype and f.flops_per_s),
                    key=lambda f: f.size)
@@ -142,10 +144,15 @@ def matmul_verdict(figures: Iterable[KernelFigure], dtype: str) -> Verdict:
     if change > FLAT:
         return Verdict(None, f"not saturated at n={last.size} (still {change:+.0%} per doubling)",
                        rerun(sizes_to(4 * last.size), dtype))
-    if change < -FLAT:
-        return Verdict(None, f"not steady at n={last.size} ({change:+.0%} from n={prev.size}: other work on "
-                             "the device?)", rerun(sizes_to(last.size), dtype))
     top = best(curve, "matmul")
+    if change < -FLAT:
+        flat = next(((a, b) for a, b in reversed(list(zip(curve, curve[1:])))
+                     if abs((b.flops_per_s or 0.0) / (a.flops_per_s or 1.0) - 1) <= FLAT), None) if quiet else None
+        if flat is None:
+            return Verdict(None, f"not steady at n={last.size} ({change:+.0%} from n={prev.size}: other work on "
+                                 "the device?)", rerun(sizes_to(last.size), dtype))
+        return Verdict(top, f"flat at n={flat[0].size}..{flat[1].size}, then {change:+.0%} at n={last.size} on a "
+                            "quiet machine: past its plateau")
     return Verdict(top, f"flat: n={last.size} within {abs(change):.0%} of n={prev.size}")
 
 
@@ -176,12 +183,12 @@ def verdicts(record: RunRecord) -> dict[str, Verdict]:
     plateau sets none for the load (`refused`), and one that did not says why not first (what to run is the
     sizes)."""
     figures = record.summary.kernels
-    out = {dtype: matmul_verdict(figures, dtype) for dtype in dict.fromkeys(f.dtype for f in figures
-                                                                            if f.kind == "matmul")}
+    why = refused(record)
+    out = {dtype: matmul_verdict(figures, dtype, quiet=why is None) for dtype in dict.fromkeys(
+        f.dtype for f in figures if f.kind == "matmul")}
     copy = best(figures, "copy")
     if copy is not None:
         out[MEMORY] = copy_verdict(copy, cache_of(record))
-    why = refused(record)
     unfinished = record.status != "finished"
     return {d: Verdict(None, why, rerun(dtype=d if d != MEMORY else "float32")) if why and (v.figure or unfinished)
             else v for d, v in out.items()}

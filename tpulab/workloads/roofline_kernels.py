@@ -140,11 +140,16 @@ def measure(p: Params, build: Callable[[Kernel], Call], sink: Sink, cancel: Canc
 def seconds_left(p: Params, steps: list[Step]) -> float | None:
     """How long the calls still to come will take: each at its kernel's median so far, or, for a kernel not
     timed yet, its work at the rate of the last kernel of its kind timed (a larger matmul at a smaller one's
-    rate: more, not less, than it will take). None before any call was timed."""
+    rate: more, not less, than it will take). None before two matmul sizes were timed while more are to
+    come: the smallest size's rate is its dispatch's, a fraction of the math's."""
     timed = [s for s in steps if s.kernel is not None]
     if not timed:
         return None
     figures = {(f.kind, f.dtype, f.size): f for f in kernel_figures(timed)}
+    left = plan(p)[timed[-1].step:]
+    if sum(f.kind == "matmul" for f in figures.values()) < 2 and any(
+            k.kind == "matmul" and (k.kind, k.dtype, k.size) not in figures for k in left):
+        return None
     last = {f.kind: f for f in figures.values()}  # the latest of each kind (figures keep the order timed)
     fallback = timed[-1].seconds
 
@@ -156,7 +161,7 @@ def seconds_left(p: Params, steps: list[Step]) -> float | None:
         rate = (like.flops_per_s if k.kind == "matmul" else like.bytes_per_s) if like else None
         return (k.flops if k.kind == "matmul" else k.bytes) / rate if rate else fallback
 
-    return sum(seconds(k) for k in plan(p)[timed[-1].step:])
+    return sum(seconds(k) for k in left)
 
 
 def profile_best(p: Params, steps: list[Step], build: Callable[[Kernel], Call], sink: Sink, cancel: CancelToken,
