@@ -4,9 +4,15 @@ PY := $(VENV)/bin/python
 
 .PHONY: install run test quick check bench device-check clean
 
+# PyPI's default torch on Linux is a CUDA build of several GB: with no NVIDIA GPU here, the CPU build
+# goes in first and satisfies tpulab[torch]'s range (the README tells users how to choose theirs).
+TORCH_CPU ?= 2.13.0
+GPU := $(shell command -v nvidia-smi 2>/dev/null)
+
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(if $(GPU),,$(PY) -m pip install -q 'torch==$(TORCH_CPU)')
 	$(PY) -m pip install -q -e '.[all,test,dev]'
 	touch $@
 

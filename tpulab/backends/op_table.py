@@ -26,6 +26,7 @@ XLA_OPS = "XLA Ops"  # a device plane's line of HLO ops (TPU; GPU once XProf der
 # A device plane's lines that sum or name others' events rather than run ops (XProf's derived lines).
 DERIVED_LINES = frozenset({"XLA Modules", "Steps", "TensorFlow Ops", "TensorFlow Name Scope", "Framework Ops",
                            "Framework Name Scope", "Source code", "XLA TraceMe", "Launch Stats", "Host Threads"})
+FRAMEWORK_OP = "framework_op"  # the stat of an event that is one op as its framework's own profiler named it (torch's)
 PYTHON = "$"  # the Python tracer's events ("$api.py:2479 block_until_ready"): no op, no step; readers skip them
 TF_KERNEL = re.compile(r"([^\s:]+):([A-Za-z_]\w*)")  # TensorFlow's kernel events: "dense/MatMul:MatMul"
 # A called function's kernels carry the names of the calls that led to them (fit under a strategy wraps its step
@@ -160,7 +161,8 @@ def op_events(planes: Iterable[TracePlane]) -> tuple[str, list[list[TraceEvent]]
 
     The first accelerator's plane where there is one (replicas run the same program): its "XLA Ops" line
     (a TPU's), else every line that runs work (a GPU's streams, kernels and copies). Without one, the host:
-    XLA's ops (events with an `hlo_op` stat, of its first device) and TensorFlow's kernels ("name:Type").
+    XLA's ops (events with an `hlo_op` stat, of its first device), TensorFlow's kernels ("name:Type") and the ops
+    a framework's own profiler names (a `framework_op` stat: torch's aten ops).
     """
     planes = list(planes)
     devices = sorted((p for p in planes if p.name.startswith("/device:") and "CUSTOM" not in p.name
@@ -173,7 +175,8 @@ def op_events(planes: Iterable[TracePlane]) -> tuple[str, list[list[TraceEvent]]
     host = next((p for p in planes if p.name == HOST_CPU), None)
     if host is None:
         return HOST_CPU, []
-    lines = [[e for e in line.events if "hlo_op" in e.stats or TF_KERNEL.fullmatch(e.name)] for line in host.lines]
+    lines = [[e for e in line.events if "hlo_op" in e.stats or FRAMEWORK_OP in e.stats or TF_KERNEL.fullmatch(e.name)]
+             for line in host.lines]
     ordinals = {e.stats["device_ordinal"] for line in lines for e in line if "device_ordinal" in e.stats}
     if len(ordinals) > 1:
         first = min(ordinals)
@@ -205,6 +208,8 @@ def op_key(event: TraceEvent) -> Key:
     if hlo:
         module = event.stats.get("hlo_module")
         return (str(module) if module else None), str(hlo), ""
+    if FRAMEWORK_OP in event.stats:
+        return None, str(event.stats[FRAMEWORK_OP]), ""
     kernel = TF_KERNEL.fullmatch(str(event.stats.get("tf_op") or event.name))
     if kernel:
         return None, CALLERS.sub("", kernel.group(1)), kernel.group(2)

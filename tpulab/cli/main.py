@@ -148,7 +148,7 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
                     help="sample CPU, memory and the device's utilisation beside the steps; default on")
     if workload_name in registry() and sweeping:
         add_workload_flags(sw, registry()[workload_name], lists=True)
-    d = sub.add_parser("detect", help="what hardware is here, and what TensorFlow and JAX make of it")
+    d = sub.add_parser("detect", help="what hardware is here, and what each installed backend makes of it")
     d.add_argument("--json", action="store_true", dest="json")
     d.add_argument("--fast", action="store_true", help="skip the frameworks (no import, no TPU initialisation)")
     top = sub.add_parser("top", help="live CPU, memory and device utilisation of every device detected, and the "

@@ -245,8 +245,9 @@ def framework_view(name: str, report: RuntimeReport, probing: bool) -> str:
                          for g in view.get("gpus", [])) or "none"
         extra = f", platform {view['platform']}" if view.get("platform") else ""
         cuda = f", built with CUDA: {view['built_with_cuda']}" if "built_with_cuda" in view else ""
+        also = f"; {view['also']}" if view.get("also") else ""  # what only this framework says (its build...)
         return safe.markup(f"{view.get(name)} (Keras {view.get('keras') or '-'}){extra}{cuda}, GPUs: {gpus}, "
-                           f"TPU cores: {view.get('tpu_cores', 0)}")
+                           f"TPU cores: {view.get('tpu_cores', 0)}{also}")
     version = backends.get(name).version(pk)
     if not version:
         return "not installed: " + safe.markup(backends.get(name).install)

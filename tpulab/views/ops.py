@@ -125,6 +125,8 @@ def notes(p: Profile) -> list[str]:
            f"by {p.profiler or '?'} on {p.where or '?'})"]
     if p.no_flops:
         out.append(f"FLOPs unknown: {p.no_flops}")
+    if p.ops and all(op.bytes is None for op in p.ops):
+        out.append("bytes unknown: the trace counts no op's bytes, so no op's bound (compute or memory) is known")
     if p.against:
         out.append(f"ceilings: {p.against}")
     if spec_only(p):

@@ -191,7 +191,23 @@ PROFILE = ParamSpec("profile", bool, False, "after the timed steps, trace a few 
                     backends=_profiling, why_not=_no_profiler)
 PROFILE_STEPS = ParamSpec("profile_steps", int, 3, "steps traced with --profile, after the timed ones", 1, 100,
                           unit="steps", term="profile", advanced=True, tunes=False, axis=False)
-SHARED = (PROFILE, PROFILE_STEPS)
+
+
+def _compiling() -> tuple[str, ...]:
+    return tuple(name for name, b in registry().items() if b.compiles)
+
+
+def _compiles_otherwise(backend: str) -> str:
+    found = registry().get(backend)
+    if found is None:
+        return "no compiler is known for it"
+    return f"{found.title} always compiles with XLA" if found.xla_always else f"{found.title} compiles its steps with --xla"
+
+
+COMPILE = ParamSpec("compile", str, "off", "eager steps (off), compiled ones (on: torch.compile), or both, each "
+                    "timed, the compile time apart, and compared", options=("off", "on", "both"), tunes=False,
+                    backends=_compiling, why_not=_compiles_otherwise)
+SHARED = (PROFILE, PROFILE_STEPS, COMPILE)
 
 
 class Workload(ABC):
@@ -448,7 +464,7 @@ PROCESSES = ParamSpec("processes", int, 1, "processes joined into one run over l
                       "devices: the multi-host path of a TPU pod, on this machine", 1, 8, term="multi-host",
                       backends=_multi_host, why_not=_no_multi_host)
 BACKEND = ParamSpec("backend", str, "auto", "framework that runs it: auto keeps TensorFlow where it can drive the "
-                    "device, else Keras 3 on JAX (today's TPUs)", options=_backend_choices,
+                    "device, else Keras 3 on JAX (today's TPUs), else PyTorch", options=_backend_choices,
                     term="backend")
 
 

@@ -11,19 +11,32 @@ STEPS_PER_EPOCH = ParamSpec("steps_per_epoch", int, 100, "training steps per epo
 
 
 def _compiles_when_asked() -> tuple[str, ...]:
-    return tuple(name for name, b in registry().items() if not b.xla_always)
+    return tuple(name for name, b in registry().items() if not b.xla_always and not b.compiles)
 
 
 def _always_compiles(backend: str) -> str:
     found = registry().get(backend)
+    if found is not None and found.compiles:
+        return f"{found.title} compiles its steps under --compile on"
     return f"{found.title if found else backend} always compiles with XLA"
 
 
 XLA = ParamSpec("xla", bool, False, "compile the training step with XLA (jit_compile)", term="XLA",
                 backends=_compiles_when_asked, why_not=_always_compiles)
 VALIDATION = ParamSpec("validation", bool, True, "evaluate on the test set after each epoch", term="validation")
+
+
+def _runs_several_steps() -> tuple[str, ...]:
+    return tuple(name for name, b in registry().items() if not b.compiles)
+
+
+def _one_step_per_call(backend: str) -> str:
+    return "Keras on PyTorch runs one step per call (steps_per_execution must be 1 there)"
+
+
 STEPS_PER_EXECUTION = ParamSpec("steps_per_execution", int, 1, "steps run per call into the device (helps TPUs; "
-                                "timings stay per step)", 1, 1000, term="steps per execution")
+                                "timings stay per step)", 1, 1000, term="steps per execution",
+                                backends=_runs_several_steps, why_not=_one_step_per_call)
 SEED = ParamSpec("seed", int, 0, "seed of weights, shuffling and dropout", 0, 2**31 - 1,
                  advanced=True, tunes=False)
 PIPELINE = "pipeline"  # a workload's choice of input pipeline, where it declares one

@@ -18,10 +18,10 @@ import numpy as np
 
 from tpulab.backends import Profiler, Runtime
 from tpulab.backends.keras_inputs import rows
-from tpulab.base.errors import TpulabError, out_of_memory
+from tpulab.base.errors import TpulabError, UsageError, out_of_memory
 from tpulab.base.events import from_dicts
 from tpulab.callbacks import StepTimer
-from tpulab.workloads.base import Params
+from tpulab.workloads.base import COMPILE, Params
 from tpulab.workloads.keras_hooks import KerasHooks
 from tpulab.workloads.keras_params import (
     EPOCHS,
@@ -37,13 +37,16 @@ from tpulab.workloads.running import CancelToken, Sink, place, profiled, profili
 
 
 def run(w: KerasHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
+    if p.get(COMPILE.name) == "both":
+        raise UsageError("--compile both: a Keras model compiles once per run; run it with --compile off, then on, "
+                         "and compare the two (tpulab results compare)")
     placement = place(w, p, runtime)  # before any other framework op
     if w.compute_dtype(p) != "float32":
         keras.mixed_precision.set_global_policy(p["precision"])  # before the model is built
     keras.utils.set_random_seed(p[SEED.name])
     with runtime.keras_scope(placement):
         model = w.build_model(p)
-        w.compile_model(model, p, runtime.keras_jit(p.get(XLA.name, False)))
+        w.compile_model(model, p, runtime.keras_jit(p.get(XLA.name, False) or p.get(COMPILE.name) == "on"))
     data = w.data_for(model, p)
     one_batch = slice(w.batch_size(p))
     flops, nbytes = runtime.keras_step_cost(model, rows(data.x_train, one_batch),

@@ -1,0 +1,110 @@
+"""The PyTorch backend: its doctor on fake GPU trees, `auto`'s choice, its runtime and its profiler on real torch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tpulab import backends
+from tpulab.backends.torch import BACKEND, TorchProfiler, TorchRuntime, op_category, wheel_build
+from tpulab.base.errors import TpulabError
+from tpulab.engine.doctor import diagnose
+from tpulab.machine.detect import detect
+
+from .helpers import TF, gpu_tree, tree
+
+TORCH_CPU = {"torch": "2.13.0+cpu", "keras": "3.15.1"}
+
+
+def gpu_verdicts(report):
+    return [v for v in diagnose(report) if v.device == "gpu" and v.framework == "torch"]
+
+
+def test_the_wheel_names_its_build():
+    assert wheel_build("2.13.0+cpu") == "cpu"
+    assert wheel_build("2.13.0+cu128") == "cuda 12.8" and wheel_build("2.9.1+cu130") == "cuda 13.0"
+    assert wheel_build("2.9.1+rocm6.4") == "rocm 6.4"
+    assert wheel_build("2.13.0") is None  # PyPI's default: known once probed
+
+
+def test_doctor_a_cpu_only_pytorch_on_a_gpu_machine(tmp_path):
+    r = detect(gpu_tree(tmp_path), {}, TORCH_CPU)
+    [v] = gpu_verdicts(r)
+    assert v.level == "error" and "CPU-only build" in v.message and "2.13.0+cpu" in v.message
+    assert "pip install torch" in v.fix
+    assert not BACKEND.fitness(r, "gpu").usable
+
+
+def test_doctor_a_driver_too_old_for_its_cuda(tmp_path):
+    r = detect(gpu_tree(tmp_path), {}, {"torch": "2.13.0+cu130"})  # the tree's driver: 535.104.05
+    [v] = gpu_verdicts(r)
+    assert v.level == "error" and "535.104.05 is too old" in v.message and "CUDA 13.0" in v.message
+    assert "580.0 or newer" in v.message
+
+
+def test_doctor_a_pytorch_that_sees_the_gpu(tmp_path):
+    r = detect(gpu_tree(tmp_path), {}, {"torch": "2.13.0+cu128"})
+    assert gpu_verdicts(r) == []  # a CUDA 12 build the driver runs: nothing to say until probed
+    r.frameworks["torch"] = {"gpus": [{"name": "Tesla T4"}], "build": "cuda 12.8"}
+    [v] = gpu_verdicts(r)
+    assert v.level == "ok" and "in use by PyTorch" in v.message
+
+
+def test_auto_keeps_todays_choice_and_takes_torch_only_alone(tmp_path):
+    r = detect(tree(tmp_path), {}, {**TF, **TORCH_CPU})
+    assert backends.choose("auto", r)[0] == "tensorflow"
+    alone = detect(tree(tmp_path), {}, TORCH_CPU)
+    name, why = backends.choose("auto", alone)
+    assert name == "torch" and "PyTorch" in why
+    assert backends.choose("torch", r) == ("torch", "you chose torch")
+
+
+def test_no_tpu_and_one_device():
+    runtime = TorchRuntime()
+    with pytest.raises(TpulabError, match="--shards 2: tpulab runs PyTorch on one device"):
+        runtime.place("cpu", 2)
+    with pytest.raises(TpulabError, match="PyTorch drives no TPU"):
+        runtime.place("tpu", 1)
+    placement = runtime.place("cpu", 1)
+    assert placement.kind == "cpu" and placement.replicas == 1 and str(placement.devices[0]) == "cpu"
+
+
+def test_the_probe_reports_build_and_threads():
+    import torch
+
+    view = TorchRuntime().probe()
+    assert view["torch"] == torch.__version__ and view["build"] == "cpu" and view["gpus"] == []
+    assert view["threads"] == torch.get_num_threads() and f"{view['threads']} intra-op threads" in view["also"]
+    assert TorchRuntime().memory_stats() is None  # no CUDA: the process's RSS is its memory
+
+
+def test_aten_ops_fall_in_categories():
+    assert op_category("aten::addmm") == op_category("aten::mkldnn_convolution") == "matmul/conv"
+    assert op_category("aten::clamp_min") == "elementwise" and op_category("aten::t") == "data movement"
+    assert op_category("aten::sum") == "reduction" and op_category("aten::empty") == "other"
+
+
+def test_the_profile_of_a_conv_and_a_linear(tmp_path):
+    """Real torch.profiler: each op's self time, its FLOPs on the op that did the work (never on the op the
+    profiler put them on), unknown elsewhere, the host gap, and a Chrome trace."""
+    import torch
+    import torch.nn.functional as F
+
+    x, w, lin = torch.randn(4, 3, 16, 16), torch.randn(8, 3, 3, 3), torch.nn.Linear(64, 10)
+    profiler = TorchProfiler()
+    with profiler.trace(tmp_path), torch.no_grad():
+        for n in range(3):
+            with profiler.step(n):
+                float(F.conv2d(x, w).relu().sum() + lin(torch.ones(16, 64)).sum())
+    p = profiler.read(tmp_path)
+    ops = {o.name: o for o in p.ops}
+    assert p.steps == 3 and p.profiler == "torch.profiler" and p.where == "/host:CPU"
+    assert ops["aten::mkldnn_convolution"].flops == 2 * 4 * 8 * 14 * 14 * 27  # conv2d's count, where its time is
+    assert ops["aten::addmm"].flops == 2 * 16 * 64 * 10
+    assert ops["aten::conv2d"].flops is None and ops["aten::relu"].flops is None  # unknown, never 0
+    assert all(o.bytes is None and o.bound is None for o in p.ops)
+    assert 0 <= p.host_gap < p.step_seconds and p.no_flops is None
+    assert sum(o.seconds for o in p.ops) + p.host_gap == pytest.approx(p.step_seconds, rel=1e-6)
+    trace = json.loads((tmp_path / "torch_trace.json").read_text())
+    assert any(e.get("name") == "aten::conv2d" for e in trace["traceEvents"])

@@ -1,0 +1,330 @@
+"""PyTorch: one device, eager or `torch.compile`, its own profiler, the doctor in its words.
+
+The declaration (`BACKEND`) is framework-free: what the installed wheel is (its local version says
+`+cpu`, `+cu128`, `+rocm6.2`) is read from metadata, so the doctor can tell a CPU-only build on a
+GPU machine without importing it. The functions below it import torch and run only inside a
+worker. Keras 3 runs on it too (`KERAS_BACKEND=torch`), so every Keras workload runs here through
+the shared runner; the user's own `nn.Module` and the conv, roofline and decode loops have
+runners of their own. `auto` prefers it least: it is chosen where asked for, or where no other
+installed backend drives the device.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+from tpulab.backends import Backend, DeviceError, Fitness, Placement, Profiler, Runtime
+from tpulab.backends.op_table import FRAMEWORK_OP, MATMUL, MOVEMENT, OTHER, OpInfo, TraceEvent, TraceLine, TracePlane, build, category
+from tpulab.machine.detect import detect
+from tpulab.machine.verdict import Verdict, version_tuple
+
+if TYPE_CHECKING:
+    from tpulab.base.events import Profile
+    from tpulab.machine.detect import RuntimeReport
+
+# PyPI's default torch wheel on Linux is the CUDA build (pytorch.org/get-started/locally lists the others).
+TORCH_CUDA_INSTALL = "pip uninstall -y torch && pip install torch  # PyPI's default Linux wheel is the CUDA build"
+# The oldest driver each CUDA major version runs on (NVIDIA's CUDA release notes, minor-version compatibility).
+MIN_DRIVER = {11: (450, 80), 12: (525, 60), 13: (580, 0)}
+NO_SHARDS = ("tpulab runs PyTorch on one device (no DistributedDataParallel here): use --shards 1, or "
+             "--backend jax to shard")
+
+
+def wheel_build(version: str | None) -> str | None:
+    """The build a torch version's local part names: "cpu", "cuda 12.8", "rocm 6.2"; None where it names none
+    (PyPI's default wheel: CUDA on Linux, CPU and MPS on a Mac)."""
+    local = (version or "").partition("+")[2]
+    if local == "cpu":
+        return "cpu"
+    cuda = re.fullmatch(r"cu(\d+)(\d)", local)
+    if cuda:
+        return f"cuda {cuda.group(1)}.{cuda.group(2)}"
+    rocm = re.fullmatch(r"rocm([\d.]+)", local)
+    return f"rocm {rocm.group(1)}" if rocm else None
+
+
+def driver_too_old(cuda: str, driver: str | None) -> bool:
+    """Whether an NVIDIA driver is older than the one a CUDA version (e.g. "12.8") needs."""
+    need = MIN_DRIVER.get(version_tuple(cuda)[0] if version_tuple(cuda) else 0)
+    return bool(need and driver and version_tuple(driver)[:2] < need)
+
+
+class TorchBackend(Backend):
+    name = "torch"
+    title = "PyTorch"
+    short = "torch"
+    distributions = ("torch",)
+    install = "pip install 'tpulab[torch]'  # or: pip install torch --index-url https://download.pytorch.org/whl/cpu"
+    keras = True  # Keras 3 on torch: eager unless --compile on (jit_compile=True)
+    multi_host = "PyTorch runs in one process here: use --backend jax for a run over several processes"
+    no_flops = "torch.utils.flop_counter counted no FLOPs for this step"
+    batch_parallel = ()
+    compiles = True
+    profiles = True
+
+    def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
+        env = super().worker_env(device, shards, environ)
+        if device == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU run keeps off the GPU (Keras on torch would take it)
+        return env
+
+    def fitness(self, report: RuntimeReport, device: str) -> Fitness:
+        """Preferred least: `auto` keeps TensorFlow or JAX where either drives the device."""
+        if not self.installed(report.packages):
+            return Fitness(False, "PyTorch is not installed", 0)
+        if device == "tpu":
+            return Fitness(False, "PyTorch drives no TPU here (torch_xla is not supported)", 0)
+        if device == "gpu" and wheel_build(report.packages.get("torch")) == "cpu":
+            return Fitness(False, "this PyTorch is a CPU-only build", 0)
+        return Fitness(True, "PyTorch drives this device (no other installed backend does)", 0)
+
+    def verdicts(self, report: RuntimeReport, others: list[Backend]) -> list[Verdict]:
+        version = report.packages.get("torch")
+        if not report.gpus or not version:
+            return []
+        names = ", ".join(g.name for g in report.gpus)
+        view = report.frameworks.get(self.name) or {}
+        if view.get("gpus"):
+            return [Verdict("ok", "gpu", f"{len(view['gpus'])} GPU(s) in use by PyTorch: {names}.", framework=self.name)]
+        build = view.get("build") or wheel_build(version)
+        if build == "cpu":
+            return [Verdict("error", "gpu", f"{names} found, but this PyTorch ({version}) is a CPU-only build: install "
+                            "the CUDA build.", TORCH_CUDA_INSTALL, self.name)]
+        if build and build.startswith("rocm"):
+            return [Verdict("error", "gpu", f"{names} found, but this PyTorch ({version}) is a ROCm build, for AMD GPUs: "
+                            "install the CUDA build.", TORCH_CUDA_INSTALL, self.name)]
+        driver = report.gpus[0].driver
+        cuda = build.split()[1] if build and build.startswith("cuda") else None
+        if cuda and driver_too_old(cuda, driver):
+            major = version_tuple(cuda)[0]
+            return [Verdict("error", "gpu", f"{names} found, but driver {driver} is too old for this PyTorch's CUDA "
+                            f"{cuda} (it needs {'.'.join(map(str, MIN_DRIVER[major]))} or newer): update the driver, "
+                            "or install a PyTorch built for an older CUDA.",
+                            "https://pytorch.org/get-started/locally/  # pick the CUDA version your driver supports",
+                            self.name)]
+        if view:
+            return [Verdict("error", "gpu", f"{names} found, but PyTorch sees no GPU (torch.cuda.is_available() is "
+                            f"False; its build: {build or 'unknown'}).", TORCH_CUDA_INSTALL, self.name)]
+        return []
+
+    def holds_device(self) -> bool:
+        """PyTorch drives no TPU: it never holds one."""
+        return False
+
+    def runtime(self) -> Runtime:
+        import torch  # noqa: F401 - the framework, first, in the worker
+
+        return TorchRuntime()
+
+
+BACKEND = TorchBackend()
+
+
+# --- the framework side: in a worker only ------------------------------------------------------
+def build_name() -> str:
+    """What this torch was built for: "cpu", "cuda 12.8", "rocm 6.2"."""
+    import torch
+
+    if torch.version.cuda:
+        return f"cuda {torch.version.cuda}"
+    hip = getattr(torch.version, "hip", None)
+    return f"rocm {hip}" if hip else "cpu"
+
+
+def mps() -> bool:
+    import torch
+
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
+
+
+def synchronize(device: Any) -> None:
+    """Wait for the device's queued work (CUDA and MPS run asynchronously; the CPU is done already)."""
+    import torch
+
+    kind = getattr(device, "type", str(device))
+    if kind == "cuda":
+        torch.cuda.synchronize(device)
+    elif kind == "mps":
+        torch.mps.synchronize()
+
+
+class TorchRuntime(Runtime):
+    """One device, one process: eager or compiled steps, the allocator's figures on CUDA, torch.profiler."""
+
+    def versions(self) -> dict[str, str]:
+        import keras
+        import torch
+
+        return {"torch": torch.__version__, "torch_build": build_name(), "keras": keras.__version__,
+                "python": platform.python_version()}
+
+    def place(self, device: str, shards: int) -> Placement:
+        import torch
+
+        if shards > 1:
+            raise DeviceError(f"--shards {shards}: {NO_SHARDS}")
+        kind = device if device != "auto" else "gpu" if torch.cuda.is_available() or mps() else "cpu"
+        if kind == "tpu":
+            raise DeviceError("--device tpu: PyTorch drives no TPU here (torch_xla is not supported): use --backend jax")
+        if kind == "gpu":
+            if torch.cuda.is_available():
+                chosen, name = torch.device("cuda", 0), torch.cuda.get_device_name(0)
+            elif mps():
+                chosen, name = torch.device("mps"), "Apple GPU (MPS)"
+            else:
+                raise DeviceError(f"PyTorch sees no GPU (its build: {build_name()}); see `tpulab doctor`")
+        else:
+            chosen, name = torch.device("cpu"), detect().cpu.model
+        return Placement(kind=kind, name=name, replicas=1, strategy=f"one {chosen.type} device", devices=[chosen])
+
+    def probe(self) -> dict[str, Any]:
+        """PyTorch's own view of the machine, for `tpulab detect`, the doctor and `auto`."""
+        import torch
+
+        out: dict[str, Any] = dict(self.versions())
+        cuda = torch.cuda.is_available()
+        out["build"] = build_name()
+        out["platform"] = "cuda" if cuda else "mps" if mps() else "cpu"
+        out["threads"] = torch.get_num_threads()
+        out["mps"] = mps()
+        out["gpus"] = [{"name": p.name, "memory_bytes": p.total_memory, "compute_capability": f"{p.major}.{p.minor}"}
+                       for p in (torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count()))] \
+            if cuda else []
+        out["tpu_cores"] = 0
+        memory = ", ".join(f"{g['memory_bytes'] / 2**30:.1f} GiB" for g in out["gpus"])
+        out["also"] = (f"{out['build'].upper()} build, {out['threads']} intra-op threads"
+                       + (f", GPU memory {memory}" if memory else "") + (", MPS available" if out["mps"] else ""))
+        return out
+
+    def keras_jit(self, requested: bool) -> bool | str:
+        return bool(requested)  # Keras on torch: True wraps the step in torch.compile, else eager
+
+    def profiler(self) -> Profiler:
+        return TorchProfiler()
+
+    def memory_stats(self) -> list[dict[str, Any]] | None:
+        """The caching allocator's figures per CUDA device (None on the CPU: the process's RSS is its memory)."""
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        return [{"bytes_in_use": torch.cuda.memory_allocated(i), "peak_bytes_in_use": torch.cuda.max_memory_allocated(i),
+                 "bytes_reserved": torch.cuda.memory_reserved(i), "peak_bytes_reserved": torch.cuda.max_memory_reserved(i),
+                 "bytes_limit": torch.cuda.get_device_properties(i).total_memory}
+                for i in range(torch.cuda.device_count())]
+
+
+# --- the profiler ----------------------------------------------------------------------------------
+STEP = "tpulab_step#"  # the step annotation's name, with its number
+CHROME_TRACE = "torch_trace.json"  # the raw trace, as Perfetto opens it
+MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "convolution", "conv2d", "conv1d", "conv3d",
+              "mkldnn_convolution", "_convolution", "cudnn_convolution", "scaled_dot_product_attention"}
+NO_BYTES = "torch.profiler counts no bytes per op: each op's bound is unknown"
+
+
+MOVEMENT_OPS = {"t", "view", "expand", "permute", "contiguous", "as_strided", "unsqueeze", "squeeze", "flatten",
+                "reshape", "select", "slice", "index", "cat", "stack", "to", "_to_copy", "copy_", "clone", "transpose"}
+
+
+def op_category(name: str) -> str:
+    """An aten op's category, by its name without the namespace: "aten::addmm" -> matmul/conv,
+    "aten::clamp_min" -> elementwise (by its first word, where that names one)."""
+    short = name.rpartition("::")[2]
+    base = short.removesuffix("_backward").strip("_")
+    if short in MATMUL_OPS or base in MATMUL_OPS or "convolution" in short:
+        return MATMUL
+    if base in MOVEMENT_OPS:
+        return MOVEMENT
+    first = category(base.split("_")[0])
+    return first if first != OTHER else category(base)
+
+
+class TorchProfiler(Profiler):
+    """`torch.profiler`: each aten op's self time from the nesting of its events, its FLOPs from the profiler's
+    own counts (attributed to the op that did the work), no bytes; the raw trace kept as a Chrome trace."""
+
+    name = "torch.profiler"
+
+    def __init__(self) -> None:
+        self._prof: Any = None
+
+    @contextmanager
+    def trace(self, folder: Path) -> Iterator[None]:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        with profile(activities=activities, with_flops=True, record_shapes=True) as prof:
+            yield
+        self._prof = prof
+        prof.export_chrome_trace(str(Path(folder) / CHROME_TRACE))
+
+    def step(self, number: int) -> Any:
+        from torch.profiler import record_function
+
+        return record_function(f"{STEP}{number}")
+
+    def read(self, folder: Path, programs: list[Any] | None = None) -> Profile:
+        if self._prof is None:
+            raise DeviceError("torch.profiler: nothing was traced")
+        planes, flops = trace_planes(self._prof.events())
+
+        def lookup(module: str | None, name: str, kind: str) -> OpInfo | None:
+            return OpInfo(name.rpartition("::")[2], op_category(name), flops.get(name))
+
+        return build(planes, lookup, profiler=self.name, trace_path=str(folder),
+                     no_flops="torch.profiler counted no FLOPs for these ops")
+
+
+def trace_planes(events: list[Any]) -> tuple[list[TracePlane], dict[str, float]]:
+    """torch.profiler's events as the op table's neutral view, and each op's FLOPs per call.
+
+    The profiler puts an op's FLOPs on the outer op (`aten::conv2d`) while the time is its kernel's
+    (`aten::mkldnn_convolution`): each count goes down the call tree to the child that took the most
+    time, so that an op's FLOPs and its self time are the same op's. Ops with no count stay unknown.
+    """
+    host: dict[int, list[TraceEvent]] = {}
+    device: dict[int, list[TraceEvent]] = {}
+    counted: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    for e in events:
+        start, end = e.time_range.start * 1e3, e.time_range.end * 1e3
+        if e.name.startswith(STEP):
+            stats: dict[str, Any] = {"step_num": int(e.name[len(STEP):])}
+            host.setdefault(e.thread, []).append(TraceEvent(e.name, start, end - start, stats))
+            continue
+        on_device = str(getattr(e, "device_type", "")).endswith(("CUDA", "PrivateUse1"))
+        (device if on_device else host).setdefault(e.thread, []).append(
+            TraceEvent(e.name, start, end - start, {FRAMEWORK_OP: e.name}))
+        if not on_device:
+            calls[e.name] = calls.get(e.name, 0) + 1
+            if getattr(e, "flops", 0):
+                worker = doer(e).name
+                counted[worker] = counted.get(worker, 0.0) + float(e.flops)
+    per_call = {name: total / calls[name] for name, total in counted.items() if calls.get(name)}
+    planes = [TracePlane("/host:CPU", [TraceLine(f"thread {t}", line) for t, line in sorted(host.items())])]
+    if device:
+        planes.append(TracePlane("/device:GPU:0", [TraceLine(f"stream {s}", line) for s, line in sorted(device.items())]))
+    return planes, per_call
+
+
+def doer(event: Any) -> Any:
+    """The op under `event` (itself included) that did its work: the one with the most self time."""
+    best, most, stack = event, -1.0, [event]
+    while stack:
+        e = stack.pop()
+        children = list(e.cpu_children)
+        own = span(e) - sum(span(c) for c in children)
+        if own > most:
+            best, most = e, own
+        stack += children
+    return best
+
+
+def span(event: Any) -> float:
+    return float(event.time_range.end - event.time_range.start)
