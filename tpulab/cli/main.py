@@ -206,6 +206,9 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
             a.add_argument("--all", action="store_true", help="every run, when no filter is given")
             a.add_argument("--yes", action="store_true", help="do not ask first (for scripts)")
     r.set_defaults(action="list")
+    from tpulab.cli.cards import add_parsers
+
+    add_parsers(sub)
     return p
 
 
@@ -234,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "results":
             from tpulab.cli.results import cmd_results
             return cmd_results(args)
+        if args.command in ("bench", "cards"):
+            from tpulab.cli.cards import cmd_bench, cmd_cards
+            return cmd_bench(args) if args.command == "bench" else cmd_cards(args)
         if args.run and args.no_ui:
             return cmd_run(args)
         if args.no_ui:

@@ -27,10 +27,13 @@ from tpulab.base.errors import EXIT_USAGE, NO_SPACE, TpulabError, first_line, wh
 from tpulab.base.events import STATUSES, RunRecord, SweepRecord, Telemetry
 from tpulab.base.home import home, traces
 from tpulab.base.typed import problem
+from tpulab.engine.card import Card
+from tpulab.engine.card import from_json as card_from_json
 from tpulab.engine.runindex import COLUMNS, RunFilter, RunRow, Wanted, derive, table_sql
 from tpulab.workloads import registry
 
-SCHEMA_VERSION = 4  # 2: sweeps; 3: records apart from their indexed columns; 4: profiles (the host gap indexed)
+SCHEMA_VERSION = 5  # 2: sweeps; 3: records apart from their indexed columns; 4: profiles (the host gap indexed);
+# 5: machine cards
 BUSY_TIMEOUT_S = 60  # how long a writer waits for another process's transaction
 EXPORT_FORMAT = "tpulab-results"
 MAX_IMPORT_BYTES = 64 * 2**20  # an import reads its file whole: a larger one is refused before it is read
@@ -166,6 +169,8 @@ class Store:
         if version < 2:
             con.execute("""CREATE TABLE IF NOT EXISTS sweeps (
                 id TEXT PRIMARY KEY, workload TEXT NOT NULL, started_at TEXT NOT NULL, sweep TEXT NOT NULL)""")
+        if version < 5:  # machine cards: each whole, as JSON (`tpulab.engine.card`); their runs are kept as runs
+            con.execute("CREATE TABLE IF NOT EXISTS cards (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, card TEXT NOT NULL)")
         if version < 3:  # the records move to run_data; runs keeps their columns
             _rebuild(con, "SELECT record FROM runs_old ORDER BY rowid", renamed=("runs",))
         elif version < 4 and "host_gap_share" not in _columns(con):  # no record of schema 3 has a profile
@@ -292,6 +297,22 @@ class Store:
                                wanted).fetchall()
         records = [load_record(json.loads(r[0])) for r in rows]
         return {r.id: r for r in records}
+
+    def save_card(self, card: Card) -> None:
+        """A machine card, whole (replacing one of the same id: a card is saved again as its entries finish)."""
+        with self._db(write=True) as con:
+            con.execute("INSERT OR REPLACE INTO cards VALUES (?, ?, ?)", (card.id, card.created_at,
+                                                                         json.dumps(card.to_json())))
+
+    def cards(self) -> list[Card]:
+        """All kept cards, newest first."""
+        with self._db() as con:
+            rows = con.execute("SELECT card FROM cards ORDER BY created_at DESC, rowid DESC").fetchall()
+        return [card_from_json(json.loads(r[0])) for r in rows]
+
+    def get_card(self, card_id: str) -> Card:
+        """A card by its id or a unique prefix of it."""
+        return card_from_json(self._by_prefix("cards", "card", card_id, "tpulab cards"))
 
     def import_records(self, exported: Exported) -> Imported:
         """All or nothing; a run or sweep already present (by its id) is left as it is, and counted apart."""

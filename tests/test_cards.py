@@ -1,0 +1,276 @@
+"""The machine card: its store table and migration, its JSON (scrubbed on export, checked on import), the
+comparison's "why", the article's reference cards, its renderings; then a real bench of a tiny suite on the CPU
+and a real Ctrl+C."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+from rich.console import Console
+
+from tpulab.engine import bench
+from tpulab.engine.bench_run import Bench
+from tpulab.engine.card import Card, CardCeiling, CardEntry, Suite, from_json, scrubbed
+from tpulab.engine.card_compare import compare
+from tpulab.engine.store import SCHEMA_VERSION, Store
+from tpulab.machine import fingerprint
+from tpulab.views import card as view
+
+from .helpers import ROOT, cpu_only, make_record, run_cli, tree
+
+
+def card(id: str = "c0ffee00" * 4, label: str = "machine A", decode: float = 100.0, bandwidth: float | None = 10e9,
+         flops: float | None = 100e9, version: int = bench.VERSION, quick: bool = True, **entry: object) -> Card:
+    ceilings = [CardCeiling(device="cpu: A", kind="memory", dtype="memory", value=bandwidth, unit="B/s",
+                            source="roofline run x")] if bandwidth else []
+    ceilings += [CardCeiling(device="cpu: A", kind="compute", dtype="float32", value=flops, unit="FLOP/s",
+                             source="roofline run x")] if flops else []
+    entries = [CardEntry(name="decode-b1", workload="decode", backend="jax", status="ok", unit="tokens/s",
+                         median=decode, p10=decode * 0.9, p90=decode * 1.1, n=30, ceiling_kind="memory",
+                         run_id="ab" * 16, **{"command": "tpulab --run decode --no-ui", **entry}),  # type: ignore[arg-type]
+               CardEntry(name="conv", workload="conv", backend="jax", status="ok", unit="GFLOP/s", median=50.0,
+                         n=10, ceiling_fraction=0.5, bound="compute", article="conv")]
+    return Card(id=id, created_at="2026-12-01T00:00:00+00:00", suite=Suite(name=bench.NAME, version=version,
+                quick=quick), machine={"label": label, "cpu": {"model": label, "threads": 2}},
+                ceilings=ceilings, entries=entries)
+
+
+# --- the store -------------------------------------------------------------------------------------
+def test_a_schema_4_store_gains_the_cards_table_and_keeps_its_runs(db):
+    store = Store(db)
+    record = make_record()
+    store.save(record)
+    with sqlite3.connect(db) as con:  # as tpulab before cards left it
+        con.execute("DROP TABLE cards")
+        con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    again = Store(db)
+    assert again.cards() == [] and again.get(record.id).id == record.id
+    again.save_card(card())
+    assert [c.id for c in Store(db).cards()] == [card().id]
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+
+
+def test_a_card_is_found_by_the_first_characters_of_its_id(store):
+    store.save_card(card())
+    assert store.get_card("c0ff").id == card().id
+
+
+# --- JSON in and out ---------------------------------------------------------------------------------
+def test_an_exported_card_leaves_out_the_host_the_user_and_home(tmp_path, monkeypatch):
+    home = str(tmp_path / "home" / "alice")
+    monkeypatch.setenv("HOME", home)
+    monkeypatch.setenv("USER", "alice")
+    c = card(command=f"tpulab --run decode --data-dir {home}/data")
+    c.machine["host"] = socket.gethostname()
+    c.entries[1].reason = f"failed in /home/bob/x by alice on {socket.gethostname()}"
+    text = json.dumps(scrubbed(c).to_json())
+    assert home not in text and "alice" not in text and "/home/bob" not in text
+    assert socket.gethostname() not in text
+    assert "--data-dir ~/data" in text and "<host>" in text and "<user>" in text
+
+
+def test_a_hostile_card_imports_as_text_and_prints_literally(tmp_path, db):
+    c = card(label="\x1b]0;owned\x07[bold red]evil[/] \u202e")
+    c.entries[0].name = "decode\x1b[2J"
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(c.to_json()))
+    done = run_cli("cards", "--db", str(db), "import", str(path))
+    assert done.returncode == 0, done.stderr
+    shown = run_cli("cards", "--db", str(db), "show", c.id[:8], "--full")
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\\x1b]0;owned" in shown.stdout and "[bold red]evil[/]" in shown.stdout
+    assert "\\u202e" in shown.stdout and "decode\\x1b[2J" in shown.stdout
+    page = tmp_path / "c.html"
+    assert run_cli("cards", "--db", str(db), "show", c.id[:8], "--html", str(page)).returncode == 0
+    assert "<bold" not in page.read_text() and "\x1b" not in page.read_text()
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda d: d["entries"][0].update(median="fast"), "entries[0].median should be a number"),
+    (lambda d: d["entries"][0].update(median=float("nan")), "NaN is not a figure"),
+    (lambda d: d.update(format="tpulab-results"), "not a tpulab card"),
+    (lambda d: d.update(schema=99), "card schema 99"),
+    (lambda d: d["entries"][0].update(status="great"), "entry status 'great'"),
+    (lambda d: d.update(entries={"a": 1}), "entries should be a list"),
+])
+def test_a_card_file_that_is_not_one_is_refused_in_one_line_and_nothing_is_kept(tmp_path, db, change, said):
+    data = card().to_json()
+    change(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    done = run_cli("cards", "--db", str(db), "import", str(path))
+    assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert Store(db).cards() == []
+
+
+def test_the_json_holds_the_fields_the_schema_documents():
+    data = card().to_json()
+    assert {"id", "schema", "suite", "machine", "ceilings", "entries"} <= set(data)
+    assert set(data["suite"]) == {"name", "version", "quick"}
+    assert {"workload", "backend", "status", "median", "p10", "p90", "n", "ceiling_fraction", "spec_fraction",
+            "bound", "run_id", "command"} <= set(data["entries"][0])
+    assert from_json(data) == card()
+
+
+# --- comparing ------------------------------------------------------------------------------------------
+def test_a_speedup_is_set_beside_the_ratio_of_the_machines_ceilings():
+    a, b = card(), card(id="d" * 32, label="machine B", decode=310.0, bandwidth=33e9, flops=100e9)
+    result = compare([a, b])
+    decode = next(r for r in result.rows if r.name == "decode-b1")
+    assert decode.cells[1].speedup == pytest.approx(3.1)
+    assert decode.cells[1].why == "decode-b1 3.1x faster; memory bandwidth 3.3x: explained by bandwidth"
+    conv = next(r for r in result.rows if r.name == "conv")
+    assert conv.cells[1].why == "conv 1.0x faster; compute ceiling (float32 matmul) 1.0x: explained by compute"
+    gm, names = result.geomeans[1]
+    assert gm == pytest.approx((3.1 * 1.0) ** 0.5) and names == ["decode-b1", "conv"]
+
+
+def test_a_refused_ceiling_leaves_a_speedup_unexplained_and_says_why():
+    a = card()
+    b = card(id="d" * 32, label="busy B", decode=150.0, bandwidth=None)
+    b.refused["memory"] = "other processes used 1.2 of 2 cores (60%)"
+    why = compare([a, b]).rows[0].cells[1].why
+    assert why == ("decode-b1 1.5x faster; cannot explain it: no memory bandwidth on busy B (other processes used "
+                   "1.2 of 2 cores (60%))")
+
+
+def test_a_speedup_below_the_ceilings_ratio_names_what_held_the_faster_machine():
+    b = card(id="d" * 32, label="B", decode=120.0, bandwidth=40e9, bound="host")
+    assert compare([card(), b]).rows[0].cells[1].why == \
+        "decode-b1 1.2x faster; memory bandwidth 4.0x: host-bound on B"
+
+
+def test_cards_of_other_versions_or_variants_compare_on_shared_entries_and_say_so():
+    a = card()
+    b = card(id="d" * 32, label="B", version=bench.VERSION + 1, quick=False)
+    b.entries = b.entries[:1]
+    result = compare([a, b])
+    assert [r.name for r in result.rows] == ["decode-b1"]
+    assert any("suites differ" in d for d in result.differs) and any("quick and full" in d for d in result.differs)
+
+
+def test_this_card_against_the_article_shows_speedups_a_why_per_entry_and_the_artifact(db):
+    Store(db).save_card(card())
+    done = run_cli("cards", "--db", str(db), "compare", "this", "article")
+    assert done.returncode == 0, done.stderr
+    out = " ".join(done.stdout.split())
+    assert "conv 1.5x slower; cannot explain it: no compute ceiling (float32 matmul) on Colab CPU (2018, published)" in out
+    assert "conv: no speedup: Colab TPU v2-8 (2018, published)'s figure is an artifact, not a speed" in out
+    assert "geometric mean of shared speedups" in out and "published figures, not measured here" in out
+
+
+def test_the_article_card_flags_its_tpu_convolution_as_the_artifact_it_was():
+    from tpulab.engine.article_cards import cards
+
+    tpu = {c.id: c for c in cards()}["article-tpu-v2"]
+    conv = next(e for e in tpu.entries if e.name == "conv")
+    assert conv.artifact and "pruned" in conv.artifact and conv.spec_fraction == pytest.approx(2.93, abs=0.01)
+    assert tpu.published and "not measured here" in tpu.published
+
+
+# --- renderings ------------------------------------------------------------------------------------------
+def full_card() -> Card:
+    c = card()
+    c.entries = [CardEntry(name=h, workload=h.split("-")[0], backend="tensorflow", status="ok", unit="examples/s",
+                           median=1234.5, p10=1200.0, p90=1300.0, n=12, ceiling_fraction=0.42, bound="compute",
+                           run_id="ab" * 16) for h in bench.SUITE.headlines()]
+    c.entries[2].status, c.entries[2].reason = "failed", "the worker was killed by SIGKILL (out of memory?)"
+    c.refused["float32"] = "other processes used 1.00 of 2 cores (50%) while it ran, more than a quarter"
+    c.noisy = "other processes used 1.00 of 2 cores (50%) during conv"
+    return c
+
+
+def test_the_terminal_card_fits_one_80x24_screen():
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(view.terminal(full_card()))
+    shown = console.export_text()
+    lines = shown.rstrip("\n").splitlines()
+    assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
+    assert "decode-b8" in shown and "SIGKILL" in shown and "noisy" in shown
+
+
+def test_the_html_card_and_comparison_load_nothing_from_outside(tmp_path):
+    for page in (view.card_html(full_card()), view.comparison_html(compare([card(), card(id="e" * 32, decode=200.0)]))):
+        assert "<svg" in page and "<script" not in page.lower()
+        assert "src=" not in page and "href=" not in page and "url(" not in page and "@import" not in page
+
+
+def test_markdown_and_csv_hold_one_row_per_entry():
+    c = full_card()
+    md = view.markdown(c)
+    assert md.count("\n| decode-b") == 2 and "| entry | backend |" in md
+    rows = view.csv_text(c).strip().splitlines()
+    assert len(rows) == 1 + len(c.entries) and rows[0].startswith("card,workload,entry")
+
+
+# --- the machine ---------------------------------------------------------------------------------------
+def test_the_fingerprint_reads_a_containers_quota_and_says_what_it_cannot_read(tmp_path):
+    root = tree(tmp_path / "a", {"sys/fs/cgroup/cpu.max": "150000 100000\n",
+                                 "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "powersave\n"})
+    assert fingerprint.cpu_quota(root) == "1.50 CPUs (cgroup v2 cpu.max)"
+    assert fingerprint.governor(root) == "powersave"
+    bare = tree(tmp_path / "b")
+    assert fingerprint.cpu_quota(bare).startswith("not readable here")
+    assert fingerprint.throttling(bare).startswith("not readable here")
+    assert fingerprint.speed_variables({"XLA_FLAGS": "--x", "PATH": "/bin"}) == {"XLA_FLAGS": "--x"}
+
+
+def test_bad_bench_values_are_one_line_with_exit_2(db):
+    done = run_cli("bench", "--db", str(db), "--backend", "nosuch")
+    assert done.returncode == 2 and "--backend must be one of" in done.stderr and "Traceback" not in done.stderr
+
+
+# --- real benches ------------------------------------------------------------------------------------------
+TINY = bench.Suite("test", 1, ceilings=bench.Entry("roofline", {"preset": "smoke"}, {}, (), ()), entries=(
+    bench.Entry("conv", {"preset": "smoke", "profile": True, "profile_steps": 1}, {"iterations": 4},
+                (bench.Headline("conv", "gflops_per_s", "GFLOP/s"),), ("iterations",)),
+    bench.Entry("resnet50", {"preset": "smoke", "image_size": 8}, {},  # below its smallest: refused, one line
+                (bench.Headline("resnet50-train", "throughput"),), ("steps_per_epoch",)),
+))
+
+
+@pytest.mark.slow
+def test_a_tiny_suite_benches_for_real_keeps_its_runs_and_a_failed_entry_leaves_the_card_whole(tmp_path):
+    db = tmp_path / "r.db"
+    seen = []
+    made = Bench(cpu_only(tmp_path / "m", packages=None), db, "tensorflow", quick=True, suite=TINY, budget_s=60,
+                 on_progress=seen.append, reuse_ceilings=False).run()
+    conv, resnet = made.entries
+    assert conv.status == "ok" and conv.median and conv.p10 <= conv.median <= conv.p90 and conv.n in (4, 8, 16)
+    assert conv.stopped and conv.stopped.split(":")[0] in ("stable", "budget")
+    assert conv.command.startswith("tpulab --run conv --no-ui --backend tensorflow --device cpu")
+    assert Store(db).get(conv.run_id).workload == "conv"  # kept like any other run
+    assert resnet.status == "failed" and "--image-size must be" in resnet.reason and "\n" not in resnet.reason
+    assert made.status == "failed" and made.exit_code == 1
+    assert set(made.refused) == {"float32", "memory"}  # the smoke roofline sets no ceiling, and says why
+    assert conv.ceiling_fraction is None
+    assert Store(db).get_card(made.id).entries == made.entries
+    assert [p.what for p in seen if p.finished is None] == ["ceilings (roofline)", "conv", "resnet50"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_a_partial_card_and_exits_130(tmp_path):
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen([sys.executable, "-m", "tpulab", "bench", "--quick", "--db", str(db), "-o",
+                             str(tmp_path / "card.json")], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "[1/" in line:  # the ceilings are done: the first entry is starting
+            break
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    kept = Store(db).cards()[0]
+    assert kept.status == "partial" and json.loads((tmp_path / "card.json").read_text())["status"] == "partial"
+    assert "partial" in out

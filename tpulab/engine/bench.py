@@ -1,0 +1,102 @@
+"""The machine card's suite, declared as data: which workloads, at which sizes, and which figures are its headlines.
+
+One declaration drives the bench on every backend: an entry names a workload and its parameters, never a
+framework, so a backend registered later (a plugin's) runs every entry its workloads run on, with no change
+here. `--quick` is the same suite at smaller sizes (the `quick` overrides); a figure is only ever compared with
+the same entry of a card of the same suite version and variant as an equal (`tpulab.engine.card_compare`).
+Bump `VERSION` whenever an entry's parameters or figures change: cards of another version then compare only on
+the entries they share, and say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+NAME = "tpulab-card"
+VERSION = 1
+QUICK_BUDGET_S = 180.0  # per backend, on a 2-core machine
+FULL_BUDGET_S = 720.0
+STABLE = 0.10  # an entry's spread is stable once (p90 - p10) / median is at most this
+MIN_SAMPLES = 5  # ... over at least this many timed steps
+CEILINGS_SHARE = 0.15  # of the budget, for the roofline that measures the ceilings
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One figure an entry reports on the card: a rate read from its run's summary (higher is better).
+
+    `path` is the summary's field, dotted into a part ("decode.decode_tokens_per_s"); `stats` the step-time
+    statistics its spread follows (a rate is work over time: its p10 is the work over the p90 time).
+    `ceiling`: which measured ceiling bounds it, compute (the dtype's matmul) or memory (the copy's bandwidth).
+    """
+
+    name: str  # the entry's name on the card: "resnet50-train"
+    path: str
+    unit: str | None = None  # None: the run's own throughput unit
+    stats: str = "step_seconds"
+    ceiling: str = "compute"
+    article: str | None = None  # the 2018 article's entry this one is comparable with
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One workload run of the suite, giving one or more headline figures (a ResNet-50 run trains, then infers)."""
+
+    workload: str
+    params: Mapping[str, Any]  # the default variant's, over the workload's defaults
+    quick: Mapping[str, Any]  # over `params`, for --quick
+    headlines: tuple[Headline, ...]
+    steps: tuple[str, ...]  # the parameters doubled when the spread is not yet stable
+    weight: float = 1.0  # its share of the budget left after the ceilings, relative to the others
+    per_backend: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # over the rest, on that backend
+
+    def values(self, quick: bool, backend: str) -> dict[str, Any]:
+        return {**self.params, **(self.quick if quick else {}), **self.per_backend.get(backend, {})}
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    version: int
+    ceilings: Entry  # the roofline: its matmul per dtype and its copy
+    entries: tuple[Entry, ...]
+
+    def budget(self, quick: bool) -> float:
+        return QUICK_BUDGET_S if quick else FULL_BUDGET_S
+
+    def headlines(self) -> list[str]:
+        return [h.name for e in self.entries for h in e.headlines]
+
+
+PROFILED = {"profile": True, "profile_steps": 2}  # a short profile for the top ops and the host gap
+KERAS_QUICK = {"epochs": 1, "validation": False}
+
+SUITE = Suite(
+    NAME, VERSION,
+    ceilings=Entry("roofline", {},  # the roofline's defaults: the sizes its README section explains
+                   {"max_size": 2048, "copy_mib": 128, "iterations": 3, "rounds": 2},
+                   (), ()),
+    entries=(
+        Entry("conv", {"iterations": 10, "warmup": 2, **PROFILED},  # the article's convolution, as published
+              {"batch_size": 32, "image_size": 128, "filters": 64, "iterations": 10, "warmup": 1},
+              (Headline("conv", "gflops_per_s", "GFLOP/s", article="conv"),), ("iterations",)),
+        Entry("fashion-mnist", {"dataset": "synthetic", "epochs": 1, "steps_per_epoch": 30, "validation": False,
+                                **PROFILED},
+              {"batch_size": 256, "steps_per_epoch": 12},
+              (Headline("fashion-mnist", "throughput", article="cnn"),), ("steps_per_epoch",)),
+        Entry("resnet50", {"batch_size": 16, "image_size": 128, "classes": 100, "epochs": 1, "steps_per_epoch": 10,
+                           "predict_steps": 10, **PROFILED},
+              {"batch_size": 8, "image_size": 64, "steps_per_epoch": 8, "predict_steps": 8},
+              (Headline("resnet50-train", "throughput"),
+               Headline("resnet50-inference", "inference_throughput", stats="inference_step_seconds")),
+              ("steps_per_epoch", "predict_steps"), weight=2.0),
+        Entry("transformer", {"preset": "tiny", "epochs": 1, "steps_per_epoch": 12, "predict_steps": 4, **PROFILED},
+              {"steps_per_epoch": 6, "seq_len": 128}, (Headline("transformer-train", "throughput"),), ("steps_per_epoch",),
+              weight=1.5),
+        Entry("decode", {"preset": "tiny", "batch_size": 1, "gen_len": 64, **PROFILED}, {"gen_len": 32},
+              (Headline("decode-b1", "decode.decode_tokens_per_s", "tokens/s", ceiling="memory"),), ("gen_len",)),
+        Entry("decode", {"preset": "tiny", "batch_size": 8, "gen_len": 64, **PROFILED}, {"gen_len": 32},
+              (Headline("decode-b8", "decode.decode_tokens_per_s", "tokens/s", ceiling="memory"),), ("gen_len",)),
+    ),
+)

@@ -1,0 +1,379 @@
+"""`tpulab bench`: the suite run on this machine, one backend after another, into one machine card.
+
+Each entry is an ordinary run made by `run_job`, the job every front end makes, and kept in the store like any
+other; the card points at it by id. The ceilings come first, from a roofline judged by the rules that make a
+ceiling a ceiling (`engine.ceilings`): a busy machine's are refused, and its entries then carry no ceiling
+fraction, only the reason. An entry measures until its spread is stable or its share of the budget is spent
+(each rerun doubles its steps), and says which. A failed entry keeps its one-line reason and the rest runs; a
+cancelled bench keeps what it measured, as a partial card.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from tpulab import backends
+from tpulab.base.errors import TpulabError, first_line
+from tpulab.base.events import OTHER_OPS, PHASE_BANDWIDTH, PHASE_PREFILL, RunRecord, Summary
+from tpulab.base.timing import Stats
+from tpulab.base.version import __version__
+from tpulab.engine import bench
+from tpulab.engine.card import Card, CardCeiling, CardEntry, Op, Suite
+from tpulab.engine.ceilings import MEMORY, Ceilings, load_of, of_record, verdicts
+from tpulab.engine.job import run_job
+from tpulab.engine.record import now_iso
+from tpulab.engine.runner import Run
+from tpulab.engine.spec import resolve
+from tpulab.engine.store import Store, StoreError
+from tpulab.machine import fingerprint
+from tpulab.machine.detect import RuntimeReport
+from tpulab.workloads import get_workload
+from tpulab.workloads.base import BACKEND, DEVICE, PROFILE, PROFILE_STEPS
+
+HOST_BOUND = 0.5  # a traced step whose device waited on the host this much of the time is host-bound
+NOT_STEPS = (PHASE_PREFILL, PHASE_BANDWIDTH)  # a decode's prompt, a copy timed before the run: not its steady steps
+OVERRUN = 2.0  # a run still going at this many times its entry's share (and 30 s more) is stopped
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a bench is: the entry now running, how far through, and the estimated seconds left."""
+
+    backend: str
+    what: str
+    done: int
+    total: int
+    elapsed: float
+    eta: float
+    finished: CardEntry | None = None  # an entry just finished: a line of the running card
+
+
+def installed(report: RuntimeReport) -> list[str]:
+    """Every registered backend that is installed here (a plugin's too): `--backend all`."""
+    return [name for name, b in backends.registry().items() if b.installed(report.packages)]
+
+
+def chosen(requested: str, report: RuntimeReport) -> list[str]:
+    if requested == "all":
+        return installed(report)
+    return [backends.choose(requested, report)[0]]
+
+
+def machine(report: RuntimeReport, environ: dict[str, str]) -> dict[str, Any]:
+    """The fingerprint: detection's report (read once), the CPU's limits, the OS and versions, the variables."""
+    import psutil
+
+    cpu = report.cpu
+    accelerators = [{"kind": "gpu", "name": g.name, "memory_bytes": g.memory_bytes, "driver": g.driver,
+                     "compute_capability": g.compute_capability, "found_by": g.found_by} for g in report.gpus]
+    if report.tpu is not None:
+        t = report.tpu
+        accelerators.append({"kind": "tpu", "name": f"TPU {t.generation or '(generation unknown)'}", "chips": t.chips,
+                             "cores": t.cores, "accelerator_type": t.accelerator_type, "found_by": "; ".join(t.found_by)})
+    return {
+        "label": f"{cpu.model} ({cpu.logical_cores} threads)" + "".join(f" + {a['name']}" for a in accelerators),
+        "host": socket.gethostname(),
+        "cpu": {"model": cpu.model, "cores": psutil.cpu_count(logical=False), "threads": cpu.logical_cores,
+                "memory_bytes": cpu.memory_bytes, "llc_bytes": cpu.llc_bytes, "features": cpu.features,
+                "mhz": cpu.mhz, "max_mhz": cpu.max_mhz, **fingerprint.limits()},
+        "accelerators": accelerators,
+        "device": report.default_device,
+        "os": fingerprint.os_name(), "arch": platform.machine(), "python": report.python, "tpulab": __version__,
+        "packages": {k: v for k, v in report.packages.items() if v},
+        "env": fingerprint.speed_variables(environ),
+        "colab": report.colab,
+    }
+
+
+def command(record: RunRecord) -> str:
+    """The command that runs this again: the workload, its backend and device, and each parameter not at its default."""
+    w = get_workload(record.workload)
+    defaults = w.defaults()
+    flags = [f"--backend {record.backend}"]
+    if record.device is not None:
+        flags.append(f"--device {record.device.kind}")
+    for spec in w.params:
+        value = record.params.get(spec.name)
+        if spec.name in (BACKEND.name, DEVICE.name) or spec.name not in record.params or value == defaults.get(spec.name):
+            continue
+        if spec.kind is bool:
+            flags.append(spec.flag if value else "--no-" + spec.flag.removeprefix("--"))
+        else:
+            flags.append(f"{spec.flag} {spec.show(value)}")
+    return f"tpulab --run {record.workload} --no-ui " + " ".join(flags)
+
+
+def field_of(summary: Summary, path: str) -> Any:
+    """A summary's figure by its dotted path ('decode.decode_tokens_per_s'); None where a part is absent."""
+    found: Any = summary
+    for part in path.split("."):
+        found = getattr(found, part, None)
+        if found is None:
+            return None
+    return found
+
+
+def spread(stats: Stats | None) -> float | None:
+    """(p90 - p10) / median of the step times: what `bench.STABLE` bounds."""
+    return (stats.p90 - stats.p10) / stats.median if stats and stats.median > 0 else None
+
+
+def cv(record: RunRecord, stats_name: str, stats: Stats | None) -> float | None:
+    """The coefficient of variation of the timed steps the stats were taken over (None: they cannot be told apart)."""
+    w, inference = get_workload(record.workload), stats_name == "inference_step_seconds"
+    xs = [s.seconds for s in record.steps if not s.warmup and s.kernel is None and s.phase not in NOT_STEPS
+          and w.is_inference(s.phase) == inference]
+    if stats is None or len(xs) != stats.count or len(xs) < 2:
+        return None
+    mean = sum(xs) / len(xs)
+    return math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) / mean if mean > 0 else None
+
+
+def figures(h: bench.Headline, record: RunRecord, ceiling_known: bool) -> dict[str, Any]:
+    """An entry's figures from its run's record, read through the summary's public fields."""
+    s = record.summary
+    value = field_of(s, h.path)
+    stats = getattr(s, h.stats, None)
+    out: dict[str, Any] = {"median": value, "n": stats.count if stats else None, "cv": cv(record, h.stats, stats),
+                           "unit": h.unit or s.throughput_unit}
+    if value is not None and stats is not None and stats.p10 > 0:  # a rate is work over time: its p10 at the p90 time
+        out["p10"], out["p90"] = value * stats.median / stats.p90, value * stats.median / stats.p10
+    if h.ceiling == MEMORY:
+        d = s.decode
+        out["ceiling_fraction"] = d.mbu if d and ceiling_known else None
+        out["spec_fraction"] = d.spec_bandwidth_fraction if d else None
+    elif h.stats == "step_seconds":  # the summary's fractions are of its training (or only) steps
+        out["ceiling_fraction"] = s.ceiling_fraction if ceiling_known else None
+        out["spec_fraction"] = s.peak_fraction
+    p = s.profile
+    gap = p.host_gap_share if p else None
+    out["host_gap_share"] = gap
+    out["bound"] = "host" if gap is not None and gap >= HOST_BOUND else s.bound
+    out["top_ops"] = [Op(name=o.name, category=o.category, share=o.share) for o in (p.ops if p else [])
+                      if o.name != OTHER_OPS][:3]
+    out["verdicts"] = [f"{f.code}: {f.message}" for f in [*s.flags, *(p.verdicts if p else []),
+                                                          *(s.telemetry.verdicts if s.telemetry else [])]]
+    return out
+
+
+class Bench:
+    """One card's bench: `run()` measures and returns the card (kept in the store as it grows); `cancel()` from
+    another thread (Ctrl+C) stops the run in flight and leaves a partial card."""
+
+    def __init__(self, report: RuntimeReport, db: Path, backend: str = "auto", quick: bool = False,
+                 suite: bench.Suite = bench.SUITE, on_progress: Callable[[Progress], None] | None = None,
+                 budget_s: float | None = None, environ: dict[str, str] | None = None,
+                 reuse_ceilings: bool | None = None) -> None:
+        import os
+
+        self.report, self.db, self.quick, self.suite = report, Path(db), quick, suite
+        self.backends = chosen(backend, report)
+        self.budget = budget_s if budget_s is not None else suite.budget(quick)
+        self.on_progress = on_progress or (lambda p: None)
+        self.reuse = quick if reuse_ceilings is None else reuse_ceilings
+        self.store = Store(self.db)
+        self.cancelled = False
+        self.current: Run | None = None
+        self._loads: list[tuple[float, int, str]] = []  # (other cores, cores, entry)
+        env = dict(os.environ if environ is None else environ)
+        self.card = Card(id=uuid.uuid4().hex, created_at=_now(), suite=Suite(name=suite.name, version=suite.version,
+                         quick=quick), machine=machine(report, env), backends=self.backends, budget_s=self.budget)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.current is not None:
+            self.current.cancel()
+
+    # --- the bench -------------------------------------------------------------------------------
+    def run(self) -> Card:
+        start = time.monotonic()
+        self._save()
+        for backend in self.backends:
+            if self.cancelled:
+                break
+            self._backend(backend, time.monotonic())
+        c = self.card
+        c.wall_s, c.ended_at = time.monotonic() - start, _now()
+        c.status = "partial" if self.cancelled else "failed" if any(e.status == "failed" for e in c.entries) \
+            else "complete"
+        busiest = max(self._loads, default=None)
+        if busiest is not None:
+            c.load = busiest[0]
+            if busiest[0] > 0.25 * busiest[1]:
+                c.noisy = (f"other processes used {busiest[0]:.2f} of {busiest[1]} cores ({busiest[0] / busiest[1]:.0%}) "
+                           f"during {busiest[2]}: more than a quarter of the machine")
+        self._save()
+        return c
+
+    def _backend(self, backend: str, start: float) -> None:
+        entries = self.suite.entries
+        total = len(entries) + 1
+        deadline = start + self.budget
+        self._progress(backend, "ceilings (roofline)", 0, total, start)
+        ceilings = self._ceilings(backend, start + self.budget * bench.CEILINGS_SHARE)
+        weights = [e.weight for e in entries]
+        for i, entry in enumerate(entries):
+            if self.cancelled:
+                break
+            left = max(0.0, deadline - time.monotonic())
+            share = left * entry.weight / sum(weights[i:])
+            self._progress(backend, entry.workload, i + 1, total, start)
+            for made in self._entry(entry, backend, share, ceilings):
+                self.card.entries.append(made)
+                self._save()
+                self._progress(backend, made.name, i + 1, total, start, made)
+
+    def _progress(self, backend: str, what: str, done: int, total: int, start: float,
+                  finished: CardEntry | None = None) -> None:
+        elapsed = time.monotonic() - start
+        eta = max(0.0, self.budget - elapsed) if done < total else 0.0
+        self.on_progress(Progress(backend, what, done, total, elapsed, eta, finished))
+
+    def _save(self) -> None:
+        try:
+            self.store.save_card(self.card)
+        except StoreError:
+            pass  # the card is still written to -o and printed; saving the finished card says what is wrong
+
+    # --- ceilings ----------------------------------------------------------------------------------
+    def _ceilings(self, backend: str, deadline: float) -> Ceilings:
+        """This card's ceilings on `backend`'s device: a fresh roofline's (refused ones said why), or with --quick a
+        kept roofline's from the same versions."""
+        kept = self._kept(backend) if self.reuse else None
+        if kept is not None:
+            ceilings, record = kept
+            self._note_ceilings(ceilings, record, reused=f"roofline run {record.short_id} of {record.started_at[:16]}, "
+                                "same device and versions (--quick reuses it)")
+            return ceilings
+        try:
+            record = self._run(self.suite.ceilings.workload, self.suite.ceilings.values(self.quick, backend), backend,
+                               Ceilings(), deadline)
+        except TpulabError as e:
+            self.card.refused[f"{backend}"] = f"no roofline: {first_line(str(e))}"
+            return Ceilings()
+        ceilings = Ceilings([record])
+        self._note_ceilings(ceilings, record)
+        for dtype, v in verdicts(record).items():
+            if v.figure is None:
+                self.card.refused[dtype] = v.why + (f" (measure it: `{v.run}`)" if v.run else "")
+        if record.status != "finished":
+            self.card.refused.setdefault("roofline", record.error or f"the roofline was {record.status}")
+        return ceilings
+
+    def _note_ceilings(self, ceilings: Ceilings, record: RunRecord, reused: str | None = None) -> None:
+        for (kind, name, dtype), c in of_record(record).items():
+            if (kind, name, dtype) not in ceilings.kept:
+                continue
+            memory = dtype == MEMORY
+            self.card.ceilings.append(CardCeiling(
+                device=f"{kind}: {name}", kind="memory" if memory else "compute", dtype=dtype, value=c.value,
+                unit="B/s" if memory else "FLOP/s", source=c.measured(), run_id=c.run_id, reused=reused))
+
+    def _kept(self, backend: str) -> tuple[Ceilings, RunRecord] | None:
+        """The newest kept roofline that set a ceiling on this device with this backend and these versions."""
+        from tpulab.engine.runindex import RunFilter
+
+        version = backends.get(backend).version(self.report.packages)
+        try:
+            records = self.store.records(RunFilter(workload=self.suite.ceilings.workload, backend=backend))
+        except StoreError:
+            return None
+        for r in records:  # newest first
+            same = r.versions is not None and version in r.versions.values() and \
+                r.versions.get("python") == self.report.python
+            if same and r.device is not None and r.device.kind == self.report.default_device and of_record(r):
+                return Ceilings([r]), r
+        return None
+
+    # --- entries -----------------------------------------------------------------------------------
+    def _entry(self, entry: bench.Entry, backend: str, share: float, ceilings: Ceilings) -> list[CardEntry]:
+        start = time.monotonic()
+        values = entry.values(self.quick, backend)
+        w = get_workload(entry.workload)
+        if PROFILE.name not in {p.name for p in w.params}:
+            values = {k: v for k, v in values.items() if k not in (PROFILE.name, PROFILE_STEPS.name)}
+        record: RunRecord | None = None
+        stopped = ""
+        first = entry.headlines[0]
+        while True:
+            try:
+                record = self._run(entry.workload, values, backend, ceilings, start + share * OVERRUN + 30)
+            except TpulabError as e:
+                if record is not None:  # a larger rerun the workload refuses: keep the last
+                    stopped = f"steps at the workload's limit ({first_line(str(e))})"
+                    break
+                status = "skipped" if "does not run on" in str(e) else "failed"
+                return [CardEntry(name=h.name, workload=entry.workload, backend=backend, status=status,
+                                  reason=first_line(str(e)), ceiling_kind=h.ceiling, article=h.article,
+                                  seconds=time.monotonic() - start) for h in entry.headlines]
+            spent = time.monotonic() - start
+            width = spread(getattr(record.summary, first.stats, None))
+            if record.status != "finished" or self.cancelled:
+                stopped = f"the run was {record.status}"
+                break
+            n = getattr(record.summary, first.stats).count if getattr(record.summary, first.stats, None) else 0
+            if width is not None and width <= bench.STABLE and n >= bench.MIN_SAMPLES:
+                stopped = f"stable: p10-p90 within {width:.0%} of the median over {n} steps"
+                break
+            if spent * 3 > share:  # the next run, twice the steps, would not fit its share
+                said = f"spread {width:.0%} over {n} steps" if width is not None else f"{n} steps"
+                stopped = (f"budget: a rerun at twice the steps would pass its {share:.0f} s share ({said}, not yet "
+                           f"within {bench.STABLE:.0%})")
+                break
+            values = {**values, **{k: int(record.params[k]) * 2 for k in entry.steps if k in record.params}}
+        return [self._made(h, record, backend, stopped, time.monotonic() - start, ceilings) for h in entry.headlines]
+
+    def _made(self, h: bench.Headline, record: RunRecord, backend: str, stopped: str, seconds: float,
+              ceilings: Ceilings) -> CardEntry:
+        load = load_of(record.summary.telemetry)
+        if load is not None:
+            self._loads.append((load.other, load.cores, h.name))
+        known = bool(ceilings.kept)
+        status = {"finished": "ok", "cancelled": "cancelled"}.get(record.status, "failed")
+        f = figures(h, record, known)
+        if status == "ok" and f["median"] is None:
+            status, reason = "failed", f"the run gave no {h.path.replace('_', ' ')}"
+        else:
+            reason = first_line(record.error) if record.error else None
+        return CardEntry(name=h.name, workload=record.workload, backend=backend, status=status, reason=reason,
+                         device=record.device_label(), ceiling_kind=h.ceiling, stopped=stopped, seconds=seconds,
+                         params={k: v for k, v in record.params.items() if k not in (BACKEND.name, DEVICE.name)},
+                         run_id=record.id, command=command(record), article=h.article, **f)
+
+    def _run(self, workload: str, values: dict[str, Any], backend: str, ceilings: Ceilings,
+             deadline: float) -> RunRecord:
+        """One run, made by the run job every front end makes, judged by this card's ceilings and kept."""
+        given = dict(values)
+        preset = given.pop("preset", None)
+        spec = resolve(workload, {**given, BACKEND.name: backend}, self.report, preset)
+        run = run_job(spec, self.report, self.db, ceilings=ceilings)
+        self.current = run
+        timer = threading.Timer(max(1.0, deadline - time.monotonic()), run.cancel)
+        timer.daemon = True
+        timer.start()
+        try:
+            for _ in run.events():
+                pass
+        finally:
+            timer.cancel()
+            self.current = None
+        record = run.recorder.record()
+        if record.status == "cancelled" and not self.cancelled:
+            record.error = "stopped: it ran past its share of the budget"
+        try:
+            self.store.save(record)
+        except StoreError as e:
+            record.logs.append(f"not kept: {e}")
+        return record
+
+
+def _now() -> str:
+    return now_iso()

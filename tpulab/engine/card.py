@@ -1,0 +1,210 @@
+"""The machine card as data: what one bench found on one machine, in a versioned JSON form meant to be shared.
+
+The schema (`SCHEMA`, documented in the README's "The machine card" section) is these dataclasses: a card read
+from a file is checked field by field against their annotations (`tpulab.base.typed.problem`) before anything
+reads it, so a hostile card imports as text or is refused in one line. Every rate on a card is "higher is
+better"; a figure no run measured is None, never 0. `scrubbed` leaves the host name, the user name and home
+paths out of a card before it leaves the machine (an export, `-o FILE`); kept cards hold them as measured.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import math
+import os
+import re
+import socket
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tpulab.base.events import _known
+from tpulab.base.typed import problem
+
+FORMAT = "tpulab-card"
+SCHEMA = 1
+MAX_CARD_BYTES = 4 * 2**20  # a card is a few KiB: a larger file is refused before it is read
+STATUSES = ("ok", "failed", "cancelled", "skipped")
+
+
+@dataclass(kw_only=True)
+class Op:
+    name: str
+    category: str = "other"
+    share: float | None = None  # of the traced step
+
+
+@dataclass(kw_only=True)
+class CardEntry:
+    """One headline figure: its median and spread (p10-p90 of n timed steps), how near its ceiling it came,
+    what bounds it, and the run that measured it with the command that measures it again."""
+
+    name: str  # the suite's headline: conv, resnet50-train, decode-b8 ...
+    workload: str
+    backend: str
+    status: str  # one of STATUSES
+    reason: str | None = None  # why it failed or was skipped: one line
+    device: str | None = None  # what it ran on: 'cpu: Intel Xeon ...'
+    unit: str | None = None
+    median: float | None = None
+    p10: float | None = None
+    p90: float | None = None
+    n: int | None = None
+    cv: float | None = None  # the timed steps' coefficient of variation
+    ceiling_kind: str = "compute"  # which ceiling bounds it: compute (matmul) or memory (bandwidth)
+    ceiling_fraction: float | None = None  # of this card's measured ceiling
+    spec_fraction: float | None = None  # of the vendor's figure
+    bound: str | None = None  # compute, memory or host
+    host_gap_share: float | None = None
+    top_ops: list[Op] = field(default_factory=list)
+    verdicts: list[str] = field(default_factory=list)
+    stopped: str | None = None  # why measuring stopped: 'stable: ...' or 'budget: ...'
+    seconds: float | None = None  # wall time the entry took, its runs together
+    params: dict[str, Any] = field(default_factory=dict)  # as run
+    run_id: str | None = None
+    command: str | None = None
+    article: str | None = None  # the article's entry it matches
+    artifact: str | None = None  # a published figure that measured something else, and what
+
+
+@dataclass(kw_only=True)
+class CardCeiling:
+    device: str
+    kind: str  # compute or memory
+    dtype: str  # the matmul's, or 'memory'
+    value: float  # FLOP/s or bytes/s
+    unit: str  # FLOP/s, B/s
+    source: str  # the roofline run and size, or the vendor's sheet
+    measured: bool = True  # False: a spec figure (the published reference cards)
+    run_id: str | None = None
+    reused: str | None = None  # kept from an earlier card's roofline, and why that was allowed
+
+
+@dataclass(kw_only=True)
+class Suite:
+    name: str
+    version: int
+    quick: bool
+
+
+@dataclass(kw_only=True)
+class Card:
+    id: str
+    created_at: str
+    suite: Suite
+    machine: dict[str, Any]
+    format: str = FORMAT
+    schema: int = SCHEMA
+    ended_at: str | None = None
+    status: str = "complete"  # complete, partial (stopped by the user), failed (an entry failed)
+    backends: list[str] = field(default_factory=list)
+    ceilings: list[CardCeiling] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)  # 'float32' / 'memory' -> why no ceiling was set
+    noisy: str | None = None  # other processes took more than a quarter of the machine: by how much
+    load: float | None = None  # other processes' cores, the most any entry saw
+    wall_s: float | None = None
+    budget_s: float | None = None
+    published: str | None = None  # a reference card: where its figures were published (not measured here)
+    entries: list[CardEntry] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.suite, dict):
+            self.suite = _known(Suite, self.suite)
+        self.ceilings = [c if isinstance(c, CardCeiling) else _known(CardCeiling, c) for c in self.ceilings]
+        self.entries = [e if isinstance(e, CardEntry) else _known(CardEntry, e) for e in self.entries]
+        for e in self.entries:
+            e.top_ops = [o if isinstance(o, Op) else _known(Op, o) for o in e.top_ops]
+
+    @property
+    def short_id(self) -> str:
+        """The first 8 characters of a measured card's id; a reference card's whole name ('article-k80')."""
+        return self.id if self.published else self.id[:8]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def ceiling(self, kind: str, device: str | None = None, dtype: str = "float32") -> CardCeiling | None:
+        """The ceiling of this kind (compute: the dtype's matmul) on `device` (None: the card's first)."""
+        wanted = "memory" if kind == "memory" else dtype
+        return next((c for c in self.ceilings if c.dtype == wanted and (device is None or c.device == device)), None)
+
+    def label(self) -> str:
+        """'Intel Xeon @ 2.20GHz (2 threads)', or a reference card's own name."""
+        m = self.machine
+        return str(m.get("label") or m.get("cpu", {}).get("model") or self.short_id)
+
+    @property
+    def exit_code(self) -> int:
+        return {"complete": 0, "failed": 1, "partial": 130}.get(self.status, 1)
+
+
+def from_json(data: Any) -> Card:
+    """A card from its JSON object; a `ValueError` names the field that is wrong."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"not a tpulab card (no \"format\": \"{FORMAT}\")")
+    schema = data.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema > SCHEMA:
+        raise ValueError(f"card schema {schema!r}: this tpulab reads schema {SCHEMA} and older")
+    found = problem(data, Card)
+    if found:
+        raise ValueError(found)
+    bad = next((e.status for e in _known(Card, data).entries if e.status not in STATUSES), None)
+    if bad is not None:
+        raise ValueError(f"entry status {bad[:40]!r} is not one of {', '.join(STATUSES)}")
+    return _known(Card, data)
+
+
+def read(path: Path) -> Card:
+    """A card file; a `ValueError` in one line for anything else."""
+    size = path.stat().st_size
+    if size > MAX_CARD_BYTES:
+        raise ValueError(f"{size / 2**20:.0f} MiB, more than a card's {MAX_CARD_BYTES // 2**20} MiB")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 text ({e.reason})") from None
+    except RecursionError:
+        raise ValueError("it nests too deep") from None
+    return from_json(data)
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a figure")
+
+
+def scrubbed(card: Card, environ: dict[str, str] | None = None) -> Card:
+    """The card with the host name, the user name and home paths written as <host>, <user> and ~ in every string
+    (its commands, its errors, the machine): what leaves this machine."""
+    env = os.environ if environ is None else environ
+    home = env.get("HOME") or str(Path.home())
+    user = env.get("USER") or _user()
+    pairs = [(home, "~"), (socket.gethostname(), "<host>"), (user, "<user>")]
+    pairs = [(re.escape(a), b) for a, b in pairs if a and len(a) > 1 and a not in ("/", "root")] + \
+        [(r"/home/[^/\s'\"]+", "~"), (r"/Users/[^/\s'\"]+", "~")]
+    if user == "root":
+        pairs.append((r"/root\b", "~"))
+    pattern = re.compile("|".join(f"({p})" for p, _ in pairs))
+    words = [b for _, b in pairs]
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return pattern.sub(lambda m: words[m.lastindex - 1] if m.lastindex else m.group(), value)
+        if isinstance(value, dict):
+            return {clean(k): clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    return _known(Card, clean(card.to_json()))
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
+
+
+def finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None

@@ -1,0 +1,137 @@
+"""Machine cards side by side: entries as rows, machines as columns, each speedup against the first card, and why.
+
+A speedup alone is a division. Each card holds its own ceilings, so the ratio of the two machines' relevant
+ceiling (the matmul's FLOP/s for a compute-bound entry, the copy's bandwidth for decode) is set beside the ratio
+achieved: within `EXPLAINED` of each other the ceiling explains it; below, the slower side was held by something
+else (its bound, its top op); above, the first card's entry sat further below its own ceiling. Where a ceiling is
+missing (refused on a busy machine, never published), the line says it cannot explain the entry, and why.
+Cards of different suites, versions or variants compare only on the entries they share, and say what differs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tpulab.base import fmt
+from tpulab.engine.card import Card, CardEntry
+
+EXPLAINED = 1.25  # a speedup within this factor of the ceilings' ratio is explained by them
+WORDS = {"compute": "compute ceiling (float32 matmul)", "memory": "memory bandwidth"}
+SHORT = {"compute": "compute", "memory": "bandwidth"}
+
+
+@dataclass
+class Cell:
+    entry: CardEntry | None  # None: this card has no usable figure for the row
+    speedup: float | None = None  # against the first card's
+    why: str | None = None
+
+
+@dataclass
+class Row:
+    name: str
+    unit: str
+    cells: list[Cell]
+    notes: list[str] = field(default_factory=list)  # what differs between the cards' runs of this entry
+
+
+@dataclass
+class CardComparison:
+    cards: list[Card]
+    rows: list[Row]
+    geomeans: list[tuple[float | None, list[str]]]  # per card: the geometric mean over the entries it shares with the first
+    differs: list[str]  # suite, version, variant, published vs measured
+
+
+def usable(card: Card, name: str) -> CardEntry | None:
+    """A card's figure for an entry: its first that finished with one (a card of several backends: the first's)."""
+    return next((e for e in card.entries if e.name == name and e.status == "ok" and e.median), None)
+
+
+def compare(cards: list[Card]) -> CardComparison:
+    first = cards[0]
+    names = list(dict.fromkeys(e.name for c in cards for e in c.entries))
+    rows = []
+    for name in names:
+        entries = [usable(c, name) for c in cards]
+        if sum(e is not None for e in entries) < 2 and len(cards) > 1:
+            continue  # held by one card only: nothing to set it beside
+        base = entries[0]
+        cells = [Cell(entries[0])]
+        for card, e in zip(cards[1:], entries[1:]):
+            s = e.median / base.median if e and base and e.median and base.median else None
+            if e and base and (e.artifact or base.artifact):
+                s = None  # an artifact is no speed: said, never divided (nor in the geometric mean)
+            cells.append(Cell(e, s, why(name, first, base, card, e, s) if base and e else None))
+        unit = next((e.unit for e in entries if e is not None and e.unit), "")
+        rows.append(Row(name, unit or "", cells, notes(entries)))
+    geomeans = [(None, [])] + [geomean(rows, i) for i in range(1, len(cards))]
+    return CardComparison(cards, rows, geomeans, differences(cards))
+
+
+def geomean(rows: list[Row], i: int) -> tuple[float | None, list[str]]:
+    pairs = [(r.name, r.cells[i].speedup) for r in rows if r.cells[i].speedup]
+    if not pairs:
+        return None, []
+    return math.exp(sum(math.log(s) for _, s in pairs if s) / len(pairs)), [n for n, _ in pairs]
+
+
+def faster(s: float) -> str:
+    return f"{s:.1f}x faster" if s >= 1 else f"{1 / s:.1f}x slower"
+
+
+def why(name: str, a: Card, ea: CardEntry, b: Card, eb: CardEntry, s: float | None) -> str:
+    """'decode-b1 3.1x faster; memory bandwidth 3.3x: explained by bandwidth', or why it cannot be explained."""
+    if s is None:
+        return f"{name}: no speedup: {(b if eb.artifact else a).label()}'s figure is an artifact, not a speed"
+    said = f"{name} {faster(s)}"
+    kind = eb.ceiling_kind
+    ca, cb = a.ceiling(kind), b.ceiling(kind)
+    if ca is None or cb is None:
+        missing = b if cb is None else a
+        reason = missing.refused.get("memory" if kind == "memory" else "float32")
+        because = f" ({reason})" if reason else " (published cards give none)" if missing.published else ""
+        return f"{said}; cannot explain it: no {WORDS[kind]} on {missing.label()}{because}"
+    r = cb.value / ca.value
+    spec = "" if ca.measured and cb.measured else ", spec figures"
+    head = f"{said}; {WORDS[kind]} {r:.1f}x{spec}"
+    if 1 / EXPLAINED <= s / r <= EXPLAINED:
+        return f"{head}: explained by {SHORT[kind]}"
+    if s < r:
+        held = f"{eb.bound}-bound" if eb.bound else f"at {fmt.percent(eb.ceiling_fraction)} of its ceiling" \
+            if eb.ceiling_fraction is not None else "held below its ceiling"
+        ops = f", see its top ops ({eb.top_ops[0].name[:40]})" if eb.top_ops else ""
+        return f"{head}: {held} on {b.label()}{ops}"
+    frac_a = fmt.percent(ea.ceiling_fraction) if ea.ceiling_fraction is not None else "an unknown share"
+    return f"{head}: beyond it: {a.label()} reached {frac_a} of its ceiling"
+
+
+def notes(entries: list[CardEntry | None]) -> list[str]:
+    """The parameters the cards' runs of one entry differ in ('batch_size 32 / 128')."""
+    present = [e for e in entries if e is not None]
+    keys = dict.fromkeys(k for e in present for k in e.params)
+    out = []
+    for k in keys:
+        values = [e.params.get(k) for e in present]
+        if any(v != values[0] for v in values):
+            out.append(f"{k} " + " / ".join("-" if v is None else str(v) for v in values))
+    return out[:4]
+
+
+def differences(cards: list[Card]) -> list[str]:
+    """What sets the cards apart beyond the machine: said, so that no two are read as equals when they are not."""
+    out = []
+    suites = {(c.suite.name, c.suite.version) for c in cards}
+    if len(suites) > 1:
+        out.append("suites differ (" + ", ".join(f"{c.short_id}: {c.suite.name} v{c.suite.version}" for c in cards)
+                   + "): only the entries they share are compared")
+    if len({c.suite.quick for c in cards}) > 1:
+        out.append("quick and full cards side by side: the quick suite runs smaller sizes; compared on shared "
+                   "entries only, not as equals")
+    published = [c.label() for c in cards if c.published]
+    if published and len(published) < len(cards):
+        out.append(f"{', '.join(published)}: published figures, not measured here")
+    out += [f"{c.label()} is {c.status}" for c in cards if c.status == "partial"]
+    out += [f"{c.label()} is noisy: {c.noisy}" for c in cards if c.noisy]
+    return out

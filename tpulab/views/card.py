@@ -1,0 +1,256 @@
+"""The machine card and card comparisons, in every form a user shares: the terminal (one 80x24 screen of headline
+figures, more with `full`), Markdown, CSV and a self-contained HTML page with inline SVG charts.
+
+A card may come from anyone's file: every field from it goes through `tpulab.base.safe` for its medium (Rich
+text built with `safe.text`, HTML through `views.html.table`/`safe.html`, Markdown with its pipes escaped).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any, Sequence
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from tpulab.base import fmt, safe
+from tpulab.engine.card import Card, CardEntry
+from tpulab.engine.card_compare import CardComparison
+from tpulab.views import html
+
+CSV_FIELDS = ("card", "workload", "entry", "backend", "status", "median", "p10", "p90", "n", "cv", "unit",
+              "ceiling_fraction", "spec_fraction", "bound", "host_gap_share", "stopped", "run_id", "command", "reason")
+
+
+def figure(x: float | None) -> str:
+    """A figure in 3-4 significant digits: 171.9, 4,372, 0.05."""
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.3g}"
+
+
+def spread(e: CardEntry) -> str:
+    return f"{figure(e.p10)}-{figure(e.p90)}" if e.p10 is not None and e.p90 is not None else "-"
+
+
+def title(card: Card) -> str:
+    variant = "published" if card.published else ("quick" if card.suite.quick else "full") + f" · {card.status}"
+    took = f" · {fmt.duration(card.wall_s)}" if card.wall_s else ""
+    return f"card {card.short_id} · {card.label()} · {', '.join(card.backends)} · {variant}{took}"
+
+
+def ceilings_line(card: Card) -> str:
+    said = [f"{c.dtype} {fmt.rate(c.value, c.unit)}" + ("" if c.measured else " (spec)") +
+            (" (reused)" if c.reused else "") for c in card.ceilings]
+    refused = [f"{k}: {v}" for k, v in card.refused.items()]
+    out = "ceilings: " + (", ".join(said) if said else "none measured")
+    return out + (f"; refused: {'; '.join(refused)}" if refused else "")
+
+
+def entry_row(e: CardEntry) -> list[str]:
+    if e.status != "ok":
+        return [e.name, e.backend, e.status, "", e.reason or "", "", "", "", ""]
+    return [e.name, e.backend, figure(e.median), e.unit or "", spread(e), str(e.n or "-"),
+            fmt.percent(e.ceiling_fraction) if e.ceiling_fraction is not None else "-", e.bound or "-",
+            (e.run_id or "")[:8]]
+
+
+HEADER = ("entry", "backend", "median", "unit", "p10-p90", "n", "ceiling", "bound", "run")
+SCREEN = ("entry", "median", "unit", "p10-p90", "n", "ceiling", "bound")  # at 80 columns; the backends in the title
+
+
+def terminal(card: Card, full: bool = False) -> RenderableType:
+    """The card for a terminal: its title, ceilings and one row per entry; `full` adds the machine and, per entry,
+    how its measuring stopped, its top ops, verdicts and the command that runs it again."""
+    shown = HEADER if full else SCREEN
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+    for name in shown:
+        t.add_column(name, overflow="fold", no_wrap=name != "p10-p90" or full,
+                     justify="right" if name in ("median", "n", "ceiling") else "left")
+    for e in card.entries:
+        row = dict(zip(HEADER, entry_row(e)))
+        if e.status != "ok":
+            t.add_row(safe.text(e.name), safe.text(e.status, "red"), safe.text(e.reason or "", "red"))
+            continue
+        t.add_row(*(safe.text(row[name]) for name in shown))
+    parts: list[RenderableType] = [safe.text(title(card), "bold"), safe.text(ceilings_line(card), "cyan")]
+    if card.published:
+        parts.append(safe.text(card.published, "yellow"))
+    if card.noisy:
+        parts.append(safe.text(f"noisy: {card.noisy}", "yellow"))
+    parts.append(t)
+    parts += [safe.text(f"{e.name}: {e.artifact}", "bold red") for e in card.entries if e.artifact]
+    if full:
+        parts.append(machine_table(card))
+        for e in card.entries:
+            parts.append(safe.text(f"{e.name} ({e.backend}, {e.device or '-'})", "bold"))
+            lines = [f"stopped: {e.stopped}" if e.stopped else None,
+                     f"cv {fmt.percent(e.cv)}" if e.cv is not None else None,
+                     f"of spec {fmt.percent(e.spec_fraction)}" if e.spec_fraction is not None else None,
+                     f"host gap {fmt.percent(e.host_gap_share)}" if e.host_gap_share is not None else None,
+                     "top ops: " + ", ".join(f"{o.name} {fmt.percent(o.share)}" for o in e.top_ops) if e.top_ops else None,
+                     *e.verdicts, f"run {e.run_id}" if e.run_id else None, e.command]
+            parts += [safe.text(f"  {line}") for line in lines if line]
+    return Group(*parts)
+
+
+def machine_rows(card: Card) -> list[tuple[str, str]]:
+    m = card.machine
+    cpu = m.get("cpu") if isinstance(m.get("cpu"), dict) else {}
+    rows = [("machine", m.get("label")), ("CPU", cpu.get("model")),
+            ("cores / threads", f"{cpu.get('cores', '-')} / {cpu.get('threads', '-')}" if cpu else None),
+            ("memory", fmt.bytes_(cpu.get("memory_bytes")) if isinstance(cpu.get("memory_bytes"), int) else None),
+            ("last-level cache", fmt.bytes_(cpu.get("llc_bytes")) if isinstance(cpu.get("llc_bytes"), int) else None),
+            ("CPU quota", cpu.get("cpu_quota")), ("governor", cpu.get("governor")), ("throttling", cpu.get("throttling"))]
+    for a in m.get("accelerators") or []:
+        if isinstance(a, dict):
+            rows.append(("accelerator", ", ".join(f"{k} {v}" for k, v in a.items() if v is not None)))
+    rows += [("OS", m.get("os")), ("Python", m.get("python")), ("tpulab", m.get("tpulab")),
+             ("packages", ", ".join(f"{k} {v}" for k, v in (m.get("packages") or {}).items())
+              if isinstance(m.get("packages"), dict) else None),
+             ("speed variables", ", ".join(f"{k}={v}" for k, v in (m.get("env") or {}).items()) or "none set"
+              if isinstance(m.get("env"), dict) else None),
+             ("others' load", f"{card.load:.2f} cores at most" if card.load is not None else None)]
+    return [(k, str(v)) for k, v in rows if v not in (None, "")]
+
+
+def machine_table(card: Card) -> Table:
+    t = Table(box=box.SIMPLE, show_header=False, pad_edge=False)
+    t.add_column(style="bold")
+    t.add_column(overflow="fold")
+    for k, v in machine_rows(card):
+        t.add_row(k, safe.text(v))
+    return t
+
+
+# --- Markdown and CSV ---------------------------------------------------------------------------------
+def _md(text: object) -> str:
+    return safe.visible(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(card: Card) -> str:
+    out = [f"### tpulab {_md(title(card))}", "", _md(ceilings_line(card)), ""]
+    if card.published:
+        out += [f"*{_md(card.published)}*", ""]
+    if card.noisy:
+        out += [f"**noisy**: {_md(card.noisy)}", ""]
+    out += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    out += ["| " + " | ".join(_md(c) for c in entry_row(e)) + " |" for e in card.entries]
+    out += ["", "| machine | |", "|---|---|"] + [f"| {_md(k)} | {_md(v)} |" for k, v in machine_rows(card)]
+    return "\n".join(out) + "\n"
+
+
+def csv_text(card: Card) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, CSV_FIELDS)
+    w.writeheader()
+    for e in card.entries:
+        d: dict[str, Any] = {k: getattr(e, k, None) for k in CSV_FIELDS}
+        d.update(card=card.id, entry=e.name)
+        w.writerow({k: safe.visible(v) if isinstance(v, str) else v for k, v in d.items()})
+    return buf.getvalue()
+
+
+# --- HTML -------------------------------------------------------------------------------------------
+def bars(rows: Sequence[tuple[str, float | None, str]], what: str, scale: float | None = None) -> str:
+    """A horizontal bar chart as inline SVG: one bar per (label, value, shown) row; none for an unknown value."""
+    known = [v for _, v, _ in rows if v is not None]
+    top = scale or max(known, default=1.0) or 1.0
+    height, width, left = 18, 560, 170
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width + left + 90}" height="{height * len(rows) + 26}" '
+             f'role="img"><title>{safe.html(what)}</title>'
+             f'<text x="0" y="12" font-size="12" font-weight="600">{safe.html(what)}</text>']
+    for i, (label, value, shown) in enumerate(rows):
+        y = 20 + i * height
+        parts.append(f'<text x="0" y="{y + 12}" font-size="11">{safe.html(label[:28])}</text>')
+        if value is not None:
+            w = max(1.0, min(1.0, value / top) * width)
+            parts.append(f'<rect x="{left}" y="{y + 2}" width="{w:.1f}" height="{height - 5}" fill="{html.COLORS[0]}"/>')
+        parts.append(f'<text x="{left + (min(1.0, (value or 0) / top) * width if value else 0) + 4:.1f}" y="{y + 12}" '
+                     f'font-size="11">{safe.html(shown)}</text>')
+    return '<div class="charts">' + "".join(parts) + "</svg></div>"
+
+
+def card_body(card: Card) -> str:
+    ok = [e for e in card.entries if e.status == "ok"]
+    fraction = bars([(e.name, e.ceiling_fraction, fmt.percent(e.ceiling_fraction) if e.ceiling_fraction is not None
+                      else "no measured ceiling") for e in ok], "fraction of the measured ceiling", scale=1.0)
+    extra = [[e.name, e.stopped or "", ", ".join(f"{o.name} {fmt.percent(o.share)}" for o in e.top_ops),
+              "; ".join(e.verdicts), e.command or ""] for e in card.entries]
+    notes = [card.published or "", f"noisy: {card.noisy}" if card.noisy else ""]
+    notes += [f"{e.name}: {e.artifact}" for e in card.entries if e.artifact]
+    return (html.lines([title(card), ceilings_line(card)]) + html.lines([n for n in notes if n], "warn")
+            + html.table([entry_row(e) for e in card.entries], HEADER, "entries")
+            + fraction + html.table(extra, ("entry", "stopped", "top ops", "verdicts", "command"), "how each was measured")
+            + html.table(machine_rows(card), ("machine", ""), "the machine"))
+
+
+def card_html(card: Card) -> str:
+    return html.page(f"tpulab machine card {card.short_id}", [card_body(card)])
+
+
+# --- comparisons ------------------------------------------------------------------------------------
+def column(card: Card) -> str:
+    return card.label() if card.published else f"{card.label()} [{card.short_id}]"
+
+
+def comparison_rows(cmp: CardComparison) -> list[list[str]]:
+    out = []
+    for row in cmp.rows:
+        cells = []
+        for cell in row.cells:
+            if cell.entry is None:
+                cells.append("-")
+            else:
+                shown = f"{figure(cell.entry.median)}" + (f" ({cell.speedup:.2f}x)" if cell.speedup else "")
+                cells.append(shown + (" artifact" if cell.entry.artifact else ""))
+        out.append([f"{row.name} [{row.unit}]", *cells])
+    gm = ["geometric mean of shared speedups", "1.00x"] + [
+        f"{g:.2f}x over {len(names)}" if g else "-" for g, names in cmp.geomeans[1:]]
+    return out + [gm]
+
+
+def comparison_lines(cmp: CardComparison) -> list[str]:
+    lines = [c.why for r in cmp.rows for c in r.cells if c.why]
+    lines += [f"{r.name}: parameters differ: {'; '.join(r.notes)}" for r in cmp.rows if r.notes]
+    lines += [f"geometric mean over {', '.join(names)} (the entries {column(c)} shares with the first)"
+              for c, (g, names) in zip(cmp.cards[1:], cmp.geomeans[1:]) if g]
+    return lines + cmp.differs
+
+
+def comparison_terminal(cmp: CardComparison) -> RenderableType:
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("entry", overflow="fold", min_width=14)
+    for c in cmp.cards:
+        t.add_column(safe.text(column(c)), overflow="fold", justify="right")
+    for row in comparison_rows(cmp):
+        t.add_row(*(safe.text(x) for x in row))
+    return Group(Text("speedups against the first card", style="bold"), t,
+                 *(safe.text(line) for line in comparison_lines(cmp)))
+
+
+def comparison_html(cmp: CardComparison) -> str:
+    charts = []
+    for i, c in enumerate(cmp.cards[1:], 1):
+        rows = [(r.name, r.cells[i].speedup, f"{r.cells[i].speedup:.2f}x" if r.cells[i].speedup else "-")
+                for r in cmp.rows]
+        charts.append(bars(rows, f"{column(c)} against {column(cmp.cards[0])}"))
+    body = (html.table(comparison_rows(cmp), ["entry", *(column(c) for c in cmp.cards)], "speedups against the first card")
+            + "".join(charts) + html.lines(comparison_lines(cmp)))
+    return html.page("tpulab machine cards compared", [body])
+
+
+def listing(cards: list[Card]) -> Table:
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for name in ("card", "created", "machine", "suite", "status", "entries"):
+        t.add_column(name, overflow="fold")
+    for c in cards:
+        ok = sum(e.status == "ok" for e in c.entries)
+        suite = f"{c.suite.name} v{c.suite.version}" + (" quick" if c.suite.quick else "")
+        t.add_row(*(safe.text(x) for x in (c.short_id if not c.published else c.id, c.created_at[:16], c.label(),
+                                           suite, "published" if c.published else c.status,
+                                           f"{ok}/{len(c.entries)}")))
+    return t
