@@ -339,10 +339,9 @@ class Bench:
         known = bool(ceilings.kept)
         status = {"finished": "ok", "cancelled": "cancelled"}.get(record.status, "failed")
         f = figures(h, record, known)
+        reason = first_line(record.error) if record.error else None
         if status == "ok" and f["median"] is None:
             status, reason = "failed", f"the run gave no {h.path.replace('_', ' ')}"
-        else:
-            reason = first_line(record.error) if record.error else None
         return CardEntry(name=h.name, workload=record.workload, backend=backend, status=status, reason=reason,
                          device=record.device_label(), ceiling_kind=h.ceiling, stopped=stopped, seconds=seconds,
                          params={k: v for k, v in record.params.items() if k not in (BACKEND.name, DEVICE.name)},

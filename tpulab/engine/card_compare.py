@@ -66,7 +66,7 @@ def compare(cards: list[Card]) -> CardComparison:
             cells.append(Cell(e, s, why(name, first, base, card, e, s) if base and e else None))
         unit = next((e.unit for e in entries if e is not None and e.unit), "")
         rows.append(Row(name, unit or "", cells, notes(entries)))
-    geomeans = [(None, [])] + [geomean(rows, i) for i in range(1, len(cards))]
+    geomeans: list[tuple[float | None, list[str]]] = [(None, []), *(geomean(rows, i) for i in range(1, len(cards)))]
     return CardComparison(cards, rows, geomeans, differences(cards))
 
 

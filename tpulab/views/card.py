@@ -99,7 +99,8 @@ def terminal(card: Card, full: bool = False) -> RenderableType:
 
 def machine_rows(card: Card) -> list[tuple[str, str]]:
     m = card.machine
-    cpu = m.get("cpu") if isinstance(m.get("cpu"), dict) else {}
+    found = m.get("cpu")
+    cpu: dict[str, Any] = found if isinstance(found, dict) else {}
     rows = [("machine", m.get("label")), ("CPU", cpu.get("model")),
             ("cores / threads", f"{cpu.get('cores', '-')} / {cpu.get('threads', '-')}" if cpu else None),
             ("memory", fmt.bytes_(cpu.get("memory_bytes")) if isinstance(cpu.get("memory_bytes"), int) else None),
