@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from tpulab.backends import Backend, DeviceError, Fitness, Placement, Profiler, Runtime
 from tpulab.backends.op_table import FRAMEWORK_OP, MATMUL, MOVEMENT, OTHER, OpInfo, TraceEvent, TraceLine, TracePlane, build, category
+from tpulab.base.home import home
 from tpulab.machine.detect import detect
 from tpulab.machine.verdict import Verdict, version_tuple
 
@@ -67,7 +68,11 @@ class TorchBackend(Backend):
     profiles = True
 
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
+        """Keras on torch; OpenMP's threads sleep rather than spin between ops (with one core busy elsewhere, a
+        spinning pool made a 1 ms step take 200 ms here); inductor's cache in tpulab's home; unless the user set them."""
         env = super().worker_env(device, shards, environ)
+        own = {"OMP_WAIT_POLICY": "PASSIVE", "TORCHINDUCTOR_CACHE_DIR": str(home(environ) / "torch-cache")}
+        env.update({k: v for k, v in own.items() if k not in environ})
         if device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU run keeps off the GPU (Keras on torch would take it)
         return env
@@ -200,6 +205,13 @@ class TorchRuntime(Runtime):
         out["also"] = (f"{out['build'].upper()} build, {out['threads']} intra-op threads"
                        + (f", GPU memory {memory}" if memory else "") + (", MPS available" if out["mps"] else ""))
         return out
+
+    def cache_hit(self) -> bool | None:
+        """Whether every graph inductor compiled so far came from its cache (None: nothing compiled yet)."""
+        from torch._dynamo.utils import counters
+
+        hits, misses = counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
+        return None if hits + misses == 0 else misses == 0
 
     def keras_jit(self, requested: bool) -> bool | str:
         return bool(requested)  # Keras on torch: True wraps the step in torch.compile, else eager

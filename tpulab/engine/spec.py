@@ -46,9 +46,14 @@ class RunSpec:
                 "device": self.device, "reasons": self.reasons}
 
 
-def backend_of(params: Params, report: RuntimeReport) -> tuple[str, str]:
-    """The backend that runs these parameters here, and why (`resolve` decides by it; a form greys by it)."""
-    return backends.choose(params.get(BACKEND.name, "auto"), report, params.get(DEVICE.name, "auto"))
+def backend_of(params: Params, report: RuntimeReport, workload: Workload | None = None) -> tuple[str, str]:
+    """The backend that runs these parameters here, and why (`resolve` decides by it; a form greys by it).
+    `auto` takes the workload's hint first (a user's nn.Module runs on torch), where that backend is installed."""
+    asked, device = params.get(BACKEND.name, "auto"), params.get(DEVICE.name, "auto")
+    hint = workload.backend_hint(params) if workload is not None and asked == "auto" else None
+    if hint is not None:
+        return backends.choose(hint[0], report, device)[0], hint[1]
+    return backends.choose(asked, report, device)
 
 
 def resolve(workload: str | Workload, values: Mapping[str, Any], report: RuntimeReport, preset: str | None = None,
@@ -62,7 +67,7 @@ def resolve(workload: str | Workload, values: Mapping[str, Any], report: Runtime
     limits = Limits.of(report, cluster.processes if cluster else 1)
     w.validate(params, limits)  # what can be said before anything is decided: a bad value first
     asked = params.get(DEVICE.name, "auto")
-    backend, backend_why = backend_of(params, report)
+    backend, backend_why = backend_of(params, report, w)
     device = report.default_device if asked == "auto" else asked
     why = {DEVICE.name: f"auto takes TPU, then GPU, then CPU: {device.upper()} here" if asked == "auto"
            else f"you chose {device}"}

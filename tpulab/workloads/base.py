@@ -407,6 +407,11 @@ class Workload(ABC):
                 raise ParamError(spec.name, f"{spec.flag} means nothing on --backend {backend}: {spec.why(backend)}")
         self.check(params, limits)
 
+    def backend_hint(self, p: Params) -> tuple[str, str] | None:
+        """The backend these parameters call for when --backend is auto, and why (a user's nn.Module: torch);
+        None: `auto` decides by the backends' own preferences."""
+        return None
+
     def resolve_auto(self, p: Params, device: str, report: RuntimeReport) -> tuple[Params, dict[str, str]]:
         """The workload's own `auto` values decided for `device` (cpu, gpu, tpu), with the reason for each:
         (the parameters as run, {name: why}). The backend and the device are decided before."""

@@ -15,24 +15,45 @@ import ast
 import hashlib
 import importlib.util
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from tpulab.base.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
-from tpulab.workloads.base import BACKEND, DEVICE, PRECISION, SHARDS, Limits, Metric, ParamError, Params, ParamSpec, batch_size
+from tpulab.base.events import PHASE_TRAIN
+from tpulab.base.timing import Flag, summarize
+from tpulab.workloads.base import (
+    BACKEND,
+    COMPILE,
+    DEVICE,
+    PRECISION,
+    SHARDS,
+    Limits,
+    Metric,
+    ParamError,
+    Params,
+    ParamSpec,
+    SummaryPart,
+    batch_size,
+)
 from tpulab.workloads.keras import KerasWorkload
-from tpulab.workloads.user_model_target import Target
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
+from tpulab.workloads.running import Runner
+from tpulab.workloads.user_model_target import Target
 
 if TYPE_CHECKING:
+    from tpulab.backends import Backend
+    from tpulab.base.ceilings import MeasuredCeilings
+    from tpulab.base.events import Started, Step
     from tpulab.workloads.data import Dataset
+
+PHASE_EAGER = "eager"  # with --compile both, the eager steps timed before the compiled ones (the run's own)
 
 MODEL = "model"
 INPUT_SHAPE = ParamSpec("input_shape", str, "", "one example's shape without the batch axis, for a model whose "
                         "input Keras cannot see (a subclassed model)", tunes=False,
                         form="sizes separated by commas, e.g. 20 or 32,32,3")
 PARAMS = (
-    ParamSpec(MODEL, str, "", "the function that returns your compiled Keras model: FILE.py:FUNCTION or "
-              "module:function", tunes=False, term="your model"),
+    ParamSpec(MODEL, str, "", "the function that returns your compiled Keras model or your torch nn.Module: "
+              "FILE.py:FUNCTION or module:function", tunes=False, term="your model"),
     INPUT_SHAPE,
     batch_size(32, 65536, what="examples per training step"),
     EPOCHS,
@@ -76,6 +97,17 @@ def target(spec: str) -> Target:
     return t
 
 
+def variants(mode: str) -> tuple[bool, ...]:
+    """The runs `--compile` asks for, in order: False eager, True compiled (both: eager first)."""
+    return {"off": (False,), "on": (True,), "both": (False, True)}[mode]
+
+
+def _torch_runner() -> Runner:
+    from tpulab.workloads.user_model_torch import run
+
+    return run
+
+
 def input_shape(text: str) -> tuple[int, ...] | None:
     """`--input-shape` as a shape (None when not given): positive sizes, comma-separated."""
     if not text.strip():
@@ -117,7 +149,40 @@ class UserModel(KerasWorkload):
     }
     metrics = (Metric("loss", "loss", higher_is_better=False, headline=True),)  # every compiled model has one
     charts = (STEP_TIME, THROUGHPUT, GFLOPS, METRICS)
-    how = ("precision", MODEL, INPUT_SHAPE.name)  # another model or shape is another configuration to an estimate
+    how = ("precision", MODEL, INPUT_SHAPE.name, COMPILE.name)  # another model or shape is another configuration
+    runners = {"torch": _torch_runner}  # an nn.Module, or a Keras model on Keras's torch backend
+
+    def runner(self, backend: Backend) -> Callable[[], Runner] | None:
+        return self.runners.get(backend.name) or super().runner(backend)
+
+    def backend_hint(self, p: Params) -> tuple[str, str] | None:
+        """A file that imports torch and not Keras builds an nn.Module: it runs on torch by itself."""
+        t = target(p[MODEL])
+        if t.imports_torch_alone():
+            return "torch", f"{t.label} imports torch and not Keras: an nn.Module runs on PyTorch"
+        return None
+
+    def total_steps(self, p: Params) -> int:
+        """With --compile both, the eager training steps come first."""
+        training = p[EPOCHS.name] * p[STEPS_PER_EPOCH.name]
+        return super().total_steps(p) + (training if p.get(COMPILE.name) == "both" else 0)
+
+    def summary_part(self, steps: list[Step], started: Started, ceilings: MeasuredCeilings, p: Params) -> SummaryPart | None:
+        """With --compile both, the run's figures are the compiled steps', and the eager ones are set against them."""
+        if p.get(COMPILE.name) != "both":
+            return None
+        compiled = [s.seconds for s in steps if s.phase == PHASE_TRAIN and not s.warmup]
+        eager = summarize([s.seconds for s in steps if s.phase == PHASE_EAGER and not s.warmup])
+        stats = summarize(compiled)
+        flops = started.flops_per_step
+        flags: tuple[Flag, ...] = ()
+        if eager and stats:
+            ratio = eager.median / stats.median
+            flags = (Flag("eager-vs-compiled", f"eager {eager.median * 1e3:.2f} ms per step, compiled "
+                          f"{stats.median * 1e3:.2f} ms: compiled runs at {ratio:.2f}x eager's speed "
+                          f"({'faster' if ratio >= 1 else 'slower'}; the first calls, its compile among them, apart)"),)
+        return SummaryPart(seconds=compiled, flops_per_step=flops,
+                           flops_per_s=flops / stats.median if flops and stats and stats.median > 0 else None, flags=flags)
 
     def flops_per_step(self, p: Params) -> float | None:
         return None  # the compiler's count, measured in the worker where there is one

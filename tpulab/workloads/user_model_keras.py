@@ -38,15 +38,7 @@ def load(t: Target, shape: tuple[int, ...] | None) -> Any:
     a subclassed model builds its layers from `shape` (`--input-shape`).
     """
     try:
-        if t.path is not None and t.is_file:
-            sys.path.insert(0, str(t.path.parent))  # so that it can import its neighbours
-            spec = importlib.util.spec_from_file_location(f"tpulab_user_model_{t.path.stem}", t.path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(t.source)
-        result = getattr(module, t.function)()
+        result = call(t)
     except ImportError as e:
         refused = refused_framework(e)
         if refused:
@@ -72,6 +64,19 @@ def load(t: Target, shape: tuple[int, ...] | None) -> Any:
     else:
         signature(model, shape)
     return model
+
+
+def call(t: Target) -> Any:
+    """Import the user's module (a file, or a module on the path) and call their function; what it raises is theirs."""
+    if t.path is not None and t.is_file:
+        sys.path.insert(0, str(t.path.parent))  # so that it can import its neighbours
+        spec = importlib.util.spec_from_file_location(f"tpulab_user_model_{t.path.stem}", t.path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(t.source)
+    return getattr(module, t.function)()
 
 
 def foreign_train_step(model: Any) -> str | None:

@@ -3,6 +3,7 @@ worker loads (user_model_keras.py)."""
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,3 +23,15 @@ class Target:
     @property
     def label(self) -> str:
         return f"{Path(self.source).stem if self.is_file else self.source}:{self.function}"
+
+    def imports_torch_alone(self) -> bool:
+        """Whether its file imports torch and not Keras: it builds an nn.Module (read with `ast`, nothing run)."""
+        if self.path is None or self.path.suffix != ".py":
+            return False
+        try:
+            tree = ast.parse(self.path.read_bytes(), str(self.path))
+        except (SyntaxError, ValueError, OSError):
+            return False
+        names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        names |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        return "torch" in names and "keras" not in names

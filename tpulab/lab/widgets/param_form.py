@@ -135,7 +135,7 @@ class ParamForm(VerticalScroll, can_focus=False):
     def backend(self, params: Params) -> str:
         """The backend the run would take; where none can run it, the one asked for, else the article's."""
         try:
-            return backend_of(params, self.report)[0]
+            return backend_of(params, self.report, self.workload)[0]
         except UsageError:
             framework = article()
             asked = params.get("backend", "auto")

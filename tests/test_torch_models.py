@@ -1,0 +1,131 @@
+"""The user's own nn.Module: loaded, fed and trained by real torch on tiny shapes, in this process where no
+worker is needed (the runner is called as a worker would), and through the real command for torch.compile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tpulab.backends.torch import TorchRuntime
+from tpulab.base.errors import TpulabError, UsageError
+from tpulab.base.events import Compiled, Epoch, Started, Step
+from tpulab.engine.spec import resolve
+from tpulab.machine.detect import detect
+from tpulab.workloads import registry
+from tpulab.workloads.running import CancelToken
+
+from .helpers import ROOT, TF, json_events, run_cli, tree
+
+MLP = "examples/models/torch_mlp.py:build"
+CNN = "examples/models/torch_cnn.py:build"
+TWO = "examples/models/torch_two_inputs.py:build"
+
+
+@pytest.fixture(autouse=True)
+def in_the_repository(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def run_here(model: str, **values) -> list:
+    """The torch runner in this process, as a worker calls it: its events."""
+    from tpulab.workloads.user_model_torch import run
+
+    w = registry()["model"]
+    p = w.parse({"model": model, "backend": "torch", "device": "cpu", **values}, "smoke")
+    events: list = []
+    run(w, p, events.append, CancelToken(), TorchRuntime())
+    return events
+
+
+def test_an_nn_module_picks_the_torch_backend_by_itself(tmp_path):
+    both = detect(tree(tmp_path), {}, {**TF, "torch": "2.13.0+cpu"})
+    spec = resolve("model", {"model": MLP}, both, "smoke")
+    assert spec.backend == "torch" and "imports torch and not Keras" in spec.backend_reason
+    assert resolve("model", {"model": "examples/models/mlp.py:build"}, both, "smoke").backend == "tensorflow"
+
+
+def test_the_mlp_trains_on_batches_like_its_example_with_a_stated_optimiser_and_counted_flops():
+    events = run_here(MLP, batch_size=32)
+    [started] = [e for e in events if isinstance(e, Started)]
+    forward = 2 * 32 * (64 * 256 + 256 * 256 + 256 * 10)
+    backward = 2 * 32 * (64 * 256 + 256 * 256 + 256 * 10) + 2 * 32 * (256 * 256 + 256 * 10)  # no grad of its input
+    assert started.flops_per_step == forward + backward  # torch.utils.flop_counter's count
+    assert started.model == {"parameters": 85_002, "optimizer": "Adam(lr=0.001)", "loss": "cross-entropy",
+                             "compile": "off", "float32_matmul_precision": "highest", "autocast": None}
+    assert started.synthetic and started.dataset == "synthetic inputs like the example inputs"
+    assert [e.phase for e in events if isinstance(e, Compiled)] == ["train", "predict"]
+    train = [e for e in events if isinstance(e, Step) and e.phase == "train"]
+    assert len(train) == 2 and all(e.metrics["loss"] > 0 for e in train)  # smoke: 3 steps, the first apart
+    assert [e.phase for e in events if isinstance(e, Step) and e.phase != "train"] == ["predict"]
+    assert len([e for e in events if isinstance(e, Epoch)]) == 1
+
+
+def test_the_cnn_trains_on_its_own_data():
+    events = run_here(CNN, batch_size=64)
+    [started] = [e for e in events if isinstance(e, Started)]
+    assert not started.synthetic and started.dataset == "the function's data"
+    assert started.model["loss"] == "cross-entropy" and started.flops_per_step > 0
+
+
+def test_two_inputs_and_the_modules_own_loss():
+    events = run_here(TWO, batch_size=16, precision="mixed_bfloat16")
+    [started] = [e for e in events if isinstance(e, Started)]
+    assert started.model["loss"] == "the module's own" and started.model["autocast"] == "bfloat16"
+    assert [e.metrics["loss"] >= 0 for e in events if isinstance(e, Step) and e.phase == "train"] == [True, True]
+
+
+def test_a_module_alone_needs_its_input_shape(tmp_path):
+    (tmp_path / "bare.py").write_text("import torch\n\ndef build():\n    return torch.nn.Linear(5, 1)\n")
+    with pytest.raises(TpulabError, match="returned a module alone: pass --input-shape"):
+        run_here(f"{tmp_path}/bare.py:build")
+    [started] = [e for e in run_here(f"{tmp_path}/bare.py:build", input_shape="5") if isinstance(e, Started)]
+    assert started.model["loss"] == "mean squared error" and started.model["parameters"] == 6
+
+
+def test_something_else_than_a_module_is_one_line(tmp_path):
+    (tmp_path / "nothing.py").write_text("import torch\n\ndef build():\n    return 42\n")
+    with pytest.raises(TpulabError, match=r"nothing:build returned int, not a torch nn.Module"):
+        run_here(f"{tmp_path}/nothing.py:build")
+
+
+def test_compiling_on_a_cpu_without_a_cpp_compiler_is_refused_with_the_fix(monkeypatch, tmp_path):
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no g++, clang++ or c++ there
+    with pytest.raises(UsageError) as e:
+        run_here(MLP, compile="on")
+    assert str(e.value) == ("--compile on: torch.compile on a CPU needs a C++ compiler and none was found (g++, "
+                            "clang++ or $CXX): install one (sudo apt-get install g++; on a Mac, xcode-select "
+                            "--install), or use --compile off")
+
+
+def test_compile_means_nothing_on_another_backend():
+    w = registry()["model"]
+    with pytest.raises(UsageError, match="--compile means nothing on --backend jax: JAX always compiles with XLA"):
+        w.validate(w.parse({"model": MLP, "backend": "jax", "compile": "on"}, "smoke"), _limits())
+
+
+def _limits():
+    from tpulab.workloads.base import Limits
+
+    return Limits({"cpu": 8, "gpu": 0, "tpu": 0})
+
+
+@pytest.mark.slow
+def test_eager_against_compiled_with_the_profile_in_one_command():
+    """The issue's own command, at smoke size: both timed, the compile apart, graph breaks said, the op table."""
+    r = run_cli("run", "model", "--model", MLP, "--compile", "both", "--profile", "--preset", "smoke", "--no-ui",
+                "--no-save", "--json", timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json_events(r.stdout)[-1]
+    s = out["summary"]
+    assert out["backend"] == "torch" and out["model"]["compile"] == "both"
+    assert set(s["compile_phases"]) == {"eager", "train"} and s["compile_phases"]["train"] > s["compile_phases"]["eager"]
+    [flag] = [f for f in s["flags"] if f["code"] == "eager-vs-compiled"]
+    assert "compiled runs at" in flag["message"]
+    assert s["cache_hit"] is not None  # inductor's cache was asked: hit or missed, recorded
+    profile = s["profile"]
+    assert profile["profiler"] == "torch.profiler" and profile["ops"]
+    assert any(op["flops"] for op in profile["ops"]) and all(op["bytes"] is None for op in profile["ops"])
+    assert (Path(profile["trace_path"]) / "torch_trace.json").is_file()  # the Chrome trace Perfetto opens
+    assert "torch.compile: no graph break (the module compiled whole)" in out["logs"]

@@ -1,0 +1,312 @@
+"""The user's own `nn.Module` on PyTorch, inside the worker: load it, feed it, train it, eager or compiled.
+
+`build()` returns the module, or `(module, example_inputs)` (one batch: what `module(*inputs)` takes),
+or `(module, (x, y))` (their data: `x` what the module takes, `y` its targets). Random batches follow
+the example inputs (or `--input-shape`); the loss is the module's own where its output is one (a
+scalar, or a `loss` entry), else cross-entropy for a class per output column, else mean squared
+error. It trains with Adam; `--compile on` times `torch.compile(module)`, `both` times eager first,
+then compiled, from the same starting weights. A Keras model (a file that does not import torch
+alone) runs through the shared Keras runner instead, on Keras's torch backend.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import time
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tpulab.backends.torch import synchronize
+from tpulab.base.errors import TpulabError, UsageError, UserCodeError, out_of_memory
+from tpulab.base.events import PHASE_PREDICT, PHASE_TRAIN, Log, from_dicts
+from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
+from tpulab.workloads.running import CancelToken, Sink, place, profile_calls, started
+from tpulab.workloads.user_model import COMPILE, INPUT_SHAPE, MODEL, PHASE_EAGER, input_shape, target, variants
+from tpulab.workloads.user_model_keras import call, user_traceback
+
+if TYPE_CHECKING:
+    from tpulab.backends import Runtime
+    from tpulab.workloads.base import Params
+    from tpulab.workloads.user_model import UserModel
+
+OPTIMIZER = "Adam(lr=0.001)"
+SYNTHETIC_BATCHES = 2
+AUTOCAST = {"mixed_bfloat16": torch.bfloat16, "mixed_float16": torch.float16}
+NO_COMPILER = ("--compile {mode}: torch.compile on a CPU needs a C++ compiler and none was found (g++, clang++ or "
+               "$CXX): install one (sudo apt-get install g++; on a Mac, xcode-select --install), or use --compile off")
+
+
+def run(w: UserModel, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
+    """A Keras model goes to the shared Keras runner; an `nn.Module` is timed here."""
+    if not target(p[MODEL]).imports_torch_alone():
+        from tpulab.workloads.keras_runner import run as keras_run
+
+        keras_run(w, p, sink, cancel, runtime)
+        return
+    placement = place(w, p, runtime)
+    device = placement.devices[0]
+    modes = variants(p[COMPILE.name])
+    if any(modes) and device.type == "cpu" and not cxx(os.environ):
+        raise UsageError(NO_COMPILER.format(mode=p[COMPILE.name]))
+    torch.manual_seed(p[SEED.name])
+    module, inputs, targets, given = load(p)
+    module = module.to(device)
+    batch = w.batch_size(p)
+    batches, data = feed(module, inputs, targets, given, batch, p[SEED.name], device)
+    loss_name = loss_words(module, batches[0])
+    autocast = AUTOCAST.get(p["precision"])
+    first = started(w, p, placement, runtime.versions(), data, synthetic=not given)
+    first.flops_per_step = step_flops(module, batches[0], autocast)
+    first.model = {"parameters": sum(t.numel() for t in module.parameters()), "optimizer": OPTIMIZER,
+                   "loss": loss_name, "compile": p[COMPILE.name],
+                   "float32_matmul_precision": torch.get_float32_matmul_precision(),
+                   "autocast": str(autocast).removeprefix("torch.") if autocast else None}
+    sink(first)
+    events = from_dicts(sink, not given)
+    try:
+        for compiled in modes:
+            fresh = copy.deepcopy(module)
+            step = Trainer(fresh, batches, autocast, compiled, device)
+            phase = PHASE_EAGER if len(modes) > 1 and not compiled else PHASE_TRAIN
+            train(step, p, events, cancel, batch, phase, epochs=phase == PHASE_TRAIN)
+            if compiled:
+                sink(Log(text=graph_breaks()))
+            if phase == PHASE_TRAIN:
+                if p[PREDICT_STEPS.name] and not cancel.is_set():
+                    predict(step, p[PREDICT_STEPS.name], events, cancel, batch)
+                fresh.train()
+                profile_calls(p, sink, cancel, runtime, step)
+    except Exception as e:
+        if out_of_memory(e):
+            raise TpulabError(f"the model does not fit in the device's memory at --batch-size {batch}: try a "
+                              f"smaller batch (--batch-size {max(1, batch // 2)})") from e
+        raise
+
+
+def cxx(environ: Mapping[str, str]) -> str | None:
+    """The C++ compiler torch.compile's CPU code would use: $CXX, else g++, clang++ or c++ on the PATH."""
+    if environ.get("CXX"):
+        return shutil.which(environ["CXX"], path=environ.get("PATH"))
+    return next((found for name in ("g++", "clang++", "c++") if (found := shutil.which(name, path=environ.get("PATH")))),
+                None)
+
+
+# --- the user's module and its data ------------------------------------------------------------
+Batch = tuple[tuple[Any, ...], Any]  # (inputs, targets or None)
+
+
+def load(p: Params) -> tuple[nn.Module, tuple[Any, ...], Any, bool]:
+    """The module, its inputs (examples or data), its targets (data only), and whether they are data."""
+    t = target(p[MODEL])
+    try:
+        result = call(t)
+    except Exception as e:  # noqa: BLE001 - the user's code failed: they get their own traceback
+        raise UserCodeError(user_traceback(t, e)) from None
+    module, rest = result if isinstance(result, tuple) and len(result) == 2 else (result, None)
+    if not isinstance(module, nn.Module):
+        raise TpulabError(f"{t.label} returned {type(module).__name__}, not a torch nn.Module: return the module, "
+                          "(module, example_inputs) or (module, (x, y))")
+    shape = input_shape(p[INPUT_SHAPE.name])
+    if rest is None:
+        if shape is None:
+            raise TpulabError(f"{t.label} returned a module alone: pass --input-shape with one example's shape "
+                              "(e.g. --input-shape 64), or return (module, example_inputs)")
+        return module, (torch.randn(1, *shape),), None, False
+    if shape is not None:
+        raise TpulabError(f"--input-shape: {t.label} returned its inputs, whose shape tpulab follows: leave it out")
+    items = tuple(rest) if isinstance(rest, (tuple, list)) else (rest,)
+    if len(items) == 2 and not takes(module, items):
+        x, y = items
+        return module, tuple(x) if isinstance(x, (tuple, list)) else (x,), torch.as_tensor(y), True
+    return module, tuple(torch.as_tensor(i) for i in items), None, False
+
+
+def takes(module: nn.Module, inputs: tuple[Any, ...]) -> bool:
+    """Whether the module takes these as its inputs (a first row of each): else they are (x, y)."""
+    try:
+        with torch.no_grad():
+            module(*(torch.as_tensor(i)[:1] for i in inputs))
+    except Exception:  # noqa: BLE001 - any failure: not its inputs
+        return False
+    return True
+
+
+def feed(module: nn.Module, inputs: tuple[Any, ...], targets: Any, given: bool, batch: int, seed: int,
+         device: Any) -> tuple[list[Batch], str]:
+    """The batches a run cycles through, on the device, and what they are in words."""
+    if given:
+        rows = len(inputs[0])
+        if rows < batch:
+            raise TpulabError(f"--batch-size {batch} is more than the {rows} examples your function returned")
+        xs = [tuple(torch.as_tensor(i)[k * batch:(k + 1) * batch].to(device) for i in inputs) for k in range(rows // batch)]
+        return [(x, torch.as_tensor(targets)[k * batch:(k + 1) * batch].to(device)) for k, x in enumerate(xs)], \
+            "the function's data"
+    generator = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(SYNTHETIC_BATCHES):
+        x = tuple(like(torch.as_tensor(i), batch, generator).to(device) for i in inputs)
+        out.append((x, synthetic_targets(module, x, generator)))
+    return out, "synthetic inputs like the example inputs"
+
+
+def like(example: Any, batch: int, generator: Any) -> Any:
+    """A random batch of `batch` rows shaped and typed like one example row: indices below the largest seen."""
+    shape = (batch, *example.shape[1:])
+    if example.dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=generator).bool()
+    if not example.is_floating_point():
+        return torch.randint(0, int(example.max()) + 1, shape, generator=generator, dtype=example.dtype)
+    return torch.randn(shape, generator=generator, dtype=example.dtype)
+
+
+def own_loss(out: Any) -> Any:
+    """The loss the module returned itself: a scalar, a `loss` entry or attribute, or a scalar first output."""
+    if isinstance(out, Mapping) and torch.is_tensor(out.get("loss")):
+        return out["loss"]
+    if torch.is_tensor(getattr(out, "loss", None)):
+        return out.loss
+    first = out[0] if isinstance(out, (tuple, list)) and out else out
+    return first if torch.is_tensor(first) and first.dim() == 0 else None
+
+
+def prediction(out: Any) -> Any:
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def synthetic_targets(module: nn.Module, x: tuple[Any, ...], generator: Any) -> Any:
+    """Targets as the output asks: none for a module's own loss, class labels below a 2-D output's width, else
+    floats of its shape."""
+    with torch.no_grad():
+        out = module(*x)
+    if own_loss(out) is not None:
+        return None
+    pred = prediction(out)
+    if pred.dim() == 2 and pred.shape[1] > 1:
+        return torch.randint(0, pred.shape[1], (pred.shape[0],), generator=generator).to(pred.device)
+    return torch.randn(pred.shape, generator=generator).to(pred.device)
+
+
+def loss_of(out: Any, y: Any) -> Any:
+    own = own_loss(out)
+    if own is not None:
+        return own
+    pred = prediction(out)
+    if not y.is_floating_point() and pred.dim() == 2:
+        return F.cross_entropy(pred.float(), y)
+    return F.mse_loss(pred.float(), y.float().reshape(pred.shape))
+
+
+def loss_words(module: nn.Module, batch: Batch) -> str:
+    x, y = batch
+    with torch.no_grad():
+        out = module(*x)
+    if own_loss(out) is not None:
+        return "the module's own"
+    return "cross-entropy" if not y.is_floating_point() and prediction(out).dim() == 2 else "mean squared error"
+
+
+# --- steps -------------------------------------------------------------------------------------
+class Trainer:
+    """One training step (Adam) of a module, eager or under torch.compile; each call returns once its work is
+    done (the loss on the host)."""
+
+    def __init__(self, module: nn.Module, batches: list[Batch], autocast: Any, compiled: bool, device: Any) -> None:
+        self.module, self.batches, self.device = module, batches, device
+        self.forward: Callable[..., Any] = torch.compile(module) if compiled else module
+        self.optimizer = torch.optim.Adam(module.parameters(), lr=1e-3)
+        self.autocast = (lambda: torch.autocast(device.type, dtype=autocast)) if autocast else nullcontext
+        self.calls = 0
+
+    def __call__(self) -> float:
+        x, y = self.batches[self.calls % len(self.batches)]
+        self.calls += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast():
+            loss = loss_of(self.forward(*x), y)
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.detach())
+
+    def infer(self) -> float:
+        x, _ = self.batches[self.calls % len(self.batches)]
+        self.calls += 1
+        with torch.inference_mode(), self.autocast():
+            out = prediction(self.forward(*x))
+        value = float(out.float().sum())
+        synchronize(self.device)
+        return value
+
+
+def timed(f: Callable[[], float]) -> tuple[float, float]:
+    t0 = time.perf_counter()
+    value = f()
+    return value, time.perf_counter() - t0
+
+
+def train(step: Trainer, p: Params, events: Callable[[dict[str, Any]], None], cancel: CancelToken, batch: int,
+          phase: str, epochs: bool) -> None:
+    """Epochs of timed steps: the first call apart (its compile), then each step as it completes."""
+    done = 0
+    for epoch in range(p[EPOCHS.name]):
+        start = time.perf_counter()
+        loss = None
+        for _ in range(p[STEPS_PER_EPOCH.name]):
+            loss, seconds = timed(step)
+            done += 1
+            emit(events, phase, done, seconds, batch, {"loss": loss})
+            if cancel.is_set():
+                return
+        if epochs:
+            events({"event": "epoch", "epoch": epoch + 1, "seconds": time.perf_counter() - start,
+                    "metrics": {"loss": loss} if loss is not None else {}})
+
+
+def predict(step: Trainer, steps: int, events: Callable[[dict[str, Any]], None], cancel: CancelToken,
+            batch: int) -> None:
+    step.module.eval()
+    for n in range(1, steps + 1):
+        value, seconds = timed(step.infer)
+        emit(events, PHASE_PREDICT, n, seconds, batch, {}, value)
+        if cancel.is_set():
+            return
+
+
+def emit(events: Callable[[dict[str, Any]], None], phase: str, n: int, seconds: float, batch: int,
+         metrics: dict[str, float], value: float | None = None) -> None:
+    if n == 1:
+        events({"event": "compiled", "phase": phase, "seconds": seconds, "steps": 1})
+        return
+    event: dict[str, Any] = {"event": "step", "phase": phase, "step": n, "steps": 1, "seconds": seconds,
+                             "examples_per_s": batch / seconds, "metrics": metrics}
+    if value is not None:
+        event["value"] = value
+    events(event)
+
+
+def step_flops(module: nn.Module, batch: Batch, autocast: Any) -> float | None:
+    """FLOPs of one training step (forward and backward) as torch.utils.flop_counter counts them; None for none."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    probe = copy.deepcopy(module)
+    x, y = batch
+    counter = FlopCounterMode(display=False)
+    with counter, (torch.autocast(next(iter(x)).device.type, dtype=autocast) if autocast else nullcontext()):
+        loss_of(probe(*x), y).backward()
+    return float(counter.get_total_flops()) or None
+
+
+def graph_breaks() -> str:
+    """What torch.compile said of the graphs it made: each graph break's reason, as dynamo counts them."""
+    from torch._dynamo.utils import counters
+
+    breaks = counters["graph_break"]
+    if not breaks:
+        return "torch.compile: no graph break (the module compiled whole)"
+    said = "; ".join(f"{reason} (x{n})" for reason, n in breaks.most_common(5))
+    return f"torch.compile: {sum(breaks.values())} graph break(s): {said}"
