@@ -29,6 +29,7 @@ from tpulab.engine.runindex import RunRow, Wanted
 from tpulab.engine.runner import Standby
 from tpulab.engine.store import Store, StoreError, default_path
 from tpulab.engine.sweep import Grid, Sweep
+from tpulab.lab import mends  # noqa: F401 - Textual's OptionList pages safely before it is laid out
 from tpulab.lab.failure import Failure, FailsInOneLine
 from tpulab.lab.panes import Candidates
 from tpulab.lab.panes.glossary import GlossaryScreen
