@@ -227,8 +227,9 @@ def keyed_on_a_backend_name(source: str, names: set[str]) -> list[int]:
 
 
 def per_backend(rel: str) -> bool:
-    """A backend's own module, or a workload file written for one backend (`conv_tf.py`, `roofline_jax.py`)."""
-    return rel.startswith("tpulab/backends/") or rel.endswith(("_tf.py", "_jax.py"))
+    """A backend's own module, or a workload file written for one backend (`conv_tf.py`, `roofline_jax.py`,
+    `user_model_torch.py`)."""
+    return rel.startswith("tpulab/backends/") or rel.endswith(("_tf.py", "_jax.py", "_torch.py"))
 
 
 def test_nothing_outside_backends_and_per_backend_files_keys_on_a_backend_name():

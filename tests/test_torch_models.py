@@ -41,7 +41,7 @@ def run_here(model: str, **values) -> list:
 def test_an_nn_module_picks_the_torch_backend_by_itself(tmp_path):
     both = detect(tree(tmp_path), {}, {**TF, "torch": "2.13.0+cpu"})
     spec = resolve("model", {"model": MLP}, both, "smoke")
-    assert spec.backend == "torch" and "imports torch and not Keras" in spec.backend_reason
+    assert spec.backend == "torch" and spec.backend_reason == "torch_mlp:build imports PyTorch and not Keras: it runs on PyTorch"
     assert resolve("model", {"model": "examples/models/mlp.py:build"}, both, "smoke").backend == "tensorflow"
 
 

@@ -208,6 +208,12 @@ COMPILE = ParamSpec("compile", str, "off", "eager steps (off), compiled ones (on
                     "timed, the compile time apart, and compared", options=("off", "on", "both"), tunes=False,
                     backends=_compiling, why_not=_compiles_otherwise)
 SHARED = (PROFILE, PROFILE_STEPS, COMPILE)
+PHASE_EAGER = "eager"  # with --compile both, the eager steps, timed before the compiled ones (the run's own)
+
+
+def variants(mode: str) -> tuple[bool, ...]:
+    """The runs `--compile` asks for, in order: False eager, True compiled (both: eager first)."""
+    return {"off": (False,), "on": (True,), "both": (False, True)}[mode]
 
 
 class Workload(ABC):

@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any, Callable
 from tpulab.base.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
 from tpulab.base.events import PHASE_TRAIN
 from tpulab.base.timing import Flag, summarize
+from tpulab.backends import registry
 from tpulab.workloads.base import (
     BACKEND,
     COMPILE,
     DEVICE,
+    PHASE_EAGER,
     PRECISION,
     SHARDS,
     Limits,
@@ -44,8 +46,6 @@ if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings
     from tpulab.base.events import Started, Step
     from tpulab.workloads.data import Dataset
-
-PHASE_EAGER = "eager"  # with --compile both, the eager steps timed before the compiled ones (the run's own)
 
 MODEL = "model"
 INPUT_SHAPE = ParamSpec("input_shape", str, "", "one example's shape without the batch axis, for a model whose "
@@ -95,11 +95,6 @@ def target(spec: str) -> Target:
     if t.path is not None and not _defines(t.path, function):
         raise ParamError(MODEL, f"--model {spec}: {t.path.name} has no top-level function {function!r}")
     return t
-
-
-def variants(mode: str) -> tuple[bool, ...]:
-    """The runs `--compile` asks for, in order: False eager, True compiled (both: eager first)."""
-    return {"off": (False,), "on": (True,), "both": (False, True)}[mode]
 
 
 def _torch_runner() -> Runner:
@@ -156,11 +151,22 @@ class UserModel(KerasWorkload):
         return self.runners.get(backend.name) or super().runner(backend)
 
     def backend_hint(self, p: Params) -> tuple[str, str] | None:
-        """A file that imports torch and not Keras builds an nn.Module: it runs on torch by itself."""
+        """A file that imports a backend's framework and not Keras builds that framework's model (a torch
+        nn.Module): it runs on that backend by itself."""
         t = target(p[MODEL])
-        if t.imports_torch_alone():
-            return "torch", f"{t.label} imports torch and not Keras: an nn.Module runs on PyTorch"
-        return None
+        found = t.imports()
+        if "keras" in found:
+            return None
+        b = next((b for b in registry().values() if found & set(b.distributions)), None)
+        return (b.name, f"{t.label} imports {b.title} and not Keras: it runs on {b.title}") if b else None
+
+    def target(self, p: Params) -> Target:
+        """Where the user's function lives (what a runner of its own loads)."""
+        return target(p[MODEL])
+
+    def shape(self, p: Params) -> tuple[int, ...] | None:
+        """`--input-shape`, as a shape (None when not given)."""
+        return input_shape(p[INPUT_SHAPE.name])
 
     def total_steps(self, p: Params) -> int:
         """With --compile both, the eager training steps come first."""

@@ -24,14 +24,13 @@ class Target:
     def label(self) -> str:
         return f"{Path(self.source).stem if self.is_file else self.source}:{self.function}"
 
-    def imports_torch_alone(self) -> bool:
-        """Whether its file imports torch and not Keras: it builds an nn.Module (read with `ast`, nothing run)."""
+    def imports(self) -> set[str]:
+        """The top-level modules its file imports (read with `ast`, nothing run); none known for a module."""
         if self.path is None or self.path.suffix != ".py":
-            return False
+            return set()
         try:
             tree = ast.parse(self.path.read_bytes(), str(self.path))
         except (SyntaxError, ValueError, OSError):
-            return False
+            return set()
         names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        names |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-        return "torch" in names and "keras" not in names
+        return names | {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}

@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -25,15 +25,22 @@ from torch import nn
 from tpulab.backends.torch import synchronize
 from tpulab.base.errors import TpulabError, UsageError, UserCodeError, out_of_memory
 from tpulab.base.events import PHASE_PREDICT, PHASE_TRAIN, Log, from_dicts
+from tpulab.workloads.base import COMPILE, PHASE_EAGER, variants
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
-from tpulab.workloads.running import CancelToken, Sink, place, profile_calls, started
-from tpulab.workloads.user_model import COMPILE, INPUT_SHAPE, MODEL, PHASE_EAGER, input_shape, target, variants
+from tpulab.workloads.running import CancelToken, Planned, Sink, place, profile_calls, started
 from tpulab.workloads.user_model_keras import call, user_traceback
 
 if TYPE_CHECKING:
     from tpulab.backends import Runtime
     from tpulab.workloads.base import Params
-    from tpulab.workloads.user_model import UserModel
+    from tpulab.workloads.user_model_target import Target
+
+
+class ModelHooks(Planned, Protocol):
+    """What this runner reads of the model workload's declaration (`UserModel` has it)."""
+
+    def target(self, p: Params) -> Target: ...
+    def shape(self, p: Params) -> tuple[int, ...] | None: ...
 
 OPTIMIZER = "Adam(lr=0.001)"
 SYNTHETIC_BATCHES = 2
@@ -42,12 +49,12 @@ NO_COMPILER = ("--compile {mode}: torch.compile on a CPU needs a C++ compiler an
                "$CXX): install one (sudo apt-get install g++; on a Mac, xcode-select --install), or use --compile off")
 
 
-def run(w: UserModel, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
-    """A Keras model goes to the shared Keras runner; an `nn.Module` is timed here."""
-    if not target(p[MODEL]).imports_torch_alone():
+def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
+    """A Keras model (its file imports Keras) goes to the shared Keras runner; an `nn.Module` is timed here."""
+    if "keras" in w.target(p).imports():
         from tpulab.workloads.keras_runner import run as keras_run
 
-        keras_run(w, p, sink, cancel, runtime)
+        keras_run(w, p, sink, cancel, runtime)  # type: ignore[arg-type]  # the model workload has both hooks
         return
     placement = place(w, p, runtime)
     device = placement.devices[0]
@@ -55,7 +62,7 @@ def run(w: UserModel, p: Params, sink: Sink, cancel: CancelToken, runtime: Runti
     if any(modes) and device.type == "cpu" and not cxx(os.environ):
         raise UsageError(NO_COMPILER.format(mode=p[COMPILE.name]))
     torch.manual_seed(p[SEED.name])
-    module, inputs, targets, given = load(p)
+    module, inputs, targets, given = load(w.target(p), w.shape(p))
     module = module.to(device)
     batch = w.batch_size(p)
     batches, data = feed(module, inputs, targets, given, batch, p[SEED.name], device)
@@ -101,9 +108,8 @@ def cxx(environ: Mapping[str, str]) -> str | None:
 Batch = tuple[tuple[Any, ...], Any]  # (inputs, targets or None)
 
 
-def load(p: Params) -> tuple[nn.Module, tuple[Any, ...], Any, bool]:
+def load(t: Target, shape: tuple[int, ...] | None) -> tuple[nn.Module, tuple[Any, ...], Any, bool]:
     """The module, its inputs (examples or data), its targets (data only), and whether they are data."""
-    t = target(p[MODEL])
     try:
         result = call(t)
     except Exception as e:  # noqa: BLE001 - the user's code failed: they get their own traceback
@@ -112,7 +118,6 @@ def load(p: Params) -> tuple[nn.Module, tuple[Any, ...], Any, bool]:
     if not isinstance(module, nn.Module):
         raise TpulabError(f"{t.label} returned {type(module).__name__}, not a torch nn.Module: return the module, "
                           "(module, example_inputs) or (module, (x, y))")
-    shape = input_shape(p[INPUT_SHAPE.name])
     if rest is None:
         if shape is None:
             raise TpulabError(f"{t.label} returned a module alone: pass --input-shape with one example's shape "
