@@ -218,12 +218,11 @@ class TpulabApp(FailsInOneLine):
         focused = screen.focused
         if focused is None:
             return
-        chain = screen.focus_chain  # what is displayed, visible and enabled
         zoom = screen.maximized
 
-        def in_sight(widget: Widget) -> bool:
-            return (widget in chain and widget.region.area > 0 and widget.size.area > 0  # laid out, room inside
-                    and (zoom is None or zoom in widget.ancestors_with_self))
+        def in_sight(widget: Widget) -> bool:  # laid out with room inside, in the zoom, displayed, visible, enabled
+            return (widget.region.area > 0 and widget.size.area > 0
+                    and (zoom is None or zoom in widget.ancestors_with_self) and widget in screen.focus_chain)
 
         if in_sight(focused):
             return
