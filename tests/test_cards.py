@@ -274,3 +274,18 @@ def test_ctrl_c_keeps_a_partial_card_and_exits_130(tmp_path):
     kept = Store(db).cards()[0]
     assert kept.status == "partial" and json.loads((tmp_path / "card.json").read_text())["status"] == "partial"
     assert "partial" in out
+
+
+def test_the_notebook_compares_a_card_with_the_article_as_html_in_the_cell(db):
+    import tpulab
+
+    result = tpulab.cards.compare(card(), "article", db=db)
+    page = result._repr_html_()
+    assert page.startswith('<div class="tpulab">') and "<svg" in page and "Colab K80 GPU (2018, published)" in page
+    assert "conv 5.8x faster; compute ceiling (float32 matmul) 43.7x, spec figures" in page and "artifact" in page
+    assert "geometric mean over conv (the entries Colab K80 GPU" in " ".join(repr(result).split())
+
+
+def test_this_with_no_card_measured_here_says_how_to_make_one(db):
+    done = run_cli("cards", "compare", "this", "article", "--db", str(db))
+    assert done.returncode == 2 and "`tpulab bench --quick` makes one" in done.stderr

@@ -8,6 +8,8 @@ The Python API (see the README)::
     s = tpulab.sweep("conv", preset="smoke", batch_size=[8, 16, 32])
     tpulab.compare(r, s.best)
     tpulab.results(limit=10)
+    card = tpulab.bench(quick=True)                   # this machine's card
+    tpulab.cards.compare(card, "article")             # beside the 2018 article's machines
 
 Names are loaded on first use: `import tpulab` imports no framework, Keras, IPython or plotting
 library (importing Keras would fix the notebook's Keras backend).
@@ -26,9 +28,10 @@ _LAZY = {
     "ComparisonResult": "tpulab.notebook.results", "RuntimeResult": "tpulab.notebook.results",
     "RunList": "tpulab.notebook.results", "ParamError": "tpulab.workloads.base",
     "StepTimer": "tpulab.callbacks", "FitTimer": "tpulab.notebook.fit",
+    "bench": "tpulab.notebook.cards", "cards": "tpulab.notebook.cards",  # `cards` is the module itself
 }
 __all__ = ["__version__", "run", "sweep", "results", "compare", "detect", "AcceleratorBusy", "RunResult",
-           "SweepResult", "ComparisonResult", "RuntimeResult", "RunList", "ParamError", "StepTimer", "FitTimer"]
+           "SweepResult", "ComparisonResult", "RuntimeResult", "RunList", "ParamError", "StepTimer", "FitTimer", "bench", "cards"]
 
 if TYPE_CHECKING:
     from typing import Any
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
     from tpulab.base.errors import AcceleratorBusy
     from tpulab.callbacks import StepTimer
     from tpulab.notebook.api import compare, detect, results, run, sweep
+    from tpulab.notebook import cards
+    from tpulab.notebook.cards import bench
     from tpulab.notebook.fit import FitTimer
     from tpulab.notebook.results import ComparisonResult, RunList, RunResult, RuntimeResult, SweepResult
     from tpulab.workloads.base import ParamError
@@ -47,7 +52,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'tpulab' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    found = importlib.import_module(module)
+    value = found if module.endswith("." + name) else getattr(found, name)
     globals()[name] = value
     return value
 

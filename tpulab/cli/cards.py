@@ -126,30 +126,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return card.exit_code
 
 
-def resolve_ids(ids: list[str], store: Any) -> list[Card]:
-    from tpulab.engine.article_cards import ARTICLE, cards
-
-    article = {c.id: c for c in cards()}
-    out: list[Card] = []
-    for wanted in ids:
-        if wanted == ARTICLE:
-            out += article.values()
-        elif wanted in article:
-            out.append(article[wanted])
-        elif wanted == "this":
-            kept = [c for c in store.cards() if not c.published]
-            if not kept:
-                raise UsageError("no card measured here yet: `tpulab bench --quick` makes one")
-            out.append(kept[0])
-        else:
-            out.append(store.get_card(wanted))
-    return out
-
-
 def cmd_cards(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tpulab.engine.card_compare import compare
+    from tpulab.engine.card_compare import compare, named
     from tpulab.views import card as view
 
     console, store = Console(), _store(args)
@@ -161,7 +141,7 @@ def cmd_cards(args: argparse.Namespace) -> int:
     if args.action == "import":
         return cmd_import(args.files, store, console)
     if args.action == "compare":
-        found = resolve_ids(args.ids, store)
+        found = named(args.ids, store)
         if len(found) < 2:
             raise UsageError("cards compare needs at least two cards (`article` alone names three)")
         result = compare(found)
@@ -170,7 +150,7 @@ def cmd_cards(args: argparse.Namespace) -> int:
             write(args.html, view.comparison_html(result))
             console.print(safe.text(f"written to {args.html}"))
         return 0
-    card = resolve_ids([args.id], store)[0]
+    card = named([args.id], store)[0]
     if args.action == "export":
         write(args.output, rendered(card, "json"))
         console.print(safe.text(f"card {card.short_id} written to {args.output}"))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tpulab import backends
+from tpulab.base import fmt
 from tpulab.base.errors import TpulabError, first_line
 from tpulab.base.events import OTHER_OPS, PHASE_BANDWIDTH, PHASE_PREFILL, RunRecord, Summary
 from tpulab.base.timing import Stats
@@ -41,6 +42,7 @@ from tpulab.workloads.base import BACKEND, DEVICE, PROFILE, PROFILE_STEPS
 HOST_BOUND = 0.5  # a traced step whose device waited on the host this much of the time is host-bound
 NOT_STEPS = (PHASE_PREFILL, PHASE_BANDWIDTH)  # a decode's prompt, a copy timed before the run: not its steady steps
 OVERRUN = 2.0  # a run still going at this many times its entry's share (and 30 s more) is stopped
+LEAST_S = 5.0  # an entry that would start with less of the budget left than this is skipped, and says so
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,7 @@ class Bench:
         self.reuse = quick if reuse_ceilings is None else reuse_ceilings
         self.store = Store(self.db)
         self.cancelled = False
+        self.overran = False  # the run in flight was stopped at its share of the budget
         self.current: Run | None = None
         self._loads: list[tuple[float, int, str]] = []  # (other cores, cores, entry)
         env = dict(os.environ if environ is None else environ)
@@ -218,7 +221,7 @@ class Bench:
         total = len(entries) + 1
         deadline = start + self.budget
         self._progress(backend, "ceilings (roofline)", 0, total, start)
-        ceilings = self._ceilings(backend, start + self.budget * bench.CEILINGS_SHARE)
+        ceilings = self._ceilings(backend, start + self.budget * bench.CEILINGS_SHARE * OVERRUN)
         weights = [e.weight for e in entries]
         for i, entry in enumerate(entries):
             if self.cancelled:
@@ -226,7 +229,11 @@ class Bench:
             left = max(0.0, deadline - time.monotonic())
             share = left * entry.weight / sum(weights[i:])
             self._progress(backend, entry.workload, i + 1, total, start)
-            for made in self._entry(entry, backend, share, ceilings):
+            made_here = self._entry(entry, backend, share, ceilings, deadline) if left >= LEAST_S else [
+                CardEntry(name=h.name, workload=entry.workload, backend=backend, status="skipped", ceiling_kind=h.ceiling,
+                          reason=f"the {fmt.duration(self.budget)} budget was spent before it started",
+                          article=h.article) for h in entry.headlines]
+            for made in made_here:
                 self.card.entries.append(made)
                 self._save()
                 self._progress(backend, made.name, i + 1, total, start, made)
@@ -294,7 +301,8 @@ class Bench:
         return None
 
     # --- entries -----------------------------------------------------------------------------------
-    def _entry(self, entry: bench.Entry, backend: str, share: float, ceilings: Ceilings) -> list[CardEntry]:
+    def _entry(self, entry: bench.Entry, backend: str, share: float, ceilings: Ceilings,
+               limit: float) -> list[CardEntry]:
         start = time.monotonic()
         values = entry.values(self.quick, backend)
         w = get_workload(entry.workload)
@@ -305,7 +313,7 @@ class Bench:
         first = entry.headlines[0]
         while True:
             try:
-                record = self._run(entry.workload, values, backend, ceilings, start + share * OVERRUN + 30)
+                got = self._run(entry.workload, values, backend, ceilings, min(start + share * OVERRUN + 30, limit))
             except TpulabError as e:
                 if record is not None:  # a larger rerun the workload refuses: keep the last
                     stopped = f"steps at the workload's limit ({first_line(str(e))})"
@@ -314,8 +322,15 @@ class Bench:
                 return [CardEntry(name=h.name, workload=entry.workload, backend=backend, status=status,
                                   reason=first_line(str(e)), ceiling_kind=h.ceiling, article=h.article,
                                   seconds=time.monotonic() - start) for h in entry.headlines]
+            if self.overran and record is not None:
+                stopped = "budget: the rerun at twice the steps ran past its share: the last run's figures are kept"
+                break
+            record = got
             spent = time.monotonic() - start
             width = spread(getattr(record.summary, first.stats, None))
+            if self.overran:
+                stopped = f"budget: stopped at its share after {spent:.0f} s, with the steps it had timed"
+                break
             if record.status != "finished" or self.cancelled:
                 stopped = f"the run was {record.status}"
                 break
@@ -329,16 +344,22 @@ class Bench:
                            f"within {bench.STABLE:.0%})")
                 break
             values = {**values, **{k: int(record.params[k]) * 2 for k in entry.steps if k in record.params}}
-        return [self._made(h, record, backend, stopped, time.monotonic() - start, ceilings) for h in entry.headlines]
+        budget_stop = self.overran and record is got
+        return [self._made(h, record, backend, stopped, time.monotonic() - start, ceilings, budget_stop)
+                for h in entry.headlines]
 
     def _made(self, h: bench.Headline, record: RunRecord, backend: str, stopped: str, seconds: float,
-              ceilings: Ceilings) -> CardEntry:
+              ceilings: Ceilings, budget_stop: bool = False) -> CardEntry:
+        """The card's entry for one headline of a run; a run stopped at its budget share is an entry like any other
+        when it timed steps (its `stopped` says so)."""
         load = load_of(record.summary.telemetry)
         if load is not None:
             self._loads.append((load.other, load.cores, h.name))
         known = bool(ceilings.kept)
-        status = {"finished": "ok", "cancelled": "cancelled"}.get(record.status, "failed")
         f = figures(h, record, known)
+        status = {"finished": "ok", "cancelled": "cancelled"}.get(record.status, "failed")
+        if budget_stop and f["median"] is not None:
+            status = "ok"
         reason = first_line(record.error) if record.error else None
         if status == "ok" and f["median"] is None:
             status, reason = "failed", f"the run gave no {h.path.replace('_', ' ')}"
@@ -354,8 +375,13 @@ class Bench:
         preset = given.pop("preset", None)
         spec = resolve(workload, {**given, BACKEND.name: backend}, self.report, preset)
         run = run_job(spec, self.report, self.db, ceilings=ceilings)
-        self.current = run
-        timer = threading.Timer(max(1.0, deadline - time.monotonic()), run.cancel)
+        self.current, self.overran = run, False
+
+        def overrun() -> None:
+            self.overran = True
+            run.cancel()
+
+        timer = threading.Timer(max(1.0, deadline - time.monotonic()), overrun)
         timer.daemon = True
         timer.start()
         try:
@@ -365,7 +391,7 @@ class Bench:
             timer.cancel()
             self.current = None
         record = run.recorder.record()
-        if record.status == "cancelled" and not self.cancelled:
+        if self.overran and record.status == "cancelled":
             record.error = "stopped: it ran past its share of the budget"
         try:
             self.store.save(record)

@@ -14,7 +14,10 @@ import math
 from dataclasses import dataclass, field
 
 from tpulab.base import fmt
+from tpulab.base.errors import UsageError
+from tpulab.engine.article_cards import ARTICLE, cards
 from tpulab.engine.card import Card, CardEntry
+from tpulab.engine.store import Store
 
 EXPLAINED = 1.25  # a speedup within this factor of the ceilings' ratio is explained by them
 WORDS = {"compute": "compute ceiling (float32 matmul)", "memory": "memory bandwidth"}
@@ -42,6 +45,26 @@ class CardComparison:
     rows: list[Row]
     geomeans: list[tuple[float | None, list[str]]]  # per card: the geometric mean over the entries it shares with the first
     differs: list[str]  # suite, version, variant, published vs measured
+
+
+def named(ids: list[str], store: Store) -> list[Card]:
+    """The cards these names mean: an id or its first characters, `this` (the newest measured here), `article`
+    (the article's three) or one of them by its id (`article-k80`)."""
+    article = {c.id: c for c in cards()}
+    out: list[Card] = []
+    for wanted in ids:
+        if wanted == ARTICLE:
+            out += article.values()
+        elif wanted in article:
+            out.append(article[wanted])
+        elif wanted == "this":
+            kept = [c for c in store.cards() if not c.published]
+            if not kept:
+                raise UsageError("no card measured here yet: `tpulab bench --quick` makes one")
+            out.append(kept[0])
+        else:
+            out.append(store.get_card(wanted))
+    return out
 
 
 def usable(card: Card, name: str) -> CardEntry | None:

@@ -234,14 +234,17 @@ def comparison_terminal(cmp: CardComparison) -> RenderableType:
 
 
 def comparison_html(cmp: CardComparison) -> str:
+    return html.page("tpulab machine cards compared", [comparison_body(cmp)])
+
+
+def comparison_body(cmp: CardComparison) -> str:
     charts = []
     for i, c in enumerate(cmp.cards[1:], 1):
         rows = [(r.name, r.cells[i].speedup, f"{r.cells[i].speedup:.2f}x" if r.cells[i].speedup else "-")
                 for r in cmp.rows]
         charts.append(bars(rows, f"{column(c)} against {column(cmp.cards[0])}"))
-    body = (html.table(comparison_rows(cmp), ["entry", *(column(c) for c in cmp.cards)], "speedups against the first card")
+    return (html.table(comparison_rows(cmp), ["entry", *(column(c) for c in cmp.cards)], "speedups against the first card")
             + "".join(charts) + html.lines(comparison_lines(cmp)))
-    return html.page("tpulab machine cards compared", [body])
 
 
 def listing(cards: list[Card]) -> Table:

@@ -1,0 +1,93 @@
+"""The machine card in a notebook: `tpulab.bench()` runs the suite and shows its card; `tpulab.cards.compare(...)`
+sets cards side by side. Each result draws itself as HTML in a cell (inline SVG, nothing loaded from outside) and
+as the terminal's table in a REPL.
+
+    import tpulab
+    card = tpulab.bench(quick=True)
+    tpulab.cards.compare(card, "article")
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from tpulab.engine.card import Card
+from tpulab.engine.card_compare import CardComparison
+from tpulab.engine.card_compare import compare as compared
+from tpulab.engine.card_compare import named
+from tpulab.engine.store import Store, default_path
+from tpulab.notebook.results import text
+from tpulab.views import card as view
+from tpulab.views import html
+
+
+class CardResult:
+    """A machine card: `.card` the typed card, `to_dict()` its JSON."""
+
+    def __init__(self, card: Card) -> None:
+        self.card = card
+
+    @property
+    def id(self) -> str:
+        return self.card.id
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.card.to_json()
+
+    def _repr_html_(self) -> str:
+        return html.block(view.card_body(self.card))
+
+    def __repr__(self) -> str:
+        return text(view.terminal(self.card))
+
+
+class CardComparisonResult:
+    """Cards side by side: `.comparison` its rows, speedups and why."""
+
+    def __init__(self, comparison: CardComparison) -> None:
+        self.comparison = comparison
+
+    def _repr_html_(self) -> str:
+        return html.block(view.comparison_body(self.comparison))
+
+    def __repr__(self) -> str:
+        return text(view.comparison_terminal(self.comparison))
+
+
+def bench(quick: bool = False, backend: str = "auto", db: str | Path | None = None) -> CardResult:
+    """Run the suite (`tpulab bench`) and return its card, kept in the results; its progress is printed as it goes.
+    Interrupting the cell stops the run in flight and returns the card so far, marked partial."""
+    from tpulab.engine.bench_run import Bench, Progress
+    from tpulab.machine.detect import detect
+
+    def progress(p: Progress) -> None:
+        said = (f"  {p.finished.name}: {view.figure(p.finished.median)} {p.finished.unit or ''} "
+                f"({p.finished.stopped or p.finished.reason or p.finished.status})" if p.finished else
+                f"[{p.done}/{p.total - 1} {p.backend}] {p.what}, about {p.eta:.0f} s left")
+        print(said, file=sys.stderr, flush=True)
+
+    runner = Bench(detect(), Path(db) if db else default_path(), backend, quick, on_progress=progress)
+    made: list[Card] = []
+    worker = threading.Thread(target=lambda: made.append(runner.run()), daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:
+        runner.cancel()
+        worker.join()
+    return CardResult(made[0] if made else runner.card)
+
+
+def compare(*cards: CardResult | Card | str, db: str | Path | None = None) -> CardComparisonResult:
+    """Cards side by side, speedups against the first: results, cards, or names (an id, `this`, `article`)."""
+    store = Store(Path(db) if db else default_path())
+    found: list[Card] = []
+    for c in cards:
+        found += [c.card] if isinstance(c, CardResult) else [c] if isinstance(c, Card) else named([c], store)
+    if len(found) < 2:
+        raise ValueError("compare needs at least two cards (`article` alone names three)")
+    return CardComparisonResult(compared(found))
