@@ -93,6 +93,12 @@ def _jax() -> Runner:
     return run
 
 
+def _torch() -> Runner:
+    from tpulab.workloads.conv_torch import run
+
+    return run
+
+
 class Conv(Workload):
     name = "conv"
     title = "Raw convolution"
@@ -107,7 +113,7 @@ class Conv(Workload):
     unit = "iteration"
     charts = (step_time("iteration"), GFLOPS)
     how = ("mode",)
-    runners = {"tensorflow": _tensorflow, "jax": _jax}
+    runners = {"tensorflow": _tensorflow, "jax": _jax, "torch": _torch}
 
     def flops_per_step(self, p: Params) -> float:
         return float(conv_flops(p["batch_size"], p["image_size"], p["image_size"], p["channels"], p["filters"],

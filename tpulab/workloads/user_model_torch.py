@@ -12,8 +12,6 @@ alone) runs through the shared Keras runner instead, on Keras's torch backend.
 from __future__ import annotations
 
 import copy
-import os
-import shutil
 import time
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
@@ -23,11 +21,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from tpulab.backends.torch import synchronize
-from tpulab.base.errors import TpulabError, UsageError, UserCodeError, out_of_memory
+from tpulab.base.errors import TpulabError, UserCodeError, out_of_memory
 from tpulab.base.events import PHASE_PREDICT, PHASE_TRAIN, Log, from_dicts
 from tpulab.workloads.base import COMPILE, PHASE_EAGER, variants
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
 from tpulab.workloads.running import CancelToken, Planned, Sink, place, profile_calls, started
+from tpulab.workloads.torch_steps import can_compile
 from tpulab.workloads.user_model_keras import call, user_traceback
 
 if TYPE_CHECKING:
@@ -45,9 +44,6 @@ class ModelHooks(Planned, Protocol):
 OPTIMIZER = "Adam(lr=0.001)"
 SYNTHETIC_BATCHES = 2
 AUTOCAST = {"mixed_bfloat16": torch.bfloat16, "mixed_float16": torch.float16}
-NO_COMPILER = ("--compile {mode}: torch.compile on a CPU needs a C++ compiler and none was found (g++, clang++ or "
-               "$CXX): install one (sudo apt-get install g++; on a Mac, xcode-select --install), or use --compile off")
-
 
 def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
     """A Keras model (its file imports Keras) goes to the shared Keras runner; an `nn.Module` is timed here."""
@@ -59,8 +55,7 @@ def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
     placement = place(w, p, runtime)
     device = placement.devices[0]
     modes = variants(p[COMPILE.name])
-    if any(modes) and device.type == "cpu" and not cxx(os.environ):
-        raise UsageError(NO_COMPILER.format(mode=p[COMPILE.name]))
+    can_compile(p[COMPILE.name], device)
     torch.manual_seed(p[SEED.name])
     module, inputs, targets, given = load(w.target(p), w.shape(p))
     module = module.to(device)
@@ -94,14 +89,6 @@ def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
             raise TpulabError(f"the model does not fit in the device's memory at --batch-size {batch}: try a "
                               f"smaller batch (--batch-size {max(1, batch // 2)})") from e
         raise
-
-
-def cxx(environ: Mapping[str, str]) -> str | None:
-    """The C++ compiler torch.compile's CPU code would use: $CXX, else g++, clang++ or c++ on the PATH."""
-    if environ.get("CXX"):
-        return shutil.which(environ["CXX"], path=environ.get("PATH"))
-    return next((found for name in ("g++", "clang++", "c++") if (found := shutil.which(name, path=environ.get("PATH")))),
-                None)
 
 
 # --- the user's module and its data ------------------------------------------------------------

@@ -1,0 +1,91 @@
+"""tpulab's own workloads on torch, on real torch at tiny sizes: the runners called in this process as a worker
+calls them (no worker needed), and through the real command where the record is what is checked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tpulab import backends
+from tpulab.backends.torch import TorchRuntime
+from tpulab.base.errors import UsageError
+from tpulab.base.events import Compiled, Started, Step
+from tpulab.base.timing import conv_flops, conv_output_size
+from tpulab.workloads import registry
+from tpulab.workloads.running import CancelToken
+
+from .helpers import json_events, run_cli
+
+
+def run_here(workload: str, preset: str = "smoke", **values) -> list:
+    w = registry()[workload]
+    p = w.parse({"backend": "torch", "device": "cpu", **values}, preset)
+    load = w.runner(backends.get("torch"))
+    events: list = []
+    load()(w, p, events.append, CancelToken(), TorchRuntime())
+    return events
+
+
+@pytest.mark.parametrize("size, kernel, stride", [(32, 5, 2), (31, 5, 2), (8, 3, 1), (7, 4, 3), (4, 5, 1)])
+def test_same_padding_gives_tensorflows_output_size(size, kernel, stride):
+    import torch
+
+    from tpulab.workloads.conv_torch import conv, same_padding
+
+    out = conv(torch.ones(1, 1, size, size), torch.ones(1, 1, kernel, kernel), stride, same_padding(size, kernel, stride))
+    assert out.shape[-1] == out.shape[-2] == conv_output_size(size, kernel, stride, "SAME")
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+def test_the_conv_sums_what_jax_sums(padding):
+    """The same images and kernels, in each framework's layout: the same convolution, to float32's precision."""
+    import jax.numpy as jnp
+    import torch
+
+    from tpulab.workloads.conv_jax import conv_sum
+    from tpulab.workloads.conv_torch import conv, inputs, same_padding
+
+    p = {"seed": 3, "batch_size": 2, "channels": 3, "image_size": 11, "filters": 4, "kernel_size": 5}
+    images, kernel = inputs(p)
+    pad = same_padding(11, 5, 2) if padding == "SAME" else (0, 0)
+    ours = float(conv(torch.from_numpy(images), torch.from_numpy(kernel), 2, pad).sum())
+    theirs = float(conv_sum(jnp.asarray(images.transpose(0, 2, 3, 1)), jnp.asarray(kernel.transpose(2, 3, 1, 0)), 2,
+                            padding))
+    assert ours == pytest.approx(theirs, rel=1e-4, abs=1e-2)
+
+
+@pytest.mark.parametrize("mode", ["sharded", "naive"])
+def test_conv_runs_every_step_and_fetches_each(mode):
+    events = run_here("conv", mode=mode)
+    [started] = [e for e in events if isinstance(e, Started)]
+    assert started.flops_per_step == conv_flops(8, 32, 32, 3, 16, 5, 2, "SAME")  # the smoke preset's conv
+    assert [e.phase for e in events if isinstance(e, Compiled)] == ["predict"]
+    steps = [e for e in events if isinstance(e, Step)]
+    assert len(steps) == 1 + 5 and sum(e.warmup for e in steps) == 1  # warm-up 1, then 5 timed iterations
+    assert len({round(float(e.value), 3) for e in steps}) == 1  # the same work each time, its value fetched
+
+
+def test_compile_both_is_one_line_for_a_one_program_workload():
+    with pytest.raises(UsageError, match=r"^--compile both: conv times one program per run; run it with --compile "
+                                         r"off, then --compile on, and compare the two \(tpulab results compare\)$"):
+        run_here("conv", compile="both")
+
+
+@pytest.mark.slow
+def test_conv_on_torch_profiled_from_the_command_line():
+    r = run_cli("run", "conv", "--backend", "torch", "--preset", "smoke", "--profile", "--no-ui", "--no-save", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json_events(r.stdout)[-1]
+    assert out["backend"] == "torch" and out["summary"]["gflops_per_s"] > 0
+    ops = {op["name"]: op for op in out["summary"]["profile"]["ops"]}
+    conv = ops["aten::mkldnn_convolution"]  # where the time is, and the FLOPs F.conv2d's count put on aten::conv2d
+    assert conv["category"] == "matmul/conv" and conv["flops"] == pytest.approx(conv_flops(8, 32, 32, 3, 16, 5, 2, "SAME"))
+    assert np.isclose(sum(op["share"] for op in ops.values()) + out["summary"]["profile"]["host_gap_share"], 1.0)
+
+
+@pytest.mark.slow
+def test_more_than_one_shard_on_torch_is_one_line():
+    r = run_cli("run", "conv", "--backend", "torch", "--preset", "smoke", "--shards", "2", "--no-ui", "--no-save",
+                env={"COLUMNS": "400"})
+    assert r.stdout.splitlines()[0] == ("failed: --shards 2: tpulab runs PyTorch on one device (no "
+                                        "DistributedDataParallel here): use --shards 1, or --backend jax to shard")
