@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import signal
 import socket
 import sqlite3
@@ -289,3 +290,20 @@ def test_the_notebook_compares_a_card_with_the_article_as_html_in_the_cell(db):
 def test_this_with_no_card_measured_here_says_how_to_make_one(db):
     done = run_cli("cards", "compare", "this", "article", "--db", str(db))
     assert done.returncode == 2 and "`tpulab bench --quick` makes one" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium is not installed (apt-get install chromium)")
+def test_the_html_card_renders_in_headless_chromium_with_its_bars_painted(tmp_path):
+    from PIL import Image
+
+    page = tmp_path / "card.html"
+    page.write_text(view.card_html(full_card()))
+    shot = tmp_path / "card.png"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(["chromium", *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=60)
+    assert "<svg" in dom.stdout and dom.stdout.count("<rect") == 6 and "decode-b8" in dom.stdout
+    subprocess.run(["chromium", *flags, f"--screenshot={shot}", "--window-size=1000,1300", page.as_uri()],
+                   capture_output=True, timeout=60, check=True)
+    image = Image.open(shot).convert("RGB")
+    blue = sum(count for count, color in image.getcolors(image.width * image.height) if color == (0x1F, 0x6F, 0xB2))
+    assert blue > 6 * 200  # six bars of the chart's blue, each painted

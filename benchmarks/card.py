@@ -1,0 +1,100 @@
+"""The machine card's figures against the same runs made alone, and two cards against each other.
+
+1. entry/alone: each chosen entry's median (from a card of the quick suite) against the same workload run alone
+   with the same parameters, by the command the card gives for it (`tpulab --run ... --no-ui --json`), rounds
+   alternated; goal: alone/entry <= 1.03x (the card's bench adds nothing to what it measures).
+2. card/card: with --cards 2, two quick cards back to back: every headline within 5% of the other's, printed
+   with each entry's coefficient of variation (its timed steps') so that a noisy entry is seen as such.
+3. the card's wall time against its budget (3 minutes with --quick on a 2-core machine).
+
+    python benchmarks/card.py [--rounds 2] [--entries conv,decode-b1] [--cards 2] [--backend tensorflow]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tpulab.engine.bench_run import Bench, field_of  # noqa: E402
+from tpulab.engine.card import Card  # noqa: E402
+from tpulab.engine import bench  # noqa: E402
+from tpulab.base.events import RunRecord  # noqa: E402
+from tpulab.machine.detect import detect  # noqa: E402
+
+
+def card(db: Path, backend: str) -> tuple[Card, float]:
+    t0 = time.monotonic()
+    made = Bench(detect(), db, backend, quick=True).run()
+    return made, time.monotonic() - t0
+
+
+def alone(command: str, path: str, db: Path) -> float | None:
+    """The headline of the entry's own command, run alone in a fresh process (its last JSON line is the record)."""
+    args = shlex.split(command)[1:] + ["--json", "--db", str(db)]
+    done = subprocess.run([sys.executable, "-m", "tpulab", *args], capture_output=True, text=True, cwd=ROOT)
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "{}"
+    data = json.loads(last)
+    if data.get("event") != "result":
+        return None
+    record = RunRecord.from_json({k: v for k, v in data.items() if k != "event"})
+    value = field_of(record.summary, path)
+    return float(value) if value is not None else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--entries", default="conv,decode-b1")
+    ap.add_argument("--cards", type=int, default=1, help="quick cards to make (2: compare them)")
+    ap.add_argument("--backend", default="tensorflow")
+    a = ap.parse_args()
+    paths = {h.name: h.path for e in bench.SUITE.entries for h in e.headlines}
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "r.db"
+        cards = []
+        for _ in range(a.cards):
+            made, wall = card(db, a.backend)
+            cards.append(made)
+            print(f"card {made.short_id}: {wall:.0f} s wall (budget {made.budget_s:.0f} s: "
+                  f"{'within' if wall <= (made.budget_s or 0) else 'OVER'}), status {made.status}, "
+                  f"noisy: {made.noisy or 'no'}")
+        first = cards[0]
+        for e in first.entries:
+            print(f"  {e.name:20} {e.median or 0:12.2f} {e.unit or '':12} cv {'-' if e.cv is None else f'{e.cv:.1%}'} "
+                  f"n {e.n} {e.stopped or e.reason or ''}")
+        if len(cards) > 1:
+            worst = 0.0
+            for e in first.entries:
+                other = next((x for x in cards[1].entries if x.name == e.name), None)
+                if e.median and other and other.median:
+                    r = other.median / e.median
+                    worst = max(worst, abs(r - 1))
+                    print(f"  card/card {e.name:20} {r:.3f}x  (cv {e.cv or 0:.1%} / {other.cv or 0:.1%})")
+            print(f"card/card: the worst headline differs by {worst:.1%} (goal <= 5%)")
+        for name in a.entries.split(","):
+            e = next((x for x in first.entries if x.name == name and x.command and x.median), None)
+            if e is None:
+                print(f"entry/alone {name}: no figure on the card")
+                continue
+            ratios = []
+            for _ in range(a.rounds):
+                solo = alone(e.command or "", paths[name], db)
+                if solo:
+                    ratios.append(solo / e.median)
+            if ratios:
+                print(f"entry/alone {name}: alone/entry {statistics.median(ratios):.3f}x over {len(ratios)} round(s) "
+                      f"({', '.join(f'{r:.3f}' for r in ratios)}; goal <= 1.03x)")
+
+
+if __name__ == "__main__":
+    main()
