@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 def step(args: argparse.Namespace, backend: str) -> tuple[float, float]:
     """(median steady step, first call) of one short training run."""
-    from tpulab.engine.runner import Run
+    from tpulab.engine.runner import run_job
     from tpulab.engine.spec import resolve
     from tpulab.machine.detect import detect
     from tpulab.workloads import registry
@@ -29,7 +29,7 @@ def step(args: argparse.Namespace, backend: str) -> tuple[float, float]:
     params = {**registry()["fashion-mnist"].defaults(), "batch_size": args.batch_size, "epochs": 1,
               "steps_per_epoch": args.steps, "validation": False, "dataset": "synthetic",
               "precision": args.precision, "device": "cpu", "backend": backend}
-    run = Run(resolve("fashion-mnist", params, detect()), detect())
+    run = run_job(resolve("fashion-mnist", params, detect()), detect())
     for _ in run.events():
         pass
     rec = run.recorder.record()

@@ -66,14 +66,14 @@ def baseline(args: argparse.Namespace, backend: str) -> float:
 
 
 def tpulab(args: argparse.Namespace, backend: str, mode: str) -> float:
-    from tpulab.engine.runner import Run
+    from tpulab.engine.runner import run_job
     from tpulab.engine.spec import resolve
     from tpulab.machine.detect import detect
     from tpulab.workloads import registry
 
     params = {**registry()["conv"].defaults(), "batch_size": args.batch_size, "image_size": args.image_size,
               "iterations": args.iterations, "warmup": 1, "mode": mode, "device": "cpu", "backend": backend}
-    run = Run(resolve("conv", params, detect()), detect())
+    run = run_job(resolve("conv", params, detect()), detect())
     for _ in run.events():
         pass
     rec = run.recorder.record()

@@ -52,11 +52,11 @@ def plain(p: dict[str, Any]) -> float:
 
 def tpulab(p: dict[str, Any]) -> Any:
     """tpulab's run (no store: it measures its own bandwidth first, as a machine without a roofline does)."""
-    from tpulab.engine.runner import Run
+    from tpulab.engine.runner import run_job
     from tpulab.engine.spec import resolve
     from tpulab.machine.detect import detect
 
-    run = Run(resolve("decode", p, detect()), detect())
+    run = run_job(resolve("decode", p, detect()), detect())
     for _ in run.events():
         pass
     rec = run.recorder.record()

@@ -40,11 +40,11 @@ def params(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def through_tpulab(name: str, p: dict[str, Any]) -> tuple[float, float | None]:
     """(second epoch's seconds per step, MFU) of a run through tpulab's worker."""
-    from tpulab.engine.runner import Run
+    from tpulab.engine.runner import run_job
     from tpulab.engine.spec import resolve
     from tpulab.machine.detect import detect
 
-    run = Run(resolve(name, p, detect()), detect())
+    run = run_job(resolve(name, p, detect()), detect())
     for _ in run.events():
         pass
     rec = run.recorder.record()

@@ -33,12 +33,12 @@ ANNOTATION = "step"
 
 def run_once(values: dict[str, str]):
     """One real run of conv in its own worker, as the CLI runs it; its record."""
-    from tpulab.engine.runner import Run
+    from tpulab.engine.runner import run_job
     from tpulab.engine.spec import resolve
     from tpulab.machine.detect import detect
 
     report = detect()
-    run = Run(resolve("conv", values, report), report)
+    run = run_job(resolve("conv", values, report), report)
     for _ in run.events():
         pass
     record = run.recorder.record()

@@ -68,7 +68,7 @@ def baseline(args: argparse.Namespace, backend: str) -> tuple[float, float]:
 
 
 def tpulab(args: argparse.Namespace, backend: str):  # -> RunRecord
-    from tpulab.engine.runner import Run
+    from tpulab.engine.runner import run_job
     from tpulab.engine.spec import resolve
     from tpulab.machine.detect import detect
     from tpulab.workloads import registry
@@ -77,7 +77,7 @@ def tpulab(args: argparse.Namespace, backend: str):  # -> RunRecord
               "dtypes": "float32", "copy_mib": args.copy_mib, "iterations": args.iterations, "warmup": 2,
               "device": args.device, "backend": backend}
     report = detect()
-    run = Run(resolve("roofline", params, report), report)
+    run = run_job(resolve("roofline", params, report), report)
     for _ in run.events():
         pass
     rec = run.recorder.record()

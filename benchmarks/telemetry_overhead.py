@@ -29,10 +29,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one BLAS thread: on a shar
 
 def run_once(spec, report, telemetry: bool) -> tuple[float, int]:
     """(median steady step time, samples taken) of one real run."""
-    from tpulab.engine.runner import Run
+    from tpulab.engine.runner import run_job
 
     os.environ["TPULAB_TELEMETRY"] = "on" if telemetry else "off"  # read by the worker, as --telemetry sets it
-    run = Run(spec, report)
+    run = run_job(spec, report)
     for _ in run.events():
         pass
     record = run.recorder.record()

@@ -12,7 +12,7 @@ import pytest
 from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE
 from tpulab.base.events import Failed
 from tpulab.base.timing import conv_flops
-from tpulab.engine.runner import Run
+from tpulab.engine.runner import run_job
 from tpulab.engine.spec import resolve
 from tpulab.machine.detect import detect
 from tpulab.workloads import registry
@@ -102,7 +102,7 @@ def test_worker_failure_is_reported_with_its_reason(tmp_path):
     broken = tmp_path / "broken.py"
     broken.write_text("def build():\n    raise RuntimeError('this model cannot be built here')\n")
     report = detect()
-    run = Run(resolve("model", {"model": f"{broken}:build", "backend": "jax"}, report, preset="smoke"), report)
+    run = run_job(resolve("model", {"model": f"{broken}:build", "backend": "jax"}, report, preset="smoke"), report)
     events = list(run.events())
     assert isinstance(events[-1], Failed)
     rec = run.recorder.record()

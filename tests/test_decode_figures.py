@@ -8,6 +8,7 @@ import pytest
 from tpulab.backends import Placement
 from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Accel, Device, Event, Log, Sample, Step
 from tpulab.engine.ceilings import Ceilings
+from tpulab.engine.job import job_of
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
 from tpulab.machine.peaks import spec_bandwidth
@@ -114,7 +115,9 @@ def test_a_kept_ceiling_is_the_one_a_run_is_set_against(tmp_path):
     kept.kept[key(Device(kind="cpu", name="test CPU"), "memory")] = Kept(8e9, "ab12cd34" * 4, "jax", 256, 256,
                                                                             copy=True)
     assert kept.memory_kept("cpu") == ["test CPU"] and kept.memory_kept("gpu") == []
-    assert DECODE.worker_params(P, kept)["bandwidth_kept_for"] == ["test CPU"]
+    assert DECODE.worker_knows(P, kept)["bandwidth_kept_for"] == ["test CPU"]
+    job = job_of(RunSpec(DECODE, P, "jax", "asked for", "cpu"), ceilings=kept)
+    assert job.to_json()["knows"] == {"bandwidth_kept_for": ["test CPU"]} and "bandwidth_kept_for" not in job.spec.params
     d = record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006]), kept).summary.decode
     assert d is not None and d.bandwidth == 8e9 and "roofline run ab12cd34" in (d.bandwidth_source or "")
 
@@ -137,7 +140,7 @@ def test_the_run_measures_the_bandwidth_first_in_several_copies_within_2_s_and_s
     said: list[Event] = []
     ticks = iter(x * 0.3 for x in range(1000))  # each read of the clock: 0.3 s later
     calls: list[int] = []
-    measure_bandwidth({**P, "bandwidth_kept_for": ["another CPU"]}, placement(),
+    measure_bandwidth(["another CPU"], placement(),
                       lambda k: (lambda: calls.append(k.size)), said.append, clock=lambda: next(ticks))
     copies = [e for e in said if isinstance(e, Step)]
     assert copies and all(e.phase == "bandwidth" and e.kernel and e.kernel["kind"] == "copy" for e in copies)
@@ -166,7 +169,7 @@ def test_a_runs_own_bandwidth_is_the_best_of_its_copies_and_its_mbu_is_set_again
 
 def test_a_kept_ceiling_spares_the_measurement():
     said: list[Event] = []
-    measure_bandwidth({**P, "bandwidth_kept_for": ["test CPU"]}, placement(), lambda k: (lambda: None), said.append)
+    measure_bandwidth(["test CPU"], placement(), lambda k: (lambda: None), said.append)
     assert said == []
 
 

@@ -12,7 +12,7 @@ import pytest
 from tpulab.backends import Cluster
 from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED
 from tpulab.base.events import Step
-from tpulab.engine.runner import Run, free_port
+from tpulab.engine.runner import Run, free_port, run_job
 from tpulab.engine.spec import resolve
 from tpulab.machine.detect import detect
 from tpulab.workloads import registry
@@ -53,7 +53,7 @@ pytest.importorskip("jax")
 def local_run(workload: str, **values: str) -> Run:
     params = registry()[workload].resolve({"backend": "jax", "device": "cpu", "processes": "2", "shards": "4",
                                           **values}, CPU)
-    return Run(resolve(workload, params, detect()), detect())
+    return run_job(resolve(workload, params, detect()), detect())
 
 
 @pytest.mark.slow

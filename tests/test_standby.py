@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tpulab.base.events import Step
-from tpulab.engine.runner import Run, Standby
+from tpulab.engine.runner import Standby, run_job
 from tpulab.engine.spec import resolve
 from tpulab.lab.app import TpulabApp
 from tpulab.machine.detect import detect
@@ -35,13 +35,13 @@ def test_a_standby_worker_is_replaced_when_the_backend_changes_and_handed_the_ru
         standby.want(resolve("conv", conv("jax"), report), report)
         waiting = standby.handle
         assert waiting is not None and waiting.ready.wait(120)
-        run = Run(resolve("conv", conv("jax"), report), report, standby)
+        run = run_job(resolve("conv", conv("jax"), report), report, standby=standby)
         steps = [e for e in run.events() if isinstance(e, Step)]
         assert run.handles[0] is waiting and standby.handle is None  # handed, not started anew
         assert run.recorder.status == "finished" and len(steps) == 2
         # A run the standby was not made for starts its own worker and leaves the standby waiting.
         standby.want(resolve("conv", conv("jax"), report), report)
-        other = Run(resolve("conv", {**conv("jax"), "shards": 2}, report), report, standby)
+        other = run_job(resolve("conv", {**conv("jax"), "shards": 2}, report), report, standby=standby)
         list(other.events())
         assert other.handles[0] is not standby.handle and standby.handle is not None
     finally:

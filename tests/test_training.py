@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tpulab.base.errors import EXIT_CANCELLED
-from tpulab.engine.runner import Run
+from tpulab.engine.runner import run_job
 from tpulab.engine.spec import resolve
 from tpulab.machine.detect import detect
 from tpulab.workloads import registry
@@ -153,7 +153,7 @@ def test_two_shards_on_synthetic_data_are_labelled():
 def test_cancel_mid_run_keeps_partial_results():
     params = registry()["fashion-mnist"].resolve(
         {"dataset": "synthetic", "batch_size": "16", "epochs": "3", "steps_per_epoch": "1000", "device": "cpu"}, CPU)
-    run = Run(resolve("fashion-mnist", params, detect()), detect())
+    run = run_job(resolve("fashion-mnist", params, detect()), detect())
     rec = cancel_after(run)
     assert rec.status == "cancelled" and run.exit_code == EXIT_CANCELLED
     assert 3 <= len(rec.steps) < 50 and rec.summary.step_seconds and rec.summary.step_seconds.count >= 3

@@ -363,7 +363,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
     from tpulab.base.errors import EXIT_FAILED, UsageError, first_line
-    from tpulab.engine.job import run_job
+    from tpulab.engine.runner import run_job
     from tpulab.engine.spec import resolve
     from tpulab.engine.store import Store, StoreError, default_path
     from tpulab.views.console import RunPrinter, summary_table

@@ -29,9 +29,8 @@ from tpulab.base.version import __version__
 from tpulab.engine import bench
 from tpulab.engine.card import Card, CardCeiling, CardEntry, Op, Suite
 from tpulab.engine.ceilings import MEMORY, Ceilings, load_of, of_record, verdicts
-from tpulab.engine.job import run_job
 from tpulab.engine.record import now_iso
-from tpulab.engine.runner import Run
+from tpulab.engine.runner import Run, run_job
 from tpulab.engine.spec import resolve
 from tpulab.engine.store import Store, StoreError
 from tpulab.machine import fingerprint

@@ -59,9 +59,10 @@ def origins(spec: RunSpec) -> dict[str, str]:
 class RunRecorder:
     """One run's events, fed as they come, and the record and summary derived from them at any moment."""
 
-    def __init__(self, spec: RunSpec, runtime: RuntimeReport, ceilings: measured.Ceilings | None = None) -> None:
+    def __init__(self, spec: RunSpec, runtime: RuntimeReport, ceilings: measured.Ceilings | None = None,
+                 run_id: str | None = None) -> None:
         """`runtime`: the machine it ran on (as detected); `ceilings`: the measured ceilings kept so far
-        (from the store's roofline runs), to judge this run by."""
+        (from the store's roofline runs), to judge this run by; `run_id`: its job's (`RunJob.id`)."""
         self.workload = spec.workload
         self.params = dict(spec.params)
         self.runtime = runtime
@@ -70,7 +71,7 @@ class RunRecorder:
         self.sweep = spec.sweep
         self.plugins = origins(spec)
         self.model = spec.workload.model_info(spec.params)
-        self.id = uuid.uuid4().hex
+        self.id = run_id or uuid.uuid4().hex
         self.started_at = now_iso()
         self.ended_at: str | None = None
         self.status = "running"

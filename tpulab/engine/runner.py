@@ -12,19 +12,19 @@ import signal
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Iterator
 
 from tpulab import backends
 from tpulab.backends import Cluster
 from tpulab.base.errors import EXIT_CANCELLED, EXIT_OK, exit_code_of
 from tpulab.base.events import Event, Failed, Log, Sample
-from tpulab.base.home import traces
+from tpulab.engine.ceilings import Ceilings
+from tpulab.engine.job import RunJob, job_of
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
 from tpulab.engine.worker import RunHandle, worker_env
 from tpulab.machine.detect import RuntimeReport
-from tpulab.workloads.base import PROFILE, Params
-from tpulab.workloads.running import TRACE_FOLDER
 
 FOLLOWERS_GRACE_S = 10.0  # after process 0 ends, the others have this long to end by themselves
 
@@ -61,15 +61,14 @@ class Standby:
         self.drop()
         self.handle = RunHandle.standby(spec.backend, spec.device, spec.workload.replicas(spec.params))
 
-    def take(self, spec: RunSpec, params: Params) -> RunHandle | None:
-        """The waiting worker, handed `spec`'s run with `params` (the worker's: `Workload.worker_params`), if
-        it was made for it; else None (and it is kept)."""
-        handle = self.handle
+    def take(self, job: RunJob) -> RunHandle | None:
+        """The waiting worker, handed `job`, if it was made for it; else None (and it is kept)."""
+        spec, handle = job.spec, self.handle
         env = worker_env(spec.backend, spec.device, spec.workload.replicas(spec.params))
         if handle is None or not handle.alive or handle.env != env or spec.processes != 1 or spec.cluster:
             return None
         self.handle = None
-        return handle.hand(spec.workload.name, params, spec.backend)
+        return handle.hand(job)
 
     def drop(self) -> None:
         if self.handle is not None:
@@ -79,24 +78,25 @@ class Standby:
 
 
 class Run:
-    def __init__(self, spec: RunSpec, runtime: RuntimeReport, standby: Standby | None = None) -> None:
-        """`spec.cluster`: this process is one of a multi-host run started elsewhere (a pod slice, or
+    def __init__(self, job: RunJob, runtime: RuntimeReport, standby: Standby | None = None) -> None:
+        """`job.spec.cluster`: this process is one of a multi-host run started elsewhere (a pod slice, or
         --coordinator); None with `processes` > 1 in the params starts them all here. `standby`: a worker
         waiting for this run is handed it, if it was made for it.
         """
+        spec = job.spec
         self.standby = standby
+        self.job = job
         self.spec = spec
         self.workload = spec.workload
         self.params = spec.params
         self.device = spec.device
         self.backend, self.backend_reason = spec.backend, spec.backend_reason
-        self.recorder = RunRecorder(spec, runtime)
+        self.recorder = RunRecorder(spec, runtime, job.ceilings, job.id)
         self.cluster: Cluster | None = spec.cluster
         self.handles: list[RunHandle] = []
         self.failures: list[tuple[float, str]] = []  # (when, why) of processes other than 0
         self._watchers: list[threading.Thread] = []
         self._stopping = False  # the run is ending: a process killed now is not a failure
-        self.traces = traces()  # where a profiled run's trace folder goes (a run that is not kept: set elsewhere)
 
     @property
     def following(self) -> bool:
@@ -109,24 +109,20 @@ class Run:
         return self.handles[0] if self.handles else None
 
     def _start(self) -> None:
-        """The worker(s), handed the parameters and what only this side knows (`Workload.worker_params`:
-        the ceilings the recorder was given, which are set after this run was made)."""
-        name, backend, device = self.workload.name, self.backend, self.device
-        p = self.workload.worker_params(self.params, self.recorder.ceilings)
-        if p.get(PROFILE.name):  # its trace goes to a folder of its own under tpulab's home, named by its id
-            p = {**p, TRACE_FOLDER: str(self.traces / self.recorder.id)}
-        processes, replicas = self.spec.processes, self.workload.replicas(p)
+        """The worker(s), each handed the job."""
+        job = self.job
+        processes, replicas = self.spec.processes, self.workload.replicas(self.params)
         if self.cluster is not None:  # one process of a run started elsewhere: its share of the devices
             local = max(1, replicas // self.cluster.processes)
-            self.handles = [RunHandle.start(name, p, backend, device, self.cluster, local)]
+            self.handles = [RunHandle.start(job, self.cluster, local)]
             return
         if processes == 1:
-            waiting = self.standby.take(self.spec, p) if self.standby is not None else None
-            self.handles = [waiting or RunHandle.start(name, p, backend, device)]
+            waiting = self.standby.take(job) if self.standby is not None else None
+            self.handles = [waiting or RunHandle.start(job)]
             return
         coordinator = f"127.0.0.1:{free_port()}"
         local = replicas // processes  # each process its share of the host devices
-        self.handles = [RunHandle.start(name, p, backend, device, Cluster(coordinator, processes, i, local=True), local)
+        self.handles = [RunHandle.start(job, Cluster(coordinator, processes, i, local=True), local)
                         for i in range(processes)]
 
     def events(self) -> Iterator[Event]:
@@ -219,3 +215,10 @@ class Run:
     @property
     def exit_code(self) -> int:
         return exit_code_of(self.recorder.status)
+
+
+def run_job(spec: RunSpec, report: RuntimeReport, db: Path | None = None, *, ceilings: Ceilings | None = None,
+            kept: bool = True, standby: Standby | None = None) -> Run:
+    """A run ready to start, made from its job (`tpulab.engine.job.job_of`: the ceilings kept at `db`, or
+    `ceilings`; its trace kept or not); `standby`: a worker waiting for this run is handed it."""
+    return Run(job_of(spec, db, ceilings=ceilings, kept=kept), report, standby)

@@ -29,8 +29,7 @@ from tpulab.engine.ceilings import Ceilings, kept_at
 from tpulab.engine.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate, wanted
 from tpulab.engine.record import RunRecorder, now_iso
 from tpulab.engine.runindex import RunRow, Wanted
-from tpulab.engine.job import run_job
-from tpulab.engine.runner import Run
+from tpulab.engine.runner import Run, run_job
 from tpulab.engine.spec import RunSpec, resolve
 from tpulab.engine.store import StoreError
 from tpulab.machine.detect import RuntimeReport

@@ -6,8 +6,8 @@ device count at start-up, so each run needs a fresh runtime; the parent (CLI or 
 imports a framework; a crash or out-of-memory kills the worker, not the app. Cancel is graceful
 first (SIGINT: stop after this step), then firm (kill).
 
-Child side: ``python -m tpulab.engine.worker '{"workload": "conv", "backend": "jax", "params": {...}}'``
-or ``--probe BACKEND``.
+Child side: ``python -m tpulab.engine.worker JOB`` (`RunJob.to_json`: ``{"workload": "conv", "backend": "jax",
+"params": {...}, "trace_folder": ..., "knows": {...}}``) or ``--probe BACKEND``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from tpulab import backends
 from tpulab.backends import Cluster, Runtime
@@ -33,8 +33,10 @@ from tpulab.engine.telemetry import RunSampling
 from tpulab.engine.telemetry import enabled as telemetry_enabled
 from tpulab.machine.detect import detect
 from tpulab.workloads import get_workload
-from tpulab.workloads.base import Params
-from tpulab.workloads.running import TRACE_FOLDER, CancelToken, Sink
+from tpulab.workloads.running import CancelToken, Handed, Sink, hand
+
+if TYPE_CHECKING:
+    from tpulab.engine.job import RunJob
 
 FATAL_LINE = re.compile(r"^F\d{4} [\d:.]+\s+\d+ [^\]]+\] (.+)$", re.M)  # absl's "F1130 09:19:44.06 27587 x.h:80] ..."
 # What every worker says, never why it died: absl's information and warning lines (TensorFlow's oneDNN notice), and
@@ -74,12 +76,11 @@ class RunHandle:
             self._waiting.start()
 
     @classmethod
-    def start(cls, workload: str, params: Params, backend: str, device: str, cluster: Cluster | None = None,
-              local_devices: int | None = None) -> RunHandle:
-        """A worker for one run (or one process of it); `device` is the kind (cpu, gpu, tpu) it must see."""
-        env = worker_env(backend, device, local_devices or get_workload(workload).replicas(params))
-        return cls([json.dumps({"workload": workload, "backend": backend, "params": params})],
-                   {**env, **(cluster.env() if cluster else {})})
+    def start(cls, job: RunJob, cluster: Cluster | None = None, local_devices: int | None = None) -> RunHandle:
+        """A worker for one run (or one process of it), on the devices of the kind its spec names."""
+        spec = job.spec
+        env = worker_env(spec.backend, spec.device, local_devices or spec.workload.replicas(spec.params))
+        return cls([json.dumps(job.to_json())], {**env, **(cluster.env() if cluster else {})})
 
     @classmethod
     def standby(cls, backend: str, device: str, replicas: int) -> RunHandle:
@@ -91,10 +92,10 @@ class RunHandle:
         if self.proc.stdout.readline():
             self.ready.set()
 
-    def hand(self, workload: str, params: Params, backend: str) -> RunHandle:
+    def hand(self, job: RunJob) -> RunHandle:
         """Give a standby worker its run: it starts at once, its framework already imported."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps({"workload": workload, "backend": backend, "params": params}) + "\n").encode())
+        self.proc.stdin.write((json.dumps(job.to_json()) + "\n").encode())
         self.proc.stdin.close()
         return self
 
@@ -258,7 +259,8 @@ def main(argv: list[str]) -> int:
         load = workload.runner(info)
         if load is None:
             raise backends.BackendError(f"{workload.name} does not run on --backend {info.name}")
-        load()(workload, runner_params(spec["params"], info, runtime, cluster), sink, cancel, runtime)
+        hand(handed(spec, cluster))
+        load()(workload, spec["params"], sink, cancel, runtime)
     except Exception as e:  # noqa: BLE001 - reported as the run's failure, with its traceback on stderr
         traceback.print_exc()
         if sampling is not None:
@@ -275,16 +277,13 @@ def main(argv: list[str]) -> int:
     return EXIT_CANCELLED if cancel.is_set() else EXIT_OK
 
 
-def runner_params(params: Params, info: backends.Backend, runtime: Runtime, cluster: Cluster | None) -> Params:
-    """The run's parameters as its runner takes them: a profiled run's once this backend's runtime is known to
-    bring a profiler, each process of a run over several tracing into a folder of its own."""
-    if not params.get("profile"):
-        return params
-    if runtime.profiler() is None:
-        raise backends.BackendError(f"--profile means nothing on --backend {info.name}: {info.no_profiler}")
-    if cluster is None or not params.get(TRACE_FOLDER):
-        return params
-    return {**params, TRACE_FOLDER: str(Path(params[TRACE_FOLDER]) / f"process-{cluster.process_id}")}
+def handed(job: dict[str, Any], cluster: Cluster | None) -> Handed:
+    """What the runner reads beside its parameters (`RunJob.to_json`'s own part): each process of a run over
+    several traces into a folder of its own."""
+    folder = job.get("trace_folder")
+    if folder and cluster is not None:
+        folder = str(Path(folder) / f"process-{cluster.process_id}")
+    return Handed(folder, dict(job.get("knows") or {}))
 
 
 def marked(emit: Sink, runtime: Runtime) -> Sink:

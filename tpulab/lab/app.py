@@ -305,7 +305,7 @@ class TpulabApp(FailsInOneLine):
 
     @on(WorkloadsPane.RunRequested)
     def _run_requested(self, event: WorkloadsPane.RunRequested) -> None:
-        from tpulab.engine.job import run_job
+        from tpulab.engine.runner import run_job
         from tpulab.engine.spec import resolve
 
         pane = self.query_one(RunPane)

@@ -152,7 +152,7 @@ def run(workload: str, preset: str | None = None, *, live: bool = True, save: bo
     `params` are the workload's parameters by name (`batch_size=8`, `device="cpu"`), checked as the
     CLI checks its flags; a bad one raises ValueError naming it. `on_event` sees every event.
     """
-    from tpulab.engine.job import run_job
+    from tpulab.engine.runner import run_job
     from tpulab.notebook.live import LiveRun
 
     spec, report = resolve(workload, preset, params)

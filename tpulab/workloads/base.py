@@ -338,10 +338,10 @@ class Workload(ABC):
         """This workload's own part of its summary (None: a step is one thing, timed as it comes)."""
         return None
 
-    def worker_params(self, p: Params, ceilings: Ceilings) -> Params:
-        """What the worker is handed: the parameters, and what only the parent knows (the kept ceilings), under
-        names no parameter has. The record keeps `p` alone."""
-        return p
+    def worker_knows(self, p: Params, ceilings: Ceilings) -> dict[str, Any]:
+        """What only the parent knows (the kept ceilings) that this workload's runner reads in the worker
+        (`running.handed().knows`): never a parameter, never in the record."""
+        return {}
 
     def sweep_baseline(self, point: Params, axes: Mapping[str, Any]) -> Params | None:
         """The values a sweep point's speedup is measured against (None: the article's configuration)."""

@@ -160,7 +160,7 @@ class LLMDecode(Workload):
         """Batch 1 at the same lengths: what batching buys (the article's configuration means nothing here)."""
         return {**point, "batch_size": 1} if "batch_size" in axes else None
 
-    def worker_params(self, p: Params, ceilings: MeasuredCeilings) -> Params:
+    def worker_knows(self, p: Params, ceilings: MeasuredCeilings) -> dict[str, Any]:
         """The worker measures the bandwidth first where no ceiling is kept (`measure_bandwidth`)."""
         return bandwidth_kept(p, ceilings)
 

@@ -20,8 +20,8 @@ from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Compiled, Log, Step
 from tpulab.workloads.base import Workload
 from tpulab.workloads.decode_math import decode_step_bytes, tolerance
 from tpulab.workloads.decode_figures import VERIFIED
-from tpulab.workloads.roofline_kernels import measure_bandwidth
-from tpulab.workloads.running import CancelToken, Params, Programs, Sink, place, profile_calls, started
+from tpulab.workloads.roofline_kernels import BANDWIDTH_KEPT, measure_bandwidth
+from tpulab.workloads.running import CancelToken, Params, Programs, Sink, handed, place, profile_calls, started
 
 Call = tuple[Any, Any]  # (next tokens [batch, 1] on the device, their logits [batch, vocab])
 
@@ -52,7 +52,8 @@ def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtim
     first = started(w, p, placement, runtime.versions(), w.describe_data(p), True, decode_step_bytes(p))
     first.model = {"parameters": count}
     sink(first)
-    measure_bandwidth(p, placement, copy(p["seed"], placement.devices[0]), sink)
+    kept = handed().knows.get(BANDWIDTH_KEPT, ())
+    measure_bandwidth(kept, placement, copy(p["seed"], placement.devices[0]), sink)
     generate(p, model, sink, cancel, runtime)
 
 

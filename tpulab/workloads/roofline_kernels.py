@@ -15,7 +15,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator
 
 from tpulab.base import fmt
 from tpulab.base.events import PHASE_BANDWIDTH, Compiled, KernelFigure, Log, Step
@@ -37,7 +37,7 @@ CACHE_MULTIPLE = 4  # a copy measures the memory once its array is this many tim
 # An accelerator's own cache is not known here: taken as 256 MiB, more than an NVIDIA GPU's L2
 # (50 MB on an H100) or a TPU v4's 128 MiB CMEM, so a 1 GiB copy measures its memory.
 ASSUMED_CACHE = 256 * MIB
-BANDWIDTH_KEPT = "bandwidth_kept_for"  # the worker's value (no parameter): devices with a kept bandwidth ceiling
+BANDWIDTH_KEPT = "bandwidth_kept_for"  # what the worker knows (`Handed.knows`): devices with a kept bandwidth ceiling
 BANDWIDTH_BUDGET_S = 2.0  # a run that measures its own bandwidth first spends at most this on it ...
 MIN_COPIES, MAX_COPIES = 3, 20  # ... on this many copies (at least 3, whatever they take)
 # what --dtypes accepts: "+" joins dtypes (a sweep's commas separate its points)
@@ -258,10 +258,10 @@ def placed(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Run
     return p, placement
 
 
-def bandwidth_kept(p: Params, ceilings: MeasuredCeilings) -> Params:
-    """The worker's parameters of a run set against the bandwidth ceiling (`Workload.worker_params`): the
-    devices of its kind whose ceiling is kept, so that the worker measures one only where none is."""
-    return {**p, BANDWIDTH_KEPT: ceilings.memory_kept(str(p.get("device", "cpu")))}
+def bandwidth_kept(p: Params, ceilings: MeasuredCeilings) -> dict[str, Any]:
+    """What the worker of a run set against the bandwidth ceiling must know (`Workload.worker_knows`): the
+    devices of its kind whose ceiling is kept, so that it measures one only where none is."""
+    return {BANDWIDTH_KEPT: ceilings.memory_kept(str(p.get("device", "cpu")))}
 
 
 def copy_mib(kind: str) -> int:
@@ -271,10 +271,10 @@ def copy_mib(kind: str) -> int:
     return max(64, math.ceil(CACHE_MULTIPLE * (llc or ASSUMED_CACHE) / MIB))
 
 
-def measure_bandwidth(p: Params, placement: Placement, build: Callable[[Kernel], Call], sink: Sink,
+def measure_bandwidth(kept: Collection[str], placement: Placement, build: Callable[[Kernel], Call], sink: Sink,
                       clock: Callable[[], float] = time.perf_counter) -> None:
     """What a decode runner calls before its prefill: with no bandwidth ceiling kept for this device (the
-    parent said which are, `bandwidth_kept`), time several copies (`copy_mib`), as many as fit 2 s (at least
+    parent said which are: `kept`, from `bandwidth_kept`), time several copies (`copy_mib`), as many as fit 2 s (at least
     `MIN_COPIES`, at most `MAX_COPIES`), and say the best and their spread (`best_copy`). Their steps
     (`PHASE_BANDWIDTH`, each carrying its kernel) give the run its ceiling; the first call is left out.
 
@@ -283,7 +283,7 @@ def measure_bandwidth(p: Params, placement: Placement, build: Callable[[Kernel],
 
     `build`: the backend's roofline builder (`roofline_jax.builder(seed, device)`, `roofline_tf`'s).
     """
-    if placement.name in p.get(BANDWIDTH_KEPT, []):
+    if placement.name in kept:
         return
     start = clock()
     kernel = Kernel("copy", COPY_DTYPE, copy_mib(placement.kind))

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import tempfile
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol
 
 from tpulab.base.errors import UsageError
 from tpulab.base.events import Profile, Profiled, Started, Tracing, from_dicts
@@ -29,9 +29,6 @@ if TYPE_CHECKING:
 
 Params = dict[str, Any]  # a workload's checked parameters (as `tpulab.workloads.base` names them)
 Sink = Callable[["Event"], None]
-# Where a profiled run's trace goes: no parameter (the record never holds it), the worker adds it to
-# the parameters it hands the runner, from the folder the parent chose for the run.
-TRACE_FOLDER = "trace_folder"
 Programs = Callable[["Profiler"], "list[Any] | None"]  # the compiled step, as `Profiler.read` takes it
 
 
@@ -46,6 +43,27 @@ class Planned(Protocol):
     def total_steps(self, p: Params) -> int: ...
     def batch_size(self, p: Params) -> int: ...
     def replicas(self, p: Params) -> int: ...
+
+
+@dataclass(frozen=True)
+class Handed:
+    """What the worker is handed beside the parameters, never a parameter nor in the record: where a profiled
+    run's trace goes (the folder the parent chose), and what only the parent knows (`Workload.worker_knows`)."""
+    trace_folder: str | None = None
+    knows: Mapping[str, Any] = field(default_factory=dict)
+
+
+_handed = Handed()  # a worker runs one run: its job's own part, set before its runner is called
+
+
+def hand(given: Handed) -> None:
+    global _handed
+    _handed = given
+
+
+def handed() -> Handed:
+    """This worker's run's own part (empty outside a worker)."""
+    return _handed
 
 
 class CancelToken:
@@ -129,7 +147,7 @@ def profiling(p: Params, sink: Sink, runtime: Runtime, programs: Programs | None
     profiler = runtime.profiler()
     if profiler is None:  # (the parent and the worker refuse --profile before: a runner called otherwise)
         raise UsageError("--profile: this backend's runtime brings no profiler")
-    folder = Path(p.get(TRACE_FOLDER) or tempfile.mkdtemp(prefix="tpulab-trace-"))
+    folder = Path(handed().trace_folder or tempfile.mkdtemp(prefix="tpulab-trace-"))
     folder.mkdir(parents=True, exist_ok=True)
     sink(Tracing(steps=int(p["profile_steps"])))
     with profiler.trace(folder):
