@@ -307,3 +307,26 @@ def test_the_html_card_renders_in_headless_chromium_with_its_bars_painted(tmp_pa
     image = Image.open(shot).convert("RGB")
     blue = sum(count for count, color in image.getcolors(image.width * image.height) if color == (0x1F, 0x6F, 0xB2))
     assert blue > 6 * 200  # six bars of the chart's blue, each painted
+
+
+@pytest.mark.slow
+async def test_the_lab_makes_a_card_from_the_runtime_tab_with_its_progress(tmp_path, monkeypatch):
+    from textual.widgets import Static
+
+    from tpulab.lab.app import TpulabApp
+
+    from .helpers import SIZE, text, wait_for
+
+    monkeypatch.setattr(bench, "SUITE", TINY)
+    db = tmp_path / "r.db"
+    app = TpulabApp(probe=False, report=cpu_only(tmp_path / "m", packages=None), db=db)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "c: this machine's card" in text(app.query_one("#runtime-status", Static))
+        app.query_one("#runtime-pane").focus()
+        await pilot.press("c")
+        shown = app.query_one("#runtime-card", Static)
+        await wait_for(pilot, lambda: "[1/2 tensorflow] conv" in text(shown) or "kept as card" in text(shown), 60)
+        await wait_for(pilot, lambda: "kept as card" in text(shown), 120)
+        assert "conv" in text(shown) and "--image-size must be" in text(shown)
+    assert Store(db).cards()[0].suite.name == "test"
