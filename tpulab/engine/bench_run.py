@@ -41,7 +41,8 @@ from tpulab.workloads.base import BACKEND, DEVICE, PROFILE, PROFILE_STEPS
 HOST_BOUND = 0.5  # a traced step whose device waited on the host this much of the time is host-bound
 NOT_STEPS = (PHASE_PREFILL, PHASE_BANDWIDTH)  # a decode's prompt, a copy timed before the run: not its steady steps
 OVERRUN = 2.0  # a run still going at this many times its entry's share (and 30 s more) is stopped
-LEAST_S = 5.0  # an entry that would start with less of the budget left than this is skipped, and says so
+LEAST_S = 5.0  # an entry that would start with less of the budget left than this is skipped, and says so; a run
+# is stopped this long before the budget ends (it ends after its current step, and its worker takes time to go)
 
 
 @dataclass(frozen=True)
@@ -228,7 +229,7 @@ class Bench:
             left = max(0.0, deadline - time.monotonic())
             share = left * entry.weight / sum(weights[i:])
             self._progress(backend, entry.workload, i + 1, total, start)
-            made_here = self._entry(entry, backend, share, ceilings, deadline) if left >= LEAST_S else [
+            made_here = self._entry(entry, backend, share, ceilings, deadline - LEAST_S) if left >= LEAST_S else [
                 CardEntry(name=h.name, workload=entry.workload, backend=backend, status="skipped", ceiling_kind=h.ceiling,
                           reason=f"the {fmt.duration(self.budget)} budget was spent before it started",
                           article=h.article) for h in entry.headlines]
