@@ -429,9 +429,10 @@ class Workload(ABC):
         return running.begin(self, p, sink, cancel, runtime, dataset, **options)
 
     def set_by_sweeps(self, steps: int) -> set[str]:
-        """The parameters a sweep sets itself (through `shorten`), which its grid cannot hold."""
+        """The declared parameters a sweep sets itself (through `shorten`), which its grid cannot hold (`shorten`
+        may set a shared key that this workload does not declare, as validation for one that never validates)."""
         defaults = self.defaults()
-        return {k for k, v in self.shorten(defaults, steps).items() if v != defaults.get(k)}
+        return {k for k, v in self.shorten(defaults, steps).items() if k in self._names and v != defaults.get(k)}
 
     def changed(self, params: Params) -> str:
         """The values that differ from the defaults, for a log line: 'batch_size=8, shards=2'."""
