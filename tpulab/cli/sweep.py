@@ -10,7 +10,7 @@ from types import FrameType
 from rich.console import Console
 
 from tpulab.base import safe
-from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED
+from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 from tpulab.engine.store import Store, StoreError, default_path
 from tpulab.engine.sweep import PointFinished, PointStarted, Unkept, plan
 from tpulab.machine.detect import detect
@@ -105,4 +105,4 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                       highlight=False)
     if found.best is None:
         return EXIT_FAILED
-    return EXIT_CANCELLED if sweep.stopping == "stopped by the user" else 0
+    return EXIT_CANCELLED if sweep.stopping is not None and sweep.stopping.by_user else EXIT_OK

@@ -366,6 +366,21 @@ class Unkept:
     error: str
 
 
+@dataclass(frozen=True)
+class Stop:
+    """Why a sweep stops after its current point: the user asked for it (the command line's exit code says so),
+    or something else ended it (its time limit, the lab closing)."""
+
+    why: str
+    by_user: bool = False
+
+    def __str__(self) -> str:
+        return self.why
+
+
+BY_USER = Stop("stopped by the user", by_user=True)
+
+
 class Sweep:
     """Runs a grid point after point; a failed point is kept and the sweep goes on.
 
@@ -389,7 +404,7 @@ class Sweep:
             self.points.append(article)
         self.run: Run | None = None
         self.ceilings = Ceilings()  # the measured ceilings each point is judged by (the caller reads the store)
-        self.stopping: str | None = None  # why the sweep stops after the current point
+        self.stopping: Stop | None = None  # why the sweep stops after the current point
 
     def _point(self, values: dict[str, Any], article: bool = False) -> Point | None:
         """The point of these values, resolved as its run; None when it cannot run with these values."""
@@ -419,9 +434,10 @@ class Sweep:
         basis = "; ".join(f"{n} point{'' if n == 1 else 's'} {words[kind]}" for kind, n in counts.items())
         return Estimate(sum(g.seconds or 0 for g in guesses) * self.repeat, basis, "mixed")
 
-    def stop(self, why: str = "stopped by the user") -> None:
-        """Finish the current point, then stop; every finished point is kept."""
-        self.stopping = self.stopping or why
+    def stop(self, why: str | None = None) -> None:
+        """Finish the current point, then stop; every finished point is kept. `why`: what ended it, when not the
+        user's word."""
+        self.stopping = self.stopping or (BY_USER if why is None else Stop(why))
 
     def cancel_point(self) -> None:
         """Stop the running point after its current step (again: kill it)."""
@@ -435,7 +451,7 @@ class Sweep:
         for point in self.points:
             for _ in range(self.repeat):
                 if self.stopping is None and time.monotonic() >= deadline:
-                    self.stopping = f"--max-minutes {self.max_minutes:g} reached"
+                    self.stopping = Stop(f"--max-minutes {self.max_minutes:g} reached")
                 if self.stopping is not None:
                     break
                 n += 1
@@ -489,7 +505,7 @@ class Sweep:
 
         return SweepRecord(
             id=self.id, workload=self.grid.workload.name, started_at=self.started_at, ended_at=self.ended_at,
-            status=self.status, stopped=self.stopping, axes=self.grid.axes, base=self.grid.base,
+            status=self.status, stopped=self.stopping.why if self.stopping else None, axes=self.grid.axes, base=self.grid.base,
             steps=self.grid.steps, repeat=self.repeat, article_values=self.article_values,
             points=[SweepPoint(values=p.values, article=p.article, runs=[r.id for r in p.records]) for p in self.points],
             findings={"best": at(f.best), "slowest": at(f.slowest), "article": at(f.article), "knee": at(f.knee),
