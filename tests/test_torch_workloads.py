@@ -89,3 +89,37 @@ def test_more_than_one_shard_on_torch_is_one_line():
                 env={"COLUMNS": "400"})
     assert r.stdout.splitlines()[0] == ("failed: --shards 2: tpulab runs PyTorch on one device (no "
                                         "DistributedDataParallel here): use --shards 1, or --backend jax to shard")
+
+
+def test_the_roofline_times_each_matmul_and_copy():
+    events = run_here("roofline", dtypes="float32")
+    steps = [e for e in events if isinstance(e, Step)]
+    kinds = {(e.kernel["kind"], e.kernel["size"]) for e in steps}
+    assert kinds == {("matmul", 16), ("matmul", 32), ("matmul", 64), ("copy", 4)}  # the smoke preset's sizes
+    assert [e.phase for e in events if isinstance(e, Compiled)] == ["matmul", "matmul", "matmul", "copy"]
+    assert all(e.seconds > 0 for e in steps)
+
+
+def test_the_copy_negates_in_place_and_the_matmul_is_torchs():
+    import torch
+
+    from tpulab.workloads.roofline_kernels import Kernel
+    from tpulab.workloads.roofline_torch import builder
+
+    build = builder(0, torch.device("cpu"))
+    copy = build(Kernel("copy", "float32", 1))
+    first = copy()
+    assert copy() is first and float(first[0]) == 1.0  # negated twice, the same array each call
+    product = build(Kernel("matmul", "float32", 8))()
+    assert product.shape == (8, 8) and product.dtype == torch.float32
+
+
+@pytest.mark.slow
+def test_decode_on_torch_verified_from_the_command_line():
+    r = run_cli("run", "decode", "--preset", "smoke", "--backend", "torch", "--verify", "--profile", "--no-ui",
+                "--no-save", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json_events(r.stdout)[-1]
+    assert out["backend"] == "torch" and out["status"] == "finished"
+    assert out["summary"]["decode"]["verified"] < 1e-3  # the cached logits against a full forward pass
+    assert out["summary"]["profile"]["profiler"] == "torch.profiler" and out["summary"]["profile"]["ops"]

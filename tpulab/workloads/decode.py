@@ -91,6 +91,12 @@ def _jax() -> Runner:
     return run
 
 
+def _torch() -> Runner:
+    from tpulab.workloads.decode_torch import run
+
+    return run
+
+
 SHARDED = (_jax,)  # the runners that split the sequences over several devices (a Mesh); the others use one
 
 
@@ -122,7 +128,7 @@ class LLMDecode(Workload):
     synthetic_data = "random weights and prompts"
     model_flops = True
     flop_rates = False  # a token step reads every weight for little arithmetic: its figure is MBU
-    runners = {"tensorflow": _tensorflow, "jax": _jax}
+    runners = {"tensorflow": _tensorflow, "jax": _jax, "torch": _torch}
 
     def flops_per_step(self, p: Params) -> float:
         return decode_step_flops(p)

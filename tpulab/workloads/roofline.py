@@ -78,6 +78,12 @@ def _jax() -> Runner:
     return run
 
 
+def _torch() -> Runner:
+    from tpulab.workloads.roofline_torch import run
+
+    return run
+
+
 class Roofline(Workload):
     name = "roofline"
     title = "Roofline: measured ceilings"
@@ -91,7 +97,7 @@ class Roofline(Workload):
     }
     unit = "call"
     charts = (step_time("call"), MATMUL_GFLOPS)
-    runners = {"tensorflow": _tensorflow, "jax": _jax}
+    runners = {"tensorflow": _tensorflow, "jax": _jax, "torch": _torch}
     quiet = True
 
     def flops_per_step(self, p: Params) -> float | None:

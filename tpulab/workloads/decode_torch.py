@@ -1,0 +1,100 @@
+"""decode on PyTorch: the shared Keras decoder on Keras's torch backend, a prefill and a one-token step.
+
+The same decoder as on TensorFlow and JAX (its layers run as torch ops). The cache is one torch
+tensor per layer for keys and one for values, [batch, kv_heads, context, head_dim], allocated once
+(static): a step writes its token's keys and values into it in place (`index_copy_` at a position
+given as a tensor, so a compiled step is not specialised to each position), then attends over it.
+Eager by default; `--compile on` puts the prefill and the step under `torch.compile`. Tokens stay on
+the device between steps; the loop's host copy (`np.asarray`) waits for the step's work.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import keras
+import numpy as np
+import torch
+
+from tpulab.backends import Placement, Runtime
+from tpulab.workloads import decode_loop
+from tpulab.workloads.base import COMPILE, Params, Workload
+from tpulab.workloads.decode_math import head_dim
+from tpulab.workloads.decoder_keras import Config, Decoder
+from tpulab.workloads.roofline_torch import DTYPES, builder
+from tpulab.workloads.running import CancelToken, Sink
+from tpulab.workloads.torch_steps import can_compile, one_program
+
+
+class OnDevice:
+    """A tensor left on its device, which numpy reads by copying it to the host (waiting for its work)."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        host = self.tensor.detach().float().cpu().numpy() if self.tensor.is_floating_point() else \
+            self.tensor.detach().cpu().numpy()
+        return host if dtype is None else host.astype(dtype)
+
+
+def next_tokens(logits: torch.Tensor) -> torch.Tensor:
+    """Greedy: the most likely token of each sequence, [batch, 1]."""
+    return torch.argmax(logits[:, -1], dim=-1).to(torch.int32)[:, None]
+
+
+def write(cache: torch.Tensor, new: torch.Tensor, start: Any) -> torch.Tensor:
+    """The tokens' keys or values written into a layer's cache at `start`, in place; the cache as written."""
+    positions = start + torch.arange(new.shape[2], device=cache.device)
+    return cache.index_copy_(2, positions, new.to(cache.dtype))
+
+
+class Compiled:
+    """The decoder's calls over its static cache, on one device, eager or compiled."""
+
+    def __init__(self, model: Decoder, p: Params, device: Any, compiled: Callable[[Any], Any]) -> None:
+        self.model, self.device = model, device
+        shape = (p["batch_size"], p["kv_heads"], p["context"], head_dim(p))
+        self.cache = [torch.zeros(shape, dtype=DTYPES[p["dtype"]], device=device) for _ in range(2 * p["layers"])]
+        self.prefill_fn, self.step_fn = compiled(self._prefill), compiled(self._step)
+
+    def _prefill(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, kvs = self.model(tokens, last_only=True)
+        for c, x in zip(self.cache, [x for kv in kvs for x in kv]):
+            write(c, x, 0)
+        return next_tokens(logits), logits[:, -1]
+
+    def _step(self, tokens: torch.Tensor, position: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        past = list(zip(self.cache[0::2], self.cache[1::2]))
+        logits, _ = self.model(tokens, start=position, past=past, last_only=True, write=write)
+        return next_tokens(logits), logits[:, -1]
+
+    def prefill(self, tokens: np.ndarray) -> decode_loop.Call:
+        with torch.no_grad():
+            nxt, logits = self.prefill_fn(torch.from_numpy(tokens).to(self.device))
+        return OnDevice(nxt), OnDevice(logits)
+
+    def step(self, tokens: OnDevice, position: int) -> decode_loop.Call:
+        with torch.no_grad():
+            nxt, logits = self.step_fn(tokens.tensor, torch.tensor(position, device=self.device))
+        return OnDevice(nxt), OnDevice(logits)
+
+    def forward(self, tokens: np.ndarray) -> OnDevice:
+        with torch.no_grad():
+            return OnDevice(self.model(torch.from_numpy(tokens).to(self.device))[0])
+
+
+def build(p: Params, placement: Placement) -> tuple[int, decode_loop.Model]:
+    """The model with its random weights on the placement's device, and its calls."""
+    compiled = one_program(p, "decode")
+    device = placement.devices[0]
+    can_compile(p[COMPILE.name], device)
+    keras.utils.set_random_seed(p["seed"])
+    model = Decoder(Config.of(p))
+    model(np.zeros((1, 2), np.int32))  # builds every weight (two tokens: a softmax over one warns)
+    calls = Compiled(model, p, device, compiled)
+    return model.count_params(), decode_loop.Model(calls.prefill, calls.step, calls.forward)
+
+
+def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
+    decode_loop.run(w, p, sink, cancel, runtime, build, builder)
