@@ -52,6 +52,20 @@ def test_impossible_combinations_are_named_not_dropped(cpu):
         build_grid(CONV, {"shards": "16,32", "batch_size": "32"}, cpu)
 
 
+def test_each_point_is_resolved_once_and_holds_no_auto(cpu, monkeypatch):
+    """The grid resolves each combination as its run; the sweep's points are those specs, with the sweep's id."""
+    from tpulab.engine import sweep as sweeps
+
+    resolved: list[dict] = []
+    real = sweeps.resolve
+    monkeypatch.setattr(sweeps, "resolve", lambda w, values, *a, **k: resolved.append(values) or real(w, values, *a, **k))
+    grid, _ = build_grid(CONV, {"batch_size": "4,8"}, cpu, "smoke")
+    sweep = sweeps.Sweep(grid, cpu)
+    assert len(resolved) == 2 and [p.spec.params for p in sweep.points if p.spec] == [s.params for s in grid.specs.values()]
+    assert all(p.spec and p.spec.sweep == sweep.id and "auto" not in (p.spec.backend, p.spec.device)
+               for p in sweep.points)
+
+
 def test_points_are_short_and_the_articles_configuration_is_added(cpu):
     from tpulab.engine.sweep import Sweep
 

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -66,12 +66,18 @@ def parse_values(spec: ParamSpec, raw: str) -> list[Any]:
 
 @dataclass(frozen=True)
 class Grid:
-    """The fixed parameters and the swept ones, in the order they were given (the first is the x axis)."""
+    """The fixed parameters and the swept ones, in the order they were given (the first is the x axis), and each
+    combination that runs here resolved once, as its run (`build_grid`)."""
 
     workload: Workload
     base: Params
     axes: dict[str, list[Any]]
     steps: int
+    specs: Mapping[tuple[Any, ...], RunSpec] = field(default_factory=dict)  # by the combination's values
+
+    def spec(self, values: Mapping[str, Any]) -> RunSpec | None:
+        """The resolved run of a combination (None: it cannot run here, or it is none of the grid's)."""
+        return self.specs.get(tuple(values.values()))
 
     def combinations(self) -> list[dict[str, Any]]:
         names = list(self.axes)
@@ -116,17 +122,16 @@ def build_grid(workload: Workload, raw: Mapping[str, Any], report: RuntimeReport
                                f"{steps} timed steps, --steps): leave it out")
     grid = Grid(workload, base, axes, steps)
     impossible = []
-    runnable = 0
+    specs = {}
     for combo in grid.combinations():
         try:
-            resolve(workload, grid.params(combo), report)
-            runnable += 1
+            specs[tuple(combo.values())] = resolve(workload, grid.params(combo), report)
         except ParamError as e:
             impossible.append((combo, str(e)))
-    if not runnable:
+    if not specs:
         why = impossible[0][1] if impossible else "no values"
         raise ParamError(next(iter(axes), BATCH_SIZE), f"no combination of the grid can run: {why}")
-    return grid, impossible
+    return replace(grid, specs=specs), impossible
 
 
 @dataclass
@@ -384,7 +389,7 @@ BY_USER = Stop("stopped by the user", by_user=True)
 class Sweep:
     """Runs a grid point after point; a failed point is kept and the sweep goes on.
 
-    Every point is resolved as its run (`tpulab.engine.spec.resolve`) when the sweep is made. The command
+    Every point is resolved as its run once, by `build_grid` (the article's, added, when the sweep is made). The command
     line and the notebook drive it alike (`plan`, then `drive`), the lab reads its `events` in a thread
     (keeping each point itself); each only renders what it yields.
     """
@@ -407,8 +412,12 @@ class Sweep:
         self.stopping: Stop | None = None  # why the sweep stops after the current point
 
     def _point(self, values: dict[str, Any], article: bool = False) -> Point | None:
-        """The point of these values, resolved as its run; None when it cannot run with these values."""
+        """The point of these values, as the grid resolved it (the article's: resolved here); None when it cannot
+        run with these values."""
         params = self.grid.params(values)
+        if not article:
+            spec = self.grid.spec(values)
+            return Point(values, spec.params, spec=replace(spec, sweep=self.id)) if spec is not None else None
         try:
             spec = resolve(self.grid.workload, params, self.report, sweep=self.id)
         except ParamError:
