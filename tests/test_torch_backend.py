@@ -108,3 +108,13 @@ def test_the_profile_of_a_conv_and_a_linear(tmp_path):
     assert sum(o.seconds for o in p.ops) + p.host_gap == pytest.approx(p.step_seconds, rel=1e-6)
     trace = json.loads((tmp_path / "torch_trace.json").read_text())
     assert any(e.get("name") == "aten::conv2d" for e in trace["traceEvents"])
+
+
+def test_the_allocators_peaks_join_the_runs_words():
+    """What `TorchRuntime.memory_stats` gives on CUDA (its keys; no GPU here, so the figures are made up)."""
+    from tpulab.engine.worker import allocator_peaks
+
+    cuda = [{"bytes_in_use": 2**30, "peak_bytes_in_use": 3 * 2**30, "bytes_reserved": 2**31,
+             "peak_bytes_reserved": 4 * 2**30, "bytes_limit": 80 * 2**30}]
+    assert allocator_peaks(cuda) == "allocator peaks: device 0: 3.0 GiB allocated, 4.0 GiB reserved of 80.0 GiB"
+    assert allocator_peaks(None) is None and allocator_peaks([{}]) is None  # a CPU's: nothing to say

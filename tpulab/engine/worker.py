@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from tpulab import backends
 from tpulab.backends import Cluster, Runtime
+from tpulab.base import fmt
 from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, one_line
-from tpulab.base.events import Cancelled, Compiled, Event, Failed, Finished, Started, Step, parse_line
+from tpulab.base.events import Cancelled, Compiled, Event, Failed, Finished, Log, Started, Step, parse_line
 from tpulab.engine.telemetry import RunSampling
 from tpulab.engine.telemetry import enabled as telemetry_enabled
 from tpulab.machine.detect import detect
@@ -52,6 +53,20 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else root
     return env
+
+
+def allocator_peaks(stats: list[dict[str, Any]] | None) -> str | None:
+    """The framework's allocator peaks per device, in words (NVML sees the pool a framework reserves, not what
+    the run used): "allocator peaks: device 0: 3.0 GiB allocated, 4.0 GiB reserved of 80.0 GiB"; None without."""
+    parts = []
+    for i, st in enumerate(stats or []):
+        if st.get("peak_bytes_in_use") is None:
+            continue
+        reserved, limit = st.get("peak_bytes_reserved"), st.get("bytes_limit")
+        parts.append(f"device {i}: {fmt.bytes_(st['peak_bytes_in_use'])} allocated"
+                     + (f", {fmt.bytes_(reserved)} reserved" if reserved is not None else "")
+                     + (f" of {fmt.bytes_(limit)}" if limit else ""))
+    return "allocator peaks: " + "; ".join(parts) if parts else None
 
 
 def worker_env(backend: str, device: str, replicas: int) -> dict[str, str]:
@@ -261,6 +276,9 @@ def main(argv: list[str]) -> int:
             raise backends.BackendError(f"{workload.name} does not run on --backend {info.name}")
         hand(handed(spec, cluster))
         load()(workload, spec["params"], sink, cancel, runtime)
+        said = allocator_peaks(runtime.memory_stats())
+        if said:
+            sink(Log(text=said))
     except Exception as e:  # noqa: BLE001 - reported as the run's failure, with its traceback on stderr
         traceback.print_exc()
         if sampling is not None:
