@@ -182,3 +182,11 @@ def test_joules_per_token_where_the_telemetry_reads_power(tmp_path):
     d = record(tmp_path, events[:-1] + samples + events[-1:]).summary.decode
     assert d is not None and d.joules_per_token == pytest.approx(300 * 0.005 / 2)
     assert record(tmp_path, events).summary.decode.joules_per_token is None  # no power read: unknown
+
+
+def test_the_prefills_mfu_is_set_against_the_peak_of_the_machine_the_record_names(tmp_path):
+    """The record computes its device's peak once, from the machine it was given (here a fake tree's CPU, not
+    this host's), and decode's prefill MFU reads that very peak."""
+    r = record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006], copy_s=0.01))
+    d, peak = r.summary.decode, r.summary.peak_flops
+    assert d is not None and d.ttft_s and peak and d.prefill_mfu == pytest.approx(shape(P).prefill_flops / d.ttft_s / peak)

@@ -37,7 +37,7 @@ from tpulab.engine.spec import RunSpec
 from tpulab.engine.telemetry_summary import SampleKeeper, steady
 from tpulab.engine.telemetry_summary import summarize as summarize_telemetry
 from tpulab.machine.detect import RuntimeReport
-from tpulab.machine.peaks import device_peak
+from tpulab.machine.peaks import Peak, device_peak
 from tpulab.workloads.base import SummaryPart
 
 
@@ -189,9 +189,11 @@ class RunRecorder:
         timing, its rates against the device's peak and measured ceilings, the inference phase, the
         metrics, the telemetry and the profile. The record keeps them flat, as one `Summary`."""
         info = self.info
-        own = (self.workload.summary_part(self.steps, info, self.ceilings, self.params) if info else None) or SummaryPart()
+        peak = self.peak()
+        own = (self.workload.summary_part(self.steps, info, self.ceilings, self.params, peak) if info else None) \
+            or SummaryPart()
         stats = summarize(self.steady_seconds() if own.seconds is None else own.seconds)
-        rates, flags = self.rates(stats, own)
+        rates, flags = self.rates(stats, own, peak)
         figures = {**self.timing(stats), **rates, **self.inference(), **self.metrics(), **own.fields}  # its own last
         summary = Summary(**figures, flags=[*flags, *own.flags], profile=self.profile(),
                           telemetry=summarize_telemetry(self.telemetry, stats.median if stats else None,
@@ -213,18 +215,20 @@ class RunRecorder:
                 "compile_phases": dict(self.compile_phases) if len(self.compile_phases) > 1 else None,
                 "host_seconds": self.host_medians()}
 
-    def rates(self, stats: Stats | None, own: SummaryPart) -> tuple[dict[str, Any], list[Flag]]:
-        """The step's work per second, against the device's spec peak and its measured ceilings
+    def peak(self) -> Peak | None:
+        """The spec peak of the devices the run used (this machine's CPU as detected), once it said `Started`."""
+        d = self.info.device if self.info is not None else None
+        return device_peak(d.kind, d.name, self.info.dtype, d.replicas, self.runtime.cpu, d.machines) \
+            if d is not None and self.info is not None else None
+
+    def rates(self, stats: Stats | None, own: SummaryPart, peak: Peak | None) -> tuple[dict[str, Any], list[Flag]]:
+        """The step's work per second, against the device's spec `peak` and its measured ceilings
         (`Ceilings.judge`), with the flags that say when a figure cannot be trusted."""
         info, w = self.info, self.workload
         flops = info.flops_per_step if info else None
         flops_per_s = flops / stats.median if stats and flops and stats.median > 0 else None
         if own.seconds is not None:  # the workload's own step (a call of a roofline's best matmul)
             flops, flops_per_s = own.flops_per_step, own.flops_per_s
-        peak = None
-        if info is not None:
-            d = info.device
-            peak = device_peak(d.kind, d.name, info.dtype, d.replicas, self.runtime.cpu, d.machines)
         peak_fraction = flops_per_s / peak.flops if flops_per_s and peak else None
         flags = sanity_flags(peak_fraction, stats)
         if info is not None and info.synthetic:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tpulab.base.charts import Chart
     from tpulab.callbacks import StepTimer
     from tpulab.machine.detect import RuntimeReport
+    from tpulab.machine.peaks import Peak
 
 Params = dict[str, Any]
 
@@ -334,8 +335,10 @@ class Workload(ABC):
         """What identifies the model when the parameters do not (a user's file): kept in the record."""
         return None
 
-    def summary_part(self, steps: list[Step], started: Started, ceilings: Ceilings, p: Params) -> SummaryPart | None:
-        """This workload's own part of its summary (None: a step is one thing, timed as it comes)."""
+    def summary_part(self, steps: list[Step], started: Started, ceilings: Ceilings, p: Params,
+                     peak: Peak | None) -> SummaryPart | None:
+        """This workload's own part of its summary (None: a step is one thing, timed as it comes); `peak`: the
+        run's device's, as the record computed it once."""
         return None
 
     def worker_knows(self, p: Params, ceilings: Ceilings) -> dict[str, Any]:

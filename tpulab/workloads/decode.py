@@ -45,6 +45,7 @@ from tpulab.workloads.running import Runner
 
 if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings
+    from tpulab.machine.peaks import Peak
 
 PARAMS = (
     batch_size(1, 1024, unit="sequences", what="sequences generated together"),
@@ -158,9 +159,9 @@ class LLMDecode(Workload):
                 f"{p['batch_size']} x {p['prompt_len']} prompt tokens")
 
     def summary_part(self, steps: list[Step], started: Started, ceilings: MeasuredCeilings,
-                     p: Params) -> SummaryPart:
+                     p: Params, peak: Peak | None) -> SummaryPart:
         """The run's step is a decode step (the prefill is not one); its figures: `decode_figures`."""
-        return decode_figures.summary_part(steps, started, ceilings, shape(p))
+        return decode_figures.summary_part(steps, started, ceilings, shape(p), peak)
 
     def sweep_baseline(self, point: Params, axes: Mapping[str, Any]) -> Params | None:
         """Batch 1 at the same lengths: what batching buys (the article's configuration means nothing here)."""

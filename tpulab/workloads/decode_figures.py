@@ -18,16 +18,13 @@ A figure above what the hardware can do is flagged, never shown as a win.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpulab.base import fmt
 from tpulab.base.ceilings import BANDWIDTH_LOW
 from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Decode, Latency, Started, Step
 from tpulab.base.timing import Flag, median, percentile
-from tpulab.machine.detect import CpuInfo, probe_cpu
-from tpulab.machine.peaks import Bandwidth, device_peak, spec_bandwidth
+from tpulab.machine.peaks import Bandwidth, Peak, spec_bandwidth
 from tpulab.workloads.base import SummaryPart
 from tpulab.workloads.roofline_kernels import best_copy
 
@@ -143,18 +140,11 @@ def bandwidth_of(steps: list[Step], started: Started, ceilings: MeasuredCeilings
     return Ceiling(found.bytes_per_s * n, f"{n} x ({found.source})" if n > 1 else found.source) if found else None
 
 
-@lru_cache(maxsize=1)
-def this_cpu() -> CpuInfo:
-    """The CPU's peak is looked up from what it reports (a CPU run ran on this machine)."""
-    return probe_cpu(Path("/"))
-
-
-def summary_part(steps: list[Step], started: Started, ceilings: MeasuredCeilings, shape: Shape) -> SummaryPart:
+def summary_part(steps: list[Step], started: Started, ceilings: MeasuredCeilings, shape: Shape,
+                 peak: Peak | None) -> SummaryPart:
     """A decode run's part of its summary: the step statistics are of the decode steps (the inter-token
-    latencies; the prefill is not one), and the decode figures."""
+    latencies; the prefill is not one), and the decode figures (`peak`: the device's, for the prefill's MFU)."""
     d = started.device
-    peak = device_peak(d.kind, d.name, started.dtype, d.replicas, this_cpu() if d.kind == "cpu" else None,
-                       d.machines)
     spec = spec_bandwidth(d.kind, d.name, d.replicas)
     decode, flags = figures(steps, shape, bandwidth_of(steps, started, ceilings), spec,
                             peak.flops if peak else None)
