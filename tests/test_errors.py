@@ -21,6 +21,17 @@ def test_a_runs_status_gives_its_exit_code():
     assert (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED) == (0, 1, 2, 130)
 
 
+def test_the_command_line_returns_exit_codes_from_the_table_never_a_bare_number():
+    """Every `return` of a command's exit code names it (EXIT_OK, ...): a bare 0 or 1 hides which it means."""
+    import ast
+    from pathlib import Path
+
+    bare = [f"{path.name}:{node.lineno}" for path in sorted((Path(tpulab.__file__).parent / "cli").glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Return)
+            and isinstance(node.value, ast.Constant) and type(node.value.value) is int]
+    assert bare == []
+
+
 def test_a_busy_accelerator_is_a_tpulab_error_and_still_a_runtime_error():
     busy = tpulab.AcceleratorBusy("this kernel initialised JAX, which now holds the TPU")
     assert isinstance(busy, TpulabError) and isinstance(busy, RuntimeError)

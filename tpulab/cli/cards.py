@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tpulab.base import fmt, safe
-from tpulab.base.errors import UsageError
+from tpulab.base.errors import EXIT_OK, UsageError
 from tpulab.engine.card import Card
 
 FORMATS = ("md", "csv", "json", "html")
@@ -137,7 +137,7 @@ def cmd_cards(args: argparse.Namespace) -> int:
         from tpulab.engine.article_cards import cards
 
         console.print(view.listing([*store.cards(), *cards()]))
-        return 0
+        return EXIT_OK
     if args.action == "import":
         return cmd_import(args.files, store, console)
     if args.action == "compare":
@@ -149,12 +149,12 @@ def cmd_cards(args: argparse.Namespace) -> int:
         if args.html:
             write(args.html, view.comparison_html(result))
             console.print(safe.text(f"written to {args.html}"))
-        return 0
+        return EXIT_OK
     card = named([args.id], store)[0]
     if args.action == "export":
         write(args.output, rendered(card, "json"))
         console.print(safe.text(f"card {card.short_id} written to {args.output}"))
-        return 0
+        return EXIT_OK
     if args.format:
         sys.stdout.write(rendered(card, args.format))
     else:
@@ -162,7 +162,7 @@ def cmd_cards(args: argparse.Namespace) -> int:
     if args.html:
         write(args.html, rendered(card, "html"))
         console.print(safe.text(f"written to {args.html}"))
-    return 0
+    return EXIT_OK
 
 
 def cmd_import(files: list[Path], store: Any, console: Any) -> int:
@@ -181,5 +181,5 @@ def cmd_import(files: list[Path], store: Any, console: Any) -> int:
     for card in found:
         store.save_card(card)
         console.print(safe.text(f"imported card {card.short_id}: {card.label()} ({len(card.entries)} entries)"))
-    return 0
+    return EXIT_OK
 

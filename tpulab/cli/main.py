@@ -217,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(_workload_named(argv), argv)
     from tpulab.base import safe
     args = parser.parse_args(argv)
-    from tpulab.base.errors import TpulabError
+    from tpulab.base.errors import EXIT_OK, TpulabError
 
     if getattr(args, "telemetry", "on") == "off":
         import os
@@ -254,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TpulabError as e:  # the one place errors become exit codes: one line, no traceback
         parser.exit(e.exit_code, f"{parser.prog}: error: {safe.visible(e)}\n")
     except BrokenPipeError:
-        return 0
+        return EXIT_OK
 
 
 def fast_report() -> RuntimeReport:
@@ -279,6 +279,7 @@ def probe_frameworks(report: RuntimeReport) -> dict[str, dict[str, Any]]:
 
 def cmd_detect(args: argparse.Namespace) -> int:
     from tpulab.backends import registry as backend_registry
+    from tpulab.base.errors import EXIT_OK
     from tpulab.engine.doctor import diagnose
     from tpulab.views.console import framework_view, runtime_table
 
@@ -293,7 +294,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
         out: Any = ({"verdicts": [v.to_dict() for v in verdicts]} if args.command == "doctor"
                     else {**report.to_dict(), "verdicts": [v.to_dict() for v in verdicts], "plugins_failed": failed})
         print(json.dumps(out, indent=1))
-        return 0
+        return EXIT_OK
 
     from tpulab.base import safe
     from rich.console import Console
@@ -315,7 +316,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
         console.print(runtime_table(report, verdicts))
     for line in failed:
         console.print(safe.text(f"plugin: {line}", "yellow"))
-    return 0
+    return EXIT_OK
 
 
 def resolve_params(args: argparse.Namespace, report: RuntimeReport) -> dict[str, Any]:

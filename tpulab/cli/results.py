@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tpulab.base import fmt, safe
-from tpulab.base.errors import NO_SPACE, UsageError, why_unwritten
+from tpulab.base.errors import EXIT_OK, NO_SPACE, UsageError, why_unwritten
 from tpulab.base.events import RunRecord
 from tpulab.engine.runindex import FILTERS, FilterError, RunFilter, make_filter
 from tpulab.engine.store import Store, StoreError, compare, default_path, export_csv, export_json, read_export, row
@@ -48,12 +48,12 @@ def _list(args, store: Store, console: Console) -> int:
         print(json.dumps(store.listing_json(page.rows), indent=1))
         if len(page.rows) < total:
             print(f"tpulab: {more}", file=sys.stderr)
-        return 0
+        return EXIT_OK
     if not page.rows:
         console.print(f"no runs{which} in {store.path}" if filt else
                       f"no runs kept yet in {store.path}: try `tpulab --run conv --no-ui --preset smoke`",
                       highlight=False)
-        return 0
+        return EXIT_OK
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=0)
     header, *rows = fmt.fit([fmt.LIST_COLUMNS, *(listing.list_row(r) for r in page.rows)], console.width)
     for col in header:
@@ -63,7 +63,7 @@ def _list(args, store: Store, console: Console) -> int:
     console.print(t)
     console.print(more if len(page.rows) < total else f"{total:,} run(s){which} in {store.path}, newest first",
                   highlight=False)
-    return 0
+    return EXIT_OK
 
 
 def _show(args, store: Store, console: Console) -> int:
@@ -75,12 +75,12 @@ def _show(args, store: Store, console: Console) -> int:
         return show_ops(record, args.json, console)
     if args.json:
         print(json.dumps(record.to_json(), indent=1))
-        return 0
+        return EXIT_OK
     console.print(summary_table(record))
     console.print(safe.text("parameters: " + ", ".join(f"{k}={v}" for k, v in record.params.items())))
     if record.device is not None:
         console.print(roofline_view(store.records(), record.device, console.width))
-    return 0
+    return EXIT_OK
 
 
 
@@ -91,7 +91,7 @@ def show_ops(record: RunRecord, as_json: bool, console: Console) -> int:
         print(json.dumps(asdict(profile), indent=1))
     else:
         console.print(ops.ops_table(profile, f"ops of {summary_title(record)}"))
-    return 0
+    return EXIT_OK
 
 
 def compare_ops(records: list[RunRecord], as_json: bool, console: Console) -> int:
@@ -105,10 +105,10 @@ def compare_ops(records: list[RunRecord], as_json: bool, console: Console) -> in
                                                                 for m in ops.op_moves(ops.profile_of(first),
                                                                                       ops.profile_of(r))]}
                           for r in others], indent=1))
-        return 0
+        return EXIT_OK
     for r in others:
         console.print(ops.moves_table(first, r))
-    return 0
+    return EXIT_OK
 
 
 def _compare(args, store: Store, console: Console) -> int:
@@ -120,9 +120,9 @@ def _compare(args, store: Store, console: Console) -> int:
                           "warnings": result.warnings,
                           "rows": [{**row(r), "speedup": x} for r, x in zip(result.records, result.speedups)]},
                          indent=1))
-        return 0
+        return EXIT_OK
     console.print(comparison_table(result, console.width))
-    return 0
+    return EXIT_OK
 
 
 @contextmanager
@@ -157,7 +157,7 @@ def export_ops(args, store: Store, console: Console) -> int:
             path.write_text(json.dumps(asdict(profile), indent=1), encoding="utf-8")
     console.print(f"exported the op table of run {record.short_id} ({len(profile.ops)} ops) to {args.output}",
                   highlight=False)
-    return 0
+    return EXIT_OK
 
 
 def _export(args, store: Store, console: Console) -> int:
@@ -184,14 +184,14 @@ def _export(args, store: Store, console: Console) -> int:
             export_csv(records, path)
     carried = f" and {len(sweeps)} sweep(s)" if sweeps and args.format == "json" else ""
     console.print(f"exported {len(records)} run(s){carried} to {args.output}", highlight=False)
-    return 0
+    return EXIT_OK
 
 
 def _import(args, store: Store, console: Console) -> int:
     done = store.import_records(read_export(args.file))
     console.print(f"from {args.file}: {done.runs} run(s) and {done.sweeps} sweep(s) added"
                   + (f", {done.present} already present" if done.present else ""), highlight=False)
-    return 0
+    return EXIT_OK
 
 
 def _sweep(args, store: Store, console: Console) -> int:
@@ -203,11 +203,11 @@ def _sweep(args, store: Store, console: Console) -> int:
         if args.json:
             print(json.dumps([{"id": s.id, "workload": s.workload, "started_at": s.started_at, "status": s.status,
                                "axes": s.axes} for s in sweeps], indent=1))
-            return 0
+            return EXIT_OK
         if not sweeps:
             console.print(f"no sweeps kept yet in {store.path}: try `tpulab sweep conv --preset smoke "
                           "--batch-size 4,8 --shards 1,2`")
-            return 0
+            return EXIT_OK
         t = Table(title=f"sweeps in {store.path}, newest first", box=box.SIMPLE_HEAD, pad_edge=False,
                   padding=0)
         for col in ("id", "started", "workload", "status", "points", "swept"):
@@ -216,14 +216,14 @@ def _sweep(args, store: Store, console: Console) -> int:
             t.add_row(*map(safe.text, (s.short_id, s.started_at[5:16].replace("T", " "), s.workload, s.status,
                                        str(len(s.points)), ", ".join(f"{k} {len(v)}" for k, v in s.axes.items()))))
         console.print(t)
-        return 0
+        return EXIT_OK
     sweep = store.get_sweep(args.id)
     runs = store.sweep_runs(sweep)
     if args.json:
         print(json.dumps(sweep_summary_json(sweep, runs), indent=1))
-        return 0
+        return EXIT_OK
     console.print(sweep_report(sweep, runs, console.width))
-    return 0
+    return EXIT_OK
 
 
 def _prune(args, store: Store, console: Console) -> int:
@@ -236,18 +236,18 @@ def _prune(args, store: Store, console: Console) -> int:
     which = f" matching {filt.describe()}" if filt else ""
     if not n:
         console.print(f"no runs{which} in {store.path}: nothing to remove", highlight=False)
-        return 0
+        return EXIT_OK
     if not args.yes:
         print(f"remove {n:,} run(s){which} from {store.path}? [y/N] ", end="", flush=True)
         answer = sys.stdin.readline().strip().lower()
         if answer not in ("y", "yes"):
             console.print("nothing removed" + ("" if answer else " (no answer; --yes answers for scripts)"),
                           highlight=False)
-            return 0  # declining is an answer, not a failure
+            return EXIT_OK  # declining is an answer, not a failure
     removed, reclaimed = store.prune(filt)
     console.print(f"removed {removed:,} run(s){which}; {reclaimed / 2**20:.1f} MiB reclaimed, "
                   f"{store.size() / 2**20:.1f} MiB left in {store.path}", highlight=False)
-    return 0
+    return EXIT_OK
 
 
 def _report(args, store: Store, console: Console) -> int:
@@ -258,7 +258,7 @@ def _report(args, store: Store, console: Console) -> int:
         path.write_text(page, encoding="utf-8")
     console.print(f"wrote {args.output} ({len(page) // 1024} KiB): it opens in any browser, no network needed",
                   highlight=False)
-    return 0
+    return EXIT_OK
 
 
 ACTIONS = {"list": _list, "prune": _prune, "show": _show, "compare": _compare, "export": _export, "import": _import,

@@ -16,6 +16,7 @@ import time
 from rich.console import Console
 
 from tpulab.base import safe
+from tpulab.base.errors import EXIT_OK
 from tpulab.engine.telemetry import Sampler, probes_for
 
 
@@ -50,4 +51,4 @@ def cmd_top(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except KeyboardInterrupt:
         pass
     sys.stdout.flush()
-    return 0
+    return EXIT_OK
