@@ -129,3 +129,17 @@ def test_eager_against_compiled_with_the_profile_in_one_command():
     assert any(op["flops"] for op in profile["ops"]) and all(op["bytes"] is None for op in profile["ops"])
     assert (Path(profile["trace_path"]) / "torch_trace.json").is_file()  # the Chrome trace Perfetto opens
     assert "torch.compile: no graph break (the module compiled whole)" in out["logs"]
+
+
+@pytest.mark.slow
+def test_a_graph_break_is_named_where_torch_compile_reports_it(tmp_path):
+    (tmp_path / "breaks.py").write_text(
+        "import torch\n\n\nclass Breaks(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)\n\n    def forward(self, x):\n"
+        "        h = self.a(x)\n        if h.sum().item() > 1e9:  # data-dependent: dynamo breaks the graph here\n"
+        "            h = h * 2\n        return self.b(h)\n\n\ndef build():\n    return Breaks(), torch.randn(8, 4)\n")
+    from tpulab.base.events import Log
+
+    events = run_here(f"{tmp_path}/breaks.py:build", compile="on", predict_steps=0)
+    [said] = [e.text for e in events if isinstance(e, Log) and e.text.startswith("torch.compile")]
+    assert "graph break" in said and "no graph break" not in said and "item" in said.lower()
