@@ -41,6 +41,7 @@ from tpulab.workloads.base import BACKEND, DEVICE, PROFILE, PROFILE_STEPS
 HOST_BOUND = 0.5  # a traced step whose device waited on the host this much of the time is host-bound
 NOT_STEPS = (PHASE_PREFILL, PHASE_BANDWIDTH)  # a decode's prompt, a copy timed before the run: not its steady steps
 OVERRUN = 2.0  # a run still going at this many times its entry's share (and 30 s more) is stopped
+KILL_AFTER_S = 3.0  # a run asked to stop at its budget and still going this much later is killed
 LEAST_S = 5.0  # an entry that would start with less of the budget left than this is skipped, and says so; a run
 # is stopped this long before the budget ends (it ends after its current step, and its worker takes time to go)
 
@@ -271,8 +272,8 @@ class Bench:
         for dtype, v in verdicts(record).items():
             if v.figure is None:
                 self.card.refused[dtype] = v.why + (f" (measure it: `{v.run}`)" if v.run else "")
-        if record.status != "finished":
-            self.card.refused.setdefault("roofline", record.error or f"the roofline was {record.status}")
+        if record.status != "finished" and not self.card.refused:
+            self.card.refused["roofline"] = record.error or f"the roofline was {record.status}"
         return ceilings
 
     def _note_ceilings(self, ceilings: Ceilings, record: RunRecord, reused: str | None = None) -> None:
@@ -379,7 +380,10 @@ class Bench:
 
         def overrun() -> None:
             self.overran = True
-            run.cancel()
+            run.cancel()  # after its current step
+            firm = threading.Timer(KILL_AFTER_S, run.cancel)  # again: killed, what it timed kept
+            firm.daemon = True
+            firm.start()
 
         timer = threading.Timer(max(1.0, deadline - time.monotonic()), overrun)
         timer.daemon = True

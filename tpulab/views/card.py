@@ -42,17 +42,24 @@ def title(card: Card) -> str:
     return f"card {card.short_id} · {card.label()} · {', '.join(card.backends)} · {variant}{took}"
 
 
-def ceilings_line(card: Card) -> str:
+REASON_CHARS = 110  # a refused ceiling's reason on the terminal's one screen (whole with --full)
+
+
+def ceilings_line(card: Card, whole: bool = True) -> str:
     said = [f"{c.dtype} {fmt.rate(c.value, c.unit)}" + ("" if c.measured else " (spec)") +
             (" (reused)" if c.reused else "") for c in card.ceilings]
-    refused = [f"{k}: {v}" for k, v in card.refused.items()]
+    reasons = list(dict.fromkeys(card.refused.values()))
+    refused = [", ".join(k for k, v in card.refused.items() if v == why) + ": " +
+               (why if whole or len(why) <= REASON_CHARS else why[:REASON_CHARS - 1] + "…") for why in reasons]
     out = "ceilings: " + (", ".join(said) if said else "none measured")
     return out + (f"; refused: {'; '.join(refused)}" if refused else "")
 
 
 def entry_row(e: CardEntry) -> list[str]:
+    """A row of the entries' table (`HEADER`); an entry that gave no figure shows its status (its reason is said
+    below the table, whole)."""
     if e.status != "ok":
-        return [e.name, e.backend, e.status, "", e.reason or "", "", "", "", ""]
+        return [e.name, e.backend, "-", e.status, "", "", "", "", ""]
     return [e.name, e.backend, figure(e.median), e.unit or "", spread(e), str(e.n or "-"),
             fmt.percent(e.ceiling_fraction) if e.ceiling_fraction is not None else "-", e.bound or "-",
             (e.run_id or "")[:8]]
@@ -68,20 +75,18 @@ def terminal(card: Card, full: bool = False) -> RenderableType:
     shown = HEADER if full else SCREEN
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
     for name in shown:
-        t.add_column(name, overflow="fold", no_wrap=name != "p10-p90" or full,
+        t.add_column(name, overflow="fold", no_wrap=True,
                      justify="right" if name in ("median", "n", "ceiling") else "left")
     for e in card.entries:
         row = dict(zip(HEADER, entry_row(e)))
-        if e.status != "ok":
-            t.add_row(safe.text(e.name), safe.text(e.status, "red"), safe.text(e.reason or "", "red"))
-            continue
-        t.add_row(*(safe.text(row[name]) for name in shown))
-    parts: list[RenderableType] = [safe.text(title(card), "bold"), safe.text(ceilings_line(card), "cyan")]
+        t.add_row(*(safe.text(row[name], "red" if e.status != "ok" else "") for name in shown))
+    parts: list[RenderableType] = [safe.text(title(card), "bold"), safe.text(ceilings_line(card, full), "cyan")]
     if card.published:
         parts.append(safe.text(card.published, "yellow"))
     if card.noisy:
         parts.append(safe.text(f"noisy: {card.noisy}", "yellow"))
     parts.append(t)
+    parts += [safe.text(f"{e.name}: {e.status}: {e.reason or ''}", "red") for e in card.entries if e.status != "ok"]
     parts += [safe.text(f"{e.name}: {e.artifact}", "bold red") for e in card.entries if e.artifact]
     if full:
         parts.append(machine_table(card))
