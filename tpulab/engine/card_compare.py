@@ -22,6 +22,7 @@ from tpulab.engine.store import Store
 EXPLAINED = 1.25  # a speedup within this factor of the ceilings' ratio is explained by them
 WORDS = {"compute": "compute ceiling (float32 matmul)", "memory": "memory bandwidth"}
 SHORT = {"compute": "compute", "memory": "bandwidth"}
+REFUSED = "why: below"  # a refused ceiling's reason is said once per card, after the rows
 
 
 @dataclass
@@ -113,8 +114,9 @@ def why(name: str, a: Card, ea: CardEntry, b: Card, eb: CardEntry, s: float | No
     ca, cb = a.ceiling(kind), b.ceiling(kind)
     if ca is None or cb is None:
         missing = b if cb is None else a
-        reason = missing.refused.get("memory" if kind == "memory" else "float32")
-        because = f" ({reason})" if reason else " (published cards give none)" if missing.published else ""
+        refused = "memory" if kind == "memory" else "float32"
+        because = f": refused ({REFUSED})" if refused in missing.refused else \
+            " (published cards give none)" if missing.published else ""
         return f"{said}; cannot explain it: no {WORDS[kind]} on {missing.label()}{because}"
     r = cb.value / ca.value
     spec = "" if ca.measured and cb.measured else ", spec figures"
@@ -155,6 +157,7 @@ def differences(cards: list[Card]) -> list[str]:
     published = [c.label() for c in cards if c.published]
     if published and len(published) < len(cards):
         out.append(f"{', '.join(published)}: published figures, not measured here")
+    out += [f"{c.label()}: no {k} ceiling: {why}" for c in cards for k, why in c.refused.items()]
     out += [f"{c.label()} is {c.status}" for c in cards if c.status == "partial"]
     out += [f"{c.label()} is noisy: {c.noisy}" for c in cards if c.noisy]
     return out

@@ -220,7 +220,7 @@ def comparison_rows(cmp: CardComparison) -> list[list[str]]:
 
 
 def comparison_lines(cmp: CardComparison) -> list[str]:
-    lines = [c.why for r in cmp.rows for c in r.cells if c.why]
+    lines = [f"{card.label()}: {c.why}" for r in cmp.rows for card, c in zip(cmp.cards, r.cells) if c.why]
     lines += [f"{r.name}: parameters differ: {'; '.join(r.notes)}" for r in cmp.rows if r.notes]
     lines += [f"geometric mean over {', '.join(names)} (the entries {column(c)} shares with the first)"
               for c, (g, names) in zip(cmp.cards[1:], cmp.geomeans[1:]) if g]
