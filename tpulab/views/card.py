@@ -161,8 +161,10 @@ def csv_text(card: Card) -> str:
 
 
 # --- HTML -------------------------------------------------------------------------------------------
-def bars(rows: Sequence[tuple[str, float | None, str]], what: str, scale: float | None = None) -> str:
-    """A horizontal bar chart as inline SVG: one bar per (label, value, shown) row; none for an unknown value."""
+def bars(rows: Sequence[tuple[str, float | None, str]], what: str, scale: float | None = None,
+         mark: float | None = None) -> str:
+    """A horizontal bar chart as inline SVG: one bar per (label, value, shown) row, none for an unknown value;
+    `scale`: the value of a full bar (charts set side by side share it); `mark`: a reference line (1x)."""
     known = [v for _, v, _ in rows if v is not None]
     top = scale or max(known, default=1.0) or 1.0
     height, width, left = 18, 560, 170
@@ -177,6 +179,11 @@ def bars(rows: Sequence[tuple[str, float | None, str]], what: str, scale: float 
             parts.append(f'<rect x="{left}" y="{y + 2}" width="{w:.1f}" height="{height - 5}" fill="{html.COLORS[0]}"/>')
         parts.append(f'<text x="{left + (min(1.0, (value or 0) / top) * width if value else 0) + 4:.1f}" y="{y + 12}" '
                      f'font-size="11">{safe.html(shown)}</text>')
+    if mark is not None:
+        x = left + min(1.0, mark / top) * width
+        parts.append(f'<line x1="{x:.1f}" y1="18" x2="{x:.1f}" y2="{height * len(rows) + 22}" stroke="#222" '
+                     f'stroke-dasharray="3,2"/><text x="{x + 2:.1f}" y="{height * len(rows) + 24}" font-size="10">'
+                     f'{mark:g}x</text>')
     return '<div class="charts">' + "".join(parts) + "</svg></div>"
 
 
@@ -244,10 +251,11 @@ def comparison_html(cmp: CardComparison) -> str:
 
 def comparison_body(cmp: CardComparison) -> str:
     charts = []
+    top = max([1.0, *(cell.speedup for r in cmp.rows for cell in r.cells if cell.speedup)])  # one scale for all
     for i, c in enumerate(cmp.cards[1:], 1):
         rows = [(r.name, r.cells[i].speedup, f"{r.cells[i].speedup:.2f}x" if r.cells[i].speedup else "-")
                 for r in cmp.rows]
-        charts.append(bars(rows, f"{column(c)} against {column(cmp.cards[0])}"))
+        charts.append(bars(rows, f"{column(c)} against {column(cmp.cards[0])}", scale=top, mark=1.0))
     return (html.table(comparison_rows(cmp), ["entry", *(column(c) for c in cmp.cards)], "speedups against the first card")
             + "".join(charts) + html.lines(comparison_lines(cmp)))
 
