@@ -19,6 +19,7 @@ from rich.console import Console, RenderableType
 from textual.widgets import DataTable, Input, Static
 
 from tpulab.base.events import Compiled, Device, Event, Finished, Profile, Profiled, RunRecord, Sample, Started, Step
+from tpulab.engine.job import RunJob
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.runner import Run
 from tpulab.engine.spec import RunSpec
@@ -194,8 +195,8 @@ class Replay(Run):
 
     def __init__(self, workload: str, report: RuntimeReport, events: list[Event], run_id: str = "5eed" * 8) -> None:
         w = registry()[workload]
-        super().__init__(RunSpec(w, {**w.defaults(), "device": "cpu", "backend": "jax"}, "jax", "you chose jax", "cpu"),
-                         report)
+        super().__init__(RunJob(RunSpec(w, {**w.defaults(), "device": "cpu", "backend": "jax"}, "jax", "you chose jax",
+                                        "cpu")), report)
         self.recorder.id, self.recorder.started_at = run_id, "2026-03-01T09:30:00"
         self.replayed = events
 
