@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tpulab.backends import Placement
+from tpulab.base.ceilings import MEASURED, Sourced
 from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Accel, Device, Event, Log, Sample, Step
 from tpulab.engine.ceilings import Ceilings
 from tpulab.engine.job import job_of
@@ -13,7 +14,7 @@ from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
 from tpulab.machine.peaks import spec_bandwidth
 from tpulab.workloads.decode import DECODE, shape
-from tpulab.workloads.decode_figures import Ceiling, Shape, figures
+from tpulab.workloads.decode_figures import Shape, figures
 from tpulab.workloads.roofline_kernels import MIB, Kernel, measure_bandwidth
 
 from .helpers import cpu_only, decode_events
@@ -30,7 +31,7 @@ def steps(prefill: float = 0.2, tokens: list[float] = TOKENS) -> list[Step]:
 
 
 def test_each_figure_from_known_step_timings():
-    d, flags = figures(steps(), SHAPE, Ceiling(110_000.0, "copy"), None, peak_flops=1e10)
+    d, flags = figures(steps(), SHAPE, Sourced(110_000.0, "copy", MEASURED), None, peak_flops=1e10)
     assert d.ttft_s == pytest.approx(0.2)  # the prefill makes the first token
     assert d.prompt_tokens_per_s == pytest.approx(2 * 4 / 0.2)
     assert d.tpot_s == pytest.approx(0.025)  # the mean of the four later tokens' latencies
@@ -49,7 +50,7 @@ def test_each_figure_from_known_step_timings():
 
 
 def test_figures_above_the_hardware_keep_their_value_and_are_flagged():
-    d, flags = figures(steps(), SHAPE, Ceiling(40_000.0, "copy"), spec_bandwidth("gpu", "NVIDIA L4"),
+    d, flags = figures(steps(), SHAPE, Sourced(40_000.0, "copy", MEASURED), spec_bandwidth("gpu", "NVIDIA L4"),
                        peak_flops=1e9)
     assert d.mbu == pytest.approx(55_000 / 40_000)
     assert [f.code for f in flags] == ["bandwidth-measured-low", "beats-peak"]
@@ -59,7 +60,7 @@ def test_figures_above_the_hardware_keep_their_value_and_are_flagged():
 
 
 def test_before_any_token_there_is_nothing_to_divide_by():
-    d, flags = figures([], SHAPE, Ceiling(1e9, "copy"))
+    d, flags = figures([], SHAPE, Sourced(1e9, "copy", MEASURED))
     assert (d.ttft_s, d.tpot_s, d.itl.p50, d.gbytes_per_s, d.mbu) == (None, None, None, None, None)
     assert d.kv_cache_bytes == 320 and flags == []
 
@@ -108,7 +109,7 @@ def test_progress_counts_the_runs_own_steps_not_the_copies_that_measured_the_ban
 
 
 def test_a_kept_ceiling_is_the_one_a_run_is_set_against(tmp_path):
-    from tpulab.engine.ceilings import Ceiling as Kept
+    from tpulab.engine.ceilings import KeptCeiling as Kept
     from tpulab.engine.ceilings import key
 
     kept = Ceilings()
@@ -124,10 +125,10 @@ def test_a_kept_ceiling_is_the_one_a_run_is_set_against(tmp_path):
 
 def test_the_vendors_bandwidth_of_a_device_says_both_values_where_its_pages_disagree():
     bw = spec_bandwidth("tpu", "v5e")
-    assert bw is not None and bw.bytes_per_s == 819e9 and bw.other == 800 * 2**30
+    assert bw is not None and bw.value == 819e9 and bw.other == 800 * 2**30 and bw.kind == "spec"
     assert "819 GBps" in bw.source and "800 GiBps" in bw.source
     a100 = spec_bandwidth("gpu", "NVIDIA A100-SXM4-80GB", replicas=2)
-    assert a100 is not None and a100.bytes_per_s == 2 * 2039e9
+    assert a100 is not None and a100.value == 2 * 2039e9
     assert spec_bandwidth("gpu", "NVIDIA L40S") is None  # not an L4
 
 

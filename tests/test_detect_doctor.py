@@ -167,22 +167,22 @@ def test_vfio_alone_is_not_a_tpu(tmp_path):
 def test_peaks():
     r = detect(Path("/"), {}, TF)
     p = cpu_peak(r.cpu, "float32")
-    assert p.flops > 0 and "estimate" in p.source
-    assert gpu_peak("NVIDIA A100-SXM4-40GB", "float32").flops == 156e12  # TF32 is TF's default
-    assert gpu_peak("Tesla T4", "float16").flops == 65e12
-    assert gpu_peak("Tesla K80", "float32").flops == pytest.approx(4.37e12)
+    assert p.value > 0 and "estimate" in p.source
+    assert gpu_peak("NVIDIA A100-SXM4-40GB", "float32").value == 156e12  # TF32 is TF's default
+    assert gpu_peak("Tesla T4", "float16").value == 65e12
+    assert gpu_peak("Tesla K80", "float32").value == pytest.approx(4.37e12)
     assert gpu_peak("Mystery GPU", "float32") is None
-    assert tpu_peak("v2").flops == 22.5e12  # 45 per chip, 2 cores per chip
-    assert tpu_peak("v5e").flops == 197e12
-    assert device_peak("tpu", "v2", "float32", 8, None).flops == 180e12  # the article's v2-8
-    assert device_peak("gpu", "Tesla T4", "float32", 2, None).flops == pytest.approx(16.2e12)
+    assert tpu_peak("v2").value == 22.5e12  # 45 per chip, 2 cores per chip
+    assert tpu_peak("v5e").value == 197e12
+    assert device_peak("tpu", "v2", "float32", 8, None).value == 180e12  # the article's v2-8
+    assert device_peak("gpu", "Tesla T4", "float32", 2, None).value == pytest.approx(16.2e12)
 
 
 def test_cpu_peak_uses_the_max_clock_when_known(tmp_path):
     root = tree(tmp_path, {"sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq": "3300000\n"})
     cpu = detect(root, {}, TF).cpu
     assert cpu.max_mhz == 3300.0
-    assert cpu_peak(cpu, "float32").flops == pytest.approx(4 * 3.3e9 * 32)
+    assert cpu_peak(cpu, "float32").value == pytest.approx(4 * 3.3e9 * 32)
 
 
 def test_core_never_imports_a_framework_or_textual():

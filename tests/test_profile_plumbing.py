@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Switch
 
+from tpulab.base.ceilings import MEASURED, Sourced
 from tpulab.base.events import OTHER_OPS, OpRow, Profile
 from tpulab.engine.profile_verdicts import Roof, judge, roof
 from tpulab.engine.sweep import Sweep, build_grid
@@ -59,7 +60,7 @@ def test_a_call_of_several_steps_is_said_per_step():
     assert [(o.calls, o.seconds, o.share, o.flops, o.bytes) for o in each.ops] == [(1, 0.015, 0.75, 2e9, 1e6)]
 
 
-ROOF = Roof(flops=1e12, flops_source="measured", bandwidth=1e11, bandwidth_source="measured")  # ridge 10 FLOP/B
+ROOF = Roof(Sourced(1e12, "a roofline", MEASURED), Sourced(1e11, "a roofline", MEASURED))  # ridge 10 FLOP/B
 
 
 def test_each_op_is_set_against_the_ceiling_its_intensity_puts_it_under():
@@ -76,7 +77,7 @@ def test_each_op_is_set_against_the_ceiling_its_intensity_puts_it_under():
     dominates, memory = (f.message for f in judged.verdicts)
     assert "add.2 (add) takes 50% of the step, at 80% of the bandwidth ceiling: it runs near the ceiling" in dominates
     assert "1 op(s) under the bandwidth line take 50% of the step" in memory and "precision" in memory
-    assert judged.against == "compute 1000.0 GFLOP/s (measured); memory 100.0 GB/s (measured)"
+    assert judged.against == "compute 1000.0 GFLOP/s (a roofline); memory 100.0 GB/s (a roofline)"
 
 
 def test_a_step_spent_waiting_on_the_host_says_so_with_its_figures():
@@ -89,9 +90,20 @@ def test_a_step_spent_waiting_on_the_host_says_so_with_its_figures():
 
 def test_without_a_bandwidth_an_op_is_set_against_the_compute_ceiling_alone():
     judged = judge(Profile(ops=[OpRow(name="dot", seconds=0.01, share=0.3, flops=1e9, bytes=1e6)]),
-                   Roof(flops=1e12))
+                   Roof(flops=Sourced(1e12, "a roofline", MEASURED)))
     assert (judged.ops[0].bound, judged.ops[0].ceiling_fraction) == (None, 0.1)
-    assert judged.against == "compute 1000.0 GFLOP/s" and judge(Profile(), Roof()).against is None
+    assert judged.against == "compute 1000.0 GFLOP/s (a roofline)" and judge(Profile(), Roof()).against is None
+    assert judged.ops[0].ceiling == "the compute ceiling"
+
+
+def test_a_verdict_reads_a_ceilings_kind_not_its_words():
+    """A spec figure whose words look measured, and a measured one whose words start 'spec:': each op's fraction
+    is named by the kind alone."""
+    op = OpRow(name="dot", seconds=0.01, share=0.3, flops=1e9, bytes=1e6)
+    spec = judge(Profile(ops=[op]), Roof(flops=Sourced(1e12, "roofline run ab12cd34")))
+    measured = judge(Profile(ops=[op]), Roof(flops=Sourced(1e12, "spec: of a test", MEASURED)))
+    assert (spec.ops[0].ceiling, measured.ops[0].ceiling) == ("the spec peak", "the compute ceiling")
+    assert spec.against == "compute 1000.0 GFLOP/s (spec: roofline run ab12cd34)"
 
 
 def test_the_row_that_sums_the_rest_is_no_op_to_rate():
@@ -111,7 +123,8 @@ def test_a_run_over_several_devices_sets_each_op_against_one_devices_ceilings():
 
     four = roof(Device(kind="gpu", name="NVIDIA H100 80GB HBM3", replicas=4, hosts=2, machines=2), "bfloat16",
                 Ceilings(), None)
-    assert (four.flops, four.bandwidth) == (989.4e12, 3.35e12)
+    assert four.flops and four.bandwidth and (four.flops.value, four.bandwidth.value) == (989.4e12, 3.35e12)
+    assert (four.flops.kind, four.bandwidth.kind) == ("spec", "spec")
 
 
 def test_the_notebook_and_the_command_line_take_profile_from_the_one_declaration():

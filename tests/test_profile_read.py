@@ -312,12 +312,13 @@ def test_a_dot_or_convolution_whose_shapes_cannot_be_read_has_unknown_flops_neve
 def test_no_table_csv_or_verdict_shows_0_for_what_is_unknown(tmp_path):
     """The unreadable dot and convolution, traced and judged: '-' in the table, empty in the CSV, and the
     verdict on the op that takes the step says its distance to the ceiling is unknown."""
+    from tpulab.base.ceilings import Sourced
     from tpulab.engine.profile_verdicts import Roof, judge
     from tpulab.views.ops import op_cells, op_line, write_csv
 
     tpu = TracePlane("/device:TPU:0", [TraceLine("XLA Ops", [
         event("dot.1", 0, 60), event("convolution.3", 60, 20), event("add.5", 80, 10)])])
-    roof = Roof(flops=1e12, flops_source="spec: a test", bandwidth=1e11, bandwidth_source="spec: a test")
+    roof = Roof(Sourced(1e12, "a test"), Sourced(1e11, "a test"))
     profile = judge(build([host((0, 100)), tpu], by_name(hlo_ops([UNREADABLE]))), roof)
     rows = {op.name: op for op in profile.ops}
     for name in ("dot.1", "convolution.3"):

@@ -59,7 +59,7 @@ def cards() -> list[Card]:
     k80, v2 = gpu_peak("K80", "float32"), tpu_peak("v2")
     assert k80 is not None and v2 is not None
     tpu_cores = 8
-    tpu_flops = v2.flops * tpu_cores
+    tpu_flops = v2.value * tpu_cores
     artifact = (f"an artifact: the TPU program had no outputs, so the convolution was pruned and 1.22 ms timed its "
                 f"dispatch; 8 shards x {CONV_FLOP / 1e9:.1f} GFLOP in 1.22 ms is {8 * CONV_FLOP / 1.22e-3 / 1e12:.0f} "
                 f"TFLOP/s, {8 * CONV_FLOP / 1.22e-3 / tpu_flops:.1f}x a v2-8's {tpu_flops / 1e12:.0f} TFLOP/s peak: "
@@ -69,14 +69,14 @@ def cards() -> list[Card]:
     cpu_on_tpu = _conv(2.47, "the same code on the TPU runtime, %timeit 2.47 s: the CPU did the work")
     cpu_on_tpu.name, cpu_on_tpu.article = "conv-unsharded", None
     gpu_conv = _conv(0.280, "the same code on the GPU runtime, %timeit 280 ms")
-    gpu_conv.spec_fraction = gpu_conv.median * 1e9 / k80.flops if gpu_conv.median else None
+    gpu_conv.spec_fraction = gpu_conv.median * 1e9 / k80.value if gpu_conv.median else None
     return [
         _card("cpu", "Colab CPU (2018, published)", [],
               [_conv(2.44, "the convolution on the CPU runtime, %timeit 2.44 s")], []),
         _card("k80", "Colab K80 GPU (2018, published)",
               [{"kind": "gpu", "name": "Tesla K80 (one GK210)", "found_by": "the article"}],
               [gpu_conv, _cnn(120.0, "5 epochs 'over 2 minutes' on the GPU")],
-              [_spec("gpu: Tesla K80", k80.flops, k80.source)]),
+              [_spec("gpu: Tesla K80", k80.value, k80.source)]),
         _card("tpu-v2", "Colab TPU v2-8 (2018, published)",
               [{"kind": "tpu", "name": "TPU v2-8", "cores": tpu_cores, "found_by": "COLAB_TPU_ADDR (the article)"}],
               [tpu_conv, cpu_on_tpu, _cnn(40.0, "5 epochs 'just over 40 s' on the TPU (keras_to_tpu_model)")],

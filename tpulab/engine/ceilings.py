@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from tpulab.base import fmt
-from tpulab.base.ceilings import BANDWIDTH_LOW, CEILING_LOW
+from tpulab.base.ceilings import BANDWIDTH_LOW, CEILING_LOW, MEASURED, Sourced
 from tpulab.base.events import Device, KernelFigure, RunRecord, Telemetry
 from tpulab.base.timing import Flag
 from tpulab.engine.runindex import RunFilter
@@ -79,7 +79,9 @@ def busy(t: Telemetry | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class Ceiling:
+class KeptCeiling:
+    """A ceiling a roofline run measured, as the store keeps it: its value, and the run, backend and sizes."""
+
     value: float  # FLOP/s, or bytes/s for MEMORY
     run_id: str
     backend: str
@@ -102,6 +104,10 @@ class Ceiling:
     def measured(self) -> str:
         """Where and under what load it was measured: its source, and 'other processes used 0.10 of 2 cores (5%)'."""
         return self.source() + (f"; {self.load.words()}" if self.load else "")
+
+    def sourced(self) -> Sourced:
+        """Its value and source, as every peak and ceiling a run is set against is said."""
+        return Sourced(self.value, self.source(), MEASURED)
 
 
 Key = tuple[str, str, str]  # device kind, device name, dtype
@@ -222,7 +228,7 @@ def preset_of(params: dict[str, Any]) -> str | None:
     return next((name for name in w.presets if all(w.preset(name)[k] == params.get(k) for k in sizes)), None)
 
 
-def of_record(record: RunRecord) -> dict[Key, Ceiling]:
+def of_record(record: RunRecord) -> dict[Key, KeptCeiling]:
     """The ceilings one roofline record measured: per dtype its flat curve's best, and its copy's
     bandwidth when the copy outgrew the cache."""
     if record.workload != WORKLOAD or record.device is None or record.status != "finished":
@@ -235,11 +241,11 @@ def of_record(record: RunRecord) -> dict[Key, Ceiling]:
         if f is None:
             continue
         if dtype == MEMORY and f.bytes_per_s:
-            out[key(record.device, MEMORY)] = Ceiling(f.bytes_per_s, record.id, record.backend, f.size, f.size,
+            out[key(record.device, MEMORY)] = KeptCeiling(f.bytes_per_s, record.id, record.backend, f.size, f.size,
                                                        copy=True, preset=preset, load=load)
         elif f.flops_per_s:
             sizes = [k.size for k in record.summary.kernels if k.kind == "matmul" and k.dtype == dtype]
-            out[key(record.device, dtype)] = Ceiling(f.flops_per_s, record.id, record.backend, f.size, max(sizes),
+            out[key(record.device, dtype)] = KeptCeiling(f.flops_per_s, record.id, record.backend, f.size, max(sizes),
                                                      first=min(sizes), preset=preset, load=load)
     return out
 
@@ -249,22 +255,22 @@ class Ceilings:
     the best any backend measured (the earlier of equal ones)."""
 
     def __init__(self, records: Iterable[RunRecord] = ()) -> None:
-        self.kept: dict[Key, Ceiling] = {}
+        self.kept: dict[Key, KeptCeiling] = {}
         for r in sorted(records, key=lambda r: r.started_at):
             for k, c in of_record(r).items():
                 old = self.kept.get(k)
                 if old is None or c.value > old.value:
                     self.kept[k] = c
 
-    def flops(self, device: Device | None, dtype: str | None) -> Ceiling | None:
+    def flops(self, device: Device | None, dtype: str | None) -> KeptCeiling | None:
         return self.kept.get(key(device, dtype)) if device is not None and dtype else None
 
-    def bandwidth(self, device: Device | None) -> Ceiling | None:
+    def bandwidth(self, device: Device | None) -> KeptCeiling | None:
         return self.kept.get(key(device, MEMORY)) if device is not None else None
 
-    def memory(self, device: Device | None) -> tuple[float, str] | None:
+    def memory(self, device: Device | None) -> Sourced | None:
         found = self.bandwidth(device)
-        return (found.value, found.source()) if found else None
+        return found.sourced() if found else None
 
     def memory_kept(self, kind: str) -> list[str]:
         return sorted(name for k, name, dtype in self.kept if k == kind and dtype == MEMORY)
@@ -300,7 +306,7 @@ class Ceilings:
                 "intensity": intensity, "bound": bound}, flags
 
 
-def beats(achieved: float, ceiling: Ceiling, what: str = "FLOP/s") -> Flag:
+def beats(achieved: float, ceiling: KeptCeiling, what: str = "FLOP/s") -> Flag:
     """The flag of a figure above a kept ceiling: not a win (the spec peak is what hardware cannot beat) but a
     ceiling measured low, said with where and under what load it was measured, and how to measure it again."""
     return Flag(BANDWIDTH_LOW if ceiling.copy else CEILING_LOW,

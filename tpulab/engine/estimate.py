@@ -77,6 +77,6 @@ def estimate(workload: Workload, p: Params, limits: Limits, report: RuntimeRepor
         if peak is None:
             return Estimate(None, "no kept run of similar work and no known peak for this device")
         kind = "peak"
-        rate = peak.flops * ASSUMED_PEAK_FRACTION
+        rate = peak.value * ASSUMED_PEAK_FRACTION
         basis = f"assuming {ASSUMED_PEAK_FRACTION:.0%} of peak: no kept run of similar work on this device"
     return Estimate(startup + steps * flops / rate, basis, kind)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tpulab.base import fmt
+from tpulab.base.ceilings import SPEC, Sourced
 from tpulab.base.events import OTHER_OPS, Device, OpRow, Profile
 from tpulab.base.timing import Flag
 from tpulab.engine.ceilings import Ceilings
@@ -27,28 +28,25 @@ NEAR_CEILING = 0.7  # an op at this fraction of its ceiling or more: only less w
 class Roof:
     """The two ceilings an op is set against: FLOP/s (for the run's dtype) and bytes/s, each with its source."""
 
-    flops: float | None = None
-    flops_source: str | None = None
-    bandwidth: float | None = None
-    bandwidth_source: str | None = None
+    flops: Sourced | None = None
+    bandwidth: Sourced | None = None
 
     def described(self) -> str | None:
         """The two ceilings and their sources, in words (None: neither is known)."""
-        said = [f"{what} {fmt(value)}" + (f" ({source})" if source else "") for what, value, fmt, source in (
-            ("compute", self.flops, lambda v: f"{v / 1e9:.1f} GFLOP/s", self.flops_source),
-            ("memory", self.bandwidth, lambda v: f"{v / 1e9:.1f} GB/s", self.bandwidth_source)) if value]
+        said = [f"{what} {fmt(c.value)} ({'spec: ' if c.kind == SPEC else ''}{c.source})"
+                for what, c, fmt in (("compute", self.flops, lambda v: f"{v / 1e9:.1f} GFLOP/s"),
+                                     ("memory", self.bandwidth, lambda v: f"{v / 1e9:.1f} GB/s")) if c and c.value]
         return "; ".join(said) or None
 
     def names(self) -> tuple[str, str]:
         """What an op's fraction is of, compute and memory: a measured ceiling, or the vendor's figure."""
-        spec = [(s or "").startswith("spec:") for s in (self.flops_source, self.bandwidth_source)]
-        return ("the spec peak" if spec[0] else "the compute ceiling",
-                "the spec bandwidth" if spec[1] else "the bandwidth ceiling")
+        return ("the spec peak" if self.flops and self.flops.kind == SPEC else "the compute ceiling",
+                "the spec bandwidth" if self.bandwidth and self.bandwidth.kind == SPEC else "the bandwidth ceiling")
 
     @property
     def ridge(self) -> float | None:
         """The intensity (FLOP per byte) above which an op is compute-bound."""
-        return self.flops / self.bandwidth if self.flops and self.bandwidth else None
+        return self.flops.value / self.bandwidth.value if self.flops and self.bandwidth else None
 
 
 def roof(device: Device, dtype: str, ceilings: Ceilings, cpu: CpuInfo | None) -> Roof:
@@ -56,12 +54,8 @@ def roof(device: Device, dtype: str, ceilings: Ceilings, cpu: CpuInfo | None) ->
     program's FLOPs): each measured where a roofline kept one, else the spec's."""
     one = replace(device, replicas=1, hosts=1, machines=1)
     flops, bandwidth = ceilings.flops(one, dtype), ceilings.bandwidth(one)
-    peak = None if flops else device_peak(one.kind, one.name, dtype, 1, cpu, 1)
-    spec = None if bandwidth else spec_bandwidth(one.kind, one.name, 1)
-    return Roof(flops.value if flops else peak.flops if peak else None,
-                flops.source() if flops else f"spec: {peak.source}" if peak else None,
-                bandwidth.value if bandwidth else spec.bytes_per_s if spec else None,
-                bandwidth.source() if bandwidth else f"spec: {spec.source}" if spec else None)
+    return Roof(flops.sourced() if flops else device_peak(one.kind, one.name, dtype, 1, cpu, 1),
+                bandwidth.sourced() if bandwidth else spec_bandwidth(one.kind, one.name, 1))
 
 
 def judge(profile: Profile, roof: Roof) -> Profile:
@@ -86,9 +80,9 @@ def rated(op: OpRow, roof: Roof) -> OpRow:
     fraction, of = None, None
     compute, memory = roof.names()
     if bound == "memory" and bytes_per_s and roof.bandwidth:
-        fraction, of = bytes_per_s / roof.bandwidth, memory
+        fraction, of = bytes_per_s / roof.bandwidth.value, memory
     elif bound != "memory" and flops_per_s and roof.flops:
-        fraction, of = flops_per_s / roof.flops, compute
+        fraction, of = flops_per_s / roof.flops.value, compute
     return replace(op, gflops_per_s=flops_per_s / 1e9 if flops_per_s is not None else None,
                    gbytes_per_s=bytes_per_s / 1e9 if bytes_per_s is not None else None,
                    intensity=intensity, bound=bound, ceiling_fraction=fraction, ceiling=of)

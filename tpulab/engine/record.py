@@ -37,7 +37,8 @@ from tpulab.engine.spec import RunSpec
 from tpulab.engine.telemetry_summary import SampleKeeper, steady
 from tpulab.engine.telemetry_summary import summarize as summarize_telemetry
 from tpulab.machine.detect import RuntimeReport
-from tpulab.machine.peaks import Peak, device_peak
+from tpulab.base.ceilings import Sourced
+from tpulab.machine.peaks import device_peak
 from tpulab.workloads.base import SummaryPart
 
 
@@ -215,13 +216,13 @@ class RunRecorder:
                 "compile_phases": dict(self.compile_phases) if len(self.compile_phases) > 1 else None,
                 "host_seconds": self.host_medians()}
 
-    def peak(self) -> Peak | None:
+    def peak(self) -> Sourced | None:
         """The spec peak of the devices the run used (this machine's CPU as detected), once it said `Started`."""
         d = self.info.device if self.info is not None else None
         return device_peak(d.kind, d.name, self.info.dtype, d.replicas, self.runtime.cpu, d.machines) \
             if d is not None and self.info is not None else None
 
-    def rates(self, stats: Stats | None, own: SummaryPart, peak: Peak | None) -> tuple[dict[str, Any], list[Flag]]:
+    def rates(self, stats: Stats | None, own: SummaryPart, peak: Sourced | None) -> tuple[dict[str, Any], list[Flag]]:
         """The step's work per second, against the device's spec `peak` and its measured ceilings
         (`Ceilings.judge`), with the flags that say when a figure cannot be trusted."""
         info, w = self.info, self.workload
@@ -229,7 +230,7 @@ class RunRecorder:
         flops_per_s = flops / stats.median if stats and flops and stats.median > 0 else None
         if own.seconds is not None:  # the workload's own step (a call of a roofline's best matmul)
             flops, flops_per_s = own.flops_per_step, own.flops_per_s
-        peak_fraction = flops_per_s / peak.flops if flops_per_s and peak else None
+        peak_fraction = flops_per_s / peak.value if flops_per_s and peak else None
         flags = sanity_flags(peak_fraction, stats)
         if info is not None and info.synthetic:
             flags.append(Flag("synthetic-data", f"{'trained' if w.trains else 'ran'} on {w.synthetic_warning()}"))
@@ -238,7 +239,7 @@ class RunRecorder:
         batch = w.batch_size(self.params)
         items = batch * w.items_per_example(self.params)
         return {"flops_per_step": flops, "gflops_per_s": flops_per_s / 1e9 if flops_per_s else None,
-                "peak_flops": peak.flops if peak else None, "peak_source": peak.source if peak else None,
+                "peak_flops": peak.value if peak else None, "peak_source": peak.source if peak else None,
                 "peak_fraction": peak_fraction, "mfu": peak_fraction if w.model_flops else None,
                 "examples_per_s": batch / stats.median if stats and batch and stats.median > 0 else None,
                 "throughput": items / stats.median if stats and items and stats.median > 0 else None,

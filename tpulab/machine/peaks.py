@@ -10,8 +10,7 @@ give two values, both are kept and the source says which page gives which.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-
+from tpulab.base.ceilings import Sourced
 from tpulab.machine.detect import CpuInfo
 
 T = 1e12
@@ -37,12 +36,6 @@ GPU_PEAKS: list[tuple[str, tuple[float, float, float], str]] = [
 ]
 DTYPES = ("float32", "bfloat16", "float16")
 BOOST_ALLOWANCE = 1.5  # when the maximum clock is unknown (VMs), the reported clock times this
-
-
-@dataclass(frozen=True)
-class Peak:
-    flops: float
-    source: str
 
 
 G = 1e9
@@ -80,30 +73,15 @@ TPU_BANDWIDTH: dict[str, tuple[float, str, float | None]] = {
 }
 
 
-@dataclass(frozen=True)
-class Bandwidth:
-    """A device's spec memory bandwidth (bytes/s) and where it is said; `other`: the second value where the
-    vendor's own pages disagree (the source names both)."""
-
-    bytes_per_s: float
-    source: str
-    other: float | None = None
-
-    def times(self, n: int) -> Bandwidth:
-        if n == 1:
-            return self
-        return Bandwidth(self.bytes_per_s * n, f"{n} x ({self.source})", self.other * n if self.other else None)
-
-
-def gpu_bandwidth(name: str) -> Bandwidth | None:
+def gpu_bandwidth(name: str) -> Sourced | None:
     words = set(re.split(r"[^a-z0-9]+", name.lower()))
     for needed, value, source, other in GPU_BANDWIDTH:
         if all(w.lower() in words for w in needed):
-            return Bandwidth(value, f"NVIDIA: {source}", other)
+            return Sourced(value, f"NVIDIA: {source}", other=other)
     return None
 
 
-def tpu_bandwidth(generation: str | None) -> Bandwidth | None:
+def tpu_bandwidth(generation: str | None) -> Sourced | None:
     """Per TensorCore (one TensorFlow replica), as the peaks are."""
     gen = "v3" if generation == "v2/v3" else generation
     if gen not in TPU_BANDWIDTH or gen not in TPU_CHIP_PEAKS:
@@ -111,10 +89,10 @@ def tpu_bandwidth(generation: str | None) -> Bandwidth | None:
     value, source, other = TPU_BANDWIDTH[gen]
     cores = TPU_CHIP_PEAKS[gen][1]
     per_core = f", {cores} cores per chip" if cores > 1 else ""
-    return Bandwidth(value / cores, f"Google Cloud: {source}{per_core}", other / cores if other else None)
+    return Sourced(value / cores, f"Google Cloud: {source}{per_core}", other=other / cores if other else None)
 
 
-def spec_bandwidth(kind: str, name: str, replicas: int = 1) -> Bandwidth | None:
+def spec_bandwidth(kind: str, name: str, replicas: int = 1) -> Sourced | None:
     """The vendor's memory bandwidth of everything a run used (None on a CPU: no vendor's figure fits a
     machine's DIMMs; the measured ceiling is what a CPU run is set against)."""
     one = gpu_bandwidth(name) if kind == "gpu" else tpu_bandwidth(name) if kind == "tpu" else None
@@ -139,7 +117,7 @@ def cpu_flops_per_cycle(features: list[str], dtype: str) -> tuple[int, str]:
     return 8, "SSE"
 
 
-def cpu_peak(cpu: CpuInfo, dtype: str) -> Peak:
+def cpu_peak(cpu: CpuInfo, dtype: str) -> Sourced:
     per_cycle, unit = cpu_flops_per_cycle(cpu.features, dtype)
     if cpu.max_mhz:
         ghz, clock = cpu.max_mhz / 1000, f"{cpu.max_mhz / 1000:.2f} GHz max clock"
@@ -149,36 +127,34 @@ def cpu_peak(cpu: CpuInfo, dtype: str) -> Peak:
     else:
         ghz, clock = 4.0, "4 GHz assumed (clock unknown)"
     flops = cpu.logical_cores * ghz * 1e9 * per_cycle
-    return Peak(flops, f"estimate: {cpu.logical_cores} logical cores x {clock} x {per_cycle} FLOP/cycle ({unit})")
+    return Sourced(flops, f"estimate: {cpu.logical_cores} logical cores x {clock} x {per_cycle} FLOP/cycle ({unit})")
 
 
-def gpu_peak(name: str, dtype: str) -> Peak | None:
+def gpu_peak(name: str, dtype: str) -> Sourced | None:
     for fragment, peaks, note in GPU_PEAKS:
         if fragment.lower() in name.lower():
-            return Peak(peaks[DTYPES.index(dtype)] * T, f"{GPU_SOURCE}: {fragment} {dtype}{note}")
+            return Sourced(peaks[DTYPES.index(dtype)] * T, f"{GPU_SOURCE}: {fragment} {dtype}{note}")
     return None
 
 
-def tpu_peak(generation: str | None) -> Peak | None:
+def tpu_peak(generation: str | None) -> Sourced | None:
     """Peak per TensorCore (one TensorFlow replica)."""
     gen = "v3" if generation == "v2/v3" else generation  # the pair's upper bound never flags a v3 wrongly
     if gen not in TPU_CHIP_PEAKS:
         return None
     chip, cores = TPU_CHIP_PEAKS[gen]
-    return Peak(chip / cores * T, f"{TPU_SOURCE}: {gen} {chip:g} TFLOP/s per chip, {cores} core(s) per chip")
+    return Sourced(chip / cores * T, f"{TPU_SOURCE}: {gen} {chip:g} TFLOP/s per chip, {cores} core(s) per chip")
 
 
 def device_peak(kind: str, name: str, dtype: str, replicas: int, cpu: CpuInfo | None,
-                machines: int = 1) -> Peak | None:
+                machines: int = 1) -> Sourced | None:
     """Peak of everything a run used: each machine's whole CPU however it is split, or the sum over replicas."""
     if kind == "cpu":
         if cpu is None:
             return None
         whole = cpu_peak(cpu, dtype)
-        return whole if machines == 1 else Peak(whole.flops * machines, f"{machines} machines x ({whole.source})")
+        return whole.times(machines, "machines")
     one = gpu_peak(name, dtype) if kind == "gpu" else tpu_peak(name)
     if one is None:
         return None
-    if replicas == 1:
-        return one
-    return Peak(one.flops * replicas, f"{replicas} x ({one.source})")
+    return one.times(replicas)

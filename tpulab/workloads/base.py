@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from tpulab.base.charts import Chart
     from tpulab.callbacks import StepTimer
     from tpulab.machine.detect import RuntimeReport
-    from tpulab.machine.peaks import Peak
+    from tpulab.base.ceilings import Sourced
 
 Params = dict[str, Any]
 
@@ -336,7 +336,7 @@ class Workload(ABC):
         return None
 
     def summary_part(self, steps: list[Step], started: Started, ceilings: Ceilings, p: Params,
-                     peak: Peak | None) -> SummaryPart | None:
+                     peak: Sourced | None) -> SummaryPart | None:
         """This workload's own part of its summary (None: a step is one thing, timed as it comes); `peak`: the
         run's device's, as the record computed it once."""
         return None

@@ -45,7 +45,7 @@ from tpulab.workloads.running import Runner
 
 if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings
-    from tpulab.machine.peaks import Peak
+    from tpulab.base.ceilings import Sourced
 
 PARAMS = (
     batch_size(1, 1024, unit="sequences", what="sequences generated together"),
@@ -159,7 +159,7 @@ class LLMDecode(Workload):
                 f"{p['batch_size']} x {p['prompt_len']} prompt tokens")
 
     def summary_part(self, steps: list[Step], started: Started, ceilings: MeasuredCeilings,
-                     p: Params, peak: Peak | None) -> SummaryPart:
+                     p: Params, peak: Sourced | None) -> SummaryPart:
         """The run's step is a decode step (the prefill is not one); its figures: `decode_figures`."""
         return decode_figures.summary_part(steps, started, ceilings, shape(p), peak)
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tpulab.base import fmt
-from tpulab.base.ceilings import BANDWIDTH_LOW
+from tpulab.base.ceilings import BANDWIDTH_LOW, MEASURED, Sourced
 from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Decode, Latency, Started, Step
 from tpulab.base.timing import Flag, median, percentile
-from tpulab.machine.peaks import Bandwidth, Peak, spec_bandwidth
+from tpulab.machine.peaks import spec_bandwidth
 from tpulab.workloads.base import SummaryPart
 from tpulab.workloads.roofline_kernels import best_copy
 
@@ -45,14 +45,6 @@ class Shape:
     replicas: int = 1  # each replica reads every weight
 
 
-@dataclass(frozen=True)
-class Ceiling:
-    """A bandwidth a run is set against: bytes/s and where it came from."""
-
-    bytes_per_s: float
-    source: str
-
-
 VERIFIED = "verified"  # the timed prefill's metric with --verify: the largest |difference| of the logits
 
 
@@ -71,7 +63,7 @@ def step_bytes(shape: Shape) -> float:
     return shape.weight_bytes * shape.replicas + shape.batch * shape.context * shape.kv_bytes_per_position
 
 
-def figures(steps: list[Step], shape: Shape, bandwidth: Ceiling | None, spec: Bandwidth | None = None,
+def figures(steps: list[Step], shape: Shape, bandwidth: Sourced | None, spec: Sourced | None = None,
             peak_flops: float | None = None) -> tuple[Decode, list[Flag]]:
     """The decode figures of `steps`, and the flags of any above the hardware (`bandwidth`: the measured
     copy's; `spec`: the vendor's; `peak_flops`: the device's peak, for the prefill's MFU)."""
@@ -94,12 +86,12 @@ def figures(steps: list[Step], shape: Shape, bandwidth: Ceiling | None, spec: Ba
         kv_cache_bytes=shape.batch * shape.context * shape.kv_bytes_per_position,
         bytes_per_token_step=moved,
         gbytes_per_s=achieved / 1e9 if achieved else None,
-        bandwidth=bandwidth.bytes_per_s if bandwidth else None,
+        bandwidth=bandwidth.value if bandwidth else None,
         bandwidth_source=bandwidth.source if bandwidth else None,
-        mbu=achieved / bandwidth.bytes_per_s if achieved and bandwidth else None,
-        spec_bandwidth=spec.bytes_per_s if spec else None,
+        mbu=achieved / bandwidth.value if achieved and bandwidth else None,
+        spec_bandwidth=spec.value if spec else None,
         spec_bandwidth_source=spec.source if spec else None,
-        spec_bandwidth_fraction=achieved / spec.bytes_per_s if achieved and spec else None,
+        spec_bandwidth_fraction=achieved / spec.value if achieved and spec else None,
         prefill_mfu=prefill_rate / peak_flops if prefill_rate and peak_flops else None,
         verified=next((s.metrics[VERIFIED] for s in steps if s.phase == PHASE_PREFILL and VERIFIED in s.metrics),
                       None),
@@ -125,29 +117,27 @@ def beats(d: Decode, achieved: float | None, prefill_rate: float | None, peak: f
     return flags
 
 
-def measured_copy(steps: list[Step]) -> Ceiling | None:
+def measured_copy(steps: list[Step]) -> Sourced | None:
     """The bandwidth the run measured itself before its prefill (`measure_bandwidth`): its copies' best."""
     found = best_copy(steps)
-    return Ceiling(found[0], f"measured by this run before its prefill: {found[1]}") if found else None
+    return Sourced(found[0], f"measured by this run before its prefill: {found[1]}", MEASURED) if found else None
 
 
-def bandwidth_of(steps: list[Step], started: Started, ceilings: MeasuredCeilings) -> Ceiling | None:
+def bandwidth_of(steps: list[Step], started: Started, ceilings: MeasuredCeilings) -> Sourced | None:
     """The device's kept bandwidth ceiling (a roofline's), else the one this run measured, per replica
     times the replicas."""
-    kept = ceilings.memory(started.device)
-    found = Ceiling(*kept) if kept else measured_copy(steps)
-    n = started.device.replicas
-    return Ceiling(found.bytes_per_s * n, f"{n} x ({found.source})" if n > 1 else found.source) if found else None
+    found = ceilings.memory(started.device) or measured_copy(steps)
+    return found.times(started.device.replicas) if found else None
 
 
 def summary_part(steps: list[Step], started: Started, ceilings: MeasuredCeilings, shape: Shape,
-                 peak: Peak | None) -> SummaryPart:
+                 peak: Sourced | None) -> SummaryPart:
     """A decode run's part of its summary: the step statistics are of the decode steps (the inter-token
     latencies; the prefill is not one), and the decode figures (`peak`: the device's, for the prefill's MFU)."""
     d = started.device
     spec = spec_bandwidth(d.kind, d.name, d.replicas)
     decode, flags = figures(steps, shape, bandwidth_of(steps, started, ceilings), spec,
-                            peak.flops if peak else None)
+                            peak.value if peak else None)
     seconds = [s.seconds for s in decode_steps(steps)]
     flops = started.flops_per_step
     mid = median(seconds)

@@ -35,7 +35,7 @@ from tpulab.workloads.running import Runner
 if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings
     from tpulab.machine.detect import RuntimeReport
-    from tpulab.machine.peaks import Peak
+    from tpulab.base.ceilings import Sourced
 
 PARAMS = (
     ParamSpec("min_size", int, 256, "smallest matrix side n of the n x n matmul", 1, 65536, term="roofline"),
@@ -149,7 +149,7 @@ class Roofline(Workload):
                 f"{p['copy_mib']} MiB {COPY_DTYPE} array, held on the device")
 
     def summary_part(self, steps: list[Step], started: Started, ceilings: MeasuredCeilings,
-                     p: Params, peak: Peak | None) -> SummaryPart:
+                     p: Params, peak: Sourced | None) -> SummaryPart:
         """Each kernel's figures; the run's step is a call of the best matmul in the headline dtype, and
         its bytes/s is the best copy's (flagged when it beats the measured bandwidth)."""
         kernels = kernel_figures(steps)

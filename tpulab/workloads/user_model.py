@@ -44,7 +44,7 @@ from tpulab.workloads.user_model_target import Target
 if TYPE_CHECKING:
     from tpulab.backends import Backend
     from tpulab.base.ceilings import MeasuredCeilings
-    from tpulab.machine.peaks import Peak
+    from tpulab.base.ceilings import Sourced
     from tpulab.base.events import Started, Step
     from tpulab.workloads.data import Dataset
 
@@ -175,7 +175,7 @@ class UserModel(KerasWorkload):
         return super().total_steps(p) + (training if p.get(COMPILE.name) == "both" else 0)
 
     def summary_part(self, steps: list[Step], started: Started, ceilings: MeasuredCeilings, p: Params,
-                     peak: Peak | None) -> SummaryPart | None:
+                     peak: Sourced | None) -> SummaryPart | None:
         """With --compile both, the run's figures are the compiled steps', and the eager ones are set against them."""
         if p.get(COMPILE.name) != "both":
             return None
