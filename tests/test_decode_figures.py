@@ -13,6 +13,7 @@ from tpulab.engine.job import job_of
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
 from tpulab.machine.peaks import spec_bandwidth
+from tpulab.workloads.base import SummaryPart
 from tpulab.workloads.decode import DECODE, shape
 from tpulab.workloads.decode_figures import Shape, figures
 from tpulab.workloads.roofline_kernels import MIB, Kernel, measure_bandwidth
@@ -191,3 +192,21 @@ def test_the_prefills_mfu_is_set_against_the_peak_of_the_machine_the_record_name
     r = record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006], copy_s=0.01))
     d, peak = r.summary.decode, r.summary.peak_flops
     assert d is not None and d.ttft_s and peak and d.prefill_mfu == pytest.approx(shape(P).prefill_flops / d.ttft_s / peak)
+
+
+def test_a_decode_runs_tokens_per_second_is_its_examples_per_second_and_no_part_overwrites_anothers(tmp_path):
+    """Decode gives its own rate (tokens/s at the mean step) through its part's typed rate; a workload whose
+    own fields name one the record fills is refused, naming the field, instead of silently winning."""
+    r = record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006], copy_s=0.01))
+    d = r.summary.decode
+    assert d is not None and r.summary.examples_per_s == r.summary.throughput == d.decode_tokens_per_s
+
+    class Greedy(type(DECODE)):  # type: ignore[misc]
+        def summary_part(self, steps, started, ceilings, p, peak):
+            return SummaryPart(fields={"gflops_per_s": 1e6})
+
+    rec = RunRecorder(RunSpec(Greedy(), P, "jax", "asked for", "cpu"), cpu_only(tmp_path))
+    for e in decode_events(0.1, [0.004, 0.005, 0.006]):
+        rec.feed(e)
+    with pytest.raises(TypeError, match="summary part sets gflops_per_s, which the record's own parts fill"):
+        rec.summary()

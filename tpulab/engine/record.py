@@ -195,8 +195,13 @@ class RunRecorder:
             or SummaryPart()
         stats = summarize(self.steady_seconds() if own.seconds is None else own.seconds)
         rates, flags = self.rates(stats, own, peak)
-        figures = {**self.timing(stats), **rates, **self.inference(), **self.metrics(), **own.fields}  # its own last
-        summary = Summary(**figures, flags=[*flags, *own.flags], profile=self.profile(),
+        figures = {**self.timing(stats), **rates, **self.inference(), **self.metrics()}
+        if own.examples_per_s is not None:  # the workload's own rate, in its unit as in examples/s
+            figures.update(examples_per_s=own.examples_per_s, throughput=own.examples_per_s)
+        if taken := sorted(figures.keys() & own.fields.keys()):
+            raise TypeError(f"{self.workload.name}'s summary part sets {', '.join(taken)}, which the record's own parts "
+                            "fill: a workload adds its own fields (its rate goes in SummaryPart.examples_per_s)")
+        summary = Summary(**figures, **own.fields, flags=[*flags, *own.flags], profile=self.profile(),
                           telemetry=summarize_telemetry(self.telemetry, stats.median if stats else None,
                                                         self.workload.batch_size(self.params), self.last_step_t()))
         if summary.decode is not None and summary.telemetry is not None:  # a decode step: a token per sequence

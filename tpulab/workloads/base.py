@@ -173,8 +173,9 @@ class SummaryPart:
     seconds: list[float] | None = None  # the steady times the step statistics are of (None: every steady step)
     flops_per_step: float | None = None  # with `seconds`: the work of one of those steps
     flops_per_s: float | None = None  # with `seconds`: its rate
-    fields: Mapping[str, Any] = field(default_factory=dict)  # Summary fields it fills, by name (over the recorder's)
+    fields: Mapping[str, Any] = field(default_factory=dict)  # Summary fields only it fills (kernels, decode), by name
     flags: tuple[Flag, ...] = ()
+    examples_per_s: float | None = None  # its own rate, where a step's is not it (decode: tokens/s at the mean step)
 
 
 # --- the parameters every workload takes: the `Workload` base appends them to each declaration -------

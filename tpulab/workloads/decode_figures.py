@@ -142,5 +142,4 @@ def summary_part(steps: list[Step], started: Started, ceilings: MeasuredCeilings
     flops = started.flops_per_step
     mid = median(seconds)
     rate = decode.decode_tokens_per_s  # over the batch, at the mean step (TPOT): the one tokens/s everywhere
-    return SummaryPart(seconds, flops, flops / mid if flops and mid else None,
-                       {"decode": decode, "throughput": rate, "examples_per_s": rate}, tuple(flags))
+    return SummaryPart(seconds, flops, flops / mid if flops and mid else None, {"decode": decode}, tuple(flags), rate)
