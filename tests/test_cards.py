@@ -330,3 +330,23 @@ async def test_the_lab_makes_a_card_from_the_runtime_tab_with_its_progress(tmp_p
         await wait_for(pilot, lambda: "kept as card" in text(shown), 120)
         assert "conv" in text(shown) and "--image-size must be" in text(shown)
     assert Store(db).cards()[0].suite.name == "test"
+
+
+async def test_the_lab_lists_the_cards_and_sets_the_newest_beside_the_article(tmp_path):
+    from textual.widgets import Static
+
+    from tpulab.lab.app import TpulabApp
+
+    from .helpers import text, wait_for
+
+    db = tmp_path / "r.db"
+    Store(db).save_card(card(label="machine A"))
+    app = TpulabApp(probe=False, report=cpu_only(tmp_path / "m"), db=db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        app.query_one("#results-table").focus()
+        await pilot.press("k")
+        shown = app.query_one("#comparison", Static)
+        await wait_for(pilot, lambda: "speedups against the first card" in text(shown), 10)
+        assert "c0ffee00" in text(shown) and "Colab K80 GPU" in text(shown)

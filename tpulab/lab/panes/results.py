@@ -40,6 +40,7 @@ class ResultsPane(Vertical):
         Binding("m", "compare", "Compare marked", show=False, id="results.compare"),
         Binding("r", "roofline", "Roofline of the run's device", show=False, id="results.roofline"),
         Binding("o", "ops", "Op table of a profiled run", show=False, id="results.ops"),
+        Binding("k", "cards", "Machine cards, the newest beside the article", show=False, id="results.cards"),
     ]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -61,7 +62,7 @@ class ResultsPane(Vertical):
         yield Input(placeholder="filter: conv, gpu, jax, failed, workload:conv since:7d sweep:ID",
                     id="results-filter", compact=True)
         yield Static("space marks a run, m compares the marked runs (the first marked is the baseline), r draws "
-                     "the roofline of the run's device, o shows a profiled run's op table",
+                     "the roofline of the run's device, o shows a profiled run's op table, k the machine cards",
                      id="results-help")
         yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True, cell_padding=0)
         with Horizontal(id="compare-row"):
@@ -241,6 +242,30 @@ class ResultsPane(Vertical):
         except (StoreError, UsageError) as e:
             view = safe.text(e)
         self.app.call_from_thread(self._show_view, view)
+
+    def action_cards(self) -> None:
+        self._cards()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="results-cards")
+    def _cards(self) -> None:
+        """The kept machine cards, and the newest set beside the 2018 article's machines (`tpulab cards compare
+        this article`)."""
+        from rich.console import Group
+
+        from tpulab.engine.article_cards import cards as article
+        from tpulab.engine.card_compare import compare as compare_cards
+        from tpulab.views import card as card_view
+
+        try:
+            kept = [c for c in lab(self).store.cards() if not c.published]
+        except StoreError as e:
+            self.app.call_from_thread(self._show_view, safe.text(e))
+            return
+        if not kept:
+            said: Any = safe.text("no machine card kept yet: c on the Runtime tab makes one (tpulab bench --quick)")
+        else:
+            said = Group(card_view.listing(kept), card_view.comparison_terminal(compare_cards([kept[0], *article()])))
+        self.app.call_from_thread(self._show_view, said)
 
     def _show_view(self, view: Any) -> None:
         """A view of one run (its roofline, its op table) where a comparison shows, taking the keys, from its top
