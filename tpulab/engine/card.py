@@ -179,11 +179,10 @@ def scrubbed(card: Card, environ: dict[str, str] | None = None) -> Card:
     env = os.environ if environ is None else environ
     home = env.get("HOME") or str(Path.home())
     user = env.get("USER") or _user()
-    pairs = [(home, "~"), (socket.gethostname(), "<host>"), (user, "<user>")]
-    pairs = [(re.escape(a), b) for a, b in pairs if a and len(a) > 1 and a not in ("/", "root")] + \
-        [(r"/home/[^/\s'\"]+", "~"), (r"/Users/[^/\s'\"]+", "~")]
-    if user == "root":
-        pairs.append((r"/root\b", "~"))
+    pairs = [(re.escape(home), "~")] if home and home != "/" else []
+    pairs += [(rf"\b{re.escape(name)}\b", word) for name, word in ((socket.gethostname(), "<host>"), (user, "<user>"))
+              if len(name) > 1 and name != "root"]  # whole words: a host named 'vm' leaves 'llvm' alone
+    pairs += [(r"/home/[^/\s'\"]+", "~"), (r"/Users/[^/\s'\"]+", "~")]
     pattern = re.compile("|".join(f"({p})" for p, _ in pairs))
     words = [b for _, b in pairs]
 
