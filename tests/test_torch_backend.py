@@ -118,3 +118,29 @@ def test_the_allocators_peaks_join_the_runs_words():
              "peak_bytes_reserved": 4 * 2**30, "bytes_limit": 80 * 2**30}]
     assert allocator_peaks(cuda) == "allocator peaks: device 0: 3.0 GiB allocated, 4.0 GiB reserved of 80.0 GiB"
     assert allocator_peaks(None) is None and allocator_peaks([{}]) is None  # a CPU's: nothing to say
+
+
+def test_a_torch_profile_lines_up_with_an_xla_one_by_category(tmp_path):
+    """compare --ops: no aten op shares a name with an HLO fusion, so the conv's time meets the fusion's under
+    matmul/conv (the XLA side as `hlo_ops` names a convolution fusion)."""
+    import torch
+    import torch.nn.functional as F
+
+    from tpulab.base.events import OpRow, Profile
+    from tpulab.views.ops import op_moves
+
+    profiler = TorchProfiler()
+    x, w = torch.randn(2, 3, 16, 16), torch.randn(4, 3, 3, 3)
+    with profiler.trace(tmp_path), torch.no_grad():
+        for n in range(2):
+            with profiler.step(n):
+                float(F.conv2d(x, w).sum())
+    ours = profiler.read(tmp_path)
+    xla = Profile(steps=2, step_seconds=1e-3, host_gap=1e-4, host_gap_share=0.1,
+                  ops=[OpRow(name="convolution.3", type="convolution", category="matmul/conv", calls=1, seconds=8e-4,
+                             share=0.8),
+                       OpRow(name="reduce.1", type="reduce", category="reduction", calls=1, seconds=1e-4, share=0.1)])
+    moves = {m.label.split(" (")[0]: m for m in op_moves(xla, ours)}
+    conv = sum(o.seconds for o in ours.ops if o.category == "matmul/conv")
+    assert moves["matmul/conv"].matched == "category" and moves["matmul/conv"].b == pytest.approx(conv)
+    assert moves["matmul/conv"].a == 8e-4 and moves["reduction"].a == 1e-4 and moves["reduction"].b > 0
