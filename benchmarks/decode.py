@@ -44,7 +44,7 @@ def plain(p: dict[str, Any]) -> float:
     if out.returncode:
         raise SystemExit(f"the plain decoder failed: {out.stderr[-2000:]}")
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    from tpulab.workloads.decode_math import parameters
+    from tpulab.workloads.decode.arithmetic import parameters
 
     assert got["parameters"] == parameters(p), (got["parameters"], parameters(p))
     return float(got["seconds"])

@@ -333,7 +333,7 @@ def decode_events(prefill_s: float, token_s: list[float], copy_s: float | None =
     """A decode run's events as its runner says them: (a copy timed first, where no ceiling is kept,) the
     compiles, the prefill that makes token 0, then one step per later token (index from 1), and the end."""
     from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL
-    from tpulab.workloads.roofline_kernels import Kernel
+    from tpulab.workloads.shared.kernels import Kernel
 
     copy = Kernel("copy", "float32", 64)
     events: list[Event] = [Started(workload="decode", device=Device(kind="cpu", name=name), dtype="float32",

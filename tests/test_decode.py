@@ -13,7 +13,7 @@ import pytest
 
 from tpulab.backends import get
 from tpulab.workloads.decode import DECODE
-from tpulab.workloads.decode_math import kv_cache_bytes, parameters, weight_bytes
+from tpulab.workloads.decode.arithmetic import kv_cache_bytes, parameters, weight_bytes
 
 from .helpers import ROOT, json_events, run_cli
 
@@ -42,7 +42,7 @@ CACHE_AGAINST_FORWARD = """
 import json, sys
 from tpulab.backends import get
 from tpulab.base.errors import TpulabError
-from tpulab.workloads import decode_loop
+from tpulab.workloads.decode import loop as decode_loop
 from tpulab.workloads.decode import DECODE
 from tpulab.workloads.{backend} import build
 
@@ -64,7 +64,7 @@ print(json.dumps(out))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, backend", [("jax", "decode_jax"), ("tensorflow", "decode_tf")])
+@pytest.mark.parametrize("name, backend", [("jax", "decode.jax"), ("tensorflow", "decode.tf")])
 def test_decoding_with_the_cache_gives_the_full_forward_passs_logits(name, backend):
     env = {**os.environ, **get(name).worker_env("cpu", 1, os.environ)}
     r = subprocess.run([sys.executable, "-c", CACHE_AGAINST_FORWARD.format(name=name, backend=backend)],

@@ -15,8 +15,8 @@ from tpulab.engine.spec import RunSpec
 from tpulab.machine.peaks import spec_bandwidth
 from tpulab.workloads.base import SummaryPart
 from tpulab.workloads.decode import DECODE, shape
-from tpulab.workloads.decode_figures import Shape, figures
-from tpulab.workloads.roofline_kernels import MIB, Kernel, measure_bandwidth
+from tpulab.workloads.decode.figures import Shape, figures
+from tpulab.workloads.shared.kernels import MIB, Kernel, measure_bandwidth
 
 from .helpers import cpu_only, decode_events
 

@@ -19,7 +19,7 @@ from tpulab.lab.panes.workloads import WorkloadsPane
 from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.roofline import ROOFLINE
-from tpulab.workloads.roofline_kernels import Kernel
+from tpulab.workloads.shared.kernels import Kernel
 
 from .helpers import json_events, run_cli, wait_for
 

@@ -227,9 +227,10 @@ def keyed_on_a_backend_name(source: str, names: set[str]) -> list[int]:
 
 
 def per_backend(rel: str) -> bool:
-    """A backend's own module, or a workload file written for one backend (`conv_tf.py`, `roofline_jax.py`,
+    """A backend's own module, or a workload file written for one backend (`conv_tf.py`, `decode/jax.py`,
     `user_model_torch.py`)."""
-    return rel.startswith("tpulab/backends/") or rel.endswith(("_tf.py", "_jax.py", "_torch.py"))
+    return rel.startswith("tpulab/backends/") or rel.endswith(("_tf.py", "_jax.py", "_torch.py", "/tf.py", "/jax.py",
+                                                               "/torch.py"))
 
 
 def test_nothing_outside_backends_and_per_backend_files_keys_on_a_backend_name():
@@ -248,6 +249,22 @@ def test_the_backend_name_check_finds_a_planted_comparison():
     assert keyed_on_a_backend_name('STEP = {"tf": 1}\nx = STEP.get("tensorflow")\n', names) == [1, 2]
     assert keyed_on_a_backend_name('runners = {"tensorflow": _tf, "jax": _jax}\n', names) == []
     assert per_backend("tpulab/workloads/conv_jax.py") and not per_backend("tpulab/workloads/conv.py")
+    assert per_backend("tpulab/workloads/decode/jax.py") and not per_backend("tpulab/workloads/decode/loop.py")
+
+
+def test_a_module_that_moved_into_a_workloads_package_imports_from_its_old_path_with_a_warning():
+    """A plugin importing `tpulab.workloads.decode_math` or `roofline_kernels` gets the module itself, told where
+    it lives now."""
+    import importlib
+    import sys
+
+    from tpulab.workloads.decode import arithmetic
+    from tpulab.workloads.shared import kernels
+
+    for old, new in (("tpulab.workloads.decode_math", arithmetic), ("tpulab.workloads.roofline_kernels", kernels)):
+        sys.modules.pop(old, None)
+        with pytest.warns(DeprecationWarning, match=f"{old} moved to {new.__name__}: import it from there"):
+            assert importlib.import_module(old) is new
 
 
 def test_a_workload_declares_what_its_charts_plot():

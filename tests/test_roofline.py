@@ -16,7 +16,7 @@ from tpulab.views.roofline import roofline_plot
 from tpulab.workloads.base import CancelToken, Limits, ParamError
 from tpulab.workloads.conv import CONV
 from tpulab.workloads.roofline import ROOFLINE
-from tpulab.workloads.roofline_kernels import (MIB, Kernel, kernel_figures, kernel_intensity, kernel_samples, kernels_of,
+from tpulab.workloads.shared.kernels import (MIB, Kernel, kernel_figures, kernel_intensity, kernel_samples, kernels_of,
                                               measure, sizes_of)
 
 from .helpers import caches, chart, cpu_only, json_events, make_record, run_cli, text, wait_for

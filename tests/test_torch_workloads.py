@@ -103,8 +103,8 @@ def test_the_roofline_times_each_matmul_and_copy():
 def test_the_copy_negates_in_place_and_the_matmul_is_torchs():
     import torch
 
-    from tpulab.workloads.roofline_kernels import Kernel
-    from tpulab.workloads.roofline_torch import builder
+    from tpulab.workloads.shared.kernels import Kernel
+    from tpulab.workloads.shared.kernels_torch import builder
 
     build = builder(0, torch.device("cpu"))
     copy = build(Kernel("copy", "float32", 1))

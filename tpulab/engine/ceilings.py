@@ -33,7 +33,7 @@ from tpulab.base.timing import Flag
 from tpulab.engine.runindex import RunFilter
 from tpulab.engine.store import Store, StoreError
 from tpulab.workloads.roofline import ROOFLINE
-from tpulab.workloads.roofline_kernels import ASSUMED_CACHE, CACHE_MULTIPLE, MIB, best
+from tpulab.workloads.shared.kernels import ASSUMED_CACHE, CACHE_MULTIPLE, MIB, best
 
 WORKLOAD = "roofline"
 MEMORY = "memory"  # the dtype key of the bandwidth ceiling (bytes are bytes)

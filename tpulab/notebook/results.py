@@ -14,7 +14,7 @@ from tpulab.base import fmt, safe
 from tpulab.base.events import Decode, RunRecord, SweepRecord
 from tpulab.engine.runindex import RunRow
 from tpulab.views import html, listing
-from tpulab.workloads.decode_figures import decode_steps
+from tpulab.workloads.decode.figures import decode_steps
 
 if TYPE_CHECKING:
     import numpy as np

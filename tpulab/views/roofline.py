@@ -15,7 +15,7 @@ from tpulab.base import fmt, safe
 from tpulab.base.ceilings import CEILING_LOW
 from tpulab.base.events import Device, RunRecord, Summary
 from tpulab.engine.ceilings import MEMORY, Ceilings, Verdict, verdicts
-from tpulab.workloads.roofline_kernels import kernel_intensity
+from tpulab.workloads.shared.kernels import kernel_intensity
 
 
 def ceiling_text(s: Summary, dtype: str | None = None) -> str | None:

@@ -14,6 +14,7 @@ traced, never timed, and their op table is said as `Profiled`.
 from __future__ import annotations
 
 import tempfile
+import importlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -91,6 +92,21 @@ class Runner(Protocol):
     """
 
     def __call__(self, w: Any, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunnerAt:
+    """A workload's runner on one backend, declared as data: where it lives (`module:function`, imported in the
+    worker only, when called) and what it can do. It serves wherever a function that imports a runner does (a
+    plugin's `runners` may hold either)."""
+
+    path: str  # "tpulab.workloads.decode.jax:run"
+    shards: bool = False  # it splits one run's work over several devices (a mesh); the others use one
+
+    def __call__(self) -> Runner:
+        module, _, name = self.path.partition(":")
+        found: Runner = getattr(importlib.import_module(module), name)
+        return found
 
 
 def place(w: Planned, p: Params, runtime: Runtime) -> Placement:

@@ -86,7 +86,7 @@ class Transformer(KerasWorkload):
             raise ParamError("heads", f"--heads must divide --width {p['width']} (got {p['heads']})")
 
     def build_model(self, p: Params) -> Any:
-        from tpulab.workloads.decoder_keras import decoder
+        from tpulab.workloads.shared.decoder_keras import decoder
 
         return decoder(p["layers"], p["width"], p["heads"], p["seq_len"], p["vocab"])
 

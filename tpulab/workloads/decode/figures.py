@@ -26,7 +26,7 @@ from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Decode, Latency, Sta
 from tpulab.base.timing import Flag, median, percentile
 from tpulab.machine.peaks import spec_bandwidth
 from tpulab.workloads.base import SummaryPart
-from tpulab.workloads.roofline_kernels import best_copy
+from tpulab.workloads.shared.kernels import best_copy
 
 if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings

@@ -18,9 +18,9 @@ from tpulab.backends import Placement, Runtime
 from tpulab.base.errors import TpulabError
 from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Compiled, Log, Step
 from tpulab.workloads.base import Workload
-from tpulab.workloads.decode_math import decode_step_bytes, tolerance
-from tpulab.workloads.decode_figures import VERIFIED
-from tpulab.workloads.roofline_kernels import BANDWIDTH_KEPT, measure_bandwidth
+from tpulab.workloads.decode.arithmetic import decode_step_bytes, tolerance
+from tpulab.workloads.decode.figures import VERIFIED
+from tpulab.workloads.shared.kernels import BANDWIDTH_KEPT, measure_bandwidth
 from tpulab.workloads.running import CancelToken, Params, Programs, Sink, handed, place, profile_calls, started
 
 Call = tuple[Any, Any]  # (next tokens [batch, 1] on the device, their logits [batch, vocab])

@@ -15,11 +15,11 @@ import numpy as np
 import tensorflow as tf
 
 from tpulab.backends import Placement, Runtime
-from tpulab.workloads import decode_loop
+from tpulab.workloads.decode import loop as decode_loop
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.decode_math import head_dim
-from tpulab.workloads.decoder_keras import Config, Decoder
-from tpulab.workloads.roofline_tf import builder
+from tpulab.workloads.decode.arithmetic import head_dim
+from tpulab.workloads.shared.decoder_keras import Config, Decoder
+from tpulab.workloads.shared.kernels_tf import builder
 from tpulab.workloads.running import CancelToken, Sink
 
 

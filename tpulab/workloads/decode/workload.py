@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from tpulab.base.charts import TOKEN_RATE, TOKEN_TIME
 from tpulab.base.events import Started, Step
-from tpulab.workloads import decode_figures
+from tpulab.workloads.decode import figures as decode_figures
 from tpulab.workloads.base import (
     BACKEND,
     DEVICE,
@@ -31,7 +31,7 @@ from tpulab.workloads.base import (
     batch_size,
     check_shards,
 )
-from tpulab.workloads.decode_math import (
+from tpulab.workloads.decode.arithmetic import (
     BYTES,
     DTYPES,
     decode_step_flops,
@@ -40,8 +40,8 @@ from tpulab.workloads.decode_math import (
     parameters,
     prefill_flops,
 )
-from tpulab.workloads.roofline_kernels import bandwidth_kept
-from tpulab.workloads.running import Runner
+from tpulab.workloads.shared.kernels import bandwidth_kept
+from tpulab.workloads.running import RunnerAt
 
 if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings
@@ -80,30 +80,9 @@ PARAMS = (
 
 
 # --- the workload ---------------------------------------------------------------------------------
-def _tensorflow() -> Runner:
-    from tpulab.workloads.decode_tf import run
-
-    return run
-
-
-def _jax() -> Runner:
-    from tpulab.workloads.decode_jax import run
-
-    return run
-
-
-def _torch() -> Runner:
-    from tpulab.workloads.decode_torch import run
-
-    return run
-
-
-SHARDED = (_jax,)  # the runners that split the sequences over several devices (a Mesh); the others use one
-
-
 def _sharded() -> tuple[str, ...]:
     """The backends whose decode runner shards (by the runners' declaration: no name is compared here)."""
-    return tuple(name for name, load in LLMDecode.runners.items() if load in SHARDED)
+    return tuple(name for name, r in LLMDecode.runners.items() if isinstance(r, RunnerAt) and r.shards)
 
 
 class LLMDecode(Workload):
@@ -129,7 +108,9 @@ class LLMDecode(Workload):
     synthetic_data = "random weights and prompts"
     model_flops = True
     flop_rates = False  # a token step reads every weight for little arithmetic: its figure is MBU
-    runners = {"tensorflow": _tensorflow, "jax": _jax, "torch": _torch}
+    runners = {"tensorflow": RunnerAt("tpulab.workloads.decode.tf:run"),
+               "jax": RunnerAt("tpulab.workloads.decode.jax:run", shards=True),  # the sequences split over a mesh
+               "torch": RunnerAt("tpulab.workloads.decode.torch:run")}
 
     def flops_per_step(self, p: Params) -> float:
         return decode_step_flops(p)

@@ -8,7 +8,7 @@ second). Its best figures become the device's measured ceilings once they are ce
 matmul's curve flat at its largest sizes, the copy at least 4x the cache (`tpulab.engine.ceilings`);
 the smoke preset's sizes are too small for either, and its summary says which to run.
 
-How each kernel is timed: `tpulab.workloads.roofline_kernels`.
+How each kernel is timed: `tpulab.workloads.shared.kernels`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from tpulab.base.charts import GFLOPS, Chart, ChartContext, Point, step_time
 from tpulab.base.events import Event, Started, Step
 from tpulab.workloads.base import BACKEND, DEVICE, Limits, ParamError, Params, ParamSpec, SummaryPart, Workload
-from tpulab.workloads.roofline_kernels import (
+from tpulab.workloads.shared.kernels import (
     COPY_DTYPE,
     DTYPE_CHOICES,
     best,
@@ -30,7 +30,7 @@ from tpulab.workloads.roofline_kernels import (
     seconds_left,
     sizes_of,
 )
-from tpulab.workloads.running import Runner
+from tpulab.workloads.running import RunnerAt
 
 if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings
@@ -67,24 +67,6 @@ def matmul_gflops(e: Event, ctx: ChartContext) -> list[Point]:
 MATMUL_GFLOPS = Chart("GFLOP/s of each matmul", matmul_gflops, GFLOPS.lines)
 
 
-def _tensorflow() -> Runner:
-    from tpulab.workloads.roofline_tf import run
-
-    return run
-
-
-def _jax() -> Runner:
-    from tpulab.workloads.roofline_jax import run
-
-    return run
-
-
-def _torch() -> Runner:
-    from tpulab.workloads.roofline_torch import run
-
-    return run
-
-
 class Roofline(Workload):
     name = "roofline"
     title = "Roofline: measured ceilings"
@@ -98,7 +80,8 @@ class Roofline(Workload):
     }
     unit = "call"
     charts = (step_time("call"), MATMUL_GFLOPS)
-    runners = {"tensorflow": _tensorflow, "jax": _jax, "torch": _torch}
+    runners = {"tensorflow": RunnerAt("tpulab.workloads.roofline.tf:run"), "jax": RunnerAt("tpulab.workloads.roofline.jax:run"),
+               "torch": RunnerAt("tpulab.workloads.roofline.torch:run")}
     quiet = True
 
     def flops_per_step(self, p: Params) -> float | None:

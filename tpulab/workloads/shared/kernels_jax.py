@@ -1,4 +1,4 @@
-"""The roofline on JAX: each kernel jitted, its inputs made on the device, each call waited for.
+"""The timed kernels on JAX (the roofline's, and decode's bandwidth copy): each jitted, its inputs made on the device, each call waited for.
 
 A call waits (`block_until_ready`) until the kernel's whole output is written. The copy negates
 its array in place (the input buffer is donated to the output), as STREAM's kernels do: a fresh
@@ -12,10 +12,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from tpulab.backends import Runtime
-from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.roofline_kernels import Call, Kernel, measure, placed, profile_best
-from tpulab.workloads.running import CancelToken, Programs, Sink
+from tpulab.workloads.shared.kernels import Call, Kernel
 
 
 def operands(kernel: Kernel, seed: int, device: Any) -> list[jax.Array]:
@@ -46,14 +43,3 @@ def builder(seed: int, device: Any) -> Any:
 
     return build
 
-
-def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
-    p, placement = placed(w, p, sink, cancel, runtime)
-    build = builder(p["seed"], placement.devices[0])
-    profile_best(p, measure(p, build, sink, cancel), build, sink, cancel, runtime, compiled)
-
-
-def compiled(kernel: Kernel) -> Programs:
-    """The matmul as XLA compiled it for `kernel`'s shapes: the profile's ops get their FLOPs and bytes."""
-    operand = jax.ShapeDtypeStruct((kernel.size, kernel.size), jnp.dtype(kernel.dtype))
-    return lambda profiler: [jax.jit(jnp.matmul).lower(operand, operand).compile()]

@@ -1,4 +1,4 @@
-"""The roofline on TensorFlow: each kernel a `tf.function` on the device, its output waited for.
+"""The timed kernels on TensorFlow (the roofline's, and decode's bandwidth copy): each a `tf.function` on the device, its output waited for.
 
 A call returns the product (or the scaled copy) and one element of it; fetching that element to
 the host waits for the whole output to be computed. The copy writes a fresh output per call (TF
@@ -12,10 +12,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from tpulab.backends import Runtime
-from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.roofline_kernels import Call, Kernel, measure, placed, profile_best
-from tpulab.workloads.running import CancelToken, Programs, Sink
+from tpulab.workloads.shared.kernels import Call, Kernel
 
 
 @tf.function
@@ -54,14 +51,3 @@ def builder(seed: int, device: Any) -> Any:
 
     return build
 
-
-def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
-    p, placement = placed(w, p, sink, cancel, runtime)
-    build = builder(p["seed"], placement.devices[0])
-    profile_best(p, measure(p, build, sink, cancel), build, sink, cancel, runtime, traced)
-
-
-def traced(kernel: Kernel) -> Programs:
-    """The matmul's graph for `kernel`'s shapes: the profile's kernels get their FLOPs and bytes."""
-    operand = tf.TensorSpec((kernel.size, kernel.size), tf.dtypes.as_dtype(kernel.dtype))
-    return lambda profiler: [matmul.get_concrete_function(operand, operand)]

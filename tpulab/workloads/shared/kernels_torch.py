@@ -1,4 +1,5 @@
-"""The roofline on PyTorch: `torch.matmul` and an in-place copy, each made on the device, eager or compiled.
+"""The timed kernels on PyTorch (the roofline's, and decode's bandwidth copy): `torch.matmul` and an in-place copy,
+each made on the device, eager or compiled.
 
 Each call returns once its output is written (the CPU's ops are synchronous; CUDA's queue is waited
 for). The copy negates its array in place, as STREAM's kernels do (and as the JAX runner's donated
@@ -11,12 +12,8 @@ from typing import Any, Callable
 
 import torch
 
-from tpulab.backends import Runtime
 from tpulab.backends.torch import synchronize
-from tpulab.workloads.base import COMPILE, Params, Workload
-from tpulab.workloads.roofline_kernels import Call, Kernel, measure, placed, profile_best
-from tpulab.workloads.running import CancelToken, Sink
-from tpulab.workloads.torch_steps import can_compile, one_program
+from tpulab.workloads.shared.kernels import Call, Kernel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -48,12 +45,3 @@ def builder(seed: int, device: Any, compiled: Callable[[Any], Any] = lambda f: f
 
     return build
 
-
-def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
-    compiled = one_program(p, w.name)
-    p, placement = placed(w, p, sink, cancel, runtime)
-    device = placement.devices[0]
-    can_compile(p[COMPILE.name], device)
-    build = builder(p["seed"], device, compiled)
-    with torch.inference_mode():
-        profile_best(p, measure(p, build, sink, cancel), build, sink, cancel, runtime)
