@@ -118,7 +118,7 @@ def key(device: Device, dtype: str) -> Key:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class CurveVerdict:
     """Whether one curve of a roofline reached its ceiling: the figure that sets it, or why not."""
 
     figure: KernelFigure | None  # the ceiling; None: not reached
@@ -126,7 +126,7 @@ class Verdict:
     run: str | None = None  # the roofline to run to reach it
 
 
-def matmul_verdict(figures: Iterable[KernelFigure], dtype: str, quiet: bool = False) -> Verdict:
+def matmul_verdict(figures: Iterable[KernelFigure], dtype: str, quiet: bool = False) -> CurveVerdict:
     """A dtype's ceiling, once its matmul curve is flat: the two largest sizes within 10% of each
     other (the last doubling's change, up or down). The ceiling is then the curve's best figure.
 
@@ -143,34 +143,34 @@ def matmul_verdict(figures: Iterable[KernelFigure], dtype: str, quiet: bool = Fa
                    key=lambda f: f.size)
     if len(curve) < 2:
         n = curve[0].size if curve else 0
-        return Verdict(None, f"one size (n={n}) shows no curve" if curve else "no matmul was timed",
+        return CurveVerdict(None, f"one size (n={n}) shows no curve" if curve else "no matmul was timed",
                        rerun(sizes_to(4 * n), dtype))
     prev, last = curve[-2:]
     change = (last.flops_per_s or 0.0) / (prev.flops_per_s or 1.0) - 1
     if change > FLAT:
-        return Verdict(None, f"not saturated at n={last.size} (still {change:+.0%} per doubling)",
+        return CurveVerdict(None, f"not saturated at n={last.size} (still {change:+.0%} per doubling)",
                        rerun(sizes_to(4 * last.size), dtype))
     top = best(curve, "matmul")
     if change < -FLAT:
         flat = next(((a, b) for a, b in reversed(list(zip(curve, curve[1:])))
                      if abs((b.flops_per_s or 0.0) / (a.flops_per_s or 1.0) - 1) <= FLAT), None) if quiet else None
         if flat is None:
-            return Verdict(None, f"not steady at n={last.size} ({change:+.0%} from n={prev.size}: other work on "
+            return CurveVerdict(None, f"not steady at n={last.size} ({change:+.0%} from n={prev.size}: other work on "
                                  "the device?)", rerun(sizes_to(last.size), dtype))
-        return Verdict(top, f"flat at n={flat[0].size}..{flat[1].size}, then {change:+.0%} at n={last.size} on a "
+        return CurveVerdict(top, f"flat at n={flat[0].size}..{flat[1].size}, then {change:+.0%} at n={last.size} on a "
                             "quiet machine: past its plateau")
-    return Verdict(top, f"flat: n={last.size} within {abs(change):.0%} of n={prev.size}")
+    return CurveVerdict(top, f"flat: n={last.size} within {abs(change):.0%} of n={prev.size}")
 
 
-def copy_verdict(figure: KernelFigure, cache: tuple[int, str]) -> Verdict:
+def copy_verdict(figure: KernelFigure, cache: tuple[int, str]) -> CurveVerdict:
     """The memory ceiling, once the copy's array is at least 4x the cache (`cache_of`): a smaller
     one may be read from the cache, whose bandwidth is many times the memory's."""
     nbytes, words = cache
     need = math.ceil(CACHE_MULTIPLE * nbytes / MIB)
     if figure.size < need:
-        return Verdict(None, f"the {figure.size} MiB copy is under {CACHE_MULTIPLE}x {words}, which may hold it",
+        return CurveVerdict(None, f"the {figure.size} MiB copy is under {CACHE_MULTIPLE}x {words}, which may hold it",
                        rerun(copy_mib=need))
-    return Verdict(figure, f"the {figure.size} MiB copy is {figure.size * MIB / nbytes:.1f}x {words}")
+    return CurveVerdict(figure, f"the {figure.size} MiB copy is {figure.size * MIB / nbytes:.1f}x {words}")
 
 
 def cache_of(record: RunRecord) -> tuple[int, str]:
@@ -183,7 +183,7 @@ def cache_of(record: RunRecord) -> tuple[int, str]:
     return (int(llc), f"the {fmt.bytes_(llc)} last-level cache") if llc else (ASSUMED_CACHE, f"the last-level cache {assumed}")
 
 
-def verdicts(record: RunRecord) -> dict[str, Verdict]:
+def verdicts(record: RunRecord) -> dict[str, CurveVerdict]:
     """A roofline record's verdict per matmul dtype, and its copy's under `MEMORY`. A run that did not finish
     sets none, for why it stopped (its curves are cut short); on a busy machine, a figure that reached its
     plateau sets none for the load (`refused`), and one that did not says why not first (what to run is the
@@ -196,7 +196,7 @@ def verdicts(record: RunRecord) -> dict[str, Verdict]:
     if copy is not None:
         out[MEMORY] = copy_verdict(copy, cache_of(record))
     unfinished = record.status != "finished"
-    return {d: Verdict(None, why, rerun(dtype=d if d != MEMORY else "float32")) if why and (v.figure or unfinished)
+    return {d: CurveVerdict(None, why, rerun(dtype=d if d != MEMORY else "float32")) if why and (v.figure or unfinished)
             else v for d, v in out.items()}
 
 

@@ -336,8 +336,8 @@ class TpulabApp(FailsInOneLine):
         sweep.ceilings = kept_at(self.store.path)
         panes.first().start(sweep)
 
-    @on(RunPane.Finished)
-    def _run_finished(self, event: RunPane.Finished) -> None:
+    @on(RunPane.Ended)
+    def _run_finished(self, event: RunPane.Ended) -> None:
         if event.run is not self.query_one(RunPane).run:
             return
         record = event.record

@@ -14,7 +14,7 @@ from rich.text import Text
 from tpulab.base import fmt, safe
 from tpulab.base.ceilings import CEILING_LOW
 from tpulab.base.events import Device, RunRecord, Summary
-from tpulab.engine.ceilings import MEMORY, Ceilings, Verdict, verdicts
+from tpulab.engine.ceilings import MEMORY, Ceilings, CurveVerdict, verdicts
 from tpulab.workloads.shared.kernels import kernel_intensity
 
 
@@ -72,7 +72,7 @@ def kernel_rows(record: RunRecord) -> list[tuple[str, str]]:
     return rows
 
 
-def verdict_text(v: Verdict, unit: str) -> str:
+def verdict_text(v: CurveVerdict, unit: str) -> str:
     """'71.8 GFLOP/s at n=512 (flat: ...)', or 'none: not saturated at n=64 (...): run `...`'."""
     if v.figure is None:
         return f"none: {v.why}: run `{v.run}`"

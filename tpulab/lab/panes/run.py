@@ -67,7 +67,7 @@ class RunLog(RichLog):
 
 
 class RunPane(Vertical):
-    class Progress(Message):
+    class Advanced(Message):
         """A batch of one run's events, with the figures derived so far."""
 
         def __init__(self, run: Run, events: list[Event], done: int, total: int | None, eta: float | None,
@@ -76,7 +76,7 @@ class RunPane(Vertical):
             self.run, self.events, self.done, self.total, self.eta = run, events, done, total, eta
             self.peak_flops = peak_flops
 
-    class Finished(Message):
+    class Ended(Message):
         """A run's last word, posted once its worker processes have all ended."""
 
         def __init__(self, run: Run, record: RunRecord) -> None:
@@ -209,16 +209,16 @@ class RunPane(Vertical):
                 self._post(run, batch)
                 batch, last = [], now
         self._post(run, batch)
-        self.post_message(self.Finished(run, run.recorder.record()))
+        self.post_message(self.Ended(run, run.recorder.record()))
 
     def _post(self, run: Run, batch: list[Event]) -> None:
         rec = run.recorder
         if batch:
             peak = rec.summary().peak_flops if isinstance(batch[0], Started) else None
-            self.post_message(self.Progress(run, batch, rec.steps_done(), rec.steps_total, rec.eta_seconds(), peak))
+            self.post_message(self.Advanced(run, batch, rec.steps_done(), rec.steps_total, rec.eta_seconds(), peak))
 
-    @on(Progress)
-    def _progress(self, message: Progress) -> None:
+    @on(Advanced)
+    def _progress(self, message: Advanced) -> None:
         if message.run is not self.run:
             return  # a late word of an earlier run
         rec = self.run.recorder
@@ -289,8 +289,8 @@ class RunPane(Vertical):
                 if not everything:
                     return
 
-    @on(Finished)
-    def _finished(self, message: Finished) -> None:
+    @on(Ended)
+    def _finished(self, message: Ended) -> None:
         if message.run is not self.run:
             return
         self.ended = True
@@ -324,6 +324,6 @@ class RunPane(Vertical):
             self.log_view.write(f"[red]the run could not be streamed: {event.worker.error}[/]")
             if self.run is not None:
                 self.run.recorder.finish("failed", str(event.worker.error))
-                self.post_message(self.Finished(self.run, self.run.recorder.record()))
+                self.post_message(self.Ended(self.run, self.run.recorder.record()))
 
 

@@ -38,7 +38,7 @@ def write(cache: jax.Array, new: jax.Array, position: jax.Array) -> jax.Array:
     return jax.lax.dynamic_update_slice(cache, new.astype(cache.dtype), (0, 0, position, 0))
 
 
-class Compiled:
+class JaxCalls:
     """The decoder's jitted calls, its weights and its cache (replaced by each call's output)."""
 
     def __init__(self, model: Decoder, p: Params, mesh: jax.sharding.Mesh) -> None:
@@ -90,7 +90,7 @@ def build(p: Params, placement: Placement) -> tuple[int, decode_loop.Model]:
     with jax.default_device(placement.devices[0]):
         model = Decoder(Config.of(p))
         model(np.zeros((1, 2), np.int32))  # builds every weight (two tokens: a softmax over one warns)
-    calls = Compiled(model, p, placement.handle)
+    calls = JaxCalls(model, p, placement.handle)
     return model.count_params(), decode_loop.Model(calls.prefill, calls.step, calls.forward, calls.programs)
 
 

@@ -34,7 +34,7 @@ def write(cache: tf.Variable, new: tf.Tensor, start: Any) -> tf.Tensor:
     return cache.value()
 
 
-class Compiled:
+class TfCalls:
     """The decoder's traced calls over its cache variables, on one device."""
 
     def __init__(self, model: Decoder, p: Params, device: str) -> None:
@@ -83,7 +83,7 @@ def build(p: Params, placement: Placement) -> tuple[int, decode_loop.Model]:
     with tf.device(device):
         model = Decoder(Config.of(p))
         model(np.zeros((1, 2), np.int32))  # builds every weight (two tokens: a softmax over one warns)
-    calls = Compiled(model, p, device)
+    calls = TfCalls(model, p, device)
     return model.count_params(), decode_loop.Model(calls.prefill, calls.step, calls.forward, calls.programs)
 
 

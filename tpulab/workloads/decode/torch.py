@@ -49,7 +49,7 @@ def write(cache: torch.Tensor, new: torch.Tensor, start: Any) -> torch.Tensor:
     return cache.index_copy_(2, positions, new.to(cache.dtype))
 
 
-class Compiled:
+class TorchCalls:
     """The decoder's calls over its static cache, on one device, eager or compiled."""
 
     def __init__(self, model: Decoder, p: Params, device: Any, compiled: Callable[[Any], Any]) -> None:
@@ -92,7 +92,7 @@ def build(p: Params, placement: Placement) -> tuple[int, decode_loop.Model]:
     keras.utils.set_random_seed(p["seed"])
     model = Decoder(Config.of(p))
     model(np.zeros((1, 2), np.int32))  # builds every weight (two tokens: a softmax over one warns)
-    calls = Compiled(model, p, device, compiled)
+    calls = TorchCalls(model, p, device, compiled)
     return model.count_params(), decode_loop.Model(calls.prefill, calls.step, calls.forward)
 
 
