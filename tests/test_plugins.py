@@ -363,4 +363,4 @@ def test_which_runner_runs_a_workload_has_one_answer():
     conv, mnist = registry()["conv"], registry()["fashion-mnist"]
     assert conv.runner(get("jax")) is conv.runners["jax"]  # its own declaration
     assert mnist.runner(get("tensorflow")) is mnist.runner(get("jax"))  # the shared Keras runner
-    assert conv.runs_on(get("jax")) and conv.backends() == ["tensorflow", "jax"]
+    assert conv.runs_on(get("jax")) and conv.backends() == ["tensorflow", "jax", "torch"]
