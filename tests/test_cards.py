@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import signal
 import socket
@@ -352,3 +353,22 @@ async def test_the_lab_lists_the_cards_and_sets_the_newest_beside_the_article(tm
         shown = app.query_one("#comparison", Static)
         await wait_for(pilot, lambda: "speedups against the first card" in text(shown), 10)
         assert "c0ffee00" in text(shown) and "Colab K80 GPU" in text(shown)
+
+
+@pytest.mark.slow
+def test_a_backend_registered_later_gets_its_entries_with_no_change_to_the_card(tmp_path):
+    from tpulab.base import plugins
+
+    info = tmp_path / "site" / "fake_numpy-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-numpy\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{plugins.BACKENDS}]\nnumpy = fake_numpy_backend:BACKEND\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, [ROOT, ROOT / "tests" / "plugins", tmp_path / "site"])),
+           "TPULAB_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-m", "tpulab", "bench", "--quick", "--backend", "numpy", "-o",
+                           str(tmp_path / "card.json")], capture_output=True, text=True, env=env, timeout=400, cwd=tmp_path)
+    made = json.loads((tmp_path / "card.json").read_text())
+    by_name = {e["name"]: e for e in made["entries"]}
+    assert set(by_name) == set(bench.SUITE.headlines()) and made["backends"] == ["numpy"], done.stderr[-2000:]
+    assert by_name["conv"]["status"] == "ok" and by_name["conv"]["backend"] == "numpy"
+    assert by_name["resnet50-train"]["status"] == "skipped" and "does not run on" in by_name["resnet50-train"]["reason"]

@@ -265,16 +265,21 @@ class Bench:
             record = self._run(self.suite.ceilings.workload, self.suite.ceilings.values(self.quick, backend), backend,
                                Ceilings(), deadline)
         except TpulabError as e:
-            self.card.refused[f"{backend}"] = f"no roofline: {first_line(str(e))}"
+            self.card.refused[self._key("roofline", backend)] = f"no roofline: {first_line(str(e))}"
             return Ceilings()
         ceilings = Ceilings([record])
         self._note_ceilings(ceilings, record)
         for dtype, v in verdicts(record).items():
             if v.figure is None:
-                self.card.refused[dtype] = v.why + (f" (measure it: `{v.run}`)" if v.run else "")
-        if record.status != "finished" and not self.card.refused:
-            self.card.refused["roofline"] = record.error or f"the roofline was {record.status}"
+                self.card.refused[self._key(dtype, backend)] = v.why + (f" (measure it: `{v.run}`)" if v.run else "")
+        if record.status != "finished" and not any(k.endswith(self._key("", backend)) for k in self.card.refused):
+            self.card.refused[self._key("roofline", backend)] = record.error or f"the roofline was {record.status}"
         return ceilings
+
+    def _key(self, what: str, backend: str) -> str:
+        """A refused ceiling's key: its dtype ('float32', 'memory'), and its backend's roofline when the card runs
+        several ('float32 (jax)')."""
+        return what if len(self.backends) == 1 else f"{what} ({backend})"
 
     def _note_ceilings(self, ceilings: Ceilings, record: RunRecord, reused: str | None = None) -> None:
         for (kind, name, dtype), c in of_record(record).items():

@@ -115,7 +115,7 @@ def why(name: str, a: Card, ea: CardEntry, b: Card, eb: CardEntry, s: float | No
     if ca is None or cb is None:
         missing = b if cb is None else a
         refused = "memory" if kind == "memory" else "float32"
-        because = f": refused ({REFUSED})" if refused in missing.refused else \
+        because = f": refused ({REFUSED})" if any(k.split(" (")[0] == refused for k in missing.refused) else \
             " (published cards give none)" if missing.published else ""
         return f"{said}; cannot explain it: no {WORDS[kind]} on {missing.label()}{because}"
     r = cb.value / ca.value

@@ -77,7 +77,11 @@ def terminal(card: Card, full: bool = False) -> RenderableType:
     for name in shown:
         t.add_column(name, overflow="fold", no_wrap=True,
                      justify="right" if name in ("median", "n", "ceiling") else "left")
+    backend = None
     for e in card.entries:
+        if len(card.backends) > 1 and e.backend != backend and not full:  # each backend's entries under its name
+            backend = e.backend
+            t.add_row(safe.text(backend, "bold"))
         row = dict(zip(HEADER, entry_row(e)))
         t.add_row(*(safe.text(row[name], "red" if e.status != "ok" else "") for name in shown))
     parts: list[RenderableType] = [safe.text(title(card), "bold"), safe.text(ceilings_line(card, full), "cyan")]
