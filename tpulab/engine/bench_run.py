@@ -312,7 +312,7 @@ class Bench:
         start = time.monotonic()
         values = entry.values(self.quick, backend)
         w = get_workload(entry.workload)
-        if PROFILE.name not in {p.name for p in w.params}:
+        if PROFILE.name not in {p.name for p in w.params} or not PROFILE.applies(backend):  # no profiler: no top ops
             values = {k: v for k, v in values.items() if k not in (PROFILE.name, PROFILE_STEPS.name)}
         record: RunRecord | None = None
         stopped = ""
