@@ -126,3 +126,14 @@ def test_the_cli_and_the_notebook_sweep_the_same_points(tpulab_home):
     nb_params = [nb.records[p.runs[0]].params for p in nb.sweep.points]
     assert cli_params == nb_params and auto_left(nb_params[0]) == []
     assert nb_params[0]["iterations"] == 2 and nb_params[0]["backend"] != "auto"
+
+
+def test_where_conv_runs_batch_parallel_is_its_runners_declaration(cpu_machine):
+    """TensorFlow's runner on a TPU only, JAX's anywhere (shard_map), PyTorch's nowhere: each said with the way out."""
+    from tpulab.backends import get
+    from tpulab.workloads.conv import batch_parallel_devices, batch_parallel_refused
+
+    assert [batch_parallel_devices(get(b)) for b in ("tensorflow", "jax", "torch")] == [("tpu",), ("cpu", "gpu", "tpu"), ()]
+    assert batch_parallel_refused("torch", "cpu") == ("--mode batch-parallel does not run on PyTorch; use --backend jax "
+                                                      "or --mode sharded")
+    assert batch_parallel_refused("jax", "cpu") is None

@@ -251,7 +251,6 @@ class Backend:
     no_flops: str = "no compiler cost analysis on this backend"  # why a step's FLOPs can be unknown here
     xla_always: bool = False  # it compiles every step with XLA: a workload's --xla means nothing here
     compiles: bool = False  # --compile off|on|both chooses eager or compiled steps here (torch.compile), not --xla
-    batch_parallel: tuple[str, ...] = ("cpu", "gpu", "tpu")  # the devices conv's batch-parallel mode runs on
     no_profiler: str = "it brings no profiler to trace a step with"  # where `Runtime.profiler` is None
     profiles: bool = False  # its runtime brings a `Profiler` (--profile runs here); else `no_profiler` says why not
 

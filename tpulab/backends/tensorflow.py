@@ -69,7 +69,6 @@ class TensorFlowBackend(Backend):
     multi_host = MULTI_HOST
     tpu_packages = ("tensorflow-tpu", "libtpu", "libtpu-nightly")
     packages = ("nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12")  # its CUDA libraries, from pip
-    batch_parallel = ("tpu",)  # tf.compat.v1.tpu.batch_parallel
     profiles = True
 
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:

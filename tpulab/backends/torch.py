@@ -63,7 +63,6 @@ class TorchBackend(Backend):
     keras = True  # Keras 3 on torch: eager unless --compile on (jit_compile=True)
     multi_host = "PyTorch runs in one process here: use --backend jax for a run over several processes"
     no_flops = "torch.utils.flop_counter counted no FLOPs for this step"
-    batch_parallel = ()
     compiles = True
     profiles = True
 

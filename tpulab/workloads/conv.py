@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tpulab.backends import registry
 from tpulab.base.charts import GFLOPS, step_time
 from tpulab.base.timing import conv_flops
@@ -18,9 +20,14 @@ from tpulab.workloads.base import (
     batch_size,
     check_shards,
 )
-from tpulab.workloads.running import Runner
+from tpulab.workloads.running import RunnerAt
 
-MODES = ("sharded", "naive", "batch-parallel")
+if TYPE_CHECKING:
+    from tpulab.backends import Backend
+
+BATCH_PARALLEL = "batch-parallel"
+ALL_DEVICES = ("cpu", "gpu", "tpu")
+MODES = ("sharded", "naive", BATCH_PARALLEL)
 
 PARAMS = (
     batch_size(128, 4096, unit="images", what="images per iteration"),
@@ -70,33 +77,24 @@ def check(p: Params, limits: Limits) -> None:
                          f"with VALID padding (got {p['kernel_size']})")
 
 
+def batch_parallel_devices(backend: Backend) -> tuple[str, ...]:
+    """The devices conv's runner on `backend` runs batch-parallel on, as the runner declares (one declared by a
+    function alone, a plugin's: every device)."""
+    runner = CONV.runner(backend)
+    return runner.modes.get(BATCH_PARALLEL, ALL_DEVICES) if isinstance(runner, RunnerAt) else ALL_DEVICES
+
+
 def batch_parallel_refused(backend: str, device: str) -> str | None:
     """Why the backend named cannot run batch-parallel on `device`, and which can; None where it can."""
     found = registry()
     chosen = found.get(backend)
-    if chosen is None or device in chosen.batch_parallel:
+    if chosen is None or device in batch_parallel_devices(chosen):
         return None
-    others = " or ".join(b.name for b in found.values() if device in b.batch_parallel)
-    return (f"--mode batch-parallel needs a {' or '.join(d.upper() for d in chosen.batch_parallel)} on "
-            f"{chosen.title}; use " + (f"--backend {others} or " if others else "") + "--mode sharded")
-
-
-def _tensorflow() -> Runner:
-    from tpulab.workloads.conv_tf import run
-
-    return run
-
-
-def _jax() -> Runner:
-    from tpulab.workloads.conv_jax import run
-
-    return run
-
-
-def _torch() -> Runner:
-    from tpulab.workloads.conv_torch import run
-
-    return run
+    others = " or ".join(b.name for b in found.values() if device in batch_parallel_devices(b))
+    devices = " or ".join(d.upper() for d in batch_parallel_devices(chosen))
+    return ((f"--mode batch-parallel needs a {devices} on {chosen.title}" if devices else
+             f"--mode batch-parallel does not run on {chosen.title}")
+            + "; use " + (f"--backend {others} or " if others else "") + "--mode sharded")
 
 
 class Conv(Workload):
@@ -113,7 +111,9 @@ class Conv(Workload):
     unit = "iteration"
     charts = (step_time("iteration"), GFLOPS)
     how = ("mode",)
-    runners = {"tensorflow": _tensorflow, "jax": _jax, "torch": _torch}
+    runners = {"tensorflow": RunnerAt("tpulab.workloads.conv_tf:run", modes={BATCH_PARALLEL: ("tpu",)}),  # tf.compat.v1.tpu
+               "jax": RunnerAt("tpulab.workloads.conv_jax:run"),  # shard_map, on any device
+               "torch": RunnerAt("tpulab.workloads.conv_torch:run", modes={BATCH_PARALLEL: ()})}
 
     def flops_per_step(self, p: Params) -> float:
         return float(conv_flops(p["batch_size"], p["image_size"], p["image_size"], p["channels"], p["filters"],

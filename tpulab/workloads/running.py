@@ -102,6 +102,8 @@ class RunnerAt:
 
     path: str  # "tpulab.workloads.decode.jax:run"
     shards: bool = False  # it splits one run's work over several devices (a mesh); the others use one
+    modes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # a mode of the workload it runs on some
+    # devices only: {mode: those devices} (a mode not named runs on every device)
 
     def __call__(self) -> Runner:
         module, _, name = self.path.partition(":")
