@@ -83,6 +83,8 @@ def test_aten_ops_fall_in_categories():
     assert op_category("aten::addmm") == op_category("aten::mkldnn_convolution") == "matmul/conv"
     assert op_category("aten::clamp_min") == "elementwise" and op_category("aten::t") == "data movement"
     assert op_category("aten::sum") == "reduction" and op_category("aten::empty") == "other"
+    assert op_category("aten::_log_softmax") == op_category("aten::native_layer_norm_backward") == "reduction"
+    assert op_category("aten::addcdiv_") == op_category("aten::lerp_") == "elementwise"  # Adam's
 
 
 def test_the_profile_of_a_conv_and_a_linear(tmp_path):

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from tpulab.backends import Backend, DeviceError, Fitness, Placement, Profiler, Runtime
-from tpulab.backends.op_table import FRAMEWORK_OP, MATMUL, MOVEMENT, OTHER, OpInfo, TraceEvent, TraceLine, TracePlane, build, category
+from tpulab.backends.op_table import (ELEMENTWISE, FRAMEWORK_OP, MATMUL, MOVEMENT, OTHER, REDUCTION, OpInfo, TraceEvent,
+                                      TraceLine, TracePlane, build, category)
 from tpulab.base.home import home
 from tpulab.machine.detect import detect
 from tpulab.machine.verdict import Verdict, version_tuple
@@ -64,7 +65,7 @@ class TorchBackend(Backend):
     multi_host = "PyTorch runs in one process here: use --backend jax for a run over several processes"
     no_flops = "torch.utils.flop_counter counted no FLOPs for this step"
     compiles = True
-    profiles = True
+    no_profiler = None  # it profiles: `Runtime.profiler`
 
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
         """Keras on torch; OpenMP's threads sleep rather than spin between ops (with one core busy elsewhere, a
@@ -238,6 +239,10 @@ MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "convolution"
 NO_BYTES = "torch.profiler counts no bytes per op: each op's bound is unknown"
 
 
+REDUCTION_OPS = {"softmax", "log_softmax", "layer_norm", "native_layer_norm", "batch_norm", "native_batch_norm",
+                 "group_norm", "native_group_norm", "max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "mean", "sum",
+                 "amax", "amin", "logsumexp", "nll_loss", "nll_loss_forward", "mse_loss", "cross_entropy_loss"}
+ELEMENTWISE_OPS = {"lerp", "lerp_", "addcdiv", "addcdiv_", "addcmul", "addcmul_", "threshold", "where", "zero_", "fill_"}
 MOVEMENT_OPS = {"t", "view", "expand", "permute", "contiguous", "as_strided", "unsqueeze", "squeeze", "flatten",
                 "reshape", "select", "slice", "index", "cat", "stack", "to", "_to_copy", "copy_", "clone", "transpose"}
 
@@ -251,6 +256,10 @@ def op_category(name: str) -> str:
         return MATMUL
     if base in MOVEMENT_OPS:
         return MOVEMENT
+    if base in REDUCTION_OPS:
+        return REDUCTION
+    if base in ELEMENTWISE_OPS:
+        return ELEMENTWISE
     first = category(base.split("_")[0])
     return first if first != OTHER else category(base)
 
