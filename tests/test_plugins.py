@@ -326,7 +326,7 @@ def test_a_runtime_that_is_not_the_class_is_one_line_naming_what_is_missing():
 
 
 def test_a_runtime_declares_everything_a_worker_asks_with_defaults_for_one_process():
-    from tpulab.backends import Placement, Runtime
+    from tpulab.backends import DeviceError, Placement, Runtime
 
     class Minimal(Runtime):
         def place(self, device: str, shards: int) -> Placement:
@@ -341,6 +341,8 @@ def test_a_runtime_declares_everything_a_worker_asks_with_defaults_for_one_proce
     assert rt.memory_stats() is None and rt.cache_hit() is None and rt.keras_step_cost(None, None, None) == (None, None)
     assert rt.gather([1.0, 2.0]) == [[1.0, 2.0]] and rt.probe() == {"minimal": "1.0"}
     assert rt.keras_jit(True) is True and rt.keras_jit(False) is False
+    with pytest.raises(DeviceError, match="this backend brings no profiler"):
+        rt.profiler()  # a backend that profiles says so once, as no_profiler = None, and brings one here
 
 
 def test_jax_reads_a_worker_that_could_not_join_from_its_stderr():

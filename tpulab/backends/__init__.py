@@ -178,10 +178,10 @@ class Runtime(ABC):
         """Whether every program compiled so far came from the persistent compilation cache (None: no cache)."""
         return None
 
-    def profiler(self) -> Profiler | None:
-        """What takes and reads a trace of a few steps here (`--profile`); None where the backend has none
-        (`Backend.no_profiler` says so)."""
-        return None
+    def profiler(self) -> Profiler:
+        """What takes and reads a trace of a few steps here (`--profile`), where the backend profiles: its
+        `Backend.no_profiler` is None. (A run asking elsewhere is refused when it is resolved, never here.)"""
+        raise DeviceError("this backend brings no profiler")
 
     def memory_stats(self) -> list[dict[str, Any]] | None:
         """This process's allocator figures per local device (bytes_in_use, bytes_limit...), where the
@@ -251,8 +251,8 @@ class Backend:
     no_flops: str = "no compiler cost analysis on this backend"  # why a step's FLOPs can be unknown here
     xla_always: bool = False  # it compiles every step with XLA: a workload's --xla means nothing here
     compiles: bool = False  # --compile off|on|both chooses eager or compiled steps here (torch.compile), not --xla
-    no_profiler: str = "it brings no profiler to trace a step with"  # where `Runtime.profiler` is None
-    profiles: bool = False  # its runtime brings a `Profiler` (--profile runs here); else `no_profiler` says why not
+    no_profiler: str | None = "it brings no profiler to trace a step with"  # why --profile means nothing here; None:
+    # its runtime brings a `Profiler` (`Runtime.profiler`), and --profile runs here
 
     def installed(self, packages: Mapping[str, str | None]) -> bool:
         return any(packages.get(d) for d in self.distributions)

@@ -51,7 +51,7 @@ class JaxBackend(Backend):
     tpu_install = JAX_TPU_INSTALL
     tpu_packages = ("jax", "libtpu")  # a TPU VM's JAX (Colab's as shipped) drives it
     xla_always = True
-    profiles = True
+    no_profiler = None  # it profiles: `Runtime.profiler`
 
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
         """Keras on JAX, N host devices for N CPU shards, and JAX's persistent compilation cache in tpulab's

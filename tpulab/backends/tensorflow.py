@@ -69,7 +69,7 @@ class TensorFlowBackend(Backend):
     multi_host = MULTI_HOST
     tpu_packages = ("tensorflow-tpu", "libtpu", "libtpu-nightly")
     packages = ("nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12")  # its CUDA libraries, from pip
-    profiles = True
+    no_profiler = None  # it profiles: `Runtime.profiler`
 
     def worker_env(self, device: str, shards: int, environ: Mapping[str, str]) -> dict[str, str]:
         return {**super().worker_env(device, shards, environ),

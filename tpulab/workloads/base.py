@@ -180,12 +180,12 @@ class SummaryPart:
 
 # --- the parameters every workload takes: the `Workload` base appends them to each declaration -------
 def _profiling() -> tuple[str, ...]:
-    return tuple(name for name, b in registry().items() if b.profiles)
+    return tuple(name for name, b in registry().items() if b.no_profiler is None)
 
 
 def _no_profiler(backend: str) -> str:
     found = registry().get(backend)
-    return found.no_profiler if found else "no profiler is known for it"
+    return (found.no_profiler or "") if found else "no profiler is known for it"
 
 
 PROFILE = ParamSpec("profile", bool, False, "after the timed steps, trace a few more and show where the time goes, "
