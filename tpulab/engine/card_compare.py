@@ -157,7 +157,9 @@ def differences(cards: list[Card]) -> list[str]:
     published = [c.label() for c in cards if c.published]
     if published and len(published) < len(cards):
         out.append(f"{', '.join(published)}: published figures, not measured here")
-    out += [f"{c.label()}: no {k} ceiling: {why}" for c in cards for k, why in c.refused.items()]
+    for c in cards:  # each reason once, naming every ceiling it refused
+        for why in dict.fromkeys(c.refused.values()):
+            out.append(f"{c.label()}: no {', '.join(k for k, v in c.refused.items() if v == why)} ceiling: {why}")
     out += [f"{c.label()} is {c.status}" for c in cards if c.status == "partial"]
     out += [f"{c.label()} is noisy: {c.noisy}" for c in cards if c.noisy]
     return out

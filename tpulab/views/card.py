@@ -267,11 +267,11 @@ def comparison_body(cmp: CardComparison) -> str:
 def listing(cards: list[Card]) -> Table:
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for name in ("card", "created", "machine", "suite", "status", "entries"):
-        t.add_column(name, overflow="fold")
+        t.add_column(name, overflow="fold", no_wrap=name != "machine")
     for c in cards:
         ok = sum(e.status == "ok" for e in c.entries)
-        suite = f"{c.suite.name} v{c.suite.version}" + (" quick" if c.suite.quick else "")
-        t.add_row(*(safe.text(x) for x in (c.short_id if not c.published else c.id, c.created_at[:16], c.label(),
+        suite = "-" if c.published else f"v{c.suite.version}" + (" quick" if c.suite.quick else "")
+        t.add_row(*(safe.text(x) for x in (c.short_id, c.created_at[:10], c.label(),
                                            suite, "published" if c.published else c.status,
                                            f"{ok}/{len(c.entries)}")))
     return t
