@@ -1,10 +1,12 @@
 """The article's CNN, one steady training step on each backend, alternated in one run on this machine.
 
-Each round runs the same configuration (synthetic data of the real shapes, so only compute is
-compared) through tpulab's worker on TensorFlow, then on JAX, and prints the ratio of their median
-steady step times, plus each backend's first call (trace + compile), which differs most.
+Each round runs the same Keras model and configuration (synthetic data of the real shapes, so only
+compute is compared) through tpulab's worker on TensorFlow, JAX and PyTorch (Keras on torch, eager),
+the order alternating, and prints one table: each backend's median steady step and first call (trace +
+compile, which differs most), each as a ratio against the first backend's in the same round.
 
     python benchmarks/backends.py [--rounds 2] [--steps 8] [--batch-size 256] [--precision float32]
+                                  [--backends tensorflow,jax,torch]
 """
 
 from __future__ import annotations
@@ -43,22 +45,28 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--precision", default="float32")
+    ap.add_argument("--backends", default="tensorflow,jax,torch", help="the first is what the others are set against")
     args = ap.parse_args()
-    ratios, firsts = [], []
+    names = args.backends.split(",")
+    steps: dict[str, list[float]] = {b: [] for b in names}
+    firsts: dict[str, list[float]] = {b: [] for b in names}
     t0 = time.time()
     for r in range(args.rounds):
-        tf_step, tf_first = step(args, "tensorflow")
-        jax_step, jax_first = step(args, "jax")
-        ratios.append(jax_step / tf_step)
-        firsts.append(jax_first / tf_first)
-        print(f"round {r + 1}: steady step jax/tensorflow {ratios[-1]:.2f}x "
-              f"(tensorflow {tf_step * 1e3:.0f} ms, jax {jax_step * 1e3:.0f} ms); "
-              f"first call jax/tensorflow {firsts[-1]:.2f}x", flush=True)
-    print(f"the article's CNN, batch {args.batch_size}, {args.precision}, {args.steps} steps a run, "
+        for b in names if r % 2 == 0 else names[::-1]:  # which goes first alternates
+            median, first = step(args, b)
+            steps[b].append(median)
+            firsts[b].append(first)
+        print(f"round {r + 1}: " + ", ".join(f"{b} {steps[b][-1] * 1e3:.0f} ms (first {firsts[b][-1]:.1f} s)"
+                                               for b in names), flush=True)
+    print(f"the article's CNN (Keras), batch {args.batch_size}, {args.precision}, {args.steps} steps a run, "
           f"{args.rounds} rounds, {time.time() - t0:.0f} s")
-    print(f"steady step, JAX / TensorFlow: median {statistics.median(ratios):.2f}x "
-          f"(rounds {min(ratios):.2f}-{max(ratios):.2f}); first call: median {statistics.median(firsts):.2f}x")
-
+    base = names[0]
+    print(f"{'backend':<12}{'steady step':>14}{'/ ' + base:>16}{'first call':>14}{'/ ' + base:>16}")
+    for b in names:
+        ratio = statistics.median(s / t for s, t in zip(steps[b], steps[base]))
+        first = statistics.median(s / t for s, t in zip(firsts[b], firsts[base]))
+        print(f"{b:<12}{statistics.median(steps[b]) * 1e3:>11.0f} ms{ratio:>15.2f}x"
+              f"{statistics.median(firsts[b]):>12.1f} s{first:>15.2f}x")
 
 if __name__ == "__main__":
     main()

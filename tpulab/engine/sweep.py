@@ -454,6 +454,7 @@ class Sweep:
             self.run.cancel()
 
     def events(self) -> Iterator[SweepEvent]:
+        self.started_at = now_iso()  # planned earlier (a form plans one as it changes): it starts now
         deadline = time.monotonic() + self.max_minutes * 60 if self.max_minutes else math.inf
         total = len(self.points) * self.repeat
         n = 0

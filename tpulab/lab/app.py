@@ -23,12 +23,11 @@ from tpulab import backends
 from tpulab.base import safe
 from tpulab.base.errors import UsageError
 from tpulab.base.events import RunRecord
-from tpulab.engine.ceilings import kept_at
 from tpulab.engine.estimate import Estimate
 from tpulab.engine.runindex import RunRow, Wanted
 from tpulab.engine.runner import Standby
 from tpulab.engine.store import Store, StoreError, default_path
-from tpulab.engine.sweep import Grid, Sweep
+from tpulab.engine.sweep import Sweep
 from tpulab.lab import mends  # noqa: F401 - Textual's OptionList pages safely before it is laid out
 from tpulab.lab.failure import Failure, FailsInOneLine
 from tpulab.lab.panes import Candidates
@@ -181,9 +180,14 @@ class TpulabApp(FailsInOneLine):
             pane.reload(keep=len(pane.rows))
 
     def keep_record(self, record: RunRecord) -> None:
-        """A finished run (or sweep point): saved in the background, then listed."""
+        """A finished run: saved in the background, then listed."""
         self.records.insert(0, record)
         self.save_record(record)
+
+    def list_record(self, record: RunRecord) -> None:
+        """A run kept already (a sweep's point, by `Sweep.drive`): listed."""
+        self.records.insert(0, record)
+        self._saved()
 
     def estimate_in_background(self, compute: Callable[[Candidates], Estimate],
                                then: Callable[[Estimate], None]) -> None:
@@ -325,15 +329,14 @@ class TpulabApp(FailsInOneLine):
         if self._busy():
             return
         self.action_show_tab("sweep")
-        self.call_after_refresh(self._start_sweep, event.grid)
+        self.call_after_refresh(self._start_sweep, event.sweep)
 
-    def _start_sweep(self, grid: Grid) -> None:
+    def _start_sweep(self, sweep: Sweep) -> None:
+        """The sweep the form planned (`tpulab.engine.sweep.plan`), driven by the Sweep tab."""
         panes = self.query(SweepPane)
         if not panes:  # the lazy pane mounts after this refresh
-            self.call_after_refresh(self._start_sweep, grid)
+            self.call_after_refresh(self._start_sweep, sweep)
             return
-        sweep = Sweep(grid, self.report)
-        sweep.ceilings = kept_at(self.store.path)
         panes.first().start(sweep)
 
     @on(RunPane.Ended)

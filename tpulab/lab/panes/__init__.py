@@ -27,6 +27,7 @@ class Lab(Protocol):
     records: list[RunRecord]  # this session's runs, newest first
 
     def keep_record(self, record: RunRecord) -> None: ...
+    def list_record(self, record: RunRecord) -> None: ...  # kept already (a sweep's point)
     def keep_sweep(self, sweep: Sweep) -> object: ...  # a worker saves it
     def estimate_in_background(self, compute: Callable[[Candidates], Estimate],
                                then: Callable[[Estimate], None]) -> None: ...

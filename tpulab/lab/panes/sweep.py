@@ -20,7 +20,7 @@ from textual.worker import Worker, WorkerState
 from tpulab.base import fmt, safe
 from tpulab.base.events import RunRecord
 from tpulab.engine.estimate import Estimate
-from tpulab.engine.sweep import TOKENS, Point, PointFinished, PointStarted, Sweep
+from tpulab.engine.sweep import TOKENS, Point, PointFinished, PointStarted, Sweep, Unkept
 from tpulab.lab.panes import lab
 from tpulab.views.sweep import (
     FIGURES,
@@ -141,11 +141,14 @@ class SweepPane(Vertical):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="sweep")
     def _run(self, sweep: Sweep) -> None:
-        for event in sweep.events():
+        """Driven as the command line drives one: each point's run, then the sweep, kept in the lab's store."""
+        for event in sweep.drive(lab(self).store):
             if isinstance(event, PointStarted):
                 self.post_message(self.PointBegun(event.point, event.index, event.of))
             elif isinstance(event, PointFinished):
                 self.post_message(self.PointDone(event.point, event.record))
+            elif isinstance(event, Unkept):
+                self.app.call_from_thread(self.notify, event.error, title="not kept", severity="error", timeout=15)
         self.post_message(self.Done(sweep))
 
     @on(PointBegun)
@@ -155,7 +158,7 @@ class SweepPane(Vertical):
 
     @on(PointDone)
     def _done(self, message: PointDone) -> None:
-        lab(self).keep_record(message.record)
+        lab(self).list_record(message.record)
         bar = self.query_one("#sweep-progress", ProgressBar)
         bar.advance(1)
         self._show()
@@ -200,7 +203,6 @@ class SweepPane(Vertical):
     @on(Done)
     def _finished(self, message: Done) -> None:
         sweep = message.sweep
-        lab(self).keep_sweep(sweep)
         done = sum(p.status == "finished" for p in sweep.points)
         self._header(f"{sweep.status}: {done}/{len(sweep.points)} point(s) finished"
                      + (f" ({sweep.stopping})" if sweep.stopping else "") + " | o: open the best in the form")

@@ -56,9 +56,9 @@ class WorkloadsPane(Horizontal):
             self.params = params
 
     class SweepRequested(Message):
-        def __init__(self, grid: Grid) -> None:
+        def __init__(self, sweep: Sweep) -> None:
             super().__init__()
-            self.grid = grid
+            self.sweep = sweep
 
     def __init__(self, report: RuntimeReport, workload: str | None = None, params: Params | None = None,
                  **kwargs: Any) -> None:
@@ -186,13 +186,13 @@ class WorkloadsPane(Horizontal):
         if event.form.workload is not self.workload or event.form.sweep != self.sweeping:
             return  # a form being replaced
         form = event.form
-        ready = form.grid is not None if form.sweep else event.params is not None
+        ready = form.planned is not None if form.sweep else event.params is not None
         self.query_one("#run-button", Button).disabled = not ready
         self._planned += 1
         plan = self.query_one("#plan", Static)
-        if form.sweep and form.grid is not None:
-            sweep = Sweep(form.grid, self.report)
-            grid, impossible = form.grid, form.impossible
+        if form.sweep and form.planned is not None:
+            sweep = form.planned
+            grid, impossible = sweep.grid, form.impossible
             plan.update(self.sweep_plan(sweep, grid, impossible, "…"))
             self._estimate(sweep.estimate, lambda guess: self.sweep_plan(sweep, grid, impossible, guess))
         elif event.params is not None:
@@ -230,9 +230,10 @@ class WorkloadsPane(Horizontal):
         """Run what the form holds, asking first when `ask` or when the estimate is over ASK_OVER_S."""
         form = self.form
         compute: Estimator
-        if form.sweep and form.grid is not None:
-            sweep, grid, impossible = Sweep(form.grid, self.report), form.grid, form.impossible
-            request: Message = self.SweepRequested(grid)
+        if form.sweep and form.planned is not None:
+            sweep, impossible = form.planned, form.impossible
+            grid = sweep.grid
+            request: Message = self.SweepRequested(sweep)
             question = f"Sweep {self.workload.title} over {point_count(sweep.points)}?"
             compute, render = sweep.estimate, partial(self.sweep_plan, sweep, grid, impossible)
         elif not form.sweep and form.params is not None:
@@ -247,17 +248,23 @@ class WorkloadsPane(Horizontal):
             return
         lab(self).estimate_in_background(compute, lambda guess: self._go(request, question, render(guess), guess, ask))
 
+    def _send(self, request: Message) -> None:
+        """The run or sweep goes; a sweep's form plans the next one afresh (a sweep runs once)."""
+        self.post_message(request)
+        if isinstance(request, self.SweepRequested):
+            self.form.revalidate()
+
     def _go(self, request: Message, question: str, plan: str, guess: Estimate, ask: bool) -> None:
         long = guess.seconds is not None and guess.seconds > ASK_OVER_S
         if not (ask or long):
-            self.post_message(request)
+            self._send(request)
             return
         if long:
             question += f" It would take about {fmt.duration(guess.seconds)}."
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.post_message(request)
+                self._send(request)
 
         self.app.push_screen(ConfirmRun(question, plan), answered)
 

@@ -22,7 +22,7 @@ from tpulab.engine.spec import backend_of, resolve
 from tpulab.workloads.base import ParamError, Params, ParamSpec, Workload
 
 if TYPE_CHECKING:
-    from tpulab.engine.sweep import Grid
+    from tpulab.engine.sweep import Sweep
     from tpulab.machine.detect import RuntimeReport
 
 NO_PRESET = "(defaults)"
@@ -56,7 +56,7 @@ class ParamForm(VerticalScroll, can_focus=False):
         self.initial = {**workload.defaults(), **(values or {})}
         self.preset = preset  # the preset the values came from, shown as chosen
         self.params: Params | None = None
-        self.grid: Grid | None = None  # in sweep mode, when every value and some combination can run
+        self.planned: Sweep | None = None  # in sweep mode, when every value and some combination can run (`plan`)
         self.impossible: list[tuple[dict[str, Any], str]] = []
         self.errors: dict[str, str] = {}
 
@@ -142,14 +142,17 @@ class ParamForm(VerticalScroll, can_focus=False):
             return framework.name if asked == "auto" and framework is not None else asked
 
     def _revalidate_grid(self) -> None:
-        from tpulab.engine.sweep import DEFAULT_STEPS, build_grid
+        """The sweep the form holds, planned as the command line plans one (`plan`: each point resolved once,
+        judged by the ceilings the lab's store keeps); a new one on each change, and after each start."""
+        from tpulab.engine.sweep import DEFAULT_STEPS, plan
+        from tpulab.lab.panes import lab
 
         errors: dict[str, str] = {}
         raw = {k: v for k, v in self.raw_values().items() if k not in self.workload.set_by_sweeps(DEFAULT_STEPS)}
         try:
-            self.grid, self.impossible = build_grid(self.workload, raw, self.report)
+            self.planned, self.impossible = plan(self.workload, raw, self.report, db=lab(self).store.path)
         except UsageError as e:  # a bad value, or a backend that cannot run here (said at the backend)
-            self.grid, self.impossible = None, []
+            self.planned, self.impossible = None, []
             param = e.param if isinstance(e, ParamError) else "backend"
             errors[param if param in self.initial else "batch_size"] = str(e)
         self._show_errors(errors)
