@@ -382,9 +382,12 @@ async def test_sweep_mode_and_view(cpu_machine):
         await pilot.pause()
         assert "cannot run" in text(app.query_one("#plan", Static))  # batch 4 and 8 on 3 shards: named
         await type_into(pilot, app, "shards", "1")
+        await pilot.pause()
+        planned = app.query_one(ParamForm).planned  # as the command line plans one (`plan`), each point resolved once
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: bool(app.query(SweepPane)) and app.query_one(SweepPane).sweep is not None, 10)
         pane = app.query_one(SweepPane)
+        assert pane.sweep is planned and app.query_one(ParamForm).planned is not planned  # the next is a new one
         assert app.query_one("#tabs").active == "sweep"
         await wait_for(pilot, lambda: pane.sweep is not None and pane.sweep.status != "running", 240)
         assert pane.query_one("#sweep-table", DataTable).row_count == 2
@@ -394,6 +397,7 @@ async def test_sweep_mode_and_view(cpu_machine):
         assert len(chart.points("best")) == 1
         assert sum(r.sweep == pane.sweep.id for r in app.records) == 2
         await wait_for(pilot, lambda: len(app.store.sweeps()) == 1, 10)
+        assert {r.id for r in app.store.records()} >= {r.id for r in app.records if r.sweep == pane.sweep.id}  # `drive` kept them
         best = pane.sweep.findings().best
         await pilot.press("o")
         await wait_for(pilot, lambda: app.query_one("#tabs").active == "workloads", 5)
