@@ -210,3 +210,16 @@ def test_a_decode_runs_tokens_per_second_is_its_examples_per_second_and_no_part_
         rec.feed(e)
     with pytest.raises(TypeError, match="summary part sets gflops_per_s, which the record's own parts fill"):
         rec.summary()
+
+
+def test_a_workload_declares_the_figures_it_leads_with(tmp_path):
+    """Decode leads with tokens/s, time to first token, the median inter-token latency and MBU; the notebook's
+    result reads them from the summary by those paths, and a workload that declares none leads with throughput."""
+    from tpulab.notebook.results import RunResult
+    from tpulab.workloads.base import Workload
+
+    r = RunResult(record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006], copy_s=0.01)))
+    d = r.record.summary.decode
+    assert d is not None and r.headlines == {"decode.decode_tokens_per_s": d.decode_tokens_per_s,
+                                             "decode.ttft_s": d.ttft_s, "decode.itl.p50": d.itl.p50, "decode.mbu": d.mbu}
+    assert Workload.headlines == ("throughput",) and r.record.summary.figure("decode.nothing.here") is None

@@ -424,6 +424,15 @@ class Summary:
     def has_flag(self, code: str) -> bool:
         return any(f.code == code for f in self.flags)
 
+    def figure(self, path: str) -> Any:
+        """A figure by its dotted path ('decode.decode_tokens_per_s'); None where a part is absent."""
+        found: Any = self
+        for part in path.split("."):
+            found = getattr(found, part, None)
+            if found is None:
+                return None
+        return found
+
 
 @dataclass(kw_only=True)
 class RunRecord:

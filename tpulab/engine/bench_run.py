@@ -116,12 +116,7 @@ def command(record: RunRecord) -> str:
 
 def field_of(summary: Summary, path: str) -> Any:
     """A summary's figure by its dotted path ('decode.decode_tokens_per_s'); None where a part is absent."""
-    found: Any = summary
-    for part in path.split("."):
-        found = getattr(found, part, None)
-        if found is None:
-            return None
-    return found
+    return summary.figure(path)
 
 
 def spread(stats: Stats | None) -> float | None:

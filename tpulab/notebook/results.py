@@ -61,6 +61,14 @@ class RunResult:
         return self.record.median
 
     @property
+    def headlines(self) -> dict[str, Any]:
+        """The figures its workload leads with (`Workload.headlines`), by their paths in the summary."""
+        from tpulab.workloads import registry
+
+        w = registry().get(self.record.workload)
+        return {path: self.record.summary.figure(path) for path in (w.headlines if w else ("throughput",))}
+
+    @property
     def compile_seconds(self) -> float | None:
         return self.record.summary.compile_seconds
 

@@ -238,6 +238,7 @@ class Workload(ABC):
     how: tuple[str, ...] = ()  # parameters that choose how the work is done (see `configuration`)
     runners: Mapping[str, Callable[[], Runner]] = {}  # backend name -> a function that imports its runner
     throughput_unit: str = "examples/s"  # what its throughput counts: "images/s", "tokens/s"
+    headlines: tuple[str, ...] = ("throughput",)  # the summary's figures it leads with, by dotted path, first first
     model_flops: bool = False  # `flops_per_step` are the model's FLOPs by the standard formula: shown as MFU
     flop_rates: bool = True  # its FLOP/s and their shares of peak and ceiling say how well it runs (a step bound by
     # memory, a decode's, says it by its bandwidth instead: comparisons leave them out)

@@ -105,6 +105,7 @@ class LLMDecode(Workload):
     unit = "token"
     charts = (TOKEN_TIME, TOKEN_RATE)
     throughput_unit = "tokens/s"
+    headlines = ("decode.decode_tokens_per_s", "decode.ttft_s", "decode.itl.p50", "decode.mbu")
     synthetic_data = "random weights and prompts"
     model_flops = True
     flop_rates = False  # a token step reads every weight for little arithmetic: its figure is MBU

@@ -80,6 +80,7 @@ class Roofline(Workload):
     }
     unit = "call"
     charts = (step_time("call"), MATMUL_GFLOPS)
+    headlines = ("gflops_per_s", "gbytes_per_s")  # the best matmul's, in the headline dtype, and the best copy's
     runners = {"tensorflow": RunnerAt("tpulab.workloads.roofline.tf:run"), "jax": RunnerAt("tpulab.workloads.roofline.jax:run"),
                "torch": RunnerAt("tpulab.workloads.roofline.torch:run")}
     quiet = True
