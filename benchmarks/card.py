@@ -45,6 +45,7 @@ def alone(command: str, path: str, db: Path) -> float | None:
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "{}"
     data = json.loads(last)
     if data.get("event") != "result":
+        print(f"  alone: no result ({(done.stderr.strip().splitlines() or ['no output'])[-1][:200]})")
         return None
     record = RunRecord.from_json({k: v for k, v in data.items() if k != "event"})
     value = field_of(record.summary, path)
@@ -91,7 +92,9 @@ def main() -> None:
                 solo = alone(e.command or "", paths[name], db)
                 if solo:
                     ratios.append(solo / e.median)
-            if ratios:
+            if not ratios:
+                print(f"entry/alone {name}: no run alone gave a figure")
+            else:
                 print(f"entry/alone {name}: alone/entry {statistics.median(ratios):.3f}x over {len(ratios)} round(s) "
                       f"({', '.join(f'{r:.3f}' for r in ratios)}; goal <= 1.03x)")
 
