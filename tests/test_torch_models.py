@@ -143,3 +143,16 @@ def test_a_graph_break_is_named_where_torch_compile_reports_it(tmp_path):
     events = run_here(f"{tmp_path}/breaks.py:build", compile="on", predict_steps=0)
     [said] = [e.text for e in events if isinstance(e, Log) and e.text.startswith("torch.compile")]
     assert "graph break" in said and "no graph break" not in said and "item" in said.lower()
+
+
+@pytest.mark.slow
+def test_a_keras_model_runs_on_keras_torch_backend_with_torchs_flop_count():
+    """A file that imports Keras stays a Keras model on --backend torch: the shared Keras runner, eager; its
+    step's FLOPs as torch.utils.flop_counter counts its matmuls (forward, and backward but for the input's)."""
+    r = run_cli("run", "model", "--model", "examples/models/mlp.py:build", "--backend", "torch", "--preset", "smoke",
+                "--no-ui", "--no-save", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json_events(r.stdout)[-1]
+    layers = 64 * 256 + 256 * 256 + 256 * 10
+    assert out["summary"]["flops_per_step"] == 2 * 8 * (2 * layers + 256 * 256 + 256 * 10)  # batch 8
+    assert out["summary"]["final_metrics"]["loss"] > 0

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from tpulab.backends import Backend, DeviceError, Fitness, Placement, Profiler, Runtime
-from tpulab.backends.op_table import (ELEMENTWISE, FRAMEWORK_OP, MATMUL, MOVEMENT, OTHER, REDUCTION, OpInfo, TraceEvent,
+from tpulab.backends.profile_table import (ELEMENTWISE, FRAMEWORK_OP, MATMUL, MOVEMENT, OTHER, REDUCTION, OpInfo, TraceEvent,
                                       TraceLine, TracePlane, build, category)
 from tpulab.base.home import home
 from tpulab.machine.detect import detect
@@ -212,6 +212,24 @@ class TorchRuntime(Runtime):
 
         hits, misses = counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
         return None if hits + misses == 0 else misses == 0
+
+    def keras_step_cost(self, model: Any, x: Any, y: Any) -> tuple[float | None, float | None]:
+        """A Keras model's training step on torch (forward, loss, backward; not the optimiser's update) as
+        torch.utils.flop_counter counts it; no bytes. The gradients it leaves are cleared."""
+        import keras
+        from torch.utils.flop_counter import FlopCounterMode
+
+        counter = FlopCounterMode(display=False)
+        try:
+            with counter:
+                xs, ys = keras.tree.map_structure(keras.ops.convert_to_tensor, (x, y))
+                model.compute_loss(x=xs, y=ys, y_pred=model(xs, training=True)).backward()
+        except Exception:  # noqa: BLE001 - a model whose step cannot be counted this way: its FLOPs are unknown
+            return None, None
+        finally:
+            for v in model.trainable_variables:
+                v.value.grad = None
+        return float(counter.get_total_flops()) or None, None
 
     def keras_jit(self, requested: bool) -> bool | str:
         return bool(requested)  # Keras on torch: True wraps the step in torch.compile, else eager
