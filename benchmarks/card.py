@@ -8,6 +8,7 @@
 3. the card's wall time against its budget (3 minutes with --quick on a 2-core machine).
 
     python benchmarks/card.py [--rounds 2] [--entries conv,decode-b1] [--cards 2] [--backend tensorflow]
+                              [--card CARD.json]
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tpulab.engine.bench_run import Bench, field_of  # noqa: E402
-from tpulab.engine.card import Card  # noqa: E402
+from tpulab.engine.card import Card, read  # noqa: E402
 from tpulab.engine import bench  # noqa: E402
 from tpulab.base.events import RunRecord  # noqa: E402
 from tpulab.machine.detect import detect  # noqa: E402
@@ -58,12 +59,13 @@ def main() -> None:
     ap.add_argument("--entries", default="conv,decode-b1")
     ap.add_argument("--cards", type=int, default=1, help="quick cards to make (2: compare them)")
     ap.add_argument("--backend", default="tensorflow")
+    ap.add_argument("--card", type=Path, help="an exported card to set the runs alone against (none is made)")
     a = ap.parse_args()
     paths = {h.name: h.path for e in bench.SUITE.entries for h in e.headlines}
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "r.db"
-        cards = []
-        for _ in range(a.cards):
+        cards = [read(a.card)] if a.card else []
+        for _ in range(0 if a.card else a.cards):
             made, wall = card(db, a.backend)
             cards.append(made)
             print(f"card {made.short_id}: {wall:.0f} s wall (budget {made.budget_s:.0f} s: "
