@@ -27,7 +27,7 @@ from tpulab.base.events import Flag, OpRow, Profile, RunRecord, SweepPoint, Swee
 from tpulab.engine.store import Store, compare, export_json
 from tpulab.lab.app import TpulabApp
 from tpulab.notebook.results import ComparisonResult, RunList, RunResult
-from tpulab.views import ops
+from tpulab.views import profile as profile_view
 from tpulab.views.console import summary_table
 
 from .helpers import ROOT, make_record, results_tab, text, type_into, wait_for
@@ -251,7 +251,7 @@ def test_the_views_hold_no_control_at_80_columns():
     """The terminal's tables of such a record, rendered as a terminal would, at the narrowest width."""
     record = hostile_record(LONG)
     out = Console(width=80, record=True, force_terminal=True, color_system="256", file=io.StringIO())
-    out.print(summary_table(record), ops.ops_table(ops.profile_of(record), "ops"),
-              ops.moves_table(record, hostile_record("dot.1")))
+    out.print(summary_table(record), profile_view.ops_table(profile_view.profile_of(record), "ops"),
+              profile_view.moves_table(record, hostile_record("dot.1")))
     written = out.export_text(styles=True)
     assert "\x1b" not in RICH_SGR.sub("", written) and "\x07" not in written

@@ -11,7 +11,7 @@ from tpulab.base import fmt
 from tpulab.lab.app import TpulabApp
 from tpulab.lab.panes.help import HelpScreen
 from tpulab.lab.panes.run import RunLog, RunPane
-from tpulab.views.ops import top_rows
+from tpulab.views.profile import top_rows
 
 from .helpers import Replay, conv_events, make_record, results_tab, text, wait_for
 

@@ -261,7 +261,11 @@ def test_a_module_that_moved_into_a_workloads_package_imports_from_its_old_path_
     from tpulab.workloads.decode import arithmetic
     from tpulab.workloads.shared import kernels
 
-    for old, new in (("tpulab.workloads.decode_math", arithmetic), ("tpulab.workloads.roofline_kernels", kernels)):
+    from tpulab.backends import profile_table
+    from tpulab.views import profile
+
+    for old, new in (("tpulab.workloads.decode_math", arithmetic), ("tpulab.workloads.roofline_kernels", kernels),
+                     ("tpulab.backends.op_table", profile_table), ("tpulab.views.ops", profile)):
         sys.modules.pop(old, None)
         with pytest.warns(DeprecationWarning, match=f"{old} moved to {new.__name__}: import it from there"):
             assert importlib.import_module(old) is new

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tpulab.backends.hlo_ops import hlo_ops
-from tpulab.backends.op_table import OTHER, TOP_OPS, OpInfo, TraceEvent, TraceLine, TracePlane, build, by_name, category
+from tpulab.backends.profile_table import OTHER, TOP_OPS, OpInfo, TraceEvent, TraceLine, TracePlane, build, by_name, category
 from tpulab.base.events import OTHER_OPS, Profile
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
@@ -314,7 +314,7 @@ def test_no_table_csv_or_verdict_shows_0_for_what_is_unknown(tmp_path):
     verdict on the op that takes the step says its distance to the ceiling is unknown."""
     from tpulab.base.ceilings import Sourced
     from tpulab.engine.profile_verdicts import Roof, judge
-    from tpulab.views.ops import op_cells, op_line, write_csv
+    from tpulab.views.profile import op_cells, op_line, write_csv
 
     tpu = TracePlane("/device:TPU:0", [TraceLine("XLA Ops", [
         event("dot.1", 0, 60), event("convolution.3", 60, 20), event("add.5", 80, 10)])])

@@ -13,7 +13,7 @@ from tpulab.base.timing import Flag
 from tpulab.notebook.results import RunResult
 from tpulab.views.console import summary_table
 from tpulab.views.narrate import describe
-from tpulab.views.ops import CSV_FIELDS, op_moves
+from tpulab.views.profile import CSV_FIELDS, op_moves
 
 from .helpers import make_record, recorder, run_cli, text
 
@@ -115,7 +115,7 @@ def test_a_profiled_runs_summary_names_its_top_ops_the_host_gap_and_the_profiles
 
 def test_show_ops_gives_the_whole_table_at_80_columns(db, store):
     [run_id] = kept(store, profiled(jax_f32()))
-    out = run_cli("results", "--db", str(db), "show", run_id[:8], "--ops", env={"COLUMNS": "80"})
+    out = run_cli("results", "--db", str(db), "show", run_id[:8], "--profile", env={"COLUMNS": "80"})  # (--ops: its old name)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert max(map(len, lines)) <= 80

@@ -129,7 +129,7 @@ def test_a_torch_profile_lines_up_with_an_xla_one_by_category(tmp_path):
     import torch.nn.functional as F
 
     from tpulab.base.events import OpRow, Profile
-    from tpulab.views.ops import op_moves
+    from tpulab.views.profile import op_moves
 
     profiler = TorchProfiler()
     x, w = torch.randn(2, 3, 16, 16), torch.randn(4, 3, 3, 3)

@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from tpulab.backends.op_table import COLLECTIVE, ELEMENTWISE, HOST_TO_DEVICE, MATMUL, MOVEMENT, OTHER, REDUCTION, \
+from tpulab.backends.profile_table import COLLECTIVE, ELEMENTWISE, HOST_TO_DEVICE, MATMUL, MOVEMENT, OTHER, REDUCTION, \
     OpInfo, Programs
 
 BYTES = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4,

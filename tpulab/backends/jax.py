@@ -21,7 +21,7 @@ import numpy as np
 
 from tpulab.backends import HEARTBEAT_TIMEOUT_S, Backend, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime
 from tpulab.backends.hlo_ops import hlo_ops
-from tpulab.backends.op_table import PYTHON, TraceEvent, TraceLine, TracePlane, build, by_name, xplane_file
+from tpulab.backends.profile_table import PYTHON, TraceEvent, TraceLine, TracePlane, build, by_name, xplane_file
 from tpulab.base.errors import first_line
 from tpulab.base.home import home
 from tpulab.machine.detect import detect

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from tpulab.backends import Backend, BackendError, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime
 from tpulab.backends.hlo_ops import hlo_ops
-from tpulab.backends.op_table import (ELEMENTWISE, MATMUL, OTHER, PYTHON, REDUCTION, OpInfo, TraceEvent, TraceLine,
+from tpulab.backends.profile_table import (ELEMENTWISE, MATMUL, OTHER, PYTHON, REDUCTION, OpInfo, TraceEvent, TraceLine,
                                       TracePlane, build, by_name, category, words, xplane_file)
 from tpulab.base.errors import first_line, one_line
 from tpulab.machine.detect import detect

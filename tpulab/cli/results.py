@@ -20,7 +20,8 @@ from tpulab.base.errors import EXIT_OK, NO_SPACE, UsageError, why_unwritten
 from tpulab.base.events import RunRecord
 from tpulab.engine.runindex import FILTERS, FilterError, RunFilter, make_filter
 from tpulab.engine.store import Store, StoreError, compare, default_path, export_csv, export_json, read_export, row
-from tpulab.views import listing, ops
+from tpulab.views import listing
+from tpulab.views import profile as profile_view
 from tpulab.views.console import comparison_table, summary_title
 
 SCREEN_LINES = 7  # what a listing prints besides its rows: header, rule, a footer of two lines, the prompt
@@ -71,7 +72,7 @@ def _show(args, store: Store, console: Console) -> int:
     from tpulab.views.roofline import roofline_view
 
     record = store.get(args.id)
-    if args.ops:
+    if args.profile:
         return show_ops(record, args.json, console)
     if args.json:
         print(json.dumps(record.to_json(), indent=1))
@@ -86,11 +87,11 @@ def _show(args, store: Store, console: Console) -> int:
 
 def show_ops(record: RunRecord, as_json: bool, console: Console) -> int:
     """The run's whole op table (its profile as JSON), or the line that says to profile it."""
-    profile = ops.profile_of(record)
+    profile = profile_view.profile_of(record)
     if as_json:
         print(json.dumps(asdict(profile), indent=1))
     else:
-        console.print(ops.ops_table(profile, f"ops of {summary_title(record)}"))
+        console.print(profile_view.ops_table(profile, f"ops of {summary_title(record)}"))
     return EXIT_OK
 
 
@@ -98,21 +99,21 @@ def compare_ops(records: list[RunRecord], as_json: bool, console: Console) -> in
     """Where the time moved between the first run's ops and each other's."""
     first, *others = records
     if not others:
-        raise UsageError("compare --ops needs two runs or more: the first is A, each other B")
+        raise UsageError("compare --profile needs two runs or more: the first is A, each other B")
     if as_json:
         print(json.dumps([{"a": first.id, "b": r.id, "moves": [{**asdict(m), "delta": m.delta,
                                                                  "share_change": m.share_change}
-                                                                for m in ops.op_moves(ops.profile_of(first),
-                                                                                      ops.profile_of(r))]}
+                                                                for m in profile_view.op_moves(profile_view.profile_of(first),
+                                                                                      profile_view.profile_of(r))]}
                           for r in others], indent=1))
         return EXIT_OK
     for r in others:
-        console.print(ops.moves_table(first, r))
+        console.print(profile_view.moves_table(first, r))
     return EXIT_OK
 
 
 def _compare(args, store: Store, console: Console) -> int:
-    if args.ops:
+    if args.profile:
         return compare_ops([store.get(i) for i in args.ids], args.json, console)
     result = compare([store.get(i) for i in args.ids])
     if args.json:
@@ -147,12 +148,12 @@ def written(path: Path) -> Iterator[Path]:
 def export_ops(args, store: Store, console: Console) -> int:
     """One run's op table alone: CSV, a line per op; or its whole profile as JSON."""
     if len(args.ids) != 1:
-        raise UsageError("export --ops writes one run's op table: give one run's ID")
+        raise UsageError("export --profile writes one run's profile: give one run's ID")
     record = store.get(args.ids[0])
-    profile = ops.profile_of(record)
+    profile = profile_view.profile_of(record)
     with written(args.output) as path:
         if args.format == "csv":
-            ops.write_csv(profile, path)
+            profile_view.write_csv(profile, path)
         else:
             path.write_text(json.dumps(asdict(profile), indent=1), encoding="utf-8")
     console.print(f"exported the op table of run {record.short_id} ({len(profile.ops)} ops) to {args.output}",
@@ -162,7 +163,7 @@ def export_ops(args, store: Store, console: Console) -> int:
 
 def _export(args, store: Store, console: Console) -> int:
     """Runs by id, or sweeps by id with all their runs; everything when no id is given."""
-    if args.ops:
+    if args.profile:
         return export_ops(args, store, console)
     if args.ids:
         records, sweeps = [], []

@@ -124,7 +124,7 @@ class RunResult:
         the ops below the top ones summed in a row named `other`; seconds per step, share of the step 0 to 1."""
         from dataclasses import asdict
 
-        from tpulab.views.ops import CSV_FIELDS, profile_of
+        from tpulab.views.profile import CSV_FIELDS, profile_of
 
         profile = profile_of(self.record)
         return pandas().DataFrame([asdict(o) for o in profile.ops], columns=list(CSV_FIELDS))

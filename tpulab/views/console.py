@@ -18,7 +18,8 @@ from tpulab.engine.doctor import Verdict
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.store import Comparison
 from tpulab.machine.detect import RuntimeReport
-from tpulab.views import ops, roofline
+from tpulab.views import profile as profile_view
+from tpulab.views import roofline
 from tpulab.views.decode import decode_columns, decode_rows
 from tpulab.views.narrate import backend_line, describe, sample_line, step_status, telemetry_rows, unavailable_lines
 from tpulab.workloads import registry
@@ -162,7 +163,7 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
     if s.telemetry is not None:
         rows += telemetry_rows(s.telemetry, unit)
     if s.profile is not None:
-        rows += ops.top_rows(s.profile)
+        rows += profile_view.top_rows(s.profile)
     rows.append(("versions", ", ".join(f"{k} {v}" for k, v in (record.versions or {}).items()) or "-"))
     out: list[tuple[str, str, str | None]] = [(row[0], row[1], None) for row in rows if row and row[1]]
     out += [(f"flag: {f.code}", f.message, FLAG_STYLES.get(f.code, "yellow")) for f in s.flags]

@@ -18,7 +18,8 @@ from tpulab.base.events import OTHER_OPS
 from tpulab.base.version import __version__
 from tpulab.engine.runindex import RunRow
 from tpulab.engine.sweep import findings, kept_points
-from tpulab.views import listing, ops
+from tpulab.views import listing
+from tpulab.views import profile as profile_view
 from tpulab.views.console import comparison_columns, runtime_rows, summary_rows, summary_title
 from tpulab.views.sweep import (
     FIGURES,
@@ -236,16 +237,16 @@ def run_body(record: RunRecord, chart: bool = True) -> str:
 
 def moves_body(a: RunRecord, b: RunRecord) -> str:
     """Where the time moved from A's ops to B's, as the terminal's `tpulab results compare A B --ops`."""
-    moves = ops.op_moves(ops.profile_of(a), ops.profile_of(b))
-    header = ops.moves_header(a, b)
-    return table([ops.move_cells(m) for m in moves], ops.MOVE_COLUMNS, header[0]) + lines(header[1:], "note")
+    moves = profile_view.op_moves(profile_view.profile_of(a), profile_view.profile_of(b))
+    header = profile_view.moves_header(a, b)
+    return table([profile_view.move_cells(m) for m in moves], profile_view.MOVE_COLUMNS, header[0]) + lines(header[1:], "note")
 
 
 def ops_body(profile: Profile) -> str:
     """The op table, as the terminal's (`tpulab results show ID --ops`), and what it rests on."""
-    return (table(ops.table_cells(profile), ops.op_columns(profile), "where a step's time went: its ops",
+    return (table(profile_view.table_cells(profile), profile_view.op_columns(profile), "where a step's time went: its ops",
                   ["note" if o.name == OTHER_OPS else "" for o in profile.ops])
-            + lines(ops.notes(profile), "note"))
+            + lines(profile_view.notes(profile), "note"))
 
 
 def run_html(record: RunRecord) -> str:

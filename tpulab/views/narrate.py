@@ -30,7 +30,7 @@ from tpulab.base.events import (
 )
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.telemetry_summary import GPU_POOL_NOTE
-from tpulab.views.ops import NAME_WIDTH, shorten
+from tpulab.views.profile import NAME_WIDTH, shorten
 
 SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
 SYNTHETIC = ("[synthetic]", "yellow")  # what every step of a run on stand-in data ends with (short: there are many)

@@ -23,7 +23,8 @@ from tpulab.engine.ceilings import WORKLOAD
 from tpulab.engine.runindex import FilterError, RunFilter, RunRow, parse_filter
 from tpulab.engine.store import Comparison, Page, StoreError, compare
 from tpulab.lab.panes import lab
-from tpulab.views import listing, ops
+from tpulab.views import listing
+from tpulab.views import profile as profile_view
 from tpulab.views.console import comparison_table
 from tpulab.views.roofline import roofline_view
 
@@ -238,7 +239,7 @@ class ResultsPane(Vertical):
     def _ops(self, run_id: str) -> None:
         try:
             record = lab(self).store.get(run_id)
-            view: Any = ops.ops_table(ops.profile_of(record), f"ops of {record.workload} run {record.short_id}")
+            view: Any = profile_view.ops_table(profile_view.profile_of(record), f"ops of {record.workload} run {record.short_id}")
         except (StoreError, UsageError) as e:
             view = safe.text(e)
         self.app.call_from_thread(self._show_view, view)

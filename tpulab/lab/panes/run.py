@@ -27,7 +27,7 @@ from tpulab.engine.runner import Run
 from tpulab.lab.panes import lab
 from tpulab.views.console import summary_table
 from tpulab.views.narrate import describe, unavailable_lines
-from tpulab.views.ops import ops_table
+from tpulab.views.profile import ops_table
 from tpulab.views.roofline import roofline_view
 
 if TYPE_CHECKING:
