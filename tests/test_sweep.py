@@ -66,6 +66,26 @@ def test_each_point_is_resolved_once_and_holds_no_auto(cpu, monkeypatch):
                for p in sweep.points)
 
 
+def test_a_point_whose_backend_cannot_run_here_is_kept_failed_without_a_spec(cpu):
+    """A point whose backend cannot run here starts nothing and gets no spec (a spec never holds `auto`, nor a
+    backend that was not decided): its record is failed, says why and names the backend it asked for."""
+    from tpulab.engine.spec import RunSpec
+    from tpulab.engine.sweep import Sweep
+
+    grid, _ = build_grid(CONV, {"batch_size": "4,8"}, cpu, "smoke")
+    sweep = Sweep(grid, cpu)
+    point = Point({"batch_size": 4}, {**grid.params({"batch_size": 4}), "backend": "tensorflow"},
+                  cannot="--backend tensorflow: TensorFlow is not installed")
+    runs = sweep._run_point(point)
+    with pytest.raises(StopIteration) as done:
+        next(runs)  # it yields nothing: no worker starts
+    record = done.value.value
+    assert (record.status, record.backend, record.error, record.sweep) == (
+        "failed", "tensorflow", "--backend tensorflow: TensorFlow is not installed", sweep.id)
+    with pytest.raises(ValueError, match="a RunSpec runs on a decided backend and device"):
+        RunSpec(CONV, {}, "auto", "asked for", "cpu")
+
+
 def test_points_are_short_and_the_articles_configuration_is_added(cpu):
     from tpulab.engine.sweep import Sweep
 

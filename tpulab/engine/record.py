@@ -39,7 +39,7 @@ from tpulab.engine.telemetry_summary import summarize as summarize_telemetry
 from tpulab.machine.detect import RuntimeReport
 from tpulab.base.ceilings import Sourced
 from tpulab.machine.peaks import device_peak
-from tpulab.workloads.base import SummaryPart
+from tpulab.workloads.base import BACKEND, SummaryPart
 
 
 def now_iso() -> str:
@@ -55,6 +55,15 @@ def origins(spec: RunSpec) -> dict[str, str]:
         if found is not None and not found[1].own:
             out[kind] = str(found[1])
     return out
+
+
+def refused(workload: str, params: dict[str, Any], why: str, runtime: RuntimeReport, sweep: str | None = None) -> RunRecord:
+    """The record of a run that could not start here (a sweep's point whose backend cannot run it): failed with
+    why, its backend as it was asked for, since no spec was resolved and nothing decided."""
+    at = now_iso()
+    return RunRecord(id=uuid.uuid4().hex, workload=workload, params=dict(params), status="failed", started_at=at,
+                     ended_at=at, backend=str(params.get(BACKEND.name, "")), backend_reason=why, runtime=runtime.to_dict(),
+                     error=why, sweep=sweep)
 
 
 class RunRecorder:

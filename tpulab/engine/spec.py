@@ -31,6 +31,10 @@ class RunSpec:
     sweep: str | None = None  # the sweep this run is a point of
     why: Mapping[str, str] = field(default_factory=dict)  # the other decided values: {name: why}
 
+    def __post_init__(self) -> None:
+        if "auto" in (self.backend, self.device):  # `resolve` decides them: a spec is what runs
+            raise ValueError(f"a RunSpec runs on a decided backend and device (got {self.backend}, {self.device})")
+
     @property
     def processes(self) -> int:
         """Processes this run starts here: those of `--processes`, or 1 when joining a run started elsewhere."""

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, Mapping
 from tpulab.backends import BackendError
 from tpulab.backends import article as article_backend
 from tpulab.base.basis import Work, basis
-from tpulab.base.events import Event, Failed, RunRecord, SweepPoint, SweepRecord
+from tpulab.base.events import Event, RunRecord, SweepPoint, SweepRecord
 from tpulab.base.timing import median
 from tpulab.engine.ceilings import Ceilings, kept_at
 from tpulab.engine.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate, wanted
-from tpulab.engine.record import RunRecorder, now_iso
+from tpulab.engine.record import now_iso, refused
 from tpulab.engine.runindex import RunRow, Wanted
 from tpulab.engine.runner import Run, run_job
 from tpulab.engine.spec import RunSpec, resolve
@@ -488,13 +488,9 @@ class Sweep:
                 yield Unkept(str(e))
 
     def _run_point(self, point: Point) -> Generator[Event, None, RunRecord]:
-        if point.spec is None:
-            params = point.params
-            unresolved = RunSpec(self.grid.workload, params, params.get(BACKEND.name, "auto"), point.cannot or "",
-                                 params.get("device", "auto"), sweep=self.id)
-            recorder = RunRecorder(unresolved, self.report)
-            recorder.feed(Failed(error=point.cannot or "it cannot run here"))
-            return recorder.record()
+        if point.spec is None:  # nothing was decided for it: no spec, its record says why
+            return refused(self.grid.workload.name, point.params, point.cannot or "it cannot run here", self.report,
+                           self.id)
         self.run = run_job(point.spec, self.report, ceilings=self.ceilings)
         try:
             yield from self.run.events()
