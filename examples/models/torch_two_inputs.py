@@ -2,9 +2,9 @@
 
     tpulab run model --model examples/models/torch_two_inputs.py:build --no-ui --preset smoke
 
-`forward(tokens, features)` takes token ids and dense features; called with `targets` it returns
-the loss itself, which tpulab then trains on (a module's own loss wins over the one tpulab would
-choose). The example inputs are a tuple: one batch of each input.
+`forward(tokens, features)` takes token ids and dense features and returns a scalar: its own loss,
+which tpulab trains on (a module's own loss, a scalar or a `loss` entry, wins over the one tpulab
+would choose). The example inputs are a tuple: one batch of each input.
 """
 
 import torch
