@@ -98,6 +98,29 @@ async def run_replayed(pilot, app, workload: str, events) -> RunPane:
     return pane
 
 
+@pytest.mark.parametrize("sweep", [False, True])
+async def test_the_runs_settings_are_a_few_keys_away_from_anywhere_in_the_tab(lab_with, sweep):
+    """ctrl+o from the workload list: the sweep tick box, then the run's settings that can be set here (backend,
+    device, profile, compile), then round again; none of the workload's own hyperparameters on the way, in sweep mode (every
+    field a text field) too."""
+    app = lab_with([])
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.press("2")
+        await wait_for(pilot, lambda: bool(app.query("#param-backend")), 5)
+        if sweep:
+            await pilot.press("ctrl+o", "space")
+            await wait_for(pilot, lambda: type(app.query_one("#param-backend")).__name__ == "Input", 5)
+        app.query_one("#workload-list").focus()
+        seen = []
+        for _ in range(5):
+            await pilot.press("ctrl+o")
+            await pilot.pause()
+            seen.append(app.focused.id)
+        # compile is greyed on a backend that does not compile, but may be swept
+        assert seen == ["sweep-mode", "param-backend", "param-device", "param-profile",
+                        "param-compile" if sweep else "sweep-mode"]
+
+
 async def test_the_zoom_hint_shows_only_while_the_summary_is_zoomed_and_no_toast_covers_it(lab_with):
     app = lab_with([])
     async with app.run_test(size=SMALL) as pilot:

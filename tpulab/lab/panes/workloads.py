@@ -28,7 +28,10 @@ from tpulab.lab.widgets.param_form import NO_PRESET, ParamForm, explain
 from tpulab.machine.detect import RuntimeReport
 from tpulab.views.sweep import article_note, impossible_lines, point_count
 from tpulab.workloads import registry
-from tpulab.workloads.base import Limits, Params, Workload
+from tpulab.workloads.base import BACKEND, COMPILE, DEVICE, PROFILE, Limits, Params, Workload
+
+# How a run is made, not what it computes: the form's stops for ctrl+o, after the sweep tick box
+RUN_SETTINGS = tuple(spec.name for spec in (BACKEND, DEVICE, PROFILE, COMPILE))
 
 OPEN_MARK = "▶ "
 ASK_OVER_S = 5 * 60  # a run or sweep estimated longer than this asks before it starts
@@ -45,8 +48,8 @@ def indented(mark: str, markup: str) -> Table:
 
 
 class WorkloadsPane(Horizontal):
-    BINDINGS = [Binding("ctrl+o", "switches", "The form's switches: sweep, then each choice and on/off field "
-                        "(backend, profile...); again: the next", key_display="ctrl+o", show=False,
+    BINDINGS = [Binding("ctrl+o", "switches", "How the run is made: the sweep tick box, then backend, device, "
+                        "profile and compile; again: the next", key_display="ctrl+o", show=False,
                         id="workloads.switches")]
 
     class RunRequested(Message):
@@ -93,8 +96,8 @@ class WorkloadsPane(Horizontal):
         return Limits.of(self.report)
 
     def action_switches(self) -> None:
-        """The next of the form's switches, from anywhere in the tab: no Tab through every number field."""
-        stops = [self.query_one("#sweep-mode"), *(c for c in self.form.query("Switch, Select") if c.id != "preset")]
+        """The next of the run's settings, from anywhere in the tab: no Tab through every hyperparameter."""
+        stops = [self.query_one("#sweep-mode"), *(w for name in RUN_SETTINGS for w in self.form.query(f"#param-{name}"))]
         stops = [c for c in stops if c.focusable]
         if stops:
             at = stops.index(self.app.focused) + 1 if self.app.focused in stops else 0
