@@ -13,6 +13,15 @@ from .helpers import cpu_only, write_set
 
 
 @pytest.fixture(autouse=True)
+def still_animations(monkeypatch):
+    """Apps made in a test animate nothing: an indeterminate progress bar drawn at the moment a snapshot is taken
+    would make each snapshot differ by when it was taken (what users see is unchanged)."""
+    from textual import constants
+
+    monkeypatch.setattr(constants, "TEXTUAL_ANIMATIONS", "none")
+
+
+@pytest.fixture(autouse=True)
 def tpulab_home(tmp_path, monkeypatch):
     home = tmp_path / "tpulab-home"
     monkeypatch.setenv("TPULAB_HOME", str(home))

@@ -180,14 +180,18 @@ async def test_a_decode_runs_charts_show_their_titles_whole(lab_with):
             assert plot.title in " ".join(shown.split()) and "…" not in shown, shown
 
 
-async def test_empty_charts_say_what_they_will_show(lab_with):
+@pytest.mark.parametrize("tab, pane", [("3", "#run-pane"), ("5", "#sweep-chart")])
+async def test_empty_charts_say_what_they_will_show(lab_with, tab, pane):
+    """Before anything ran, each chart on show has its title (a workload's charts wait for its run to name them)."""
     app = lab_with([])
     async with app.run_test(size=SMALL) as pilot:
-        await pilot.press("5")
-        await wait_for(pilot, lambda: bool(app.query("#sweep-chart")), 5)
+        await pilot.press(tab)
+        await wait_for(pilot, lambda: bool(app.query(pane)), 5)
         await pilot.pause()
-        chart = app.query_one("#sweep-chart", SeriesPlot)
-        assert not chart.render_line(0).text.startswith(":")
+        shown = [c for c in app.query(SeriesPlot) if c.display and c.region.height]
+        assert shown
+        for chart in shown:
+            assert chart.title and chart.render_line(0).text.strip().startswith(chart.title[:20])
 
 
 # --- the screens -------------------------------------------------------------------------------------------

@@ -100,8 +100,10 @@ class RunPane(Vertical):
         yield Static(id="run-cancel")
         yield ProgressBar(id="run-progress", show_eta=False)
         with Horizontal(id="charts"):
-            for chart_id in CHART_IDS:
-                yield SeriesPlot(id=chart_id, classes="chart")
+            for chart_id in CHART_IDS:  # untitled until a run says what its workload plots: hidden till then
+                plot = SeriesPlot(id=chart_id, classes="chart")
+                plot.display = False
+                yield plot
         with Horizontal(id="telemetry"):
             for chart_id, title in TELEMETRY_TITLES.items():
                 yield SeriesPlot(title, id=chart_id, classes="chart")
