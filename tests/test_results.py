@@ -61,9 +61,9 @@ def test_schema_is_versioned(tmp_path):
     path = tmp_path / "a.db"
     Store(path).save(make_record())
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)
         con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
-    with pytest.raises(StoreError, match="schema 99, newer than this tpulab's 4"):
+    with pytest.raises(StoreError, match="schema 99, newer than this tpulab's 5"):
         Store(path).records()
 
 
@@ -86,7 +86,7 @@ def test_a_version_1_store_gains_sweeps_and_keeps_its_runs(tmp_path):
     assert run.id == old["id"] and run.backend == "tensorflow" and run.schema == 1 and run.median == 1.0
     assert store.sweeps() == []
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)
 
 
 SAVER = """

@@ -76,14 +76,14 @@ def test_a_schema_2_store_is_indexed_and_keeps_every_record(tmp_path):
     assert [s.to_json() for s in store.sweeps()] == [SweepRecord.from_json(sweep).to_json()]
     assert set(store.sweep_runs(store.sweeps()[0])) == {records[1].id}
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)
         assert [c[1] for c in con.execute("PRAGMA table_info(runs)")] == list(COLUMNS)  # no JSON in the listing
         indexes = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         assert {"runs_started", "runs_same", "runs_work"} <= indexes
     assert Store(path).count() == 3  # opened again: nothing migrates twice
 
 
-def test_a_schema_3_store_opens_as_schema_4_and_reads_its_records(tmp_path):
+def test_a_schema_3_store_opens_as_the_current_schema_and_reads_its_records(tmp_path):
     """Schema 4 adds the profile (and decode figures) to the summary and the host gap to the index: a schema-3
     database gains the column, its records read back as they were written, with no profile and no decode."""
     path = tmp_path / "three.db"
@@ -106,7 +106,7 @@ def test_a_schema_3_store_opens_as_schema_4_and_reads_its_records(tmp_path):
     assert all(g.summary.profile is None and g.summary.decode is None for g in got)
     assert [r.host_gap_share for r in store.page().rows] == [None, None]
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)
         assert [c[1] for c in con.execute("PRAGMA table_info(runs)")] == list(COLUMNS)
     profiled = make_record(profile=Profile(steps=3, step_seconds=0.02, host_gap=0.005, host_gap_share=0.25))
     store.save(profiled)
