@@ -74,7 +74,7 @@ def hand_taken(steps: int) -> dict[str, float]:
 
     from tpulab.backends import get
     from tpulab.workloads.conv import CONV as W
-    from tpulab.workloads.conv_jax import conv_sum, on_mesh
+    from tpulab.workloads.conv.jax import conv_sum, on_mesh
 
     p = W.parse({k: v for k, v in CONV.items() if k not in ("device", "backend")})
     x, k = on_mesh(p, get("jax").load().place("cpu", 1))  # the runner's own inputs, placed as it places them

@@ -70,7 +70,7 @@ def test_human_output_has_a_line_per_iteration_and_a_summary():
 def test_batch_parallel_graph_consumes_every_shards_output():
     tf = pytest.importorskip("tensorflow")
     from tpulab.workloads import registry
-    from tpulab.workloads.conv_tf import batch_parallel_graph
+    from tpulab.workloads.conv.tf import batch_parallel_graph
 
     params = {**registry()["conv"].defaults(), "batch_size": 8, "image_size": 16, "filters": 4, "shards": 8}
     graph, total = batch_parallel_graph(params)

@@ -29,7 +29,7 @@ def in_the_repository(monkeypatch):
 
 def run_here(model: str, **values) -> list:
     """The torch runner in this process, as a worker calls it: its events."""
-    from tpulab.workloads.user_model_torch import run
+    from tpulab.workloads.user_model.torch import run
 
     w = registry()["model"]
     p = w.parse({"model": model, "backend": "torch", "device": "cpu", **values}, "smoke")

@@ -30,7 +30,7 @@ def run_here(workload: str, preset: str = "smoke", **values) -> list:
 def test_same_padding_gives_tensorflows_output_size(size, kernel, stride):
     import torch
 
-    from tpulab.workloads.conv_torch import conv, same_padding
+    from tpulab.workloads.conv.torch import conv, same_padding
 
     out = conv(torch.ones(1, 1, size, size), torch.ones(1, 1, kernel, kernel), stride, same_padding(size, kernel, stride))
     assert out.shape[-1] == out.shape[-2] == conv_output_size(size, kernel, stride, "SAME")
@@ -42,8 +42,8 @@ def test_the_conv_sums_what_jax_sums(padding):
     import jax.numpy as jnp
     import torch
 
-    from tpulab.workloads.conv_jax import conv_sum
-    from tpulab.workloads.conv_torch import conv, inputs, same_padding
+    from tpulab.workloads.conv.jax import conv_sum
+    from tpulab.workloads.conv.torch import conv, inputs, same_padding
 
     p = {"seed": 3, "batch_size": 2, "channels": 3, "image_size": 11, "filters": 4, "kernel_size": 5}
     images, kernel = inputs(p)

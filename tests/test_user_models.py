@@ -71,14 +71,14 @@ def keras():
 
 
 def load(spec: str, shape: tuple[int, ...] | None = None):
-    from tpulab.workloads.user_model_keras import load as load_model
+    from tpulab.workloads.user_model.keras import load as load_model
 
     return load_model(target(spec), shape)
 
 
 @pytest.mark.slow
 def test_several_inputs_and_named_outputs_get_data_by_name_shape_dtype_and_loss(keras):
-    from tpulab.workloads.user_model_data import synthetic
+    from tpulab.workloads.user_model.data import synthetic
 
     x, y = synthetic(load(TWO_HEADS), None, 512, seed=0)
     assert sorted(x) == ["features", "words"] and sorted(y) == ["score", "topic"]
@@ -91,7 +91,7 @@ def test_several_inputs_and_named_outputs_get_data_by_name_shape_dtype_and_loss(
 
 @pytest.mark.slow
 def test_each_integer_input_stays_within_the_embedding_that_reads_it(keras):
-    from tpulab.workloads.user_model_data import synthetic
+    from tpulab.workloads.user_model.data import synthetic
 
     small, large = keras.Input((4,), dtype="int32", name="small"), keras.Input((4,), dtype="int32", name="large")
     pooled = [keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(n, 2)(i)) for n, i in ((7, small),
@@ -109,7 +109,7 @@ def test_each_integer_input_stays_within_the_embedding_that_reads_it(keras):
 @pytest.mark.slow
 def test_a_subclassed_model_is_built_from_its_input_shape_or_says_how_in_one_line(keras):
     from tpulab.base.errors import TpulabError
-    from tpulab.workloads.user_model_data import synthetic
+    from tpulab.workloads.user_model.data import synthetic
 
     with pytest.raises(TpulabError) as e:
         load(SUBCLASSED)
@@ -124,7 +124,7 @@ def test_a_subclassed_model_is_built_from_its_input_shape_or_says_how_in_one_lin
 
 @pytest.mark.slow
 def test_the_users_own_data_keeps_its_structure(keras):
-    from tpulab.workloads.user_model_data import arrays
+    from tpulab.workloads.user_model.data import arrays
 
     several = arrays([np.zeros((4, 2)), np.ones((4, 3))])  # a list of arrays: one per input
     assert isinstance(several, tuple) and [a.shape for a in several] == [(4, 2), (4, 3)]
@@ -191,7 +191,7 @@ def test_a_jax_train_step_on_tensorflow_is_one_line():
 
 @pytest.mark.slow
 def test_an_output_without_a_class_axis_under_a_sparse_loss_gets_labels_not_an_index_error(keras):
-    from tpulab.workloads.user_model_data import synthetic
+    from tpulab.workloads.user_model.data import synthetic
 
     inputs = keras.Input((4,), name="x")
     model = keras.Model(inputs, keras.layers.Reshape(())(keras.layers.Dense(1)(inputs)))
@@ -202,7 +202,7 @@ def test_an_output_without_a_class_axis_under_a_sparse_loss_gets_labels_not_an_i
 
 @pytest.mark.slow
 def test_a_train_step_with_optional_arguments_is_not_taken_for_another_backends(keras):
-    from tpulab.workloads.user_model_keras import foreign_train_step
+    from tpulab.workloads.user_model.keras import foreign_train_step
 
     class Own(keras.Model):
         def train_step(self, data, extra=None, **kwargs):  # Keras passes `data` alone, as on every backend but JAX

@@ -30,7 +30,10 @@ moved.install(__name__, {"decode_math": "decode.arithmetic", "decode_figures": "
                          "decode_jax": "decode.jax", "decode_tf": "decode.tf", "decode_torch": "decode.torch",
                          "roofline_kernels": "shared.kernels", "roofline_jax": "shared.kernels_jax",
                          "roofline_tf": "shared.kernels_tf", "roofline_torch": "shared.kernels_torch",
-                         "decoder_keras": "shared.decoder_keras"})
+                         "decoder_keras": "shared.decoder_keras", "conv_tf": "conv.tf", "conv_jax": "conv.jax",
+                         "conv_torch": "conv.torch", "user_model_data": "user_model.data",
+                         "user_model_keras": "user_model.keras", "user_model_target": "user_model.target",
+                         "user_model_torch": "user_model.torch"})
 
 
 def registry() -> dict[str, Workload]:

@@ -111,9 +111,9 @@ class Conv(Workload):
     unit = "iteration"
     charts = (step_time("iteration"), GFLOPS)
     how = ("mode",)
-    runners = {"tensorflow": RunnerAt("tpulab.workloads.conv_tf:run", modes={BATCH_PARALLEL: ("tpu",)}),  # tf.compat.v1.tpu
-               "jax": RunnerAt("tpulab.workloads.conv_jax:run"),  # shard_map, on any device
-               "torch": RunnerAt("tpulab.workloads.conv_torch:run", modes={BATCH_PARALLEL: ()})}
+    runners = {"tensorflow": RunnerAt("tpulab.workloads.conv.tf:run", modes={BATCH_PARALLEL: ("tpu",)}),  # tf.compat.v1.tpu
+               "jax": RunnerAt("tpulab.workloads.conv.jax:run"),  # shard_map, on any device
+               "torch": RunnerAt("tpulab.workloads.conv.torch:run", modes={BATCH_PARALLEL: ()})}
 
     def flops_per_step(self, p: Params) -> float:
         return float(conv_flops(p["batch_size"], p["image_size"], p["image_size"], p["channels"], p["filters"],

@@ -21,10 +21,10 @@ from tpulab.backends import registry
 from tpulab.backends.keras_inputs import rows
 from tpulab.base.errors import TpulabError, UserCodeError
 from tpulab.workloads.data import Dataset
-from tpulab.workloads.user_model_data import arrays, signature, synthetic
+from tpulab.workloads.user_model.data import arrays, signature, synthetic
 
 if TYPE_CHECKING:
-    from tpulab.workloads.user_model_target import Target
+    from tpulab.workloads.user_model.target import Target
 
 TPULAB = str(Path(__file__).resolve().parent.parent)
 GIVEN: dict[int, tuple[Any, Any]] = {}  # id(model) -> the (x, y) the user's function returned with it

@@ -38,8 +38,8 @@ from tpulab.workloads.base import (
 )
 from tpulab.workloads.keras import KerasWorkload
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
-from tpulab.workloads.running import Runner
-from tpulab.workloads.user_model_target import Target
+from tpulab.workloads.running import Runner, RunnerAt
+from tpulab.workloads.user_model.target import Target
 
 if TYPE_CHECKING:
     from tpulab.backends import Backend
@@ -98,12 +98,6 @@ def target(spec: str) -> Target:
     return t
 
 
-def _torch_runner() -> Runner:
-    from tpulab.workloads.user_model_torch import run
-
-    return run
-
-
 def input_shape(text: str) -> tuple[int, ...] | None:
     """`--input-shape` as a shape (None when not given): positive sizes, comma-separated."""
     if not text.strip():
@@ -146,7 +140,7 @@ class UserModel(KerasWorkload):
     metrics = (Metric("loss", "loss", higher_is_better=False, headline=True),)  # every compiled model has one
     charts = (STEP_TIME, THROUGHPUT, GFLOPS, METRICS)
     how = ("precision", MODEL, INPUT_SHAPE.name, COMPILE.name)  # another model or shape is another configuration
-    runners = {"torch": _torch_runner}  # an nn.Module, or a Keras model on Keras's torch backend
+    runners = {"torch": RunnerAt("tpulab.workloads.user_model.torch:run")}  # an nn.Module, or Keras on torch
 
     def runner(self, backend: Backend) -> Callable[[], Runner] | None:
         return self.runners.get(backend.name) or super().runner(backend)
@@ -211,7 +205,7 @@ class UserModel(KerasWorkload):
 
     # --- in the worker ---------------------------------------------------------------------
     def build_model(self, p: Params) -> Any:
-        from tpulab.workloads.user_model_keras import load
+        from tpulab.workloads.user_model.keras import load
 
         return load(target(p[MODEL]), input_shape(p[INPUT_SHAPE.name]))
 
@@ -219,7 +213,7 @@ class UserModel(KerasWorkload):
         """The user compiled it: the optimizer, loss and metrics are theirs."""
 
     def data_for(self, model: Any, p: Params) -> Dataset:
-        from tpulab.workloads.user_model_keras import data
+        from tpulab.workloads.user_model.keras import data
 
         return data(model, input_shape(p[INPUT_SHAPE.name]), self.batch_size(p), p[SEED.name])
 
