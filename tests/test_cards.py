@@ -372,3 +372,23 @@ def test_a_backend_registered_later_gets_its_entries_with_no_change_to_the_card(
     assert set(by_name) == set(bench.SUITE.headlines()) and made["backends"] == ["numpy"], done.stderr[-2000:]
     assert by_name["conv"]["status"] == "ok" and by_name["conv"]["backend"] == "numpy"
     assert by_name["resnet50-train"]["status"] == "skipped" and "does not run on" in by_name["resnet50-train"]["reason"]
+
+
+def test_quick_reuses_a_kept_roofline_of_the_same_device_and_versions_and_says_so(tmp_path, db):
+    from tpulab.base.events import Device, KernelFigure, RunRecord, Summary, Telemetry
+
+    report = cpu_only(tmp_path / "m")
+    figures = [KernelFigure(kind="matmul", dtype="float32", size=n, median_s=0.1, count=5, flops_per_s=100e9)
+               for n in (1024, 2048)]
+    figures.append(KernelFigure(kind="copy", dtype="float32", size=256, median_s=0.1, count=5, bytes_per_s=20e9))
+    kept = RunRecord(id="f" * 32, workload="roofline", params={}, status="finished", started_at="2026-12-01T00:00:00",
+                     device=Device(kind="cpu", name=report.cpu.model), backend="tensorflow",
+                     versions={"tensorflow": report.packages["tensorflow"], "python": report.python},
+                     runtime={"cpu": {"llc_bytes": 32 * 2**20}},
+                     summary=Summary(kernels=figures, telemetry=Telemetry(cores=2, cpu_mean=10.0, process_mean=15.0)))
+    Store(db).save(kept)
+    none = bench.Suite("test", 1, ceilings=TINY.ceilings, entries=())
+    made = Bench(report, db, "tensorflow", quick=True, suite=none).run()
+    assert {(c.dtype, c.value) for c in made.ceilings} == {("float32", 100e9), ("memory", 20e9)}
+    assert all(c.reused and "ffffffff" in c.reused and "same device and versions" in c.reused for c in made.ceilings)
+    assert "(reused)" in view.ceilings_line(made)
