@@ -215,8 +215,8 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = run_as_option(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser(_workload_named(argv), argv)
-    from tpulab.base import safe
     args = parser.parse_args(argv)
+    from tpulab.base import safe
     from tpulab.base.errors import EXIT_OK, TpulabError
 
     if getattr(args, "telemetry", "on") == "off":
@@ -295,9 +295,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
                     else {**report.to_dict(), "verdicts": [v.to_dict() for v in verdicts], "plugins_failed": failed})
         print(json.dumps(out, indent=1))
         return EXIT_OK
+    from rich.console import Console
 
     from tpulab.base import safe
-    from rich.console import Console
     console = Console()
     if args.command == "doctor":
         from tpulab.views.console import LEVEL_STYLE
@@ -360,8 +360,8 @@ def cluster_of(args: argparse.Namespace) -> Cluster | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from tpulab.base import safe
 
+    from tpulab.base import safe
 
     from tpulab.base.errors import EXIT_FAILED, UsageError, first_line
     from tpulab.engine.runner import run_job

@@ -216,4 +216,4 @@ class SweepPane(Vertical):
         params = {**self.sweep.grid.base, **found.best.values}
         await lab(self).open_configuration(self.sweep.grid.workload, params)
         self.notify(f"the best configuration: {label(found.best, self.axes)} "
-                    f"({fmt.rate(found.best.throughput, 'examples/s')})")
+                    f"({fmt.rate(found.best.throughput, 'examples/s')})", markup=False)
