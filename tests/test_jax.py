@@ -46,9 +46,11 @@ def test_auto_takes_jax_where_tensorflow_cannot_drive_the_tpu(tmp_path):
 
 def test_auto_takes_jax_when_tensorflow_is_absent_and_names_installs_when_nothing_is(tmp_path):
     assert choose("auto", detect(tree(tmp_path / "a"), {}, JAX)) == ("jax", "TensorFlow is not installed; JAX can")
-    with pytest.raises(BackendError, match=r"neither TensorFlow nor JAX is installed; install one with: pip install"):
+    with pytest.raises(BackendError, match=r"neither TensorFlow nor JAX nor PyTorch is installed; install one with: "
+                                           r"pip install"):
         choose("auto", detect(tree(tmp_path / "b"), {}, {}))
-    with pytest.raises(BackendError, match=r"JAX is not installed; install it with: pip install -U 'jax\[tpu\]'"):
+    with pytest.raises(BackendError, match=r"JAX is not installed; PyTorch drives no TPU here \(torch_xla is not "
+                                           r"supported\); install it with: pip install -U 'jax\[tpu\]'"):
         choose("auto", detect(v5e_tree(tmp_path / "c"), {}, TF))
 
 

@@ -23,17 +23,20 @@ def names(requirements: list[str]) -> set[str]:
 
 def test_the_core_depends_on_keras_and_on_no_framework():
     core = names(PROJECT["dependencies"])
-    assert "keras" in core and not core & {"tensorflow", "tensorflow-cpu", "jax", "jaxlib"}
+    assert "keras" in core and not core & {"tensorflow", "tensorflow-cpu", "jax", "jaxlib", "torch"}
 
 
-def test_each_framework_is_an_extra_and_all_is_both():
+def test_each_framework_is_an_extra_and_all_is_every_one():
     extras = PROJECT["optional-dependencies"]
-    assert "tensorflow" in names(extras["tensorflow"]) and "jax" in names(extras["jax"])
-    assert extras["all"] == ["tpulab[tensorflow,jax]"]
+    assert all(name in names(extras[name]) for name in ("tensorflow", "jax", "torch"))
+    assert extras["all"] == ["tpulab[tensorflow,jax,torch]"]
 
 
-def test_make_installs_both_backends():
-    assert "-e '.[all,test,dev]'" in (ROOT / "Makefile").read_text()
+def test_make_installs_every_backend_with_pytorchs_cpu_build_where_no_nvidia_gpu_is():
+    makefile = (ROOT / "Makefile").read_text()
+    assert "-e '.[all,test,dev]'" in makefile
+    cpu_first = makefile.index("torch==$(TORCH_CPU)")
+    assert cpu_first < makefile.index("-e '.[all,test,dev]'") and "$(if $(GPU),," in makefile
 
 
 def test_a_machine_without_a_backend_is_diagnosed_with_the_extras_to_install(tmp_path):
@@ -41,11 +44,11 @@ def test_a_machine_without_a_backend_is_diagnosed_with_the_extras_to_install(tmp
     for report in (detect(tree(tmp_path / "cpu"), {}, {}), detect(gpu_tree(tmp_path / "gpu"), {}, {})):
         [missing] = [v for v in diagnose(report) if v.level == "error" and "is installed" in v.message]
         assert missing.device == report.default_device
-        assert missing.message == ("neither TensorFlow nor JAX is installed: tpulab runs nothing here until one is "
-                                   "(or pip install 'tpulab[jax]').")
+        assert missing.message == ("neither TensorFlow nor JAX nor PyTorch is installed: tpulab runs nothing here until "
+                                   "one is (or pip install 'tpulab[jax]', or pip install 'tpulab[torch]').")
         assert missing.fix == "pip install 'tpulab[tensorflow]'"
         with pytest.raises(BackendError, match=re.escape("install one with: pip install 'tpulab[tensorflow]' "
-                                                         "(or pip install 'tpulab[jax]')")):
+                                                         "(or pip install 'tpulab[jax]', or pip install 'tpulab[torch]')")):
             choose("auto", report)
 
 

@@ -14,16 +14,16 @@ from tpulab.engine.sweep import Sweep, build_grid
 from tpulab.lab.app import TpulabApp
 from tpulab.lab.widgets.param_form import ParamForm
 from tpulab.workloads import registry
-from tpulab.workloads.base import PROFILE, PROFILE_STEPS, ParamError, Params, ParamSpec, Workload
+from tpulab.workloads.base import COMPILE, PROFILE, PROFILE_STEPS, ParamError, Params, ParamSpec, Workload
 from tpulab.workloads.conv import CONV
 from tpulab.workloads.running import per_step
 
 from .helpers import SIZE
 
 
-def test_every_workload_takes_the_profile_parameters_once_after_its_own():
+def test_every_workload_takes_the_shared_parameters_once_after_its_own():
     for w in registry().values():
-        assert [p.name for p in w.params][-2:] == ["profile", "profile_steps"], w.name
+        assert [p.name for p in w.params][-3:] == ["profile", "profile_steps", "compile"], w.name
         assert [p.name for p in w.params].count("profile") == 1
 
 
@@ -38,7 +38,7 @@ def test_a_plugins_workload_gets_them_from_the_base():
         def total_steps(self, p: Params) -> int:
             return 1
 
-    assert Mine.params == (Mine.params[0], PROFILE, PROFILE_STEPS)
+    assert Mine.params == (Mine.params[0], PROFILE, PROFILE_STEPS, COMPILE)
     assert Mine().parse({"profile": "on", "profile_steps": "5"})["profile_steps"] == 5
 
 

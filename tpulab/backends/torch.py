@@ -79,10 +79,10 @@ class TorchBackend(Backend):
 
     def fitness(self, report: RuntimeReport, device: str) -> Fitness:
         """Preferred least: `auto` keeps TensorFlow or JAX where either drives the device."""
+        if device == "tpu":  # first: installing it would not help
+            return Fitness(False, "PyTorch drives no TPU here (torch_xla is not supported)", 0)
         if not self.installed(report.packages):
             return Fitness(False, "PyTorch is not installed", 0)
-        if device == "tpu":
-            return Fitness(False, "PyTorch drives no TPU here (torch_xla is not supported)", 0)
         if device == "gpu" and wheel_build(report.packages.get("torch")) == "cpu":
             return Fitness(False, "this PyTorch is a CPU-only build", 0)
         return Fitness(True, "PyTorch drives this device (no other installed backend does)", 0)

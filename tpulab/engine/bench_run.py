@@ -257,7 +257,7 @@ class Bench:
                                 "same device and versions (--quick reuses it)")
             return ceilings
         try:
-            record = self._run(self.suite.ceilings.workload, self.suite.ceilings.values(self.quick, backend), backend,
+            record = self._run(self.suite.ceilings.workload, self.suite.ceilings.values(self.quick), backend,
                                Ceilings(), deadline)
         except TpulabError as e:
             self.card.refused[self._key("roofline", backend)] = f"no roofline: {first_line(str(e))}"
@@ -305,7 +305,7 @@ class Bench:
     def _entry(self, entry: bench.Entry, backend: str, share: float, ceilings: Ceilings,
                limit: float) -> list[CardEntry]:
         start = time.monotonic()
-        values = entry.values(self.quick, backend)
+        values = entry.values(self.quick)
         w = get_workload(entry.workload)
         if PROFILE.name not in {p.name for p in w.params} or not PROFILE.applies(backend):  # no profiler: no top ops
             values = {k: v for k, v in values.items() if k not in (PROFILE.name, PROFILE_STEPS.name)}
