@@ -62,7 +62,7 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
             return header(event, rec)
         case Compiled():
             what = "first predict call" if w.is_inference(event.phase) else \
-                f"first {event.phase} call" if event.phase else "first call"  # a decode's prefill and step apart
+                f"first {event.phase} call" if event.phase in (PHASE_PREFILL, PHASE_DECODE) else "first call"
             how = {True: "compiled (cache)", False: "trace + compile", None: "trace + compile"}[event.cache_hit]
             return fitted([(f"{what} ({how}, {event.steps} {w.unit}(s)): {fmt.seconds(event.seconds)}", ""),
                            ("not in the steady state", "dim")], width, spare=(1,))
