@@ -49,10 +49,12 @@ async def test_run_tab_shows_the_op_table_after_a_profiled_run(db, cpu_machine):
         assert f"{fmt.percent(kept.ops[0].ceiling_fraction)} of the spec peak" in shown
         assert "why: host-bound" in shown and "why: one-op-dominates" in shown  # beside the telemetry's
         table = shown[shown.index("where a step's time went"):].splitlines()
-        assert table[1].split() == ["op", "category", "calls", "ms/step", "share", "GFLOP/s", "of", "spec", "bound"]
+        # no op's bytes known, so no op's bound: no column of dashes, and a note says why
+        assert table[1].split() == ["op", "category", "calls", "ms/step", "share", "GFLOP/s", "of", "spec"]
         assert table[3].split() == ["convolution.4", "matmul/conv", "1", "2.50", "62.5%", "40.0",
-                                    fmt.percent(kept.ops[0].ceiling_fraction), "-"]  # its bytes unknown: no side
-        assert table[4].split() == ["fusion.2", "elementwise", "1", "0.500", "12.5%", "-", "-", "-"]
+                                    fmt.percent(kept.ops[0].ceiling_fraction)]
+        assert table[4].split() == ["fusion.2", "elementwise", "1", "0.500", "12.5%", "-", "-"]
+        assert "bytes unknown: the trace counts no op's bytes, so no op's bound (compute or memory) is known" in shown
         assert "host gap: 1.00 ms per step, 25.0% of the step" in shown
         log = "\n".join(map(str, app.query_one(RunLog).written))
         assert "profiled 3 steps (not timed)" in log and "top op convolution.4 62.5%" in log

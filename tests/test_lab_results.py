@@ -19,7 +19,7 @@ from tpulab.lab.app import TpulabApp
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.workloads import registry
 
-from .helpers import ReplayedSweep, make_record, results_tab, sweep_tab, text, wait_for
+from .helpers import Replay, ReplayedSweep, conv_events, make_record, results_tab, sweep_tab, text, wait_for
 
 SMALL = (80, 24)
 DAY0 = datetime(2026, 3, 1, 9, 30)
@@ -293,9 +293,12 @@ async def test_every_chart_of_the_run_tab_is_whole_with_three_rows_of_data(cpu_m
     async with app.run_test(size=SMALL) as pilot:
         await pilot.press("3")
         await wait_for(pilot, lambda: bool(app.query(RunPane)), 5)
-        await pilot.pause()
+        app.query_one(RunPane).start(Replay("transformer", app.report, conv_events()))  # a workload of four charts
+        await wait_for(pilot, lambda: app.screen.maximized is not None, 5)  # ended: its summary zoomed
+        await pilot.press("escape")  # the charts again
+        await wait_for(pilot, lambda: app.query_one("#chart-d").region.height > 0, 5)
         plots = [p for p in app.query_one(RunPane).query(SeriesPlot) if p.display]
-        assert len(plots) == len(CHART_IDS) + 2  # before a run every slot shows, and two of telemetry
+        assert len(plots) == len(CHART_IDS) + 2  # every slot shows, and two of telemetry
         for plot in plots:
             assert plot.region.height >= 6, plot.id  # the header, three rows of data, the x axis and its ticks
             assert plot.parent.region.contains_region(plot.region), plot.id  # none cut by its row

@@ -352,16 +352,17 @@ def trace_planes(events: list[Any]) -> tuple[list[TracePlane], dict[str, float]]
 
 
 def doer(event: Any) -> Any:
-    """The op under `event` (itself included) that did its work: the one with the most self time."""
-    best, most, stack = event, -1.0, [event]
+    """The op under `event` (itself included) that did its work: of the matmul or convolution kernels under it,
+    the one with the most self time, else the op with the most self time. (By time alone, a step where a
+    transpose beside `addmm` happened to take longer would hand it the linear layer's FLOPs.)"""
+    ops, stack = [], [event]
     while stack:
         e = stack.pop()
         children = list(e.cpu_children)
-        own = span(e) - sum(span(c) for c in children)
-        if own > most:
-            best, most = e, own
+        ops.append((span(e) - sum(span(c) for c in children), e))
         stack += children
-    return best
+    kernels = [(own, e) for own, e in ops if op_category(e.name) == MATMUL]
+    return max(kernels or ops, key=lambda o: o[0])[1]
 
 
 def span(event: Any) -> float:

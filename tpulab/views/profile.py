@@ -84,9 +84,15 @@ def spec_only(p: Profile) -> bool:
     return bool(rated) and all(is_spec(c) for c in rated)
 
 
+def shown_columns(p: Profile) -> list[int]:
+    """Which of OP_COLUMNS the table shows: all but `bound` where no op's is known (the notes say why)."""
+    return [i for i, c in enumerate(OP_COLUMNS) if c != "bound" or any(op.bound for op in p.ops)]
+
+
 def op_columns(p: Profile) -> tuple[str, ...]:
-    """OP_COLUMNS, the `ceiling` column named "of spec" where every share in it is of the spec peak."""
-    return tuple(OF_SPEC if c == "ceiling" and spec_only(p) else c for c in OP_COLUMNS)
+    """The table's columns (`shown_columns`), `ceiling` named "of spec" where every share in it is of the spec peak."""
+    return tuple(OF_SPEC if c == "ceiling" and spec_only(p) else c
+                 for c in (OP_COLUMNS[i] for i in shown_columns(p)))
 
 
 def op_cells(op: OpRow, mark_spec: bool = False) -> tuple[str, ...]:
@@ -103,11 +109,13 @@ def table_cells(p: Profile, width: int | None = None) -> list[tuple[str, ...]]:
     """The op table's rows, their names shortened to what `width` leaves beside the other columns (each with
     its space and divider); None: whole."""
     mixed = not spec_only(p) and any(is_spec(op.ceiling) for op in p.ops)
-    rows = [op_cells(op, mark_spec=mixed) for op in p.ops]
+    shown = shown_columns(p)
+    rows = [tuple(cells[i] for i in shown) for cells in (op_cells(op, mark_spec=mixed) for op in p.ops)]
     if width is None or not rows:
         return rows
+    # each column: its widest cell and one space of padding; between two columns a divider
     others = sum(max(len(c), *(len(r[i]) for r in rows)) + 2 for i, c in enumerate(op_columns(p)) if i)
-    names = labels([op.name for op in p.ops], max(MIN_NAME, width - others))
+    names = labels([op.name for op in p.ops], max(MIN_NAME, width - others - 1))
     return [(names[op.name], *row[1:]) for op, row in zip(p.ops, rows)]
 
 
