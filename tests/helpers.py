@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import io
 import json
 import os
+import pty
+import select
 import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections.abc import Callable
@@ -344,3 +348,34 @@ def decode_events(prefill_s: float, token_s: list[float], copy_s: float | None =
                Step(step=0, seconds=prefill_s, phase=PHASE_PREFILL, examples_per_s=batch / prefill_s)]
     events += [Step(step=i, seconds=s, phase=PHASE_DECODE, examples_per_s=batch / s) for i, s in enumerate(token_s, 1)]
     return [*events, Finished()]
+
+
+def in_a_terminal(*args: str, env: dict[str, str], size: tuple[int, int] = (80, 24)) -> tuple[int, str]:
+    """`python -m tpulab ARGS` on a pseudo-terminal `size` wide and high (a user's xterm): its exit code, and all it
+    wrote (the terminal's codes too)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "tpulab", *args], stdin=slave, stdout=slave, stderr=slave,
+                            cwd=ROOT, env=env, close_fds=True)
+    os.close(slave)
+    chunks, deadline = [], time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 1)[0]:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif proc.poll() is not None:
+                break
+    finally:
+        os.close(master)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # still running past the deadline: the test fails on its exit code
+            proc.kill()
+            proc.wait()
+    return proc.returncode, b"".join(chunks).decode("utf-8", errors="replace")

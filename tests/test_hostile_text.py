@@ -4,17 +4,9 @@ escape sequence, bell or C1 control from the record reaches the output."""
 
 from __future__ import annotations
 
-import fcntl
 import io
 import os
-import pty
 import re
-import select
-import struct
-import subprocess
-import sys
-import termios
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,7 +22,7 @@ from tpulab.notebook.results import ComparisonResult, RunList, RunResult
 from tpulab.views import profile as profile_view
 from tpulab.views.console import summary_table
 
-from .helpers import ROOT, make_record, results_tab, text, type_into, wait_for
+from .helpers import in_a_terminal, make_record, results_tab, text, type_into, wait_for
 
 MARKUP = "[bold red]X[/bold red]"
 OSC = "\x1b]0;pwned\x07"  # retitles the terminal
@@ -88,30 +80,10 @@ def imported(tmp_path) -> tuple[Path, list[str]]:
 
 def terminal(*args: str, size: tuple[int, int] = WIDE) -> str:
     """What the real command writes to a pseudo-terminal `size` wide and high (a user's xterm), as text."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TERM")}
-    proc = subprocess.Popen([sys.executable, "-m", "tpulab", *args], stdin=slave, stdout=slave, stderr=slave,
-                            cwd=ROOT, env={**env, "TERM": "xterm-256color"}, close_fds=True)
-    os.close(slave)
-    chunks, deadline = [], time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            if select.select([master], [], [], 1)[0]:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:  # the child closed the terminal
-                    break
-                if not data:
-                    break
-                chunks.append(data)
-            elif proc.poll() is not None:
-                break
-    finally:
-        os.close(master)
-        proc.wait(timeout=30)
-    assert proc.returncode == 0, b"".join(chunks)
-    return b"".join(chunks).decode("utf-8", errors="replace")
+    code, out = in_a_terminal(*args, env={**env, "TERM": "xterm-256color"}, size=size)
+    assert code == 0, out
+    return out
 
 
 def no_control_from_the_record(out: str) -> None:

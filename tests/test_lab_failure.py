@@ -3,16 +3,8 @@ the terminal restored, and a run in flight stopped with what it measured kept.""
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
 import re
-import select
-import struct
-import subprocess
-import sys
-import termios
-import time
 from pathlib import Path
 
 import pytest
@@ -25,7 +17,7 @@ from tpulab.lab.panes.workloads import WorkloadsPane
 from tpulab.lab.top import TopApp
 from tpulab.workloads import registry
 
-from .helpers import ROOT, wait_for
+from .helpers import ROOT, in_a_terminal, wait_for
 
 LINE = re.compile(r"tpulab: the lab failed: ZeroDivisionError: float division by zero \(\S+\.py:\d+ in flops_per_step\); "
                   r"the traceback is in (\S+)\r?\n")
@@ -128,33 +120,6 @@ async def test_a_run_in_flight_when_the_lab_fails_is_stopped_and_its_steps_kept(
     assert len(kept.steps) >= 3
 
 
-def lab_in_a_terminal(*args: str, env: dict[str, str], size: tuple[int, int] = (80, 24)) -> tuple[int, str]:
-    """The real command on a pseudo-terminal: its exit code, and all it wrote (the screen's codes too)."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "tpulab", *args], stdin=slave, stdout=slave, stderr=slave,
-                            cwd=ROOT, env=env, close_fds=True)
-    os.close(slave)
-    chunks, deadline = [], time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            if select.select([master], [], [], 1)[0]:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:  # the child closed the terminal
-                    break
-                if not data:
-                    break
-                chunks.append(data)
-            elif proc.poll() is not None:
-                break
-    finally:
-        os.close(master)
-        proc.kill()
-        proc.wait(timeout=30)
-    return proc.returncode, b"".join(chunks).decode("utf-8", errors="replace")
-
-
 def test_a_plugin_that_fails_the_lab_exits_1_with_one_line_and_the_terminal_restored(tmp_path, tpulab_home):
     (tmp_path / "faulty_plugin.py").write_text(FAULTY)
     info = tmp_path / "site" / "faulty_plugin-0.1.dist-info"
@@ -163,7 +128,7 @@ def test_a_plugin_that_fails_the_lab_exits_1_with_one_line_and_the_terminal_rest
     (info / "entry_points.txt").write_text("[tpulab.workloads]\nfaulty = faulty_plugin:W\n")
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")}
     env |= {"TERM": "xterm-256color", "PYTHONPATH": os.pathsep.join(map(str, [ROOT, tmp_path, tmp_path / "site"]))}
-    code, out = lab_in_a_terminal("--run", "faulty", env=env)
+    code, out = in_a_terminal("--run", "faulty", env=env)
     assert code == 1, out
     found = LINE.search(out)
     assert found, out[-2000:]
