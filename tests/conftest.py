@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tpulab.base.events import RunRecord
 from tpulab.engine.store import Store
+from tpulab.lab.app import TpulabApp
 from tpulab.machine.detect import RuntimeReport
 
 from .helpers import cpu_only, write_set
@@ -54,3 +57,13 @@ def store(db) -> Store:
 def cpu_machine(tmp_path) -> RuntimeReport:
     """A machine with no accelerator, whatever this host has."""
     return cpu_only(tmp_path)
+
+
+@pytest.fixture
+def lab_with(store, db, cpu_machine) -> Callable[[list[RunRecord]], TpulabApp]:
+    """The lab on this test's store holding `records`, on a CPU-only machine."""
+    def lab(records: list[RunRecord]) -> TpulabApp:
+        for r in records:
+            store.save(r)
+        return TpulabApp(probe=False, db=db, report=cpu_machine)
+    return lab

@@ -5,10 +5,8 @@ built through the real recorder, a real Store in tmp_path."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from datetime import datetime, timedelta
 
-import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 
@@ -42,16 +40,6 @@ def mixed() -> list[RunRecord]:
 def row_text(table: DataTable, i: int) -> str:
     """Row `i` as the table draws it now (line 0 is the header)."""
     return table.render_line(1 + i).text
-
-
-@pytest.fixture
-def lab_with(store, db, cpu_machine) -> Callable[[list[RunRecord]], TpulabApp]:
-    """The lab on this test's store holding `records`, on a CPU-only machine."""
-    def lab(records: list[RunRecord]) -> TpulabApp:
-        for r in records:
-            store.save(r)
-        return TpulabApp(probe=False, db=db, report=cpu_machine)
-    return lab
 
 
 async def test_space_marks_a_row_at_once_and_the_mark_costs_no_figure(lab_with):

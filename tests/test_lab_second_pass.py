@@ -4,30 +4,18 @@ from recorded events, records built through the real recorder, a real Store in t
 
 from __future__ import annotations
 
-from collections.abc import Callable
 
 import pytest
 from textual.widgets import Button, DataTable, Static
 
 from tpulab.base.charts import ticks
 from tpulab.base.events import RunRecord
-from tpulab.lab.app import TpulabApp
 from tpulab.lab.panes.run import RunLog, RunPane
 from tpulab.lab.widgets.charts import SeriesPlot
 
 from .helpers import Replay, conv_events, decode_events, make_record, results_tab, text, wait_for
 
 SMALL = (80, 24)
-
-
-@pytest.fixture
-def lab_with(store, db, cpu_machine) -> Callable[[list[RunRecord]], TpulabApp]:
-    """The lab on this test's store holding `records`, on a CPU-only machine."""
-    def lab(records: list[RunRecord]) -> TpulabApp:
-        for r in records:
-            store.save(r)
-        return TpulabApp(probe=False, db=db, report=cpu_machine)
-    return lab
 
 
 def convs() -> list[RunRecord]:
