@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tpulab.base.errors import EXIT_FAILED
-from tpulab.engine.store import Store, export_json
+from tpulab.engine.store import SCHEMA_VERSION, Store, export_json
 
 from .helpers import ROOT, json_events, make_record, rest_of, run_cli
 
@@ -96,7 +96,7 @@ def test_a_store_of_a_newer_tpulab_is_refused_in_one_line_and_left_as_it_was(tmp
     for argv in (["results", "--db", str(db), "list"], ["results", "--db", str(db), "import", str(tmp_path / "x")]):
         out = run_cli(*argv)
         assert out.returncode == EXIT_FAILED and out.stderr == (
-            f"tpulab: error: the results database {db} has schema 99, newer than this tpulab's 4: upgrade tpulab, "
+            f"tpulab: error: the results database {db} has schema 99, newer than this tpulab's {SCHEMA_VERSION}: upgrade tpulab, "
             "or pass --db OTHER_PATH\n")
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
 

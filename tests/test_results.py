@@ -225,9 +225,9 @@ def test_cli_two_real_runs_compared(tmp_path):
     assert run_cli("results", "--db", db, "export", "-o", str(exported)).returncode == 0
     other = str(tmp_path / "other.db")
     imported = run_cli("results", "--db", other, "import", str(exported))
-    assert imported.returncode == 0 and "imported 2 run(s)" in imported.stdout
+    assert imported.returncode == 0 and "2 run(s) and 0 sweep(s) added" in imported.stdout
     again = run_cli("results", "--db", other, "import", str(exported))
-    assert "imported 0 run(s)" in again.stdout and "2 already present" in again.stdout
+    assert "0 run(s) and 0 sweep(s) added, 2 already present" in again.stdout
     missing = run_cli("results", "--db", db, "show", "ffffffff")
     assert missing.returncode == 2 and "no run 'ffffffff'" in missing.stderr
 

@@ -186,7 +186,7 @@ def test_a_2x2_sweep_end_to_end_is_kept_and_shown_again(tmp_path):
     assert run_cli("results", "--db", db, "export", summary["id"][:8], "-o", str(exported)).returncode == 0
     other = str(tmp_path / "other.db")
     imported = run_cli("results", "--db", other, "import", str(exported))
-    assert "imported 4 run(s) and 1 sweep(s)" in imported.stdout
+    assert "4 run(s) and 1 sweep(s) added" in imported.stdout
     again = run_cli("results", "--db", other, "sweep", summary["id"][:8])
     assert again.returncode == 0 and "best:" in again.stdout
 
