@@ -20,7 +20,7 @@ from rich.console import Console
 
 from tpulab.engine import bench
 from tpulab.engine.bench_run import Bench
-from tpulab.engine.card import Card, CardCeiling, CardEntry, Suite, from_json, scrubbed
+from tpulab.engine.card import Card, CardCeiling, CardEntry, CardSuite, from_json, scrubbed
 from tpulab.engine.card_compare import compare
 from tpulab.engine.store import SCHEMA_VERSION, Store
 from tpulab.machine import fingerprint
@@ -40,7 +40,7 @@ def card(id: str = "c0ffee00" * 4, label: str = "machine A", decode: float = 100
                          run_id="ab" * 16, **{"command": "tpulab --run decode --no-ui", **entry}),  # type: ignore[arg-type]
                CardEntry(name="conv", workload="conv", backend="jax", status="ok", unit="GFLOP/s", median=50.0,
                          n=10, ceiling_fraction=0.5, bound="compute", article="conv")]
-    return Card(id=id, created_at="2026-12-01T00:00:00+00:00", suite=Suite(name=bench.NAME, version=version,
+    return Card(id=id, created_at="2026-12-01T00:00:00+00:00", suite=CardSuite(name=bench.NAME, version=version,
                 quick=quick), machine={"label": label, "cpu": {"model": label, "threads": 2}},
                 ceilings=ceilings, entries=entries)
 

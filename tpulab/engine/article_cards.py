@@ -12,7 +12,7 @@ The CNN's figures are bounds read off a wall time that includes compiling and va
 from __future__ import annotations
 
 from tpulab.base.timing import conv_flops
-from tpulab.engine.card import Card, CardCeiling, CardEntry, Suite
+from tpulab.engine.card import Card, CardCeiling, CardEntry, CardSuite
 from tpulab.machine.peaks import gpu_peak, tpu_peak
 
 ARTICLE = "article"  # what `tpulab cards compare this article` names
@@ -43,7 +43,7 @@ def _cnn(seconds: float, said: str) -> CardEntry:
 def _card(key: str, label: str, accelerator: list[dict[str, object]], entries: list[CardEntry],
           ceilings: list[CardCeiling]) -> Card:
     return Card(id=f"article-{key}", created_at="2018-10-11T00:00:00+00:00", ended_at="2018-10-11T00:00:00+00:00",
-                suite=Suite(name="article-2018", version=1, quick=False), published=PUBLISHED,
+                suite=CardSuite(name="article-2018", version=1, quick=False), published=PUBLISHED,
                 machine={"label": label, "device": key, "accelerators": accelerator, "packages": {}},
                 backends=["tensorflow 1.x (2018)"], ceilings=ceilings, entries=entries)  # no package measured here
 

@@ -27,7 +27,7 @@ from tpulab.base.events import OTHER_OPS, PHASE_BANDWIDTH, PHASE_PREFILL, RunRec
 from tpulab.base.timing import Stats
 from tpulab.base.version import __version__
 from tpulab.engine import bench
-from tpulab.engine.card import Card, CardCeiling, CardEntry, Op, Suite
+from tpulab.engine.card import Card, CardCeiling, CardEntry, CardSuite, Op
 from tpulab.engine.ceilings import MEMORY, Ceilings, load_of, of_record, verdicts
 from tpulab.engine.record import now_iso
 from tpulab.engine.runner import Run, run_job
@@ -183,7 +183,7 @@ class Bench:
         self.current: Run | None = None
         self._loads: list[tuple[float, int, str]] = []  # (other cores, cores, entry)
         env = dict(os.environ if environ is None else environ)
-        self.card = Card(id=uuid.uuid4().hex, created_at=_now(), suite=Suite(name=suite.name, version=suite.version,
+        self.card = Card(id=uuid.uuid4().hex, created_at=_now(), suite=CardSuite(name=suite.name, version=suite.version,
                          quick=quick), machine=machine(report, env), backends=self.backends, budget_s=self.budget)
 
     def cancel(self) -> None:

@@ -82,7 +82,7 @@ class CardCeiling:
 
 
 @dataclass(kw_only=True)
-class Suite:
+class CardSuite:
     name: str
     version: int
     quick: bool
@@ -92,7 +92,7 @@ class Suite:
 class Card:
     id: str
     created_at: str
-    suite: Suite
+    suite: CardSuite
     machine: dict[str, Any]
     format: str = FORMAT
     schema: int = SCHEMA
@@ -110,7 +110,7 @@ class Card:
 
     def __post_init__(self) -> None:
         if isinstance(self.suite, dict):
-            self.suite = _known(Suite, self.suite)
+            self.suite = _known(CardSuite, self.suite)
         self.ceilings = [c if isinstance(c, CardCeiling) else _known(CardCeiling, c) for c in self.ceilings]
         self.entries = [e if isinstance(e, CardEntry) else _known(CardEntry, e) for e in self.entries]
         for e in self.entries:
