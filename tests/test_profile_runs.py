@@ -87,16 +87,6 @@ def test_a_users_model_is_profiled():
     check_profile(result, steps=2)
 
 
-@pytest.mark.alone  # a host gap is the host's: another test's worker beside it would widen both pipelines' gaps
-def test_the_articles_generator_leaves_the_device_waiting_longer_than_tf_data():
-    """The same CNN fed by the article's Python generator (a batch made in Python between steps) against
-    tf.data (batches prepared in its own threads, ahead): the generator's host gap is the larger."""
-    gaps = {pipeline: profiled("--run", "fashion-mnist", *CNN, "--backend", "tensorflow", "--pipeline", pipeline,
-                               "--profile-steps", "5")[1]["summary"]["profile"]["host_gap"]
-            for pipeline in ("tf.data", "generator")}
-    assert gaps["generator"] > gaps["tf.data"] > 0
-
-
 def test_a_sweep_with_profile_profiles_each_point():
     out = run_cli("sweep", "conv", *TINY[2:6], "--batch-size", "4,8", "--steps", "2", "--backend", "jax",
                   "--profile", "--json")
