@@ -309,6 +309,14 @@ class Backend:
 moved.install(__name__, {"op_table": "profile_table"})  # a plugin backend's profile reader: its old path warns
 
 
+def keras_version() -> str:
+    """Keras's version, for the record, read from its metadata: a run that builds no Keras model never
+    imports it (a second on JAX, four on PyTorch)."""
+    from importlib import metadata
+
+    return metadata.version("keras")
+
+
 def registry() -> dict[str, Backend]:
     """Every backend that loaded, tpulab's own first, by name."""
     return {name: obj for name, (obj, _) in plugins.discover(plugins.BACKENDS)[0].items()}

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import numpy as np
 
-from tpulab.backends import HEARTBEAT_TIMEOUT_S, Backend, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime
+from tpulab.backends import (HEARTBEAT_TIMEOUT_S, Backend, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime,
+                             keras_version)
 from tpulab.backends.hlo_ops import hlo_ops
 from tpulab.backends.profile_table import PYTHON, TraceEvent, TraceLine, TracePlane, build, by_name, xplane_file
 from tpulab.base.errors import first_line
@@ -117,7 +118,6 @@ class JaxBackend(Backend):
 
     def runtime(self) -> Runtime:
         import jax
-        import keras  # noqa: F401 - on it: every run times its steps with a Keras callback
 
         jax.monitoring.register_event_listener(_count_cache_events)
         return JaxRuntime()
@@ -211,9 +211,8 @@ class JaxRuntime(Runtime):
     def versions(self) -> dict[str, str]:
         import jax
         import jaxlib
-        import keras
 
-        return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "keras": keras.__version__,
+        return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "keras": keras_version(),
                 "python": platform.python_version()}
 
     def place(self, device: str, shards: int) -> Placement:

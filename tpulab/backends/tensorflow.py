@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from tpulab.backends import Backend, BackendError, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime
+from tpulab.backends import Backend, BackendError, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime, keras_version
 from tpulab.backends.hlo_ops import hlo_ops
 from tpulab.backends.profile_table import (ELEMENTWISE, MATMUL, OTHER, PYTHON, REDUCTION, OpInfo, TraceEvent, TraceLine,
                                       TracePlane, build, by_name, category, words, xplane_file)
@@ -231,10 +231,9 @@ class TensorFlowRuntime(Runtime):
         raise BackendError(MULTI_HOST)
 
     def versions(self) -> dict[str, str]:
-        import keras
         import tensorflow as tf
 
-        return {"tensorflow": tf.__version__, "keras": keras.__version__, "python": platform.python_version()}
+        return {"tensorflow": tf.__version__, "keras": keras_version(), "python": platform.python_version()}
 
     def place(self, device: str, shards: int) -> Placement:
         """Pick the device for `device` (auto, cpu, gpu, tpu) and a strategy over `shards` replicas.

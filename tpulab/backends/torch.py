@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from tpulab.backends import Backend, DeviceError, Fitness, Placement, Profiler, Runtime
+from tpulab.backends import Backend, DeviceError, Fitness, Placement, Profiler, Runtime, keras_version
 from tpulab.backends.profile_table import (ELEMENTWISE, FRAMEWORK_OP, MATMUL, MOVEMENT, OTHER, REDUCTION, OpInfo, TraceEvent,
                                       TraceLine, TracePlane, build, category)
 from tpulab.base.home import home
@@ -162,10 +162,9 @@ class TorchRuntime(Runtime):
     """One device, one process: eager or compiled steps, the allocator's figures on CUDA, torch.profiler."""
 
     def versions(self) -> dict[str, str]:
-        import keras
         import torch
 
-        return {"torch": torch.__version__, "torch_build": build_name(), "keras": keras.__version__,
+        return {"torch": torch.__version__, "torch_build": build_name(), "keras": keras_version(),
                 "python": platform.python_version()}
 
     def place(self, device: str, shards: int) -> Placement:

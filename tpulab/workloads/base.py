@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from tpulab.backends import Backend, Placement, Runtime
     from tpulab.base.ceilings import MeasuredCeilings as Ceilings
     from tpulab.base.charts import Chart
-    from tpulab.callbacks import StepTimer
+    from tpulab.base.step_times import StepTimes
     from tpulab.machine.detect import RuntimeReport
     from tpulab.base.ceilings import Sourced
 
@@ -429,7 +429,7 @@ class Workload(ABC):
         return p, {}
 
     def begin(self, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime, dataset: str,
-              **options: Any) -> tuple[Placement, StepTimer]:
+              **options: Any) -> tuple[Placement, StepTimes]:
         """`tpulab.workloads.running.begin` for this workload (what runners called before it moved)."""
         return running.begin(self, p, sink, cancel, runtime, dataset, **options)
 

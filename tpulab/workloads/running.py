@@ -2,8 +2,8 @@
 
 A workload's declaration (`tpulab.workloads.base.Workload`) says what a run is; inside a worker,
 its runner gets the checked parameters, a `Sink` for its events and a `CancelToken`, then calls
-`begin`: the replicas placed, `Started` said, the `StepTimer` made. No framework is imported
-here; `begin` imports the timer (a Keras callback), so call it in a worker only. Nor is the
+`begin`: the replicas placed, `Started` said, the step timer made (`StepTimes`, no Keras callback:
+a runner that drives its own loop calls its hooks). No framework is imported here, nor is the
 declaration imported at run time: `Workload.begin` delegates here.
 
 After its timed steps, a runner calls `profile_calls` (its own loop) or enters `profiling` (a
@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol
 
 from tpulab.base.events import Profile, Profiled, Started, Tracing, from_dicts
+from tpulab.base.step_times import StepTimes
 
 if TYPE_CHECKING:
     from tpulab.backends import Placement, Profiler, Runtime
     from tpulab.base.events import Event
-    from tpulab.callbacks import StepTimer
 
 Params = dict[str, Any]  # a workload's checked parameters (as `tpulab.workloads.base` names them)
 Sink = Callable[["Event"], None]
@@ -84,7 +84,7 @@ class Runner(Protocol):
 
     `w`: the workload's declaration (its hooks). `p`: the checked parameters. `sink`: takes every
     event, first a `Started`, then `Compiled`, `Step`, `Epoch`, `Log` as they happen: `begin(...)`
-    says `Started` and returns the `StepTimer` that writes the timed ones. `cancel`: stop after the
+    says `Started` and returns the step timer that writes the timed ones. `cancel`: stop after the
     current step once it is set. `runtime`: the backend's framework side, already loaded (placement,
     versions, Keras hooks). Return normally when done or cancelled; raise to fail the run (the
     message becomes its error, in one line).
@@ -128,18 +128,16 @@ def started(w: Planned, p: Params, placement: Placement, versions: dict[str, str
 
 def begin(w: Planned, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime, dataset: str,
           synthetic: bool = False, warmup: int = 0, bytes_per_step: float | None = None
-          ) -> tuple[Placement, StepTimer]:
+          ) -> tuple[Placement, StepTimes]:
     """What every runner does first: place the replicas, say `Started`, and make the step timer.
 
     Every event of a run on synthetic data says so, so that no figure travels without the
     warning. `bytes_per_step`: the memory traffic of a step as the compiler counts it, when the
     runner can ask (it gives the run's arithmetic intensity).
     """
-    from tpulab.callbacks import StepTimer
-
     placement = place(w, p, runtime)
     sink(started(w, p, placement, runtime.versions(), dataset, synthetic, bytes_per_step))
-    timer = StepTimer(from_dicts(sink, synthetic), batch_size=w.batch_size(p), warmup=warmup,
+    timer = StepTimes(from_dicts(sink, synthetic), batch_size=w.batch_size(p), warmup=warmup,
                       cancel=cancel)
     return placement, timer
 

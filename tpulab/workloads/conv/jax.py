@@ -1,4 +1,4 @@
-"""The convolution on JAX: the same three modes, timed by the same `StepTimer` instrument.
+"""The convolution on JAX: the same three modes, timed by the same step timer (`StepTimes`).
 
 Dispatch is asynchronous in JAX: a jitted call returns before the work is done. Every mode
 therefore stops the clock only after a value that depends on the whole output reached the host.

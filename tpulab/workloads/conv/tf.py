@@ -1,4 +1,4 @@
-"""The convolution in TensorFlow: every mode is timed by the same `StepTimer` callback.
+"""The convolution in TensorFlow: every mode is timed by the same step timer (`StepTimes`).
 
 `sharded` is a one-layer Keras model whose output is the sum of the convolution, iterated
 with `predict`: the sum depends on every output element, so nothing can be pruned, and the
@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from tpulab.backends import Placement, Runtime
+from tpulab.base.step_times import StepTimes
 from tpulab.callbacks import StepTimer
 from tpulab.workloads.base import Params, Workload
 from tpulab.workloads.keras_runner import StepAnnotations
@@ -69,7 +70,7 @@ def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtim
         model = build_model(p, placement)
         # One dummy row per replica: each replica convolves the images it holds.
         rows = tf.data.Dataset.from_tensors(tf.zeros((p["shards"], 1))).repeat()
-        model.predict(rows, steps=w.total_steps(p), callbacks=[timer], verbose=0)
+        model.predict(rows, steps=w.total_steps(p), callbacks=[StepTimer.of(timer)], verbose=0)
         if profiled(p, cancel):  # more calls of the same predict step, traced (its first left out)
             graph = tf.function(model).get_concrete_function(tf.TensorSpec((p["shards"], 1), tf.float32))
             with profiling(p, sink, runtime, lambda profiler: [graph]) as profiler:
@@ -77,7 +78,7 @@ def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtim
                               verbose=0)
 
 
-def timed(step: Callable[[], np.ndarray], timer: StepTimer, cancel: CancelToken, steps: int) -> None:
+def timed(step: Callable[[], np.ndarray], timer: StepTimes, cancel: CancelToken, steps: int) -> None:
     for i in range(steps):
         timer.on_predict_batch_begin(i)
         timer.on_predict_batch_end(i, {"outputs": step()})
@@ -126,7 +127,7 @@ def batch_parallel_graph(p: Params) -> tuple[tf.Graph, tf.Tensor]:
     return graph, total
 
 
-def run_batch_parallel(p: Params, timer: StepTimer, cancel: CancelToken, placement: Placement, steps: int,
+def run_batch_parallel(p: Params, timer: StepTimes, cancel: CancelToken, placement: Placement, steps: int,
                        then: Callable[[Callable[[], Any]], None]) -> None:
     """The timed calls, then `then` (the profiled ones) of the same step, inside the TPU's session."""
     graph, total = batch_parallel_graph(p)
