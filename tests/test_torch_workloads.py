@@ -83,12 +83,13 @@ def test_conv_on_torch_profiled_from_the_command_line():
     assert np.isclose(sum(op["share"] for op in ops.values()) + out["summary"]["profile"]["host_gap_share"], 1.0)
 
 
-@pytest.mark.slow
-def test_more_than_one_shard_on_torch_is_one_line():
-    r = run_cli("run", "conv", "--backend", "torch", "--preset", "smoke", "--shards", "2", "--no-ui", "--no-save",
-                env={"COLUMNS": "400"})
-    assert r.stdout.splitlines()[0] == ("failed: --shards 2: tpulab runs PyTorch on one device (no "
-                                        "DistributedDataParallel here): use --shards 1, or --backend jax to shard")
+@pytest.mark.parametrize("run", [("conv", "--backend", "torch"), ("model", "--model", "examples/models/torch_mlp.py:build")])
+def test_more_than_one_shard_on_torch_is_one_line_before_any_worker(run):
+    """Refused as the run is resolved, exit 2, whether torch was asked for or an nn.Module chose it."""
+    r = run_cli("run", *run, "--preset", "smoke", "--shards", "2", "--no-ui", "--no-save", env={"COLUMNS": "400"})
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == ("tpulab: error: --shards means nothing on --backend torch: tpulab runs PyTorch on one "
+                                "device (no DistributedDataParallel here): use --shards 1, or --backend jax to shard")
 
 
 def test_the_roofline_times_each_matmul_and_copy():

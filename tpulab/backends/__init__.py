@@ -245,6 +245,7 @@ class Backend:
     keras_step_arguments: tuple[str, ...] = ("data",)  # what Keras passes a model's own train_step here
     article: bool = False  # the article's framework: what sweeps compare against, and what schema-1 records ran on
     multi_host: str | None = None  # None: runs over several processes; else why not, and what to use instead
+    no_shards: str | None = None  # None: splits a batch over several replicas (--shards); else why not, and instead
     tpu_install: str | None = None  # how to make it drive a TPU, where it can
     tpu_packages: tuple[str, ...] = ()  # with a TPU here, any one installed means it may drive it
     packages: tuple[str, ...] = ()  # the others its verdicts read (CUDA libraries...): detection reads them

@@ -63,6 +63,7 @@ class TorchBackend(Backend):
     install = "pip install 'tpulab[torch]'  # or: pip install torch --index-url https://download.pytorch.org/whl/cpu"
     keras = True  # Keras 3 on torch: eager unless --compile on (jit_compile=True)
     multi_host = "PyTorch runs in one process here: use --backend jax for a run over several processes"
+    no_shards = NO_SHARDS  # refused when the run is resolved; its runtime refuses too, for a caller of its own
     no_flops = "torch.utils.flop_counter counted no FLOPs for this step"
     compiles = True
     no_profiler = None  # it profiles: `Runtime.profiler`

@@ -462,7 +462,17 @@ def batch_size(default: int, maximum: int, unit: str = "examples", what: str = "
                      unit=unit, term="batch")
 
 
-SHARDS = ParamSpec("shards", int, 1, "replicas the batch is split over (1 = no sharding)", 1, 64, term="shard")
+def _sharding() -> tuple[str, ...]:
+    return tuple(name for name, b in registry().items() if b.no_shards is None)
+
+
+def _no_shards(backend: str) -> str:
+    found = registry().get(backend)
+    return (found.no_shards if found else None) or f"use --backend {' or '.join(_sharding())}"
+
+
+SHARDS = ParamSpec("shards", int, 1, "replicas the batch is split over (1 = no sharding)", 1, 64, term="shard",
+                   backends=_sharding, why_not=_no_shards)
 PRECISION = ParamSpec("precision", str, "float32", "float32, or mixed: bfloat16/float16 compute with float32 weights",
                       options=("float32", "mixed_bfloat16", "mixed_float16"), term="precision")
 COMPUTE_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
