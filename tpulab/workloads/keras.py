@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from tpulab.workloads.base import COMPUTE_DTYPES, PRECISION, ParamError, Params, check_shards
+from tpulab.workloads.base import COMPILE, COMPUTE_DTYPES, PRECISION, ParamError, Params, check_shards
 from tpulab.workloads.keras_hooks import KerasHooks
-from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, STEPS_PER_EPOCH, STEPS_PER_EXECUTION, VALIDATION
+from tpulab.workloads.keras_params import (
+    EPOCHS,
+    KERAS_COMPILES_ONCE,
+    PREDICT_STEPS,
+    STEPS_PER_EPOCH,
+    STEPS_PER_EXECUTION,
+    VALIDATION,
+)
 from tpulab.workloads.running import Runner
 
 __all__ = ["KerasWorkload"]
@@ -55,6 +62,12 @@ class KerasWorkload(KerasHooks):
 
     def check(self, p: Params, limits: Limits) -> None:
         check_shards(p, limits)
+        self.check_compile(p)
         if p.get(STEPS_PER_EXECUTION.name, 1) > p[STEPS_PER_EPOCH.name]:
             raise ParamError(STEPS_PER_EXECUTION.name, f"--steps-per-execution must be an integer from 1 to "
                              f"--steps-per-epoch {p[STEPS_PER_EPOCH.name]} (got {p[STEPS_PER_EXECUTION.name]})")
+
+    def check_compile(self, p: Params) -> None:
+        """`--compile both` is refused here: a Keras model compiles once per run (a user's file may hold an nn.Module)."""
+        if p.get(COMPILE.name) == "both":
+            raise ParamError(COMPILE.name, f"--compile both: {KERAS_COMPILES_ONCE}")

@@ -40,6 +40,11 @@ STEPS_PER_EXECUTION = ParamSpec("steps_per_execution", int, 1, "steps run per ca
 SEED = ParamSpec("seed", int, 0, "seed of weights, shuffling and dropout", 0, 2**31 - 1,
                  advanced=True, tunes=False)
 PIPELINE = "pipeline"  # a workload's choice of input pipeline, where it declares one
+KERAS_COMPILES_ONCE = ("a Keras model compiles once per run: run it with --compile off, then --compile on, and "
+                       "compare the two (tpulab results compare)")
+# Keras's torch backend wraps the step in torch.compile under jit_compile=True, in known cases slower than eager.
+KERAS_TORCH_COMPILE = ("Keras on PyTorch compiles the step with torch.compile (--compile on), which Keras runs slower "
+                       "than eager in known cases (keras-team/keras#21851): compare with --compile off")
 
 
 PREDICT_STEPS = ParamSpec("predict_steps", int, 10, "inference steps after training: `predict` over batches of the "

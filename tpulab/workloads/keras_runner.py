@@ -25,6 +25,8 @@ from tpulab.workloads.base import COMPILE, Params
 from tpulab.workloads.keras_hooks import KerasHooks
 from tpulab.workloads.keras_params import (
     EPOCHS,
+    KERAS_COMPILES_ONCE,
+    KERAS_TORCH_COMPILE,
     PIPELINE,
     PREDICT_STEPS,
     SEED,
@@ -38,8 +40,7 @@ from tpulab.workloads.running import CancelToken, Sink, place, profiled, profili
 
 def run(w: KerasHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
     if p.get(COMPILE.name) == "both":
-        raise UsageError("--compile both: a Keras model compiles once per run; run it with --compile off, then on, "
-                         "and compare the two (tpulab results compare)")
+        raise UsageError(f"--compile both: {KERAS_COMPILES_ONCE}")  # a user's file: known to be Keras only now
     placement = place(w, p, runtime)  # before any other framework op
     if w.compute_dtype(p) != "float32":
         keras.mixed_precision.set_global_policy(p["precision"])  # before the model is built
@@ -56,6 +57,8 @@ def run(w: KerasHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
     if measured is not None:
         first.flops_per_step = measured
     first.model = {"parameters": int(model.count_params())}
+    if p.get(COMPILE.name) == "on":  # (only a backend that compiles with torch.compile takes --compile)
+        first.note = "; ".join(n for n in (first.note, KERAS_TORCH_COMPILE) if n)
     sink(first)
     batch, seed, pipeline, shards = w.batch_size(p), p[SEED.name], p.get(PIPELINE, ""), w.replicas(p)
     timer = StepTimer(from_dicts(sink, data.synthetic), batch_size=batch, cancel=cancel)

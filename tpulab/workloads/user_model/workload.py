@@ -189,6 +189,9 @@ class UserModel(KerasWorkload):
     def flops_per_step(self, p: Params) -> float | None:
         return None  # the compiler's count, measured in the worker where there is one
 
+    def check_compile(self, p: Params) -> None:
+        """An nn.Module takes --compile both; a Keras model in the file is refused it once the worker has loaded it."""
+
     def check(self, p: Params, limits: Limits) -> None:
         super().check(p, limits)
         target(p[MODEL])
@@ -210,7 +213,10 @@ class UserModel(KerasWorkload):
         return load(target(p[MODEL]), input_shape(p[INPUT_SHAPE.name]))
 
     def compile_model(self, model: Any, p: Params, jit_compile: bool | str) -> None:
-        """The user compiled it: the optimizer, loss and metrics are theirs."""
+        """The user compiled it: the optimizer, loss and metrics are theirs. A run that asks for a compiled step
+        (--xla, --compile on) gets one, whatever their compile said (on PyTorch Keras's "auto" is eager)."""
+        if jit_compile is True:
+            model.jit_compile = True
 
     def data_for(self, model: Any, p: Params) -> Dataset:
         from tpulab.workloads.user_model.keras import data
