@@ -21,11 +21,11 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/tpulab --run conv --no-ui
 
-# The quick lane and the tests that measure the machine's responsiveness run one at a time; the
-# tests that start a framework in a worker run two at a time (most of their time is a worker's).
+# Two at a time (one per core, each test taken as a core frees up), then the tests that measure the
+# machine's responsiveness, one at a time (another test beside them would be measured too).
 test: install
-	$(PY) -m pytest -q -m "not slow or alone"
-	$(PY) -m pytest -q -m "slow and not alone" -n 2
+	$(PY) -m pytest -q -m "not alone" -n 2 --dist worksteal
+	$(PY) -m pytest -q -m alone
 
 quick: install
 	$(PY) -m pytest -q -m "not slow"
