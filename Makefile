@@ -28,7 +28,7 @@ test: install
 	$(PY) -m pytest -q -m alone
 
 quick: install
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow and not alone" -n 2 --dist worksteal
 
 check: install
 	$(VENV)/bin/ruff check tpulab tests benchmarks
