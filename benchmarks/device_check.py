@@ -15,8 +15,10 @@ hold tpulab's own wheel, built from the tree; every wheel installs with --no-dep
 folder that cannot see what the image already has (JAX, NumPy), so pip must not look for them.
 `run` installs one of them into a fresh folder and, on the JAX
 backend, runs `tpulab detect`, `tpulab top`, the roofline, conv, ResNet-50 and the transformer
-(GPU sizes there, smoke sizes on a CPU), exports the records and checks their telemetry. Each
-step has its own timeout, all of them 5 minutes together; the summary (each step's status,
+(GPU sizes there, smoke sizes on a CPU); on the GPU, PyTorch's paths too (the image's own
+PyTorch: conv, a verified decode, and a user's nn.Module eager against compiled, profiled); then
+it exports the records and checks their telemetry. Each step has its own timeout, all of them
+7 minutes together; the summary (each step's status,
 seconds and headline figure), the records and the log land in DIR even when a step fails.
 With no phase named: on a machine with an NVIDIA GPU, `run`; elsewhere `build`, then `run` on
 the CPU, in a fresh virtual environment without TensorFlow (proving the offline install).
@@ -66,7 +68,16 @@ PRESETS = {
     "cpu": {"roofline": "smoke", "conv": "smoke", "resnet50": "smoke", "transformer": "smoke"},
 }
 TIMEOUTS = {"install": 30, "detect": 30, "top": 10, "roofline": 35, "conv": 25,
-            "resnet50": 90, "transformer": 60, "export": 10, "telemetry": 10}  # 300 s in all
+            "resnet50": 90, "transformer": 60, "export": 10, "telemetry": 10,
+            "torch conv": 20, "torch decode": 35, "torch module": 60}  # 415 s in all
+# The GPU image has PyTorch with CUDA: its own paths, none of which imports Keras (a CPU check's
+# fresh environment has no PyTorch, and its CPU wheel would not travel: these run on the GPU only).
+TORCH_RUNS = {
+    "torch conv": ["--run", "conv", "--preset", "article"],
+    "torch decode": ["run", "decode", "--preset", "smoke", "--verify"],
+    "torch module": ["run", "model", "--model", str(ROOT / "examples/models/torch_mlp.py") + ":build",
+                     "--preset", "smoke", "--compile", "both", "--profile"],
+}
 
 
 # --- wheels ---------------------------------------------------------------------------------
@@ -343,6 +354,9 @@ def plan(kind: str, python: str, house: Path, site: Path, out: Path, db: Path) -
                                      "--preset", preset, "--db", str(db), "--backend", "jax",
                                      "--device", kind], TIMEOUTS[workload],
                           ceilings if workload == "roofline" else figures))
+    if kind == "gpu":
+        steps += [Step(name, [*tpulab, *argv, "--no-ui", "--json", "--db", str(db), "--backend", "torch",
+                              "--device", kind], TIMEOUTS[name], figures) for name, argv in TORCH_RUNS.items()]
     records = out / "records.json"
     steps.append(Step("export", [*tpulab, "results", "export", "--db", str(db), "--format",
                                  "json", "-o", str(records)], TIMEOUTS["export"], last_line))

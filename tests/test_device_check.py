@@ -63,12 +63,21 @@ def test_summary_keeps_each_step_as_it_ends(tmp_path):
     assert (tmp_path / "summary.txt").read_text() == text
 
 
-def test_gpu_plan_runs_every_workload_on_jax_on_the_gpu_within_five_minutes(tmp_path):
+def test_gpu_plan_runs_every_workload_on_jax_and_torchs_paths_on_the_gpu_within_seven_minutes(tmp_path):
     steps = dc.plan("gpu", "python3", tmp_path, tmp_path / "site", tmp_path, tmp_path / "db")
     assert [s.name for s in steps] == ["install", "detect", "top", "roofline", "conv", "resnet50",
-                                       "transformer", "export", "telemetry"]
-    assert sum(s.timeout for s in steps) <= 300
-    runs = {s.name: s.argv for s in steps if "--run" in s.argv}
+                                       "transformer", "torch conv", "torch decode", "torch module",
+                                       "export", "telemetry"]
+    assert sum(s.timeout for s in steps) <= 420
+    torch = {s.name: s.argv for s in steps if s.name.startswith("torch")}
+    assert all(a[a.index("--backend") + 1] == "torch" and a[a.index("--device") + 1] == "gpu" for a in torch.values())
+    assert "--verify" in torch["torch decode"]
+    module = torch["torch module"]
+    assert Path(module[module.index("--model") + 1].split(":")[0]).is_file()  # the example, wherever it runs from
+    assert module[module.index("--compile") + 1] == "both" and "--profile" in module
+    assert not [s for s in dc.plan("cpu", "python3", tmp_path, tmp_path / "site", tmp_path, tmp_path / "db")
+                if s.name.startswith("torch")]  # the CPU check's fresh environment has no PyTorch
+    runs = {s.name: s.argv for s in steps if "--run" in s.argv and s.name in dc.PRESETS["gpu"]}
     assert {n: (a[a.index("--backend") + 1], a[a.index("--device") + 1], a[a.index("--preset") + 1])
             for n, a in runs.items()} == {"roofline": ("jax", "gpu", "default"),
                                           "conv": ("jax", "gpu", "article"),
