@@ -70,8 +70,8 @@ PRESETS = {
 TIMEOUTS = {"install": 30, "detect": 30, "top": 10, "roofline": 35, "conv": 25,
             "resnet50": 90, "transformer": 60, "export": 10, "telemetry": 10,
             "torch conv": 20, "torch decode": 35, "torch module": 60}  # 415 s in all
-# The GPU image has PyTorch with CUDA: its own paths, none of which imports Keras (a CPU check's
-# fresh environment has no PyTorch, and its CPU wheel would not travel: these run on the GPU only).
+# The GPU image has PyTorch with CUDA: its paths run there (Keras from the carried wheels, where a path
+# uses it); a CPU check's fresh environment has no PyTorch, whose wheel would not travel: GPU only.
 TORCH_RUNS = {
     "torch conv": ["--run", "conv", "--preset", "article"],
     "torch decode": ["run", "decode", "--preset", "smoke", "--verify"],
