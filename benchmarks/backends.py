@@ -17,25 +17,21 @@ import sys
 import time
 from pathlib import Path
 
+from through import record
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
 def step(args: argparse.Namespace, backend: str) -> tuple[float, float]:
     """(median steady step, first call) of one short training run."""
-    from tpulab.engine.runner import run_job
-    from tpulab.engine.spec import resolve
-    from tpulab.machine.detect import detect
     from tpulab.workloads import registry
 
     params = {**registry()["fashion-mnist"].defaults(), "batch_size": args.batch_size, "epochs": 1,
               "steps_per_epoch": args.steps, "validation": False, "dataset": "synthetic",
               "precision": args.precision, "device": "cpu", "backend": backend}
-    run = run_job(resolve("fashion-mnist", params, detect()), detect())
-    for _ in run.events():
-        pass
-    rec = run.recorder.record()
-    assert rec.status == "finished" and rec.median and rec.summary.compile_seconds, rec.error
+    rec = record("fashion-mnist", params)
+    assert rec.median and rec.summary.compile_seconds, rec.summary
     return rec.median, rec.summary.compile_seconds
 
 

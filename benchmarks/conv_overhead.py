@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from through import record
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -84,19 +86,11 @@ def baseline(args: argparse.Namespace, backend: str) -> float:
 
 
 def tpulab(args: argparse.Namespace, backend: str, mode: str) -> float:
-    from tpulab.engine.runner import run_job
-    from tpulab.engine.spec import resolve
-    from tpulab.machine.detect import detect
     from tpulab.workloads import registry
 
     params = {**registry()["conv"].defaults(), "batch_size": args.batch_size, "image_size": args.image_size,
               "iterations": args.iterations, "warmup": 1, "mode": mode, "device": "cpu", "backend": backend}
-    run = run_job(resolve("conv", params, detect()), detect())
-    for _ in run.events():
-        pass
-    rec = run.recorder.record()
-    assert rec.status == "finished" and rec.median, rec.error
-    return rec.median
+    return float(record("conv", params).median)
 
 
 def main() -> None:

@@ -1,15 +1,14 @@
 """tpulab's decode against a decoder written for the benchmark in each framework's own terms, alternated.
 
-The baseline (`benchmarks/decode_plain.py`) shares no code with tpulab's decode: GPT-2 in plain JAX
-(or plain TensorFlow), with the same configuration and parameter count, its cache updated in place,
-checked against its own full forward pass. Each round, in fresh processes and for each batch size:
-the plain decoder, then tpulab's worker, on JAX, then (unless --no-tensorflow) the same on
-TensorFlow. Prints, per backend and batch:
+The baseline (`benchmarks/decode_plain.py`) shares no code with tpulab's decode: GPT-2 in plain JAX,
+TensorFlow or PyTorch, with the same configuration and parameter count, its cache updated in place,
+checked against its own full forward pass. Each round, in fresh processes and for each backend and
+batch size: the plain decoder, then tpulab's worker. Prints, per backend and batch:
   tpulab/plain: ms per token (ITL p50) over the plain decoder's median; goal <= 1.05x
   MBU:          tpulab's bytes per step over the ITL, against the bandwidth it is measured against
 
     python benchmarks/decode.py [--rounds 5] [--preset gpt2-small] [--batch-sizes 1,8] [--prompt-len 128]
-                                [--gen-len 32] [--context 160] [--no-tensorflow]
+                                [--gen-len 32] [--context 160] [--backends jax,tensorflow,torch]
 """
 
 from __future__ import annotations
@@ -23,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from through import record
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -38,7 +39,8 @@ def params(args: argparse.Namespace, backend: str, batch: int) -> dict[str, Any]
 
 def plain(p: dict[str, Any]) -> float:
     """The plain decoder's median seconds per token, in a fresh process like tpulab's worker."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_PLATFORMS": "cpu"}
+    # the torch worker's own OpenMP setting (tpulab.backends.torch), so that both loops wait for threads alike
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_PLATFORMS": "cpu", "OMP_WAIT_POLICY": "PASSIVE"}
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "decode_plain.py"), p["backend"], json.dumps(p)],
                          capture_output=True, text=True, env=env)
     if out.returncode:
@@ -52,15 +54,8 @@ def plain(p: dict[str, Any]) -> float:
 
 def tpulab(p: dict[str, Any]) -> Any:
     """tpulab's run (no store: it measures its own bandwidth first, as a machine without a roofline does)."""
-    from tpulab.engine.runner import run_job
-    from tpulab.engine.spec import resolve
-    from tpulab.machine.detect import detect
-
-    run = run_job(resolve("decode", p, detect()), detect())
-    for _ in run.events():
-        pass
-    rec = run.recorder.record()
-    assert rec.status == "finished" and rec.summary.decode is not None, rec.error
+    rec = record("decode", p)
+    assert rec.summary.decode is not None
     return rec
 
 
@@ -72,9 +67,9 @@ def main() -> None:
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--gen-len", type=int, default=32)
     ap.add_argument("--context", type=int, default=0, help="default: the prompt and the generated tokens")
-    ap.add_argument("--no-tensorflow", action="store_true")
+    ap.add_argument("--backends", default="jax,tensorflow,torch")
     args = ap.parse_args()
-    backends = ["jax"] + ([] if args.no_tensorflow else ["tensorflow"])
+    backends = args.backends.split(",")
     cases = [(b, int(n)) for b in backends for n in args.batch_sizes.split(",")]
     ratios: dict[tuple[str, int], list[float]] = {c: [] for c in cases}
     mbus: dict[tuple[str, int], list[float]] = {c: [] for c in cases}

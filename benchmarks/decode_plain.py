@@ -6,10 +6,11 @@ context, head_dim] (as GPT-2's own code lays them out; TensorFlow: a variable pe
 token per sequence per call, greedy, fetched to the host to stop the clock. JAX: one jitted program per
 shape (the prefill, the one-token step) that writes the tokens' keys and values into the donated cache
 and reads it, in place. TensorFlow: one `tf.function` per shape over a `tf.Variable` per layer for keys
-and one for values, assigned in place. Before it is timed, each decoder's cached logits are checked
-against its own full forward pass.
+and one for values, assigned in place. PyTorch: eager, under `torch.inference_mode`, over a tensor per
+layer for keys and one for values written in place (`index_copy_`). Before it is timed, each
+decoder's cached logits are checked against its own full forward pass.
 
-    python benchmarks/decode_plain.py jax|tensorflow '{"batch_size": 1, "prompt_len": 128, ...}'
+    python benchmarks/decode_plain.py jax|tensorflow|torch '{"batch_size": 1, "prompt_len": 128, ...}'
 prints {"seconds": median per token, "parameters": N, "verified": largest relative difference}.
 """
 
@@ -145,10 +146,63 @@ def tf_decoder(p: Params) -> tuple[Callable[..., Any], Callable[..., Any], Calla
     return lambda: None, call, lambda tokens: full(tf.constant(tokens)), count(weights(p))
 
 
+def torch_decoder(p: Params) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any], int]:
+    """The same decoder in PyTorch, eager: the cache a tensor per layer for keys and one for values, written
+    in place by each call."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_grad_enabled(False)
+    L, C, H, B = p["layers"], p["context"], p["heads"], p["batch_size"]
+    hd, dt = p["width"] // H, getattr(torch, p["dtype"])
+
+    def tensors(tree: Any) -> Any:
+        if isinstance(tree, dict):
+            return {k: tensors(v) for k, v in tree.items()}
+        if isinstance(tree, (list, tuple)):
+            return [tensors(v) for v in tree]
+        return torch.from_numpy(tree)
+
+    params = tensors(weights(p))
+
+    def variables() -> list[Any]:
+        return [torch.zeros((B, H, C, hd), dtype=dt) for _ in range(2 * L)]
+
+    cache, scratch = variables(), variables()
+
+    def layer_norm(x: Any, g: Any, b: Any) -> Any:
+        return F.layer_norm(x.float(), (x.shape[-1],), eps=1e-5).to(x.dtype) * g + b
+
+    def forward(tokens: Any, start: int, kv: list[Any]) -> Any:
+        t = tokens.shape[1]
+        x = params["wte"][tokens] + params["wpe"][start:start + t]
+        mask = torch.arange(C)[None, :] <= (start + torch.arange(t))[:, None]
+        for i, blk in enumerate(params["blocks"]):
+            q, k, v = (layer_norm(x, *blk["ln1"]) @ blk["qkv"][0] + blk["qkv"][1]).split(p["width"], dim=-1)
+            q, k, v = (y.reshape(-1, t, H, hd).transpose(1, 2) for y in (q, k, v))  # [B, H, T, hd]
+            positions = torch.arange(start, start + t)
+            keys, values = kv[2 * i].index_copy_(2, positions, k), kv[2 * i + 1].index_copy_(2, positions, v)
+            s = (q @ keys.transpose(-1, -2)).float() * hd ** -0.5
+            a = torch.softmax(s.masked_fill(~mask, -np.inf), dim=-1).to(x.dtype)
+            x = x + (a @ values).transpose(1, 2).reshape(x.shape) @ blk["proj"][0] + blk["proj"][1]
+            h = layer_norm(x, *blk["ln2"])
+            x = x + F.gelu(h @ blk["fc"][0] + blk["fc"][1]) @ blk["out"][0] + blk["out"][1]
+        return (layer_norm(x, *params["lnf"]) @ params["wte"].T).float()
+
+    def call(_: Any, tokens: Any, start: int) -> tuple[Any, Any, None]:
+        last = forward(torch.as_tensor(np.asarray(tokens)), start, cache)[:, -1]
+        return last.argmax(-1).to(torch.int32)[:, None], last, None
+
+    return lambda: None, call, lambda tokens: forward(torch.as_tensor(tokens), 0, scratch), count(weights(p))
+
+
+DECODERS = {"jax": jax_decoder, "tensorflow": tf_decoder, "torch": torch_decoder}
+
+
 def main() -> None:
     framework, p = sys.argv[1], json.loads(sys.argv[2])
     assert p["block"] == "gpt2" and p["positions"] == "learned" and p["kv_heads"] == p["heads"], "GPT-2's blocks only"
-    fresh, call, full, parameters = (jax_decoder if framework == "jax" else tf_decoder)(p)
+    fresh, call, full, parameters = DECODERS[framework](p)
     prompt = np.random.default_rng(p["seed"]).integers(0, p["vocab"], (p["batch_size"], p["prompt_len"]), np.int32)
 
     def generate() -> tuple[list[float], list[np.ndarray], list[np.ndarray]]:

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from through import record
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -40,15 +42,8 @@ def params(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def through_tpulab(name: str, p: dict[str, Any]) -> tuple[float, float | None]:
     """(second epoch's seconds per step, MFU) of a run through tpulab's worker."""
-    from tpulab.engine.runner import run_job
-    from tpulab.engine.spec import resolve
-    from tpulab.machine.detect import detect
-
-    run = run_job(resolve(name, p, detect()), detect())
-    for _ in run.events():
-        pass
-    rec = run.recorder.record()
-    assert rec.status == "finished" and len(rec.epochs) == 2, rec.error
+    rec = record(name, p)
+    assert len(rec.epochs) == 2, rec.epochs
     return rec.epochs[1].seconds / p["steps_per_epoch"], rec.summary.mfu
 
 

@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from through import record
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -33,17 +35,7 @@ ANNOTATION = "step"
 
 def run_once(values: dict[str, str]):
     """One real run of conv in its own worker, as the CLI runs it; its record."""
-    from tpulab.engine.runner import run_job
-    from tpulab.engine.spec import resolve
-    from tpulab.machine.detect import detect
-
-    report = detect()
-    run = run_job(resolve("conv", values, report), report)
-    for _ in run.events():
-        pass
-    record = run.recorder.record()
-    assert record.status == "finished", record.error
-    return record
+    return record("conv", values)
 
 
 def overhead(pairs: int, iterations: int) -> None:

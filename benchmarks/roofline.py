@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from through import record
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -68,20 +70,13 @@ def baseline(args: argparse.Namespace, backend: str) -> tuple[float, float]:
 
 
 def tpulab(args: argparse.Namespace, backend: str):  # -> RunRecord
-    from tpulab.engine.runner import run_job
-    from tpulab.engine.spec import resolve
-    from tpulab.machine.detect import detect
     from tpulab.workloads import registry
 
     params = {**registry()["roofline"].defaults(), "min_size": args.size, "max_size": args.size,
               "dtypes": "float32", "copy_mib": args.copy_mib, "iterations": args.iterations, "warmup": 2,
               "device": args.device, "backend": backend}
-    report = detect()
-    run = run_job(resolve("roofline", params, report), report)
-    for _ in run.events():
-        pass
-    rec = run.recorder.record()
-    assert rec.status == "finished" and rec.median, rec.error
+    rec = record("roofline", params)
+    assert rec.median
     return rec
 
 

@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from through import record
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 MODEL = "examples/models/torch_mlp.py:build"
@@ -54,18 +56,9 @@ def baseline(args: argparse.Namespace) -> float:
 
 
 def tpulab(args: argparse.Namespace, profile: bool) -> float:
-    from tpulab.engine.runner import run_job
-    from tpulab.engine.spec import resolve
-    from tpulab.machine.detect import detect
-
     values = {"model": MODEL, "batch_size": args.batch_size, "epochs": 1, "steps_per_epoch": args.steps,
               "predict_steps": 0, "device": "cpu", "backend": "torch", "profile": profile}
-    run = run_job(resolve("model", values, detect()), detect())
-    for _ in run.events():
-        pass
-    rec = run.recorder.record()
-    assert rec.status == "finished" and rec.median, rec.error
-    return rec.median
+    return float(record("model", values).median)
 
 
 def main() -> None:
