@@ -112,14 +112,30 @@ def test_the_profile_of_a_conv_and_a_linear(tmp_path):
     assert any(e.get("name") == "aten::conv2d" for e in trace["traceEvents"])
 
 
-def test_the_allocators_peaks_join_the_runs_words():
-    """What `TorchRuntime.memory_stats` gives on CUDA (its keys; no GPU here, so the figures are made up)."""
-    from tpulab.engine.worker import allocator_peaks
+def test_the_allocators_peaks_are_a_figure_of_the_record_and_said_in_words():
+    """What `TorchRuntime.memory_stats` gives on CUDA (its keys; no GPU here, so the figures are made up): the fullest
+    device's peaks travel as an event, land in the record's telemetry and show in its summary and its log."""
+    from tpulab.base.events import Allocated, event_from_json
+    from tpulab.engine.worker import allocator_peak
+    from tpulab.views.narrate import describe, telemetry_rows
 
-    cuda = [{"bytes_in_use": 2**30, "peak_bytes_in_use": 3 * 2**30, "bytes_reserved": 2**31,
+    from .helpers import recorder
+
+    cuda = [{"bytes_in_use": 2**30, "peak_bytes_in_use": 2**30, "bytes_limit": 80 * 2**30},
+            {"bytes_in_use": 2**30, "peak_bytes_in_use": 3 * 2**30, "bytes_reserved": 2**31,
              "peak_bytes_reserved": 4 * 2**30, "bytes_limit": 80 * 2**30}]
-    assert allocator_peaks(cuda) == "allocator peaks: device 0: 3.0 GiB allocated, 4.0 GiB reserved of 80.0 GiB"
-    assert allocator_peaks(None) is None and allocator_peaks([{}]) is None  # a CPU's: nothing to say
+    peak = allocator_peak(cuda)
+    assert peak == Allocated(device=1, allocated=3 * 2**30, reserved=4 * 2**30, limit=80 * 2**30)
+    assert allocator_peak(None) is None and allocator_peak([{}]) is None  # a CPU's: nothing to say
+    assert event_from_json(peak.to_json()) == peak  # as the parent reads it from the worker's stream
+    rec = recorder("conv", {"batch_size": 8}, 1e9)
+    rec.feed(peak)
+    rec.finish("finished")
+    t = rec.record().summary.telemetry
+    assert (t.allocated_peak, t.reserved_peak) == (3 * 2**30, 4 * 2**30)
+    assert ("allocator", "peak 3.0 GiB allocated, 4.0 GiB reserved (the framework's own count: what the run's "
+                         "tensors took)") in telemetry_rows(t)
+    assert describe(peak, rec) == "allocator peak: 3.0 GiB allocated, 4.0 GiB reserved of 80.0 GiB (device 1)"
 
 
 def test_a_torch_profile_lines_up_with_an_xla_one_by_category(tmp_path):

@@ -145,6 +145,18 @@ class Failed(Event):
 
 
 @dataclass(kw_only=True)
+class Allocated(Event):
+    """The framework's allocator after the run, on its fullest device (bytes): what the run's tensors took at
+    their peak (`allocated`) and the pool it held for them (`reserved`), where NVML sees only the pool."""
+
+    name: ClassVar[str] = "allocated"
+    device: int = 0
+    allocated: float
+    reserved: float | None = None
+    limit: float | None = None  # the device's memory, as the framework counts it
+
+
+@dataclass(kw_only=True)
 class Accel:
     """One accelerator's reading in a telemetry sample; None where it could not be read."""
 
@@ -249,7 +261,7 @@ class Profiled(Event):
 
 
 EVENTS: dict[str, type[Event]] = {c.name: c for c in (Started, Compiled, Step, Epoch, Log, Finished, Cancelled, Failed,
-                                                       Sample, Tracing, Profiled)}
+                                                       Sample, Tracing, Profiled, Allocated)}
 
 
 def event_from_json(data: Mapping[str, Any]) -> Event:
@@ -305,6 +317,8 @@ class Telemetry:
     clock_steady_mhz: float | None = None
     energy_per_step_j: float | None = None
     energy_per_example_j: float | None = None
+    allocated_peak: float | None = None  # bytes: the framework allocator's peak on its fullest device (`Allocated`)
+    reserved_peak: float | None = None  # bytes: the pool it held there
     host_cpu_mean: list[float | None] | None = None  # per host (multi-host runs); None: not measured
     host_rss_peak: list[float | None] | None = None
     unavailable: dict[str, str] = field(default_factory=dict)

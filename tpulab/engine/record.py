@@ -15,6 +15,7 @@ from tpulab.base import plugins
 from tpulab.base.events import (
     PHASE_BANDWIDTH,
     PHASE_PREDICT,
+    Allocated,
     Cancelled,
     Compiled,
     Epoch,
@@ -28,6 +29,7 @@ from tpulab.base.events import (
     Sample,
     Started,
     Step,
+    Telemetry,
     Summary,
 )
 from tpulab.base.timing import Flag, Stats, median, sanity_flags, summarize
@@ -97,6 +99,7 @@ class RunRecorder:
         self.logs: list[str] = []
         self.error: str | None = None
         self.telemetry = SampleKeeper()
+        self.allocated: Allocated | None = None  # the framework allocator's peaks, said after the run
         self.ceilings = ceilings or measured.Ceilings()
         self.profiled: Profile | None = None  # the traced steps' op table, as the worker read it
         self.stopped: str | None = None  # why the run stopped itself (`too_busy`), not by the user's word
@@ -124,6 +127,8 @@ class RunRecorder:
                 self.steps_at_epoch_end = self.steps_done()
             case Sample():
                 self.telemetry.add(event)
+            case Allocated():
+                self.allocated = event
             case Profiled():
                 self.profiled = event.profile
             case Log() if event.text:
@@ -211,11 +216,19 @@ class RunRecorder:
             raise TypeError(f"{self.workload.name}'s summary part sets {', '.join(taken)}, which the record's own parts "
                             "fill: a workload adds its own fields (its rate goes in SummaryPart.examples_per_s)")
         summary = Summary(**figures, **own.fields, flags=[*flags, *own.flags], profile=self.profile(),
-                          telemetry=summarize_telemetry(self.telemetry, stats.median if stats else None,
-                                                        self.workload.batch_size(self.params), self.last_step_t()))
+                          telemetry=self.telemetry_summary(stats.median if stats else None))
         if summary.decode is not None and summary.telemetry is not None:  # a decode step: a token per sequence
             summary.decode.joules_per_token = summary.telemetry.energy_per_example_j
         return summary
+
+    def telemetry_summary(self, median_step_s: float | None) -> Telemetry | None:
+        """The samples' figures, with the framework allocator's peaks where the worker said them."""
+        t = summarize_telemetry(self.telemetry, median_step_s, self.workload.batch_size(self.params),
+                                self.last_step_t())
+        if self.allocated is not None:
+            t = t or Telemetry()
+            t.allocated_peak, t.reserved_peak = self.allocated.allocated, self.allocated.reserved
+        return t
 
     def profile(self) -> Profile | None:
         """The traced steps' op table, each op set against this machine's ceilings, with its verdicts."""

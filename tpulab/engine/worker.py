@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from tpulab import backends
 from tpulab.backends import Cluster, Runtime
-from tpulab.base import fmt
 from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, one_line
-from tpulab.base.events import Cancelled, Compiled, Event, Failed, Finished, Log, Started, Step, parse_line
+from tpulab.base.events import Allocated, Cancelled, Compiled, Event, Failed, Finished, Started, Step, parse_line
 from tpulab.engine.telemetry import RunSampling
 from tpulab.engine.telemetry import enabled as telemetry_enabled
 from tpulab.machine.detect import detect
@@ -55,18 +54,15 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def allocator_peaks(stats: list[dict[str, Any]] | None) -> str | None:
-    """The framework's allocator peaks per device, in words (NVML sees the pool a framework reserves, not what
-    the run used): "allocator peaks: device 0: 3.0 GiB allocated, 4.0 GiB reserved of 80.0 GiB"; None without."""
-    parts = []
-    for i, st in enumerate(stats or []):
-        if st.get("peak_bytes_in_use") is None:
-            continue
-        reserved, limit = st.get("peak_bytes_reserved"), st.get("bytes_limit")
-        parts.append(f"device {i}: {fmt.bytes_(st['peak_bytes_in_use'])} allocated"
-                     + (f", {fmt.bytes_(reserved)} reserved" if reserved is not None else "")
-                     + (f" of {fmt.bytes_(limit)}" if limit else ""))
-    return "allocator peaks: " + "; ".join(parts) if parts else None
+def allocator_peak(stats: list[dict[str, Any]] | None) -> Allocated | None:
+    """The framework allocator's peaks on the fullest device (`Runtime.memory_stats`: a CUDA or TPU allocator's
+    keys), kept in the record; None where it counts none (a CPU)."""
+    read = [(i, st) for i, st in enumerate(stats or []) if st.get("peak_bytes_in_use") is not None]
+    if not read:
+        return None
+    i, st = max(read, key=lambda found: found[1]["peak_bytes_in_use"])
+    return Allocated(device=i, allocated=float(st["peak_bytes_in_use"]), reserved=st.get("peak_bytes_reserved"),
+                     limit=st.get("bytes_limit"))
 
 
 def worker_env(backend: str, device: str, replicas: int) -> dict[str, str]:
@@ -276,9 +272,9 @@ def main(argv: list[str]) -> int:
             raise backends.BackendError(f"{workload.name} does not run on --backend {info.name}")
         hand(handed(spec, cluster))
         load()(workload, spec["params"], sink, cancel, runtime)
-        said = allocator_peaks(runtime.memory_stats())
-        if said:
-            sink(Log(text=said))
+        peak = allocator_peak(runtime.memory_stats())
+        if peak is not None:
+            sink(peak)
     except Exception as e:  # noqa: BLE001 - reported as the run's failure, with its traceback on stderr
         traceback.print_exc()
         if sampling is not None:

@@ -15,6 +15,7 @@ from tpulab.base.events import (
     PHASE_BANDWIDTH,
     PHASE_DECODE,
     PHASE_PREFILL,
+    Allocated,
     Cancelled,
     Compiled,
     Epoch,
@@ -84,7 +85,16 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
             return safe.markup(f"tracing {event.steps} more {w.unit}(s) for the profile (not timed)")
         case Profiled():
             return profiled_line(event, width)
+        case Allocated():
+            return safe.markup(f"allocator peak: {allocator_words(event.allocated, event.reserved, event.limit)} "
+                               f"(device {event.device})")
     return None
+
+
+def allocator_words(allocated: float, reserved: float | None, limit: float | None = None) -> str:
+    """'3.0 GiB allocated, 4.0 GiB reserved of 80.0 GiB': what the run's tensors took, and the pool held for them."""
+    return (f"{fmt.bytes_(allocated)} allocated" + (f", {fmt.bytes_(reserved)} reserved" if reserved is not None else "")
+            + (f" of {fmt.bytes_(limit)}" if limit else ""))
 
 
 def profiled_line(e: Profiled, width: int | None = None) -> str:
@@ -211,6 +221,9 @@ def telemetry_rows(t: Telemetry, unit: str = "step") -> list[tuple[str, str]]:
     if t.device_mem_peak is not None:
         pool = f" ({GPU_POOL_NOTE})" if t.device_kind == "gpu" else ""
         rows.append((f"{kind} memory", f"peak {fmt.bytes_(t.device_mem_peak)} of {fmt.bytes_(t.device_mem_total)}{pool}"))
+    if t.allocated_peak is not None:
+        rows.append(("allocator", f"peak {allocator_words(t.allocated_peak, t.reserved_peak)} (the framework's own "
+                                  "count: what the run's tensors took)"))
     if t.power_mean_w is not None:
         rows.append((f"{kind} power", f"mean {t.power_mean_w:.0f} W"
                      + (f", temperature peak {t.temp_peak_c:.0f} C" if t.temp_peak_c is not None else "")))
