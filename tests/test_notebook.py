@@ -180,7 +180,8 @@ def test_the_live_line_shows_the_median_timing_reports_on_an_even_count():
 @pytest.mark.slow
 def test_run_goes_through_a_worker_and_is_kept():
     seen: list[str] = []
-    r = tpulab.run("conv", preset="smoke", device="cpu", iterations=3, on_event=lambda e: seen.append(e.name))
+    r = tpulab.run("conv", preset="smoke", device="cpu", backend="jax", iterations=3,
+                   on_event=lambda e: seen.append(e.name))
     assert r.status == "finished" and seen[0] == "started" and seen[-1] == "finished"
     assert len(r.step_seconds) == 3 and (r.step_seconds > 0).all() and r.median is not None
     assert Store(default_path()).get(r.id) == r.record
@@ -199,14 +200,15 @@ def test_interrupting_stops_after_the_step_keeps_the_run_and_reraises():
                 threading.Timer(0.01, _thread.interrupt_main).start()
 
     with pytest.raises(KeyboardInterrupt, match="is kept as cancelled"):
-        tpulab.run("conv", preset="smoke", device="cpu", iterations=100000, warmup=0, on_event=on_event)
+        tpulab.run("conv", preset="smoke", device="cpu", backend="jax", iterations=100000, warmup=0,
+                   on_event=on_event)
     [kept] = Store(default_path()).records()
     assert kept.status == "cancelled" and 2 <= len(kept.steps) < 100000
 
 
 @pytest.mark.slow
 def test_sweep_runs_each_point_and_keeps_it_with_the_sweep():
-    s = tpulab.sweep("conv", preset="smoke", device="cpu", batch_size=[8, 128], steps=2)
+    s = tpulab.sweep("conv", preset="smoke", device="cpu", backend="jax", batch_size=[8, 128], steps=2)
     assert s.status == "finished" and s.axes == {"batch_size": [8, 128]}
     assert len(s.points) == 2  # 128 is the article's batch: no extra point
     assert s.best is not None and s.best.examples_per_s == max(s.throughput)
@@ -239,12 +241,12 @@ def _execute(nb_path: Path, params: str, workdir: Path):
 def test_the_example_notebook_runs_in_a_real_kernel(tmp_path, monkeypatch):
     """examples/colab.ipynb at tiny sizes, in a real Jupyter kernel importing this tpulab."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
-    tiny = ('CONV = dict(preset="smoke", iterations=3, warmup=1)\n'
+    monkeypatch.setenv("KERAS_BACKEND", "jax")  # the fit cell's Keras, in the kernel: JAX imports fastest
+    tiny = ('CONV = dict(preset="smoke", iterations=3, warmup=1, backend="jax")\n'
             'CNN = dict(preset="smoke", epochs=1, steps_per_epoch=3, batch_size=32, validation=False, '
-            'dataset="synthetic")\n'
-            'SWEEP = dict(preset="smoke", batch_size=[8, 128], steps=2)\n'  # 128: the article's, no extra point
-            'FIT_EXAMPLES = 256\n')
+            'dataset="synthetic", backend="jax")\n'
+            'SWEEP = dict(preset="smoke", batch_size=[8, 128], steps=2, backend="jax")\n'  # 128: no extra point
+            'FIT_EXAMPLES = 128\n')
     nb = _execute(ROOT / "examples" / "colab.ipynb", tiny, tmp_path)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
@@ -270,7 +272,7 @@ def test_the_example_notebook_runs_in_a_real_kernel(tmp_path, monkeypatch):
     assert {r.workload for r in kept} == {"conv", "fashion-mnist", "fit"}
     fit = next(r for r in kept if r.workload == "fit")
     assert fit.status == "finished" and fit.summary.examples_per_s and fit.summary.peak_fraction is None
-    assert len(fit.steps) == 2 * (256 // 64) - 1 and fit.params["model"] == "small cnn"
+    assert len(fit.steps) == 2 * (128 // 64) - 1 and fit.params["model"] == "small cnn"
     assert (tmp_path / "tpulab-report.html").read_text().count("<svg") >= 2
 
 
@@ -295,7 +297,8 @@ def test_an_error_in_the_callers_display_ends_the_run_instead_of_leaving_its_wor
             raise RuntimeError("the display broke")
 
     with pytest.raises(RuntimeError, match="the display broke"):
-        tpulab.run("conv", preset="smoke", device="cpu", iterations=100000, warmup=0, on_event=on_event)
+        tpulab.run("conv", preset="smoke", device="cpu", backend="jax", iterations=100000, warmup=0,
+                   on_event=on_event)
     deadline = time.monotonic() + 30
     while _workers_of_this_process() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -311,7 +314,7 @@ def test_interrupting_a_real_kernel_stops_the_loop_and_keeps_the_measured_run(mo
     km, kc = manager.start_new_kernel(kernel_name="python3")
     try:
         msg_id = kc.execute("import tpulab\nfor _ in range(3):\n    tpulab.run('conv', preset='smoke', device='cpu', "
-                            "iterations=100000, warmup=0)")
+                            "backend='jax', iterations=100000, warmup=0)")
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:  # until the live cell shows measured steps
             msg = kc.get_iopub_msg(timeout=180)
