@@ -20,6 +20,7 @@ from .helpers import ROOT, cpu_only, json_events, make_record, rest_of, run_cli,
 CONV = registry()["conv"]
 FASHION = registry()["fashion-mnist"]
 TINY = ["--preset", "smoke", "--steps", "2", "--device", "cpu"]
+RUNS = [*TINY, "--backend", "jax"]  # real points: none of these sweeps is about a framework, and JAX starts fastest
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +158,7 @@ def test_bad_grids_get_one_line_and_exit_2(argv, expected):
 @pytest.mark.slow
 def test_a_2x2_sweep_end_to_end_is_kept_and_shown_again(tmp_path):
     db = str(tmp_path / "r.db")
-    out = run_cli("sweep", "conv", *TINY, "--batch-size", "4,8", "--shards", "1,2", "--json", "--db", db)
+    out = run_cli("sweep", "conv", *RUNS, "--batch-size", "4,8", "--shards", "1,2", "--json", "--db", db)
     assert out.returncode == 0, out.stderr
     lines = json_events(out.stdout)
     points = [e for e in lines if e["event"] == "point"]
@@ -210,7 +211,7 @@ def test_a_failing_point_is_kept_and_the_sweep_goes_on(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_stops_after_the_current_point_and_keeps_the_finished_ones(tmp_path):
     db = str(tmp_path / "r.db")
-    proc = subprocess.Popen([sys.executable, "-m", "tpulab", "sweep", "conv", *TINY, "--batch-size", "2,4,8,16",
+    proc = subprocess.Popen([sys.executable, "-m", "tpulab", "sweep", "conv", *RUNS, "--batch-size", "2,4,8,16",
                              "--json", "--db", db], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT)
     assert proc.stdout is not None
@@ -230,7 +231,7 @@ def test_ctrl_c_stops_after_the_current_point_and_keeps_the_finished_ones(tmp_pa
 
 @pytest.mark.slow
 def test_repeat_shows_the_spread(tmp_path):
-    out = run_cli("sweep", "conv", *TINY, "--batch-size", "4", "--repeat", "2", "--no-save")
+    out = run_cli("sweep", "conv", *RUNS, "--batch-size", "4", "--repeat", "2", "--no-save")
     assert out.returncode == 0, out.stderr
     assert "single point" in out.stdout and "x 2 run(s)" in out.stdout
     assert "ex/s (" in out.stdout  # the throughput's range over the repeats
