@@ -199,7 +199,8 @@ def test_csv_export(tmp_path):
 @pytest.mark.slow
 def test_cli_two_real_runs_compared(tmp_path):
     db = str(tmp_path / "r.db")
-    tiny = ["--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterations", "3", "--warmup", "1"]
+    tiny = ["--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterations", "3", "--warmup", "1",
+            "--backend", "jax"]  # the CLI's results, not a framework's: JAX's worker starts fastest
     ids = []
     for shards in ("1", "2"):
         out = run_cli("--run", "conv", "--no-ui", "--json", "--db", db, "--shards", shards, *tiny)
