@@ -214,20 +214,31 @@ def test_fast_detect_and_doctor_commands():
 
 @pytest.mark.slow
 @pytest.mark.skipif(bool(detect().gpus or detect().tpu), reason="asserts the view of a machine without accelerators")
-def test_detect_probes_each_installed_framework():
+def test_detect_probes_each_installed_framework(tmp_path):
     deep = run_cli("detect", "--json")
     from tpulab.backends import registry
 
-    views = json.loads(deep.stdout)["frameworks"]
-    packages = detect().packages
-    assert set(views) == {name for name, b in registry().items() if b.installed(packages)}  # each one here
+    here = {name: b for name, b in registry().items() if b.installed(detect().packages)}
+    shown = json.loads(deep.stdout)
+    views = shown["frameworks"]
+    assert set(views) == set(here)  # each one here
     tf_view = views["tensorflow"]
     assert tf_view["tensorflow"].startswith("2.") and tf_view["gpus"] == [] and tf_view["tpu_cores"] == 0
     if "jax" in views:  # installed here (checked above): it sees this host's CPU
         assert views["jax"]["platform"] == "cpu" and views["jax"]["tpu_cores"] == 0
-    human = run_cli("doctor")
+    # seconds each: said while it happens, one line per framework
+    assert [line for line in deep.stderr.splitlines() if line.startswith("probing ")] == \
+        [f"probing {b.title}..." for b in here.values()]
+    assert any("runs will use the CPU" in v["message"] for v in shown["verdicts"])  # the doctor's, on what was probed
+    # The doctor probes too, and prints its verdicts: probed here with one framework left visible (the quickest to
+    # probe), the others hidden at the edge (their distributions' metadata), as the missing-backend test does.
+    kept = "jax" if "jax" in here else "tensorflow"
+    (tmp_path / "sitecustomize.py").write_text(HIDING)
+    hidden = [d for name, b in here.items() if name != kept for d in b.distributions]
+    human = run_cli("doctor", env={"PYTHONPATH": str(tmp_path), "HIDDEN_DISTRIBUTIONS": ",".join(hidden)})
     assert human.returncode == 0 and "runs will use the CPU" in human.stdout
-    assert "probing TensorFlow..." in human.stderr.splitlines()  # seconds each: said while it happens
+    assert [line for line in human.stderr.splitlines() if line.startswith("probing ")] == \
+        [f"probing {here[kept].title}..."]
 
 
 HIDING = """import importlib.metadata as m, os
