@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
 from tpulab.backends import BackendError, choose, get
+from tpulab.engine.store import Store
 from tpulab.machine.detect import detect
 
-from .helpers import ROOT, TF, gpu_tree, json_events, run_cli, tree, v5e_tree
+from .helpers import TF, gpu_tree, json_events, run_cli, tree, v5e_tree, write_set
 
 TINY = ["--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterations", "3", "--warmup", "1"]
 JAX = {"jax": "0.10.2"}
@@ -65,14 +66,79 @@ def test_worker_environment_sets_the_backend_and_host_devices_before_import():
 # --- real runs ----------------------------------------------------------------------------------
 pytest.importorskip("jax")
 
+# XLA's CPU backend without LLVM's optimisation passes: the same programs, compiled in a third of the time (a
+# small Keras model's first step: 15 s down to 3 s on 2 cores). No test here is about the speed of the code LLVM
+# would have made. The worker keeps the flags it is given and adds its device count (`JaxBackend.worker_env`).
+QUICK_XLA = "--xla_backend_optimization_level=0"
+
+
+@pytest.fixture(autouse=True)
+def quick_compiles(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", QUICK_XLA)
+
+
+# Loaded at start-up by every Python process whose path holds it; in a worker (`python -m tpulab.engine.worker`),
+# its end (`os._exit`, past the interpreter's teardown; or a normal exit) first writes which TensorFlow modules
+# it imported: on a TPU the first framework to initialise it wins, so a JAX worker must leave TensorFlow alone.
+WATCH = """
+import atexit, json, os, sys
+
+if sys.orig_argv[1:3] == ["-m", "tpulab.engine.worker"]:
+    _exit = os._exit
+
+    def _report(code=0):
+        imported = sorted(m for m in sys.modules if (m == "tensorflow" or m.startswith("tensorflow."))
+                          and sys.modules[m] is not None)
+        with open(os.path.join(os.environ["TPULAB_TEST_WATCH"], f"{os.getpid()}.json"), "w") as f:
+            json.dump({"code": code, "tensorflow": imported}, f)
+
+    def _exit_saying(code):
+        _report(code)
+        _exit(code)
+
+    os._exit = _exit_saying
+    atexit.register(_report)
+"""
+
+
+def watched(home: Path) -> dict[str, str]:
+    """The environment of a run whose workers say, in `home`/watch, which TensorFlow modules they imported."""
+    (home / "watch").mkdir(parents=True)
+    (home / "site").mkdir()
+    (home / "site" / "sitecustomize.py").write_text(WATCH)
+    path = os.pathsep.join(p for p in (str(home / "site"), os.environ.get("PYTHONPATH")) if p)
+    return {"TPULAB_HOME": str(home), "PYTHONPATH": path, "TPULAB_TEST_WATCH": str(home / "watch")}
+
+
+def tensorflow_imported(home: Path) -> list[dict]:
+    """What each worker of the run kept in `home` said at its end (one report per worker)."""
+    return [json.loads(f.read_text()) for f in sorted((home / "watch").iterdir())]
+
+
+CONV_RUNS = [("sharded", 1), ("sharded", 4), ("naive", 4), ("batch-parallel", 1), ("batch-parallel", 4)]
+
+
+@pytest.fixture(scope="module")
+def conv_run(tmp_path_factory):
+    """One real run per (mode, shards), each in a tpulab home of its own, watched for TensorFlow: several tests
+    read each run."""
+    done: dict[tuple[str, int], tuple[subprocess.CompletedProcess, Path]] = {}
+
+    def run(mode: str, shards: int) -> tuple[subprocess.CompletedProcess, Path]:
+        if (mode, shards) not in done:
+            home = tmp_path_factory.mktemp(f"conv-{mode}-{shards}")
+            out = run_cli("--run", "conv", "--no-ui", "--json", "--backend", "jax", "--device", "cpu", *TINY,
+                          "--mode", mode, "--shards", str(shards), env=watched(home))
+            assert out.returncode == 0, out.stderr
+            done[mode, shards] = out, home
+        return done[mode, shards]
+    return run
+
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode, shards", [("sharded", 1), ("sharded", 4), ("naive", 4), ("batch-parallel", 1),
-                                          ("batch-parallel", 4)])
-def test_conv_on_jax(mode, shards):
-    out = run_cli("--run", "conv", "--no-ui", "--json", "--backend", "jax", "--device", "cpu", *TINY,
-                  "--mode", mode, "--shards", str(shards))
-    assert out.returncode == 0, out.stderr
+@pytest.mark.parametrize("mode, shards", CONV_RUNS)
+def test_conv_on_jax(conv_run, mode, shards):
+    out, _ = conv_run(mode, shards)
     events = [e for e in json_events(out.stdout) if e["event"] != "sample"]  # telemetry runs beside the steps
     assert [e["event"] for e in events[:2]] == ["started", "compiled"] and events[-2]["event"] == "finished"
     result = events[-1]
@@ -83,29 +149,49 @@ def test_conv_on_jax(mode, shards):
 
 
 @pytest.mark.slow
-def test_batch_parallel_agrees_with_sharded_on_the_same_data():
+def test_batch_parallel_agrees_with_sharded_on_the_same_data(conv_run):
     """shard_map over 4 host devices sums the same convolution as the partitioned program."""
-    values = {}
-    for mode in ("sharded", "batch-parallel"):
-        out = run_cli("--run", "conv", "--no-ui", "--json", "--backend", "jax", "--device", "cpu", *TINY,
-                      "--mode", mode, "--shards", "4", "--no-save")
-        assert out.returncode == 0, out.stderr
-        values[mode] = [e["value"] for e in json_events(out.stdout) if e["event"] == "step"]
+    values = {mode: [e["value"] for e in json_events(conv_run(mode, 4)[0].stdout) if e["event"] == "step"]
+              for mode in ("sharded", "batch-parallel")}
     assert values["sharded"][0] == pytest.approx(values["batch-parallel"][0], rel=1e-4, abs=1e-2)
     assert len(set(values["sharded"])) == 1  # the same work every iteration
 
 
+FASHION_RUNS = {
+    # the Fashion-MNIST files the test wrote, through the default pipeline (numpy batches on JAX), float32
+    1: ["--batch-size", "16", "--precision", "float32"],
+    # the article's Python generator of random slices, over synthetic data, bfloat16 compute on 4 shards
+    4: ["--batch-size", "16", "--precision", "mixed_bfloat16", "--dataset", "synthetic", "--pipeline", "generator"],
+}
+
+
+@pytest.fixture(scope="module")
+def fashion_run(tmp_path_factory):
+    """The fashion-mnist runs on JAX, one per shard count, watched for TensorFlow; read by several tests."""
+    data = tmp_path_factory.mktemp("fashion-mnist")
+    write_set(data, n_train=256, n_test=64)
+    done: dict[int, tuple[list[dict], Path]] = {}
+
+    def run(shards: int) -> tuple[list[dict], Path]:
+        if shards not in done:
+            home = tmp_path_factory.mktemp(f"fashion-{shards}")
+            out = run_cli("--run", "fashion-mnist", "--no-ui", "--json", "--backend", "jax", "--device", "cpu",
+                          "--epochs", "2", "--steps-per-epoch", "3", "--validation-examples", "32",
+                          "--shards", str(shards), *FASHION_RUNS[shards],
+                          env={**watched(home), "TPULAB_DATA_DIR": str(data)})
+            assert out.returncode == 0, out.stderr
+            done[shards] = json_events(out.stdout), home
+        return done[shards]
+    return run
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("shards", [1, 4])
-def test_fashion_mnist_on_jax(fashion_data, shards):
-    out = run_cli("--run", "fashion-mnist", "--no-ui", "--json", "--backend", "jax", "--device", "cpu",
-                  "--batch-size", "32", "--epochs", "2", "--steps-per-epoch", "3", "--validation-examples", "64",
-                  "--shards", str(shards), "--precision", "mixed_bfloat16" if shards == 4 else "float32")
-    assert out.returncode == 0, out.stderr
-    events = json_events(out.stdout)
+def test_fashion_mnist_on_jax(fashion_run, shards):
+    events, _ = fashion_run(shards)
     result = events[-1]
     assert result["status"] == "finished" and result["backend"] == "jax"
-    assert result["device"]["replicas"] == shards and result["per_replica_batch"] == 32 // shards
+    assert result["device"]["replicas"] == shards and result["per_replica_batch"] == 16 // shards
     assert result["dtype"] == ("bfloat16" if shards == 4 else "float32")
     assert len([e for e in events if e["event"] == "epoch"]) == 2
     assert "val_sparse_categorical_accuracy" in result["summary"]["validation"]
@@ -115,54 +201,34 @@ def test_fashion_mnist_on_jax(fashion_data, shards):
 
 
 @pytest.mark.slow
-def test_the_articles_generator_feeds_jax_too():
-    out = run_cli("--run", "fashion-mnist", "--no-ui", "--json", "--backend", "jax", "--device", "cpu",
-                  "--dataset", "synthetic", "--pipeline", "generator", "--batch-size", "16", "--epochs", "1",
-                  "--steps-per-epoch", "3", "--no-validation", "--no-save")
-    assert out.returncode == 0, out.stderr
-    assert json_events(out.stdout)[-1]["summary"]["step_seconds"]["count"] == 2
-
-
-NO_TENSORFLOW = """
-import json, sys
-from tpulab.engine import worker
-code = worker.main([sys.argv[1]])
-imported = sorted(m for m in sys.modules if (m == "tensorflow" or m.startswith("tensorflow."))
-                  and sys.modules[m] is not None)
-print(json.dumps({"code": code, "tensorflow": imported}), file=sys.stderr)
-"""
+def test_the_articles_generator_feeds_jax_too(fashion_run):
+    result = fashion_run(4)[0][-1]
+    assert result["params"]["pipeline"] == "generator" and result["synthetic"]
+    assert result["summary"]["step_seconds"]["count"] == 2 * 3 - 1  # every step but the first call
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workload, params", [
-    ("conv", {"batch_size": 8, "image_size": 16, "filters": 4, "iterations": 2, "mode": "batch-parallel"}),
-    ("fashion-mnist", {"batch_size": 16, "epochs": 1, "steps_per_epoch": 2, "dataset": "synthetic",
-                       "validation_examples": 32}),
-])
-def test_a_jax_worker_never_imports_tensorflow(workload, params):
-    """On a TPU the first framework to initialise it wins: a JAX worker must leave TensorFlow alone."""
-    from tpulab.workloads import registry
-
-    full = {**registry()[workload].defaults(), **params, "device": "cpu", "shards": 2, "backend": "jax"}
-    spec = json.dumps({"workload": workload, "backend": "jax", "params": full})
-    env = {**get("jax").worker_env("cpu", 2, os.environ), "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", NO_TENSORFLOW, spec], capture_output=True, text=True, cwd=ROOT,
-                         env={**__import__("os").environ, **env}, timeout=300)
-    verdict = json.loads(out.stderr.strip().splitlines()[-1])
-    assert verdict == {"code": 0, "tensorflow": []}, out.stderr[-2000:]
-    assert '"event": "finished"' in out.stdout
+@pytest.mark.parametrize("workload", ["conv", "fashion-mnist"])
+def test_a_jax_worker_never_imports_tensorflow(conv_run, fashion_run, workload):
+    """On a TPU the first framework to initialise it wins: a JAX worker must leave TensorFlow alone (conv in
+    every mode; fashion-mnist through both pipelines, on files and on synthetic data)."""
+    homes = ([conv_run(*run)[1] for run in CONV_RUNS] if workload == "conv"
+             else [fashion_run(shards)[1] for shards in FASHION_RUNS])
+    for home in homes:
+        assert tensorflow_imported(home) == [{"code": 0, "tensorflow": []}], home
 
 
 @pytest.mark.slow
-def test_a_configuration_run_before_compiles_from_the_cache_and_says_so(tmp_path):
+def test_a_configuration_run_before_compiles_from_the_cache_and_says_so(conv_run):
     """JAX's persistent compilation cache lives in tpulab's home: the second run's first call loads it."""
-    env = {"TPULAB_HOME": str(tmp_path)}
-    runs = [run_cli("--run", "conv", "--no-ui", "--json", "--backend", "jax", "--device", "cpu", *TINY, env=env)
-            for _ in range(2)]
-    assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-2000:]
-    first, again = ([e for e in json_events(r.stdout) if e["event"] == "compiled"][0] for r in runs)
-    assert first["cache_hit"] is False and again["cache_hit"] is True
-    assert json_events(runs[1].stdout)[-1]["summary"]["cache_hit"] is True
-    assert any((tmp_path / "jax-cache").iterdir())
-    human = run_cli("--run", "conv", "--no-ui", "--backend", "jax", "--device", "cpu", *TINY, env=env)
-    assert "first call (compiled (cache)" in human.stdout
+    first, home = conv_run("sharded", 1)  # the first run of this configuration in its home
+    [compiled] = [e for e in json_events(first.stdout) if e["event"] == "compiled"]
+    assert compiled["cache_hit"] is False and json_events(first.stdout)[-1]["summary"]["cache_hit"] is False
+    assert any((home / "jax-cache").iterdir())
+    again = run_cli("--run", "conv", "--no-ui", "--backend", "jax", "--device", "cpu", *TINY, "--mode", "sharded",
+                    "--shards", "1", env={"TPULAB_HOME": str(home)})
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "first call (compiled (cache), " in again.stdout  # the first call's event, as it is said
+    assert "first call (compiled (cache))" in again.stdout  # the summary's row
+    [kept] = [r for r in Store(home / "results.db").records() if r.id != json_events(first.stdout)[-1]["id"]]
+    assert kept.summary.cache_hit is True
