@@ -1,4 +1,4 @@
-"""The real app under Textual's pilot: real workers, real TensorFlow runs on tiny shapes."""
+"""The real app under Textual's pilot: real workers, real runs on tiny shapes (on JAX, whose worker starts fastest)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,13 @@ async def choose(pilot, app, name: str, value: str) -> None:
     await pilot.pause()
 
 
+async def on_jax(pilot, app) -> None:
+    """The workloads tab, its backend set to JAX: these tests are about the lab, and JAX's worker starts fastest."""
+    await pilot.press("2")
+    await wait_for(pilot, lambda: bool(app.query("#param-backend")), 5)
+    await choose(pilot, app, "backend", "jax")
+
+
 async def test_starts_on_the_runtime_tab_showing_the_cpu(cpu_machine):
     app = TpulabApp(probe=False, report=cpu_machine)
     async with app.run_test(size=SIZE) as pilot:
@@ -40,7 +47,9 @@ async def test_starts_on_the_runtime_tab_showing_the_cpu(cpu_machine):
 async def test_conv_run_streams_points_and_a_result():
     app = TpulabApp(probe=False)
     async with app.run_test(size=SIZE) as pilot:
+        await on_jax(pilot, app)
         record = await run_tiny_conv(pilot, app)
+        assert record.backend == "jax"
         assert record.status == "finished" and record.params["batch_size"] == 8
         await pilot.pause(0.5)
         pane = app.query_one(RunPane)
@@ -122,6 +131,7 @@ async def test_training_streams_and_cancels_keeping_partial_results():
 async def test_two_runs_compare_side_by_side():
     app = TpulabApp(probe=False)
     async with app.run_test(size=SIZE) as pilot:
+        await on_jax(pilot, app)
         first = await run_tiny_conv(pilot, app, shards="1")
         second = await run_tiny_conv(pilot, app, shards="2")
         await pilot.press("4")
@@ -360,17 +370,20 @@ async def test_the_forms_estimate_comes_from_the_store_off_the_ui_thread(store, 
 
 
 @pytest.mark.slow
-async def test_sweep_mode_and_view(cpu_machine):
+async def test_sweep_mode_and_view(tmp_path):
+    from importlib.metadata import version
+
     from tpulab.lab.panes.sweep import SweepPane
 
-    app = TpulabApp(probe=False, report=cpu_machine)
+    # A CPU machine with JAX too: the sweep is the lab's, not a framework's, and JAX's worker starts fastest.
+    app = TpulabApp(probe=False, report=cpu_only(tmp_path, packages={"jax": version("jax")}))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("2")
         await wait_for(pilot, lambda: bool(app.query("#sweep-mode")), 5)
         app.query_one("#sweep-mode", Checkbox).value = True
         await wait_for(pilot, lambda: app.query_one(ParamForm).sweep, 5)
         await wait_for(pilot, lambda: app.query_one("#param-iterations", Input).disabled, 5)  # the sweep sets the steps
-        for name, value in (("batch_size", "4,8"), ("image_size", "16"), ("filters", "4"),
+        for name, value in (("backend", "jax"), ("batch_size", "4,8"), ("image_size", "16"), ("filters", "4"),
                             ("device", "cpu"), ("warmup", "0")):
             await type_into(pilot, app, name, value)
         await pilot.pause()
@@ -390,6 +403,7 @@ async def test_sweep_mode_and_view(cpu_machine):
         assert pane.sweep is planned and app.query_one(ParamForm).planned is not planned  # the next is a new one
         assert app.query_one("#tabs").active == "sweep"
         await wait_for(pilot, lambda: pane.sweep is not None and pane.sweep.status != "running", 240)
+        assert {r.backend for r in app.records if r.sweep == pane.sweep.id} == {"jax"}
         assert pane.query_one("#sweep-table", DataTable).row_count == 2
         assert "best:" in text(pane.query_one("#sweep-findings", Static))
         chart = pane.query_one("#sweep-chart", SeriesPlot)
@@ -411,10 +425,10 @@ async def test_sweep_mode_and_view(cpu_machine):
 async def test_telemetry_chart_has_its_own_row_at_80x24():
     app = TpulabApp(probe=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("2")
-        # two CPU points need two windows of the sampler (0.5 s apart, 0.2 s at least): 200 of these
-        # iterations took 0.25 s here, start to end of the run 0.4 s; 2000 keep it sampling for seconds
-        for name, value in (("batch_size", "8"), ("image_size", "64"), ("filters", "16"), ("iterations", "2000"),
+        await on_jax(pilot, app)
+        # two CPU points need two windows of the sampler (0.5 s apart, 0.2 s at least): on JAX 2000 of these
+        # iterations took 1.7 s on a busy 2-core host (TensorFlow's 3.4 s); 4000 keep it sampling for seconds
+        for name, value in (("batch_size", "8"), ("image_size", "64"), ("filters", "16"), ("iterations", "4000"),
                             ("warmup", "1")):
             await type_into(pilot, app, name, value)
         await pilot.pause()
