@@ -38,6 +38,15 @@ def test_a_model_that_cannot_be_built_is_refused_in_one_line(flags, line):
     assert r.stderr.strip().splitlines() == [f"tpulab: error: {line}"]
 
 
+@pytest.fixture(autouse=True)
+def quick_compiles(monkeypatch):
+    """XLA's CPU backend without LLVM's optimisation passes: the same programs, compiled in a fraction of the time
+    (the JAX decoder's prefill, step and forward pass); no test here is about the speed of the code LLVM would have
+    made, and the cache is checked against the full forward pass compiled the same way. The worker keeps the flags
+    it is given and adds its device count."""
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
+
+
 CACHE_AGAINST_FORWARD = """
 import json, sys
 from tpulab.backends import get
@@ -76,13 +85,27 @@ def test_decoding_with_the_cache_gives_the_full_forward_passs_logits(name, backe
         assert "ABOVE the float32 tolerance" in out[f"{block} shifted"]
 
 
+@pytest.fixture(scope="module")
+def smoke_run():
+    """A smoke decode run per backend, verified; on JAX also profiled (the traced steps come after the timed ones):
+    several tests read each run."""
+    done: dict[str, list[dict]] = {}
+
+    def run(backend: str) -> list[dict]:
+        if backend not in done:
+            profiled = ["--profile"] if backend == "jax" else []
+            r = run_cli("--run", "decode", "--preset", "smoke", "--verify", *profiled, "--backend", backend, "--no-ui",
+                        "--json", "--no-save")
+            assert r.returncode == 0, r.stderr[-2000:]
+            done[backend] = json_events(r.stdout)
+        return done[backend]
+    return run
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "tensorflow"])
-def test_a_smoke_run_says_a_step_per_generated_token_and_verifies(backend):
-    r = run_cli("--run", "decode", "--preset", "smoke", "--verify", "--backend", backend, "--no-ui", "--json",
-                "--no-save")
-    assert r.returncode == 0, r.stderr[-2000:]
-    events = json_events(r.stdout)
+def test_a_smoke_run_says_a_step_per_generated_token_and_verifies(smoke_run, backend):
+    events = smoke_run(backend)
     started, result = events[0], events[-1]
     p = DECODE.preset("smoke")
     assert started["synthetic"] and started["model"]["parameters"] == parameters(p)  # the formula's model
@@ -97,11 +120,8 @@ def test_a_smoke_run_says_a_step_per_generated_token_and_verifies(backend):
 
 
 @pytest.mark.slow
-def test_a_profiled_decode_run_traces_steps_it_never_times():
-    r = run_cli("--run", "decode", "--preset", "smoke", "--profile", "--backend", "jax", "--no-ui", "--json",
-                "--no-save")
-    assert r.returncode == 0, r.stderr[-2000:]
-    events = json_events(r.stdout)
+def test_a_profiled_decode_run_traces_steps_it_never_times(smoke_run):
+    events = smoke_run("jax")
     [profiled] = [e for e in events if e["event"] == "profiled"]
     assert profiled["profile"]["steps"] == 3 and profiled["profile"]["ops"]
     tokens = [e for e in events if e["event"] == "step" and e["phase"] == "decode"]
