@@ -110,11 +110,36 @@ def test_a_run_says_the_backend_it_resolved_and_why(tpulab_home):
     assert result["backend_reason"] == expected.backend_reason
 
 
+def without_tensorflow(tmp_path: Path, monkeypatch) -> dict[str, str]:
+    """This machine without TensorFlow, its distributions' metadata hidden at the edge (as test_detect_doctor hides
+    a backend), in this process and, through the environment returned, in a child: auto then decides another
+    backend (JAX where installed, whose workers start fastest), still by the backends' own preferences."""
+    from importlib import metadata
+
+    from tpulab.backends import get
+
+    from .test_detect_doctor import HIDING
+
+    hidden = get("tensorflow").distributions
+    (tmp_path / "sitecustomize.py").write_text(HIDING)
+    real = metadata.version
+
+    def version(name: str) -> str:
+        if name in hidden:
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    return {"PYTHONPATH": str(tmp_path), "HIDDEN_DISTRIBUTIONS": ",".join(hidden)}
+
+
 @pytest.mark.slow
-def test_the_cli_and_the_notebook_sweep_the_same_points(tpulab_home):
+def test_the_cli_and_the_notebook_sweep_the_same_points(tpulab_home, tmp_path, monkeypatch):
+    env = without_tensorflow(tmp_path, monkeypatch)
+    expected = resolve("conv", {"device": "cpu"}, detect(), "smoke")  # what auto decides on this machine
     grid = ["--preset", "smoke", "--batch-size", "2,4", "--image-size", "8", "--filters", "2", "--steps", "2",
             "--warmup", "0", "--device", "cpu"]
-    out = run_cli("sweep", "conv", *grid, "--json", "--db", str(tpulab_home / "cli.db"))
+    out = run_cli("sweep", "conv", *grid, "--json", "--db", str(tpulab_home / "cli.db"), env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     cli = json_events(out.stdout)[-1]
     nb = tpulab.sweep("conv", preset="smoke", batch_size=[2, 4], image_size=8, filters=2, steps=2, warmup=0,
@@ -122,10 +147,14 @@ def test_the_cli_and_the_notebook_sweep_the_same_points(tpulab_home):
     assert sorted(p["values"]["batch_size"] for p in cli["points"]) == [2, 4]
     assert [p.values for p in nb.sweep.points] == [{"batch_size": 2}, {"batch_size": 4}]
     kept = Store(tpulab_home / "cli.db")
-    cli_params = sorted((kept.get(p["runs"][0]).params for p in cli["points"]), key=lambda p: p["batch_size"])
+    cli_records = sorted((kept.get(p["runs"][0]) for p in cli["points"]), key=lambda r: r.params["batch_size"])
+    cli_params = [r.params for r in cli_records]
     nb_params = [nb.records[p.runs[0]].params for p in nb.sweep.points]
     assert cli_params == nb_params and auto_left(nb_params[0]) == []
     assert nb_params[0]["iterations"] == 2 and nb_params[0]["backend"] != "auto"
+    assert expected.backend != "tensorflow" and nb_params[0]["backend"] == expected.backend
+    assert {r.backend_reason for r in [*cli_records, *(nb.records[p.runs[0]] for p in nb.sweep.points)]} == \
+        {expected.backend_reason}  # decided by auto in both, for the same reason
 
 
 def test_where_conv_runs_batch_parallel_is_its_runners_declaration(cpu_machine):
