@@ -220,7 +220,7 @@ def test_a_headless_transformer_run_fits_80_columns_and_says_its_data_is_tokens(
     from .helpers import run_cli
 
     out = run_cli("run", "transformer", "--no-ui", "--preset", "smoke", "--no-save", "--telemetry", "off",
-                  "--backend", "jax", env={"COLUMNS": "80"})  # the headless view, not a framework: JAX starts fastest
+                  env={"COLUMNS": "80"})
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
