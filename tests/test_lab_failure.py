@@ -102,7 +102,8 @@ async def test_a_failing_handler_ends_top_the_same_way(tpulab_home):
 
 @pytest.mark.slow
 async def test_a_run_in_flight_when_the_lab_fails_is_stopped_and_its_steps_kept(db, tpulab_home):
-    app = BrokenLab(probe=False, db=db)
+    # the form's backend JAX, the run's: no TensorFlow worker is prestarted beside it
+    app = BrokenLab(probe=False, db=db, params={"backend": "jax"})
     conv = registry()["conv"]
     tiny = {**conv.defaults(), "batch_size": 2, "image_size": 16, "filters": 4, "iterations": 100000, "warmup": 1,
             "backend": "jax"}
