@@ -218,7 +218,7 @@ async def test_an_open_dropdown_pushes_the_text_below_it_down(lab):
 
 @pytest.mark.slow
 async def test_after_a_run_at_80x24_its_summary_takes_the_keys_and_reads_whole(lab):
-    app = lab()
+    app = lab(params={"backend": "jax"})  # the quickest to start: the lab's keys are any backend's
     app.report = TpulabApp(probe=False).report  # the real machine: the run is real
     async with app.run_test(size=SMALL) as pilot:
         await run_tiny_conv(pilot, app)
@@ -254,16 +254,19 @@ def test_snapshot_help(snap_compare, lab):
 
 @pytest.mark.slow
 async def test_a_cancel_names_the_step_it_waits_for_until_the_run_ends(lab):
-    app = lab()
+    app = lab(params={"backend": "jax"})  # the quickest to start: the lab's cancel is any backend's
     app.report = TpulabApp(probe=False).report
     async with app.run_test(size=SMALL) as pilot:
         await form_open(pilot)
-        for name, value in (("batch_size", "8"), ("image_size", "32"), ("filters", "16"), ("iterations", "100000"),
-                            ("warmup", "1")):
+        # steps of about a second (each convolving 128 channels into 512): x comes as one starts, and the line is read
+        # (0.5 s later here) while the run waits for it; a step of a few milliseconds had ended the run, and hidden
+        # the line, by then. 20 steps: estimated under the 5 minutes that would ask first
+        for name, value in (("batch_size", "8"), ("image_size", "128"), ("channels", "128"), ("filters", "512"),
+                            ("iterations", "20"), ("warmup", "1")):
             await type_into(pilot, app, name, value)
         await pilot.press("ctrl+r")
         pane = app.query_one(RunPane)
-        await wait_for(pilot, lambda: pane.run is not None and pane.run.recorder.steps_done() >= 5)
+        await wait_for(pilot, lambda: pane.run is not None and pane.run.recorder.steps_done() >= 2)
         await pilot.press("x")
         line = pane.query_one("#run-cancel", Static)
         await pilot.pause()
