@@ -35,15 +35,15 @@ def test_a_standby_worker_is_replaced_when_the_backend_changes_and_handed_the_ru
         standby.want(resolve("conv", conv("jax"), report), report)
         waiting = standby.handle
         assert waiting is not None and waiting.ready.wait(120)
+        # A run the standby was not made for starts its own worker and leaves the standby waiting (first: no
+        # standby for the next run imports JAX beside it).
+        other = run_job(resolve("conv", {**conv("jax"), "shards": 2}, report), report, standby=standby)
+        list(other.events())
+        assert other.handles[0] is not waiting and standby.handle is waiting
         run = run_job(resolve("conv", conv("jax"), report), report, standby=standby)
         steps = [e for e in run.events() if isinstance(e, Step)]
         assert run.handles[0] is waiting and standby.handle is None  # handed, not started anew
         assert run.recorder.status == "finished" and len(steps) == 2
-        # A run the standby was not made for starts its own worker and leaves the standby waiting.
-        standby.want(resolve("conv", conv("jax"), report), report)
-        other = run_job(resolve("conv", {**conv("jax"), "shards": 2}, report), report, standby=standby)
-        list(other.events())
-        assert other.handles[0] is not standby.handle and standby.handle is not None
     finally:
         standby.drop()
     assert standby.handle is None
