@@ -94,12 +94,24 @@ def test_tpulab_itself_knows_nothing_of_the_fourth_backend():
     assert named == []
 
 
+@pytest.fixture(scope="module")
+def host_jax_sweep(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Store]:
+    """A sweep of conv over two batch sizes on the fourth backend, 5 timed steps a point (the smoke preset's
+    iterations), in a home of its own: what it said, its store. Each point is a conv run on that backend, kept as
+    any run is."""
+    home = tmp_path_factory.mktemp("host-jax-sweep")
+    site = dist_info(home / "site", "host-jax", "0.1", {plugins.BACKENDS: {"hostjax": "host_jax_backend:BACKEND"}})
+    done = tpulab("sweep", "conv", "--preset", "smoke", "--steps", "5", "--batch-size", "4,8", "--backend", "hostjax",
+                  path=[ROOT / "tests" / "plugins", site], home=home)
+    return done, Store(home / "results.db")
+
+
 @pytest.mark.slow
-def test_a_backend_on_jax_from_outside_runs_conv_to_the_store(tmp_path, host_jax):
-    done = tpulab("--run", "conv", "--no-ui", "--preset", "smoke", "--backend", "hostjax", path=host_jax,
-                  home=tmp_path)
+def test_a_backend_on_jax_from_outside_runs_conv_to_the_store(host_jax_sweep):
+    """The sweep's run of 8 images (`--run` itself with a plugin's backend: the third backend's test)."""
+    done, store = host_jax_sweep
     assert done.returncode == 0, done.stderr[-2000:]
-    record = Store(tmp_path / "results.db").records()[0]
+    [record] = [r for r in store.records() if r.params["batch_size"] == 8]
     assert record.backend == "hostjax" and record.status == "finished"
     assert record.plugins == {"backend": "host-jax 0.1"} and "jax" in record.versions
     assert record.device.strategy == "Mesh(1 x cpu)" and record.summary.step_seconds.count == 5
@@ -118,11 +130,9 @@ def test_a_backend_on_jax_from_outside_trains_a_users_keras_model_to_the_store(t
 
 
 @pytest.mark.slow
-def test_a_backend_on_jax_from_outside_sweeps_conv_to_the_store(tmp_path, host_jax):
-    done = tpulab("sweep", "conv", "--preset", "smoke", "--batch-size", "4,8", "--backend", "hostjax",
-                  path=host_jax, home=tmp_path)
+def test_a_backend_on_jax_from_outside_sweeps_conv_to_the_store(host_jax_sweep):
+    done, store = host_jax_sweep
     assert done.returncode == 0, done.stderr[-2000:]
-    store = Store(tmp_path / "results.db")
     [sweep] = store.sweeps()
     runs = store.sweep_runs(sweep)
     assert sweep.status == "finished" and sweep.axes == {"batch_size": [4, 8]}
