@@ -160,9 +160,12 @@ def test_batch_parallel_agrees_with_sharded_on_the_same_data(conv_run):
 FASHION_RUNS = {
     # the Fashion-MNIST files the test wrote, through the default pipeline (numpy batches on JAX), float32
     1: ["--batch-size", "16", "--precision", "float32"],
-    # the article's Python generator of random slices, over synthetic data, bfloat16 compute on 4 shards
-    4: ["--batch-size", "16", "--precision", "mixed_bfloat16", "--dataset", "synthetic", "--pipeline", "generator"],
+    # the article's Python generator of random slices (each process draws its own), over synthetic data, bfloat16
+    # compute on 4 shards over two processes joined through JAX's distributed runtime
+    4: ["--batch-size", "16", "--precision", "mixed_bfloat16", "--dataset", "synthetic", "--pipeline", "generator",
+        "--processes", "2"],
 }
+PROCESSES = {1: 1, 4: 2}
 
 
 @pytest.fixture(scope="module")
@@ -208,14 +211,32 @@ def test_the_articles_generator_feeds_jax_too(fashion_run):
 
 
 @pytest.mark.slow
+def test_two_processes_make_one_fashion_mnist_record_with_per_host_times(fashion_run):
+    """A Keras model over two processes (the conv case is test_multihost's): one record, each host's time per step
+    and its own telemetry."""
+    events, home = fashion_run(4)
+    result = events[-1]
+    assert result["device"]["hosts"] == 2 and result["device"]["replicas"] == 4 and result["device"]["machines"] == 1
+    steady = [s for s in result["steps"] if not s["warmup"]]
+    assert steady and all(len(s["host_seconds"]) == 2 and s["seconds"] == max(s["host_seconds"]) for s in steady)
+    assert len(result["summary"]["host_seconds"]) == 2
+    assert {s["host"] for s in result["telemetry"]} == {0, 1}  # each process sampled its own host, kept per host
+    assert len(result["summary"]["telemetry"]["host_cpu_mean"]) == 2
+    db = str(home / "results.db")
+    assert len(json.loads(run_cli("results", "--db", db, "list", "--json").stdout)) == 1  # one run, one record
+    shown = run_cli("results", "--db", db, "show", result["id"][:8])
+    assert "2 hosts x 2 devices" in shown.stdout and "slowest: host" in shown.stdout
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", ["conv", "fashion-mnist"])
 def test_a_jax_worker_never_imports_tensorflow(conv_run, fashion_run, workload):
     """On a TPU the first framework to initialise it wins: a JAX worker must leave TensorFlow alone (conv in
-    every mode; fashion-mnist through both pipelines, on files and on synthetic data)."""
-    homes = ([conv_run(*run)[1] for run in CONV_RUNS] if workload == "conv"
-             else [fashion_run(shards)[1] for shards in FASHION_RUNS])
-    for home in homes:
-        assert tensorflow_imported(home) == [{"code": 0, "tensorflow": []}], home
+    every mode; fashion-mnist through both pipelines, on files and on synthetic data, each of two processes)."""
+    runs = ([(conv_run(*run)[1], 1) for run in CONV_RUNS] if workload == "conv"
+            else [(fashion_run(shards)[1], PROCESSES[shards]) for shards in FASHION_RUNS])
+    for home, processes in runs:
+        assert tensorflow_imported(home) == [{"code": 0, "tensorflow": []}] * processes, home
 
 
 @pytest.mark.slow

@@ -52,9 +52,9 @@ pytest.importorskip("jax")
 
 @pytest.fixture(autouse=True)
 def quick_compiles(monkeypatch):
-    """XLA's CPU backend without LLVM's optimisation passes: the same programs, compiled in a fraction of the time
-    (the fashion-mnist step on two processes most); no test here is about the speed of the code LLVM would have
-    made. Each process's worker keeps the flags it is given and adds its device count."""
+    """XLA's CPU backend without LLVM's optimisation passes: the same programs, compiled in a fraction of the time;
+    no test here is about the speed of the code LLVM would have made. Each process's worker keeps the flags it is
+    given and adds its device count."""
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
 
@@ -66,9 +66,9 @@ def local_run(workload: str, **values: str) -> Run:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workload, argv", [
+    # (a Keras model's, fashion-mnist over two processes, is test_jax's two-process fashion-mnist run: that run
+    # carries the other fashion-mnist checks on JAX too)
     ("conv", [*TINY, "--mode", "batch-parallel"]),
-    ("fashion-mnist", ["--dataset", "synthetic", "--batch-size", "16", "--epochs", "1", "--steps-per-epoch", "3",
-                       "--validation-examples", "32"]),
 ])
 def test_two_processes_make_one_record_with_per_host_times(workload, argv, tmp_path):
     db = str(tmp_path / "r.db")
