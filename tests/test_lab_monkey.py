@@ -151,3 +151,20 @@ async def test_a_list_with_no_room_yet_takes_the_page_keys(key):
         await pilot.pause()
         await pilot.press(key)  # with room, the page keys move again
         assert listing.highlighted == (0 if key == "pageup" else 2)
+
+
+async def test_a_select_given_its_value_before_its_label_is_composed_shows_it_once_it_is():
+    """Textual's Select showed its value in a label its SelectCurrent had not composed yet (a form rebuilt on a
+    loaded machine): NoMatches ended the app. The lab's mend shows the value once the label is there."""
+    from textual.app import App
+    from textual.widgets import Static
+    from textual.widgets._select import SelectCurrent
+
+    app = App[None]()
+    async with app.run_test(size=(40, 10)) as pilot:
+        current = SelectCurrent("pick one")
+        current.update("jax")  # before it is mounted: nothing composed
+        assert current.has_value and current.label == "jax"
+        await app.mount(current)
+        await pilot.pause()
+        assert str(current.query_one("#label", Static).render()) == "jax"
