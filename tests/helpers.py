@@ -379,3 +379,15 @@ def in_a_terminal(*args: str, env: dict[str, str], size: tuple[int, int] = (80, 
             proc.kill()
             proc.wait()
     return proc.returncode, b"".join(chunks).decode("utf-8", errors="replace")
+
+
+# A sitecustomize that hides distributions' metadata from a child Python (HIDDEN_DISTRIBUTIONS, comma-separated):
+# a backend that is "not installed" there, faked at the edge.
+HIDING = """import importlib.metadata as m, os
+hidden, real = set(os.environ["HIDDEN_DISTRIBUTIONS"].split(",")), m.version
+def version(name):
+    if name in hidden:
+        raise m.PackageNotFoundError(name)
+    return real(name)
+m.version = version
+"""

@@ -14,7 +14,7 @@ from tpulab.engine.doctor import diagnose
 from tpulab.machine.detect import detect
 from tpulab.machine.peaks import cpu_peak, device_peak, gpu_peak, tpu_peak
 
-from .helpers import TF, gpu_tree, pci, run_cli, tree, v5e_tree
+from .helpers import HIDING, TF, gpu_tree, pci, run_cli, tree, v5e_tree
 
 
 def verdict(report, device):
@@ -239,16 +239,6 @@ def test_detect_probes_each_installed_framework(tmp_path):
     assert human.returncode == 0 and "runs will use the CPU" in human.stdout
     assert [line for line in human.stderr.splitlines() if line.startswith("probing ")] == \
         [f"probing {here[kept].title}..."]
-
-
-HIDING = """import importlib.metadata as m, os
-hidden, real = set(os.environ["HIDDEN_DISTRIBUTIONS"].split(",")), m.version
-def version(name):
-    if name in hidden:
-        raise m.PackageNotFoundError(name)
-    return real(name)
-m.version = version
-"""
 
 
 @pytest.mark.parametrize("missing", list(backends.registry()))

@@ -17,7 +17,7 @@ from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import ParamError
 
-from .helpers import ROOT, json_events, run_cli
+from .helpers import HIDING, ROOT, json_events, run_cli
 
 NEEDS = {"model": {"model": str(ROOT / "examples" / "models" / "mlp.py") + ":build"},  # no default there
          "fashion-mnist": {"dataset": "synthetic"}}  # no download in a test
@@ -117,8 +117,6 @@ def without_tensorflow(tmp_path: Path, monkeypatch) -> dict[str, str]:
     from importlib import metadata
 
     from tpulab.backends import get
-
-    from .test_detect_doctor import HIDING
 
     hidden = get("tensorflow").distributions
     (tmp_path / "sitecustomize.py").write_text(HIDING)
