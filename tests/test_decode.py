@@ -38,13 +38,7 @@ def test_a_model_that_cannot_be_built_is_refused_in_one_line(flags, line):
     assert r.stderr.strip().splitlines() == [f"tpulab: error: {line}"]
 
 
-@pytest.fixture(autouse=True)
-def quick_compiles(monkeypatch):
-    """XLA's CPU backend without LLVM's optimisation passes: the same programs, compiled in a fraction of the time
-    (the JAX decoder's prefill, step and forward pass); no test here is about the speed of the code LLVM would have
-    made, and the cache is checked against the full forward pass compiled the same way. The worker keeps the flags
-    it is given and adds its device count."""
-    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
+pytestmark = pytest.mark.usefixtures("quick_compiles")  # see conftest
 
 
 CACHE_AGAINST_FORWARD = """

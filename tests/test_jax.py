@@ -66,15 +66,7 @@ def test_worker_environment_sets_the_backend_and_host_devices_before_import():
 # --- real runs ----------------------------------------------------------------------------------
 pytest.importorskip("jax")
 
-# XLA's CPU backend without LLVM's optimisation passes: the same programs, compiled in a third of the time (a
-# small Keras model's first step: 15 s down to 3 s on 2 cores). No test here is about the speed of the code LLVM
-# would have made. The worker keeps the flags it is given and adds its device count (`JaxBackend.worker_env`).
-QUICK_XLA = "--xla_backend_optimization_level=0"
-
-
-@pytest.fixture(autouse=True)
-def quick_compiles(monkeypatch):
-    monkeypatch.setenv("XLA_FLAGS", QUICK_XLA)
+pytestmark = pytest.mark.usefixtures("quick_compiles")  # see conftest
 
 
 # Loaded at start-up by every Python process whose path holds it; in a worker (`python -m tpulab.engine.worker`),

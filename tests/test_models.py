@@ -123,12 +123,7 @@ def result(stdout: str) -> dict:
     return json_events(stdout)[-1]
 
 
-@pytest.fixture(autouse=True)
-def quick_compiles(monkeypatch):
-    """XLA's CPU backend without LLVM's optimisation passes: the same programs, compiled in about half the time
-    (ResNet-50's first step on JAX, its weights' initialisers too); no test here is about the speed of the code
-    LLVM would have made. The worker keeps the flags it is given and adds its device count."""
-    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
+pytestmark = pytest.mark.usefixtures("quick_compiles")  # see conftest
 
 
 @pytest.mark.slow

@@ -50,12 +50,7 @@ def test_a_tpu_pod_slice_is_joined_by_its_own_discovery():
 pytest.importorskip("jax")
 
 
-@pytest.fixture(autouse=True)
-def quick_compiles(monkeypatch):
-    """XLA's CPU backend without LLVM's optimisation passes: the same programs, compiled in a fraction of the time;
-    no test here is about the speed of the code LLVM would have made. Each process's worker keeps the flags it is
-    given and adds its device count."""
-    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
+pytestmark = pytest.mark.usefixtures("quick_compiles")  # see conftest
 
 
 def local_run(workload: str, **values: str) -> Run:

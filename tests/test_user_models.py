@@ -137,12 +137,7 @@ def result(stdout: str) -> dict:
     return json_events(stdout)[-1]
 
 
-@pytest.fixture(autouse=True)
-def quick_compiles(monkeypatch):
-    """XLA's CPU backend without LLVM's optimisation passes: the same programs, compiled in a fraction of the time
-    (each model's step, its weights' initialisers too, on JAX); no test here is about the speed of the code LLVM
-    would have made. The worker keeps the flags it is given and adds its device count."""
-    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
+pytestmark = pytest.mark.usefixtures("quick_compiles")  # see conftest
 
 
 @pytest.mark.slow
