@@ -391,3 +391,14 @@ def version(name):
     return real(name)
 m.version = version
 """
+
+
+def one_run_over_two_hosts(result: dict) -> None:
+    """A run joined over two processes of 4 shards, as its JSON result says: one device of two hosts, each timed
+    step as long as its slowest host's, and each host's own telemetry."""
+    assert result["device"]["hosts"] == 2 and result["device"]["replicas"] == 4 and result["device"]["machines"] == 1
+    steady = [s for s in result["steps"] if not s["warmup"]]
+    assert steady and all(len(s["host_seconds"]) == 2 and s["seconds"] == max(s["host_seconds"]) for s in steady)
+    assert len(result["summary"]["host_seconds"]) == 2
+    assert {s["host"] for s in result["telemetry"]} == {0, 1}  # each process sampled its own host, kept per host
+    assert len(result["summary"]["telemetry"]["host_cpu_mean"]) == 2

@@ -18,7 +18,7 @@ from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits, ParamError
 
-from .helpers import ROOT, cancel_after, cpu_only, json_events, run_cli
+from .helpers import ROOT, cancel_after, cpu_only, json_events, one_run_over_two_hosts, run_cli
 
 CPU = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
 TINY = ["--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterations", "3", "--warmup", "1"]
@@ -72,12 +72,7 @@ def test_two_processes_make_one_record_with_per_host_times(workload, argv, tmp_p
     assert out.returncode == 0, out.stderr
     result = json_events(out.stdout)[-1]
     assert result["status"] == "finished"
-    assert result["device"]["hosts"] == 2 and result["device"]["replicas"] == 4 and result["device"]["machines"] == 1
-    steady = [s for s in result["steps"] if not s["warmup"]]
-    assert steady and all(len(s["host_seconds"]) == 2 and s["seconds"] == max(s["host_seconds"]) for s in steady)
-    assert len(result["summary"]["host_seconds"]) == 2
-    assert {s["host"] for s in result["telemetry"]} == {0, 1}  # each process sampled its own host, kept per host
-    assert len(result["summary"]["telemetry"]["host_cpu_mean"]) == 2
+    one_run_over_two_hosts(result)
     assert len(json.loads(run_cli("results", "--db", db, "list", "--json").stdout)) == 1  # one run, one record
     shown = run_cli("results", "--db", db, "show", result["id"][:8])
     assert "2 hosts x 2 devices" in shown.stdout and "slowest: host" in shown.stdout
