@@ -43,6 +43,17 @@ class ConvSum(keras.layers.Layer):
         return tf.zeros_like(x[:, :1], dtype=tf.float32) + total
 
 
+def still() -> tf.data.Options:
+    """No autotuning for a dataset of one repeated row: tearing its iterator down after the last batch waited on
+    the autotuner's threads for up to 30 s (under load) before `predict` returned."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return options
+
+
+STILL = still()
+
+
 def shapes(p: Params) -> tuple[tuple[int, ...], tuple[int, ...]]:
     per_replica = p["batch_size"] // p["shards"]
     return ((per_replica, p["image_size"], p["image_size"], p["channels"]),
@@ -69,7 +80,7 @@ def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtim
     else:
         model = build_model(p, placement)
         # One dummy row per replica: each replica convolves the images it holds.
-        rows = tf.data.Dataset.from_tensors(tf.zeros((p["shards"], 1))).repeat()
+        rows = tf.data.Dataset.from_tensors(tf.zeros((p["shards"], 1))).repeat().with_options(STILL)
         model.predict(rows, steps=w.total_steps(p), callbacks=[StepTimer.of(timer)], verbose=0)
         if profiled(p, cancel):  # more calls of the same predict step, traced (its first left out)
             graph = tf.function(model).get_concrete_function(tf.TensorSpec((p["shards"], 1), tf.float32))
