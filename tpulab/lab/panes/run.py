@@ -180,10 +180,10 @@ class RunPane(Vertical):
         """The lab is failing: the run in flight is killed now, and what it measured is its record, cancelled."""
         if self.run is None or not self.running:
             return None
+        self.ended = True
+        self.run.recorder.finish("cancelled", why)  # first: the stream's thread, seeing the worker die, then says no more
         for handle in self.run.handles:
             handle.kill()
-        self.ended = True
-        self.run.recorder.finish("cancelled", why)
         return self.run.recorder.record()
 
     def _show_cancel(self) -> None:
