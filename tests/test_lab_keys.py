@@ -258,10 +258,10 @@ async def test_a_cancel_names_the_step_it_waits_for_until_the_run_ends(lab):
     app.report = TpulabApp(probe=False).report
     async with app.run_test(size=SMALL) as pilot:
         await form_open(pilot)
-        # steps of about a second (each convolving 128 channels into 512): x comes as one starts, and the line is read
-        # (0.5 s later here) while the run waits for it; a step of a few milliseconds had ended the run, and hidden
-        # the line, by then. 20 steps: estimated under the 5 minutes that would ask first
-        for name, value in (("batch_size", "8"), ("image_size", "128"), ("channels", "128"), ("filters", "512"),
+        # steps of about two seconds (each convolving 256 channels into 512): x comes as one starts, and the line is
+        # read while the run waits for it; a step of a few milliseconds (or, on a loaded machine, of one second) had
+        # ended the run, and hidden the line, by then. 20 steps: estimated under the 5 minutes that would ask first
+        for name, value in (("batch_size", "8"), ("image_size", "128"), ("channels", "256"), ("filters", "512"),
                             ("iterations", "20"), ("warmup", "1")):
             await type_into(pilot, app, name, value)
         await pilot.press("ctrl+r")
@@ -269,7 +269,7 @@ async def test_a_cancel_names_the_step_it_waits_for_until_the_run_ends(lab):
         await wait_for(pilot, lambda: pane.run is not None and pane.run.recorder.steps_done() >= 2)
         await pilot.press("x")
         line = pane.query_one("#run-cancel", Static)
-        await pilot.pause()
+        await wait_for(pilot, lambda: line.display or bool(app.records), 10)
         assert line.display and "cancel: stopping after step " in text(line) and "(each ~" in text(line)
         await wait_for(pilot, lambda: bool(app.records))
         assert app.records[0].status == "cancelled" and not line.display
