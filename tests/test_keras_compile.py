@@ -19,9 +19,12 @@ def test_compile_both_on_a_keras_workload_is_one_line_before_any_worker(workload
 
 
 def test_a_users_file_may_hold_an_nn_module_so_compile_both_waits_for_the_worker():
+    from tpulab.workloads.base import Limits
+
     w = registry()["model"]
-    p = w.parse({"model": "examples/models/torch_mlp.py:build", "backend": "torch", "compile": "both"}, "smoke")
-    w.check_compile(p)  # no refusal: an nn.Module takes it
+    p = w.resolve({"model": "examples/models/torch_mlp.py:build", "backend": "torch", "compile": "both"},
+                  Limits({"cpu": 8, "gpu": 0, "tpu": 0}), "smoke")  # resolved whole: no refusal, as a Keras workload's
+    assert p["compile"] == "both" and p["backend"] == "torch"
 
 
 def test_a_users_compiled_keras_model_gets_the_compiled_step_the_run_asked_for(monkeypatch):
