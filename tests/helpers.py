@@ -402,3 +402,42 @@ def one_run_over_two_hosts(result: dict) -> None:
     assert len(result["summary"]["host_seconds"]) == 2
     assert {s["host"] for s in result["telemetry"]} == {0, 1}  # each process sampled its own host, kept per host
     assert len(result["summary"]["telemetry"]["host_cpu_mean"]) == 2
+
+
+# Loaded at start-up by every Python process whose path holds it; in a worker (`python -m tpulab.engine.worker`),
+# its end (`os._exit`, past the interpreter's teardown; or a normal exit) first writes which TensorFlow modules
+# it imported, and whether it loaded Keras: on a TPU the first framework to initialise it wins, so a JAX worker
+# must leave TensorFlow alone; a run of an nn.Module needs no Keras (seconds of imports).
+WATCH = """
+import atexit, json, os, sys
+
+if sys.orig_argv[1:3] == ["-m", "tpulab.engine.worker"]:
+    _exit = os._exit
+
+    def _report(code=0):
+        imported = sorted(m for m in sys.modules if (m == "tensorflow" or m.startswith("tensorflow."))
+                          and sys.modules[m] is not None)
+        with open(os.path.join(os.environ["TPULAB_TEST_WATCH"], f"{os.getpid()}.json"), "w") as f:
+            json.dump({"code": code, "tensorflow": imported, "keras": "keras" in sys.modules}, f)
+
+    def _exit_saying(code):
+        _report(code)
+        _exit(code)
+
+    os._exit = _exit_saying
+    atexit.register(_report)
+"""
+
+
+def watched(home: Path) -> dict[str, str]:
+    """The environment of a run whose workers say, in `home`/watch, what they imported (WATCH)."""
+    (home / "watch").mkdir(parents=True)
+    (home / "site").mkdir()
+    (home / "site" / "sitecustomize.py").write_text(WATCH)
+    path = os.pathsep.join(p for p in (str(home / "site"), os.environ.get("PYTHONPATH")) if p)
+    return {"TPULAB_HOME": str(home), "PYTHONPATH": path, "TPULAB_TEST_WATCH": str(home / "watch")}
+
+
+def worker_imports(home: Path) -> list[dict]:
+    """What each worker of the run kept in `home` said at its end (one report per worker)."""
+    return [json.loads(f.read_text()) for f in sorted((home / "watch").iterdir())]

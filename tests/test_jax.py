@@ -13,7 +13,18 @@ from tpulab.backends import BackendError, choose, get
 from tpulab.engine.store import Store
 from tpulab.machine.detect import detect
 
-from .helpers import TF, gpu_tree, json_events, one_run_over_two_hosts, run_cli, tree, v5e_tree, write_set
+from .helpers import (
+    TF,
+    gpu_tree,
+    json_events,
+    one_run_over_two_hosts,
+    run_cli,
+    tree,
+    v5e_tree,
+    watched,
+    worker_imports,
+    write_set,
+)
 
 TINY = ["--batch-size", "8", "--image-size", "32", "--filters", "16", "--iterations", "3", "--warmup", "1"]
 JAX = {"jax": "0.10.2"}
@@ -67,44 +78,6 @@ def test_worker_environment_sets_the_backend_and_host_devices_before_import():
 pytest.importorskip("jax")
 
 pytestmark = pytest.mark.usefixtures("quick_compiles")  # see conftest
-
-
-# Loaded at start-up by every Python process whose path holds it; in a worker (`python -m tpulab.engine.worker`),
-# its end (`os._exit`, past the interpreter's teardown; or a normal exit) first writes which TensorFlow modules
-# it imported: on a TPU the first framework to initialise it wins, so a JAX worker must leave TensorFlow alone.
-WATCH = """
-import atexit, json, os, sys
-
-if sys.orig_argv[1:3] == ["-m", "tpulab.engine.worker"]:
-    _exit = os._exit
-
-    def _report(code=0):
-        imported = sorted(m for m in sys.modules if (m == "tensorflow" or m.startswith("tensorflow."))
-                          and sys.modules[m] is not None)
-        with open(os.path.join(os.environ["TPULAB_TEST_WATCH"], f"{os.getpid()}.json"), "w") as f:
-            json.dump({"code": code, "tensorflow": imported}, f)
-
-    def _exit_saying(code):
-        _report(code)
-        _exit(code)
-
-    os._exit = _exit_saying
-    atexit.register(_report)
-"""
-
-
-def watched(home: Path) -> dict[str, str]:
-    """The environment of a run whose workers say, in `home`/watch, which TensorFlow modules they imported."""
-    (home / "watch").mkdir(parents=True)
-    (home / "site").mkdir()
-    (home / "site" / "sitecustomize.py").write_text(WATCH)
-    path = os.pathsep.join(p for p in (str(home / "site"), os.environ.get("PYTHONPATH")) if p)
-    return {"TPULAB_HOME": str(home), "PYTHONPATH": path, "TPULAB_TEST_WATCH": str(home / "watch")}
-
-
-def tensorflow_imported(home: Path) -> list[dict]:
-    """What each worker of the run kept in `home` said at its end (one report per worker)."""
-    return [json.loads(f.read_text()) for f in sorted((home / "watch").iterdir())]
 
 
 CONV_RUNS = [("sharded", 1), ("sharded", 4), ("naive", 4), ("batch-parallel", 1), ("batch-parallel", 4)]
@@ -223,7 +196,7 @@ def test_a_jax_worker_never_imports_tensorflow(conv_run, fashion_run, workload):
     runs = ([(conv_run(*run)[1], 1) for run in CONV_RUNS] if workload == "conv"
             else [(fashion_run(shards)[1], PROCESSES[shards]) for shards in FASHION_RUNS])
     for home, processes in runs:
-        assert tensorflow_imported(home) == [{"code": 0, "tensorflow": []}] * processes, home
+        assert [(r["code"], r["tensorflow"]) for r in worker_imports(home)] == [(0, [])] * processes, home
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.running import CancelToken
 
-from .helpers import ROOT, TF, json_events, run_cli, tree
+from .helpers import ROOT, TF, json_events, run_cli, tree, watched, worker_imports
 
 MLP = "examples/models/torch_mlp.py:build"
 CNN = "examples/models/torch_cnn.py:build"
@@ -113,16 +113,19 @@ def _limits():
 
 
 @pytest.mark.slow
-def test_eager_against_compiled_with_the_profile_in_one_command():
-    """The issue's own command, at smoke size: both timed, the compile apart, graph breaks said, the op table.
+def test_eager_against_compiled_with_the_profile_in_one_command(tmp_path):
+    """The issue's own command, at smoke size: both timed, the compile apart, graph breaks said, the op table;
+    its worker never loads Keras (an nn.Module needs none: seconds of imports saved).
 
     Inductor's cache is the one runs of this test share (as torch's default is shared by a user's processes),
     not this test's fresh home: cold, inductor first compiles and runs six probes of the CPU's vector
     instructions, 10 s here, then the step's kernels; from its cache, 2 s in all. Hit or missed, it is recorded."""
     cache = Path(tempfile.gettempdir()) / "tpulab-tests-torch-cache"
     r = run_cli("run", "model", "--model", MLP, "--compile", "both", "--profile", "--preset", "smoke", "--no-ui",
-                "--no-save", "--json", timeout=600, env={"TORCHINDUCTOR_CACHE_DIR": str(cache)})
+                "--no-save", "--json", timeout=600,
+                env={**watched(tmp_path / "home"), "TORCHINDUCTOR_CACHE_DIR": str(cache)})
     assert r.returncode == 0, r.stderr[-3000:]
+    assert [(w["code"], w["keras"], w["tensorflow"]) for w in worker_imports(tmp_path / "home")] == [(0, False, [])]
     out = json_events(r.stdout)[-1]
     s = out["summary"]
     assert out["backend"] == "torch" and out["model"]["compile"] == "both"

@@ -7,12 +7,8 @@ framework the worker must not load, is one line that says so.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
 import sys
-import traceback
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import keras
@@ -22,11 +18,11 @@ from tpulab.backends.keras_inputs import rows
 from tpulab.base.errors import TpulabError, UserCodeError
 from tpulab.workloads.data import Dataset
 from tpulab.workloads.user_model.data import arrays, signature, synthetic
+from tpulab.workloads.user_model.source import call, user_traceback
 
 if TYPE_CHECKING:
     from tpulab.workloads.user_model.target import Target
 
-TPULAB = str(Path(__file__).resolve().parent.parent)
 GIVEN: dict[int, tuple[Any, Any]] = {}  # id(model) -> the (x, y) the user's function returned with it
 SYNTHETIC_BATCHES = 2
 
@@ -66,19 +62,6 @@ def load(t: Target, shape: tuple[int, ...] | None) -> Any:
     return model
 
 
-def call(t: Target) -> Any:
-    """Import the user's module (a file, or a module on the path) and call their function; what it raises is theirs."""
-    if t.path is not None and t.is_file:
-        sys.path.insert(0, str(t.path.parent))  # so that it can import its neighbours
-        spec = importlib.util.spec_from_file_location(f"tpulab_user_model_{t.path.stem}", t.path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(t.source)
-    return getattr(module, t.function)()
-
-
 def foreign_train_step(model: Any) -> str | None:
     """Why the model's own `train_step` cannot run on this backend, when its arguments are another backend's."""
     found = registry()
@@ -105,15 +88,6 @@ def refused_framework(e: ImportError) -> str | None:
     """The framework the worker made unimportable, when that is what the import failed on."""
     name = (e.name or "").split(".")[0]
     return name if name and sys.modules.get(name, False) is None else None
-
-
-def user_traceback(t: Target, e: BaseException) -> str:
-    """The exception and the frames of the user's code: tpulab's and the import machinery's left out."""
-    frames = [f for f in traceback.extract_tb(e.__traceback__)
-              if not f.filename.startswith(TPULAB) and not f.filename.startswith("<frozen")]
-    lines = "".join(traceback.format_list(frames)).rstrip()
-    what = "".join(traceback.format_exception_only(type(e), e)).strip()
-    return f"{t.label} raised {what}\nTraceback (your code):\n{lines}" if lines else f"{t.label} raised {what}"
 
 
 def data(model: Any, shape: tuple[int, ...] | None, batch: int, seed: int) -> Dataset:

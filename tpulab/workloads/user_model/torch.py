@@ -27,7 +27,7 @@ from tpulab.workloads.base import COMPILE, PHASE_EAGER, variants
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
 from tpulab.workloads.running import CancelToken, Planned, Sink, place, profile_calls, started
 from tpulab.workloads.torch_steps import can_compile
-from tpulab.workloads.user_model.keras import call, user_traceback
+from tpulab.workloads.user_model.source import call, user_traceback
 
 if TYPE_CHECKING:
     from tpulab.backends import Runtime
