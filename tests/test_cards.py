@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from tpulab.base.events import RunRecord
 from tpulab.engine import bench
 from tpulab.engine.bench_run import Bench
 from tpulab.engine.card import Card, CardCeiling, CardEntry, CardSuite, from_json, scrubbed
@@ -273,15 +274,32 @@ def test_a_tiny_suite_benches_for_real_keeps_its_runs_and_a_failed_entry_leaves_
     assert [p.what for p in seen if p.finished is None] == ["ceilings (roofline)", "conv", "resnet50"]
 
 
+def kept_roofline(backend: str, version: str | None, python: str) -> RunRecord:
+    """A roofline kept on this machine's CPU by `backend` at `version` that set both ceilings (100 GFLOP/s float32,
+    20 GB/s): what `--quick` reuses rather than measuring again."""
+    from tpulab.base.events import Device, KernelFigure, Summary, Telemetry
+
+    figures = [KernelFigure(kind="matmul", dtype="float32", size=n, median_s=0.1, count=5, flops_per_s=100e9)
+               for n in (1024, 2048)]
+    figures.append(KernelFigure(kind="copy", dtype="float32", size=256, median_s=0.1, count=5, bytes_per_s=20e9))
+    return RunRecord(id="f" * 32, workload="roofline", params={}, status="finished", started_at="2026-12-01T00:00:00",
+                     device=Device(kind="cpu", name="test CPU"), backend=backend,
+                     versions={backend: version or "", "python": python}, runtime={"cpu": {"llc_bytes": 32 * 2**20}},
+                     summary=Summary(kernels=figures, telemetry=Telemetry(cores=2, cpu_mean=10.0, process_mean=15.0)))
+
+
 @pytest.mark.slow
 def test_ctrl_c_keeps_a_partial_card_and_exits_130(tmp_path):
+    """Interrupted in its first entry (the ceilings of a roofline kept here, as --quick reuses them: no roofline
+    to wait for)."""
     db = tmp_path / "r.db"
+    Store(db).save(kept_roofline("jax", version("jax"), sys.version.split()[0]))
     proc = subprocess.Popen([sys.executable, "-m", "tpulab", "bench", "--quick", "--backend", "jax", "--db", str(db),
                              "-o", str(tmp_path / "card.json")], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     for line in proc.stderr:
-        if "[1/" in line:  # the ceilings are done: the first entry is starting
+        if "[1/" in line:  # the first entry is starting
             break
     time.sleep(2)
     proc.send_signal(signal.SIGINT)
@@ -289,6 +307,7 @@ def test_ctrl_c_keeps_a_partial_card_and_exits_130(tmp_path):
     assert proc.returncode == 130, err
     kept = Store(db).cards()[0]
     assert kept.status == "partial" and json.loads((tmp_path / "card.json").read_text())["status"] == "partial"
+    assert kept.ceilings and all(c.reused and "f" * 8 in c.reused for c in kept.ceilings)
     assert "partial" in out
 
 
@@ -389,18 +408,8 @@ def test_a_backend_registered_later_gets_its_entries_with_no_change_to_the_card(
 
 
 def test_quick_reuses_a_kept_roofline_of_the_same_device_and_versions_and_says_so(tmp_path, db):
-    from tpulab.base.events import Device, KernelFigure, RunRecord, Summary, Telemetry
-
     report = cpu_only(tmp_path / "m")
-    figures = [KernelFigure(kind="matmul", dtype="float32", size=n, median_s=0.1, count=5, flops_per_s=100e9)
-               for n in (1024, 2048)]
-    figures.append(KernelFigure(kind="copy", dtype="float32", size=256, median_s=0.1, count=5, bytes_per_s=20e9))
-    kept = RunRecord(id="f" * 32, workload="roofline", params={}, status="finished", started_at="2026-12-01T00:00:00",
-                     device=Device(kind="cpu", name=report.cpu.model), backend="tensorflow",
-                     versions={"tensorflow": report.packages["tensorflow"], "python": report.python},
-                     runtime={"cpu": {"llc_bytes": 32 * 2**20}},
-                     summary=Summary(kernels=figures, telemetry=Telemetry(cores=2, cpu_mean=10.0, process_mean=15.0)))
-    Store(db).save(kept)
+    Store(db).save(kept_roofline("tensorflow", report.packages["tensorflow"], report.python))
     none = bench.Suite("test", 1, ceilings=TINY.ceilings, entries=())
     made = Bench(report, db, "tensorflow", quick=True, suite=none).run()
     assert {(c.dtype, c.value) for c in made.ceilings} == {("float32", 100e9), ("memory", 20e9)}
