@@ -1,8 +1,8 @@
 """Random keys in the lab and in `tpulab top` under Textual's pilot, longer than the tests' own: keys per second,
 and the first seed that ends an app (its test: tests/test_lab_monkey.py, where such a seed is kept).
 
-The lab's runs are short fixed replays (no worker, no framework), as in the tests; --in-flight streams a real tiny
-conv on JAX under the lab's keys instead (x then stays out of the stream). Exit code 1 names a failing seed.
+The lab's runs are short fixed replays (no worker, no framework), as in the tests; --in-flight streams a real small
+conv on JAX under the lab's keys instead, at the lowest priority (x then stays out of the stream). Exit code 1 names a failing seed.
 
     python benchmarks/lab_monkey.py [--seeds 4] [--keys 2000] [--in-flight]
 """
@@ -58,7 +58,7 @@ async def main() -> int:
     a.add_argument("--seeds", type=int, default=4, help="seeds per app and size, from --first; default 4")
     a.add_argument("--first", type=int, default=100, help="the first seed; default 100 (the tests use 1..8)")
     a.add_argument("--keys", type=int, default=2000, help="keys per seed; default 2000")
-    a.add_argument("--in-flight", action="store_true", help="a real tiny conv on JAX streams under the lab's keys")
+    a.add_argument("--in-flight", action="store_true", help="a real small conv on JAX streams under the lab's keys")
     args = a.parse_args()
     if not args.in_flight:
         cheap_runs(setattr)
