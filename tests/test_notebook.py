@@ -238,15 +238,14 @@ def _execute(nb_path: Path, params: str, workdir: Path):
 
 
 @pytest.mark.slow
-def test_the_example_notebook_runs_in_a_real_kernel(tmp_path, monkeypatch):
+def test_the_example_notebook_runs_in_a_real_kernel(tmp_path, monkeypatch, quick_compiles):
     """examples/colab.ipynb at tiny sizes, in a real Jupyter kernel importing this tpulab."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
-    # Each run on the backend that starts it soonest with a fresh TPULAB_HOME: a conv on JAX, the CNN on
-    # TensorFlow (JAX compiles it cold: 17 s against 8)
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    # Every run on JAX, as Colab ships it (no TensorFlow), its programs compiled quickly (see conftest)
     tiny = ('CONV = dict(preset="smoke", iterations=3, warmup=1, backend="jax")\n'
             'CNN = dict(preset="smoke", epochs=1, steps_per_epoch=3, batch_size=32, validation=False, '
-            'dataset="synthetic", backend="tensorflow")\n'
+            'dataset="synthetic", backend="jax")\n'
             'SWEEP = dict(preset="smoke", batch_size=[8, 128], steps=2, backend="jax")\n'  # 128: no extra point
             'FIT_EXAMPLES = 128\n')
     nb = _execute(ROOT / "examples" / "colab.ipynb", tiny, tmp_path)
