@@ -215,6 +215,38 @@ def test_a_training_runs_lines_fit_80_columns_whole():
                                        "accuracy 0.1328  [synthetic]")
 
 
+def test_a_long_run_of_quick_steps_is_followed_at_a_constant_cost_per_step():
+    """30,000 steps of a run fed to the recorder and the headless printer, as a tiny conv of many iterations
+    streams them: every figure the printer reads per step is kept as the steps come, so following them takes
+    about a second here (each pass over the steps so far, per step, took minutes: the notebook's interrupt
+    test once drained 100,000 that way)."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from tpulab.base.events import Compiled, Device, Started, Step
+    from tpulab.engine.record import RunRecorder
+    from tpulab.engine.spec import RunSpec
+    from tpulab.machine.detect import detect
+    from tpulab.views.console import RunPrinter
+
+    w, n = registry()["conv"], 30_000
+    rec = RunRecorder(RunSpec(w, {**w.defaults(), "device": "cpu"}, "jax", "asked for", "cpu"), detect())
+    out = io.StringIO()
+    printer = RunPrinter(rec, Console(file=out, width=80))
+    events = [Started(workload="conv", device=Device(kind="cpu", name="test CPU"), dtype="float32", flops_per_step=1e6,
+                      steps_total=n + 1, per_replica_batch=8), Compiled(seconds=0.1)]
+    events += [Step(step=i, seconds=1e-4, examples_per_s=8e4) for i in range(2, n + 2)]
+    t0 = time.perf_counter()
+    for e in events:
+        rec.feed(e)
+        printer(e)
+    took = time.perf_counter() - t0
+    assert rec.steps_done() == n + 1 and len(rec.steady_seconds()) == n
+    assert out.getvalue().count("estimate: about") == 1 and took < 10, took
+
+
 @pytest.mark.slow
 def test_a_headless_transformer_run_fits_80_columns_and_says_its_data_is_tokens(tmp_path):
     from .helpers import run_cli

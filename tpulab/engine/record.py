@@ -94,6 +94,8 @@ class RunRecorder:
         self.compile_phases: dict[str, float] = {}  # the first call of each phase's program (a decode's two)
         self.cache_hit: bool | None = None
         self.steps: list[Step] = []
+        self._counted: list[Step] = []  # the run's own steps (`counted`), kept as they come: a live view reads them
+        self._done = 0  # per event, and a run of 100,000 steps must not cost 100,000 passes over them
         self.epochs: list[Epoch] = []
         self.steps_at_epoch_end = 0
         self.logs: list[str] = []
@@ -122,6 +124,9 @@ class RunRecorder:
                 self.compile_steps += event.steps
             case Step():
                 self.steps.append(event)
+                if event.phase != PHASE_BANDWIDTH:
+                    self._counted.append(event)
+                    self._done += event.steps
             case Epoch():
                 self.epochs.append(event)
                 self.steps_at_epoch_end = self.steps_done()
@@ -177,18 +182,18 @@ class RunRecorder:
 
     def counted(self) -> list[Step]:
         """The run's own steps, which `steps_total` counts: not the copies that measured the machine first
-        (as many as fit their time budget)."""
-        return [s for s in self.steps if s.phase != PHASE_BANDWIDTH]
+        (as many as fit their time budget). The recorder's own list: read it, never change it."""
+        return self._counted
 
     def steps_done(self) -> int:
-        return self.compile_steps + sum(s.steps for s in self.counted())
+        return self.compile_steps + self._done
 
     def eta_seconds(self) -> float | None:
         own = self.workload.seconds_left(self.params, self.counted())
         if own is not None:
             return own
         total = self.steps_total
-        per_step = median([s.seconds for s in self.counted()[-20:]])
+        per_step = median([s.seconds for s in self._counted[-20:]])
         if not total or per_step is None:
             return None
         left = max(0, total - self.steps_done())

@@ -73,10 +73,13 @@ class RunPrinter:
                 self.console.print(sample_line(s), highlight=False)
 
     def _estimate(self) -> None:
+        """Once, after the first steady steps: the time left. (Said, it costs nothing more per step.)"""
         rec = self.recorder
-        steady = len(rec.steady_seconds())
         total = rec.steps_total
-        if not self.estimated and steady >= ESTIMATE_AFTER and total and rec.steps_done() < total:
+        if self.estimated or not total or rec.steps_done() >= total:
+            return
+        steady = len(rec.steady_seconds())
+        if steady >= ESTIMATE_AFTER:
             left = rec.eta_seconds()
             if left is None:  # no estimate yet: nothing said until there is one
                 return
