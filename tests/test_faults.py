@@ -24,10 +24,16 @@ LONG_RUN = ["--run", "conv", "--no-ui", "--json", "--batch-size", "8", "--image-
             "--iterations", "100000", "--telemetry", "off"]
 
 
+def hangup_ends_it() -> None:
+    """The CLI as a terminal's session starts it: SIGHUP ends it, even where the suite itself was started under
+    `nohup` (which ignores it, for every process it starts)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def started(backend: str, steps: int = 3) -> tuple[subprocess.Popen[str], int]:
     """A long conv run on `backend`, once `steps` steps are timed, and its worker's pid."""
     proc = subprocess.Popen([sys.executable, "-m", "tpulab", *LONG_RUN, "--backend", backend], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=hangup_ends_it)
     seen = 0
     assert proc.stdout is not None
     for line in proc.stdout:

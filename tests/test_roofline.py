@@ -525,6 +525,7 @@ def test_roofline_runs_and_a_later_run_is_shown_against_its_ceilings(backend, tp
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # how soon it stops is the worker's sampler getting its turn: beside another test too, it was late
 def test_a_roofline_beside_a_cpu_hog_stops_early_and_sets_no_ceiling(tpulab_home):
     """Two processes busy-looping on the 2 cores: the roofline (a plan of a minute and more) stops within
     seconds of its first steady samples, says why with the figure and what to run, and keeps no ceiling."""
