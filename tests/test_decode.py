@@ -67,7 +67,7 @@ print(json.dumps(out))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, backend", [("jax", "decode.jax"), ("tensorflow", "decode.tf")])
+@pytest.mark.parametrize("name, backend", [("jax", "decode.jax"), ("tensorflow", "decode.tf"), ("torch", "decode.torch")])
 def test_decoding_with_the_cache_gives_the_full_forward_passs_logits(name, backend):
     env = {**os.environ, **get(name).worker_env("cpu", 1, os.environ)}
     r = subprocess.run([sys.executable, "-c", CACHE_AGAINST_FORWARD.format(name=name, backend=backend)],

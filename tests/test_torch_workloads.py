@@ -12,9 +12,11 @@ from tpulab.base.errors import UsageError
 from tpulab.base.events import Compiled, Started, Step
 from tpulab.base.timing import conv_flops, conv_output_size
 from tpulab.workloads import registry
+from tpulab.workloads.decode import DECODE
+from tpulab.workloads.decode.arithmetic import parameters
 from tpulab.workloads.running import CancelToken
 
-from .helpers import json_events, run_cli
+from .helpers import json_events, run_cli, watched, worker_imports
 
 
 def run_here(workload: str, preset: str = "smoke", **values) -> list:
@@ -116,11 +118,15 @@ def test_the_copy_negates_in_place_and_the_matmul_is_torchs():
 
 
 @pytest.mark.slow
-def test_decode_on_torch_verified_from_the_command_line():
+def test_decode_on_torch_verified_from_the_command_line(tmp_path):
+    """PyTorch's own module (its worker loads no Keras), the formula's model, verified and profiled."""
     r = run_cli("run", "decode", "--preset", "smoke", "--backend", "torch", "--verify", "--profile", "--no-ui",
-                "--no-save", "--json")
+                "--no-save", "--json", env=watched(tmp_path / "home"))
     assert r.returncode == 0, r.stderr[-3000:]
-    out = json_events(r.stdout)[-1]
+    events = json_events(r.stdout)
+    out = events[-1]
     assert out["backend"] == "torch" and out["status"] == "finished"
+    assert events[0]["model"]["parameters"] == parameters(DECODE.preset("smoke"))
+    assert [(w["code"], w["keras"], w["tensorflow"]) for w in worker_imports(tmp_path / "home")] == [(0, False, [])]
     assert out["summary"]["decode"]["verified"] < 1e-3  # the cached logits against a full forward pass
     assert out["summary"]["profile"]["profiler"] == "torch.profiler" and out["summary"]["profile"]["ops"]

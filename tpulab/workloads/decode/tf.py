@@ -18,7 +18,8 @@ from tpulab.backends import Placement, Runtime
 from tpulab.workloads.decode import loop as decode_loop
 from tpulab.workloads.base import Params, Workload
 from tpulab.workloads.decode.arithmetic import head_dim
-from tpulab.workloads.shared.decoder_keras import Config, Decoder
+from tpulab.workloads.shared.decoder_config import Config
+from tpulab.workloads.shared.decoder_keras import Decoder
 from tpulab.workloads.shared.kernels_tf import builder
 from tpulab.workloads.running import CancelToken, Sink
 

@@ -1,6 +1,7 @@
-"""decode on PyTorch: the shared Keras decoder on Keras's torch backend, a prefill and a one-token step.
+"""decode on PyTorch: the decoder as an `nn.Module` (`torch_model`: the shared Keras decoder's model, layer for
+layer, written in PyTorch, as a PyTorch user writes one), a prefill and a one-token step.
 
-The same decoder as on TensorFlow and JAX (its layers run as torch ops). The cache is one torch
+The same model as on TensorFlow and JAX, with no Keras in the worker. The cache is one torch
 tensor per layer for keys and one for values, [batch, kv_heads, context, head_dim], allocated once
 (static): a step writes its token's keys and values into it in place (`index_copy_` at a position
 given as a tensor, so a compiled step is not specialised to each position), then attends over it.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import keras
 import numpy as np
 import torch
 
@@ -20,7 +20,8 @@ from tpulab.backends import Placement, Runtime
 from tpulab.workloads.decode import loop as decode_loop
 from tpulab.workloads.base import COMPILE, Params, Workload
 from tpulab.workloads.decode.arithmetic import head_dim
-from tpulab.workloads.shared.decoder_keras import Config, Decoder
+from tpulab.workloads.decode.torch_model import Decoder, parameters
+from tpulab.workloads.shared.decoder_config import Config
 from tpulab.workloads.shared.kernels_torch import DTYPES, builder
 from tpulab.workloads.running import CancelToken, Sink
 from tpulab.workloads.torch_steps import can_compile, one_program
@@ -89,11 +90,10 @@ def build(p: Params, placement: Placement) -> tuple[int, decode_loop.Model]:
     compiled = one_program(p, "decode")
     device = placement.devices[0]
     can_compile(p[COMPILE.name], device)
-    keras.utils.set_random_seed(p["seed"])
-    model = Decoder(Config.of(p))
-    model(np.zeros((1, 2), np.int32))  # builds every weight (two tokens: a softmax over one warns)
+    torch.manual_seed(p["seed"])
+    model = Decoder(Config.of(p)).to(device=device, dtype=DTYPES[p["dtype"]]).eval()
     calls = TorchCalls(model, p, device, compiled)
-    return model.count_params(), decode_loop.Model(calls.prefill, calls.step, calls.forward)
+    return parameters(model), decode_loop.Model(calls.prefill, calls.step, calls.forward)
 
 
 def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:

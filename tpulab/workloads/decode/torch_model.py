@@ -1,0 +1,149 @@
+"""The decode workload's decoder written in PyTorch: the same model as the shared Keras decoder
+(`tpulab.workloads.shared.decoder_keras`), layer for layer and weight for weight, as an `nn.Module`.
+
+Keras on torch runs each layer through Keras's own dispatch (seconds of imports, and a step slower than
+the module a PyTorch user writes); this one is what they write. Its `forward` has the Keras decoder's
+signature, so the runner's calls over the static cache take either. Weights start as Keras's would:
+Glorot-uniform kernels, zero biases, token and position tables uniform in +-0.05, unit norms.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tpulab.workloads.shared.decoder_config import NEG, Config, Write
+
+EMBEDDING_RANGE = 0.05  # Keras's Embedding initialiser: uniform in +-0.05
+
+
+def linear(inputs: int, outputs: int, bias: bool) -> nn.Linear:
+    layer = nn.Linear(inputs, outputs, bias=bias)
+    nn.init.xavier_uniform_(layer.weight)  # Keras's Dense: glorot_uniform
+    if bias:
+        nn.init.zeros_(layer.bias)
+    return layer
+
+
+def embedding(rows: int, width: int) -> nn.Embedding:
+    table = nn.Embedding(rows, width)
+    nn.init.uniform_(table.weight, -EMBEDDING_RANGE, EMBEDDING_RANGE)
+    return table
+
+
+def norm(cfg: Config) -> nn.Module:
+    """RMSNorm (Llama) or LayerNorm (GPT-2), epsilon 1e-5, as the Keras decoder's."""
+    return nn.RMSNorm(cfg.width, eps=1e-5) if cfg.block == "llama" else nn.LayerNorm(cfg.width, eps=1e-5)
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotary positions, as the Keras decoder's: each pair (i, i + d/2) turned by position x theta^(-2i/d).
+    `x`: [batch, tokens, ..., head_dim]; `positions`: [tokens]."""
+    half = x.shape[-1] // 2
+    freqs = theta ** (-torch.arange(half, dtype=torch.float32, device=x.device) / half)
+    angles = positions.to(torch.float32)[:, None] * freqs[None, :]
+    shape = (1, -1) + (1,) * (x.dim() - 3) + (half,)
+    cos, sin = angles.cos().reshape(shape), angles.sin().reshape(shape)
+    x1, x2 = x[..., :half].float(), x[..., half:].float()
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+
+class Attention(nn.Module):
+    """Causal self-attention with grouped-query heads, over a static cache when given one."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.cfg = cfg
+        bias, hd = cfg.block == "gpt2", cfg.head_dim
+        self.q = linear(cfg.width, cfg.heads * hd, bias)
+        self.k = linear(cfg.width, cfg.kv_heads * hd, bias)
+        self.v = linear(cfg.width, cfg.kv_heads * hd, bias)
+        self.o = linear(cfg.heads * hd, cfg.width, bias)
+
+    def forward(self, x: torch.Tensor, start: Any = 0, past: tuple[torch.Tensor, torch.Tensor] | None = None,
+                write: Write | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        c = self.cfg
+        batch, tokens = x.shape[0], x.shape[1]
+        groups, hd = c.heads // c.kv_heads, c.head_dim
+        positions = start + torch.arange(tokens, device=x.device)
+        q = self.q(x).reshape(batch, tokens, c.kv_heads, groups, hd)
+        k = self.k(x).reshape(batch, tokens, c.kv_heads, hd)
+        v = self.v(x).reshape(batch, tokens, c.kv_heads, hd)
+        if c.positions == "rope":
+            q, k = rope(q, positions, c.rope_theta), rope(k, positions, c.rope_theta)
+        k, v = k.transpose(1, 2), v.transpose(1, 2)  # [batch, kv_heads, tokens, head_dim]
+        q = q * hd ** -0.5
+        keys = positions
+        if past is not None:
+            assert write is not None, "a cache is written by its runner's write"
+            k, v = write(past[0], k, start), write(past[1], v, start)
+            keys = torch.arange(c.context, device=x.device)
+        scores = torch.einsum("btkgh,bksh->bkgts", q, k).float()  # [batch, kv_heads, groups, tokens, keys]
+        scores = scores.masked_fill(positions[:, None] < keys[None, :], NEG)
+        w = scores.softmax(dim=-1).to(v.dtype)
+        out = torch.einsum("bkgts,bksh->btkgh", w, v)
+        return self.o(out.reshape(batch, tokens, c.heads * hd)), (k, v)
+
+
+class MLP(nn.Module):
+    """GELU (GPT-2) or SwiGLU (Llama: down(silu(gate x) * up x))."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.swiglu = cfg.block == "llama"
+        self.gate = linear(cfg.width, cfg.mlp_width, False) if self.swiglu else None
+        self.up = linear(cfg.width, cfg.mlp_width, not self.swiglu)
+        self.down = linear(cfg.mlp_width, cfg.width, not self.swiglu)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.up(x)
+        return self.down(F.silu(self.gate(x)) * h if self.gate is not None else F.gelu(h))
+
+
+class Block(nn.Module):
+    """Pre-norm: attention, then the feed-forward network, each added to the residual stream."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.norm1, self.attention, self.norm2, self.mlp = norm(cfg), Attention(cfg), norm(cfg), MLP(cfg)
+
+    def forward(self, h: torch.Tensor, start: Any = 0, past: tuple[torch.Tensor, torch.Tensor] | None = None,
+                write: Write | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        a, kv = self.attention(self.norm1(h), start=start, past=past, write=write)
+        h = h + a
+        return h + self.mlp(self.norm2(h)), kv
+
+
+class Decoder(nn.Module):
+    """Tokens in, float32 logits and each block's (keys, values) out: a full forward pass (no `past`), a
+    prefill (`last_only`) or a step over a cache that `write` updates, as the Keras decoder's `call`."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tokens = embedding(cfg.vocab, cfg.width)
+        self.table = embedding(cfg.context, cfg.width) if cfg.positions == "learned" else None
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.final = norm(cfg)
+        self.head = None if cfg.tied else linear(cfg.width, cfg.vocab, True)
+
+    def forward(self, tokens: torch.Tensor, start: Any = 0, past: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+                last_only: bool = False, write: Write | None = None) -> tuple[torch.Tensor, list[Any]]:
+        h = self.tokens(tokens)
+        if self.table is not None:
+            h = h + self.table(start + torch.arange(tokens.shape[1], device=tokens.device))
+        kvs = []
+        for i, block in enumerate(self.blocks):
+            h, kv = block(h, start=start, past=None if past is None else past[i], write=write)
+            kvs.append(kv)
+        h = self.final(h[:, -1:] if last_only else h)
+        logits = self.head(h) if self.head is not None else h @ self.tokens.weight.T  # tied: the token table
+        return logits.float(), kvs
+
+
+def parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
