@@ -7,6 +7,7 @@ from __future__ import annotations
 import _thread
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -199,9 +200,15 @@ def test_interrupting_stops_after_the_step_keeps_the_run_and_reraises():
             if len(steps) == 2:
                 threading.Timer(0.01, _thread.interrupt_main).start()
 
-    with pytest.raises(KeyboardInterrupt, match="is kept as cancelled"):
-        tpulab.run("conv", preset="smoke", device="cpu", backend="jax", iterations=100000, warmup=0,
-                   on_event=on_event)
+    # Python's own Ctrl+C, as a kernel has it: a suite started in the background (`make test &`) inherits SIGINT
+    # ignored, and interrupt_main then does nothing
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="is kept as cancelled"):
+            tpulab.run("conv", preset="smoke", device="cpu", backend="jax", iterations=100000, warmup=0,
+                       on_event=on_event)
+    finally:
+        signal.signal(signal.SIGINT, before)
     [kept] = Store(default_path()).records()
     assert kept.status == "cancelled" and 2 <= len(kept.steps) < 100000
 
