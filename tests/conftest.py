@@ -29,6 +29,9 @@ def tpulab_home(tmp_path, monkeypatch):
     home = tmp_path / "tpulab-home"
     monkeypatch.setenv("TPULAB_HOME", str(home))
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+    # No worker pre-started beside a test's form: each imported a framework on a core of its own, for tests that
+    # never hand it a run (test_standby.py turns it on)
+    monkeypatch.setenv("TPULAB_STANDBY", "off")
     return home
 
 

@@ -17,6 +17,12 @@ from .helpers import cpu_only, v5e_tree
 SMOKE = {"batch_size": 8, "image_size": 16, "filters": 4, "iterations": 2, "warmup": 0, "device": "cpu"}
 
 
+@pytest.fixture(autouse=True)
+def standby_on(monkeypatch):
+    """The lab's default (the suite's conftest turns it off for every other test)."""
+    monkeypatch.setenv("TPULAB_STANDBY", "on")
+
+
 def conv(backend: str) -> dict:
     return {**registry()["conv"].defaults(), **SMOKE, "backend": backend}
 
@@ -57,6 +63,17 @@ def test_no_standby_on_a_tpu_host_or_across_processes(tmp_path):
     cpu = cpu_only(tmp_path / "cpu", {"jax": "0.10.2"})
     standby.want(resolve("conv", {**conv("jax"), "processes": 2, "shards": 2}, cpu), cpu)
     assert standby.handle is None
+
+
+def test_no_standby_where_the_user_turned_it_off(tmp_path, monkeypatch):
+    """TPULAB_STANDBY=off: no worker imports a framework while the user edits (the run starts its own)."""
+    monkeypatch.setenv("TPULAB_STANDBY", "off")
+    cpu = cpu_only(tmp_path / "cpu", {"jax": "0.10.2"})
+    standby = Standby()
+    standby.want(resolve("conv", conv("jax"), cpu), cpu)
+    assert standby.handle is None
+    monkeypatch.setenv("TPULAB_STANDBY", "on")
+    assert Standby.fits(resolve("conv", conv("jax"), cpu), cpu)  # the same run, with it on: one would start
 
 
 @pytest.mark.slow

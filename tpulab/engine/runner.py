@@ -8,6 +8,7 @@ reason, never leaving the others waiting in a collective.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import threading
@@ -26,6 +27,7 @@ from tpulab.engine.spec import RunSpec
 from tpulab.engine.worker import RunHandle, worker_env
 from tpulab.machine.detect import RuntimeReport
 
+STANDBY_ENV = "TPULAB_STANDBY"  # "off": the lab keeps no worker ready (its import costs a core while you edit)
 FOLLOWERS_GRACE_S = 10.0  # after process 0 ends, the others have this long to end by themselves
 
 
@@ -40,7 +42,8 @@ class Standby:
 
     The lab keeps one for the form's backend and device while the user edits, so Enter starts the run at
     once. Never on a TPU host (one process holds a TPU: the worker starts when the run does), never for
-    runs over several processes. Idle, it waits on a pipe and costs no CPU; `drop()` ends it.
+    runs over several processes, nor where `TPULAB_STANDBY=off`. Idle, it waits on a pipe and costs no CPU (its
+    framework's import costs a core first); `drop()` ends it.
     """
 
     def __init__(self) -> None:
@@ -48,7 +51,8 @@ class Standby:
 
     @staticmethod
     def fits(spec: RunSpec, runtime: RuntimeReport) -> bool:
-        return runtime.tpu is None and spec.cluster is None and spec.processes == 1
+        return runtime.tpu is None and spec.cluster is None and spec.processes == 1 and \
+            os.environ.get(STANDBY_ENV, "on") != "off"
 
     def want(self, spec: RunSpec, runtime: RuntimeReport) -> None:
         """Keep a worker ready for runs like `spec`: one made for another backend or device is replaced."""
