@@ -44,3 +44,8 @@ def one_program(p: Params, workload: str) -> Callable[..., Any]:
 
 def _eager(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
+
+
+def parameters(module: torch.nn.Module) -> int:
+    """A module's weight count, as the record keeps it."""
+    return sum(t.numel() for t in module.parameters())

@@ -20,11 +20,11 @@ from tpulab.backends import Placement, Runtime
 from tpulab.workloads.decode import loop as decode_loop
 from tpulab.workloads.base import COMPILE, Params, Workload
 from tpulab.workloads.decode.arithmetic import head_dim
-from tpulab.workloads.decode.torch_model import Decoder, parameters
+from tpulab.workloads.decode.torch_model import Decoder
 from tpulab.workloads.shared.decoder_config import Config
 from tpulab.workloads.shared.kernels_torch import DTYPES, builder
 from tpulab.workloads.running import CancelToken, Sink
-from tpulab.workloads.torch_steps import can_compile, one_program
+from tpulab.workloads.torch_steps import can_compile, one_program, parameters
 
 
 class OnDevice:

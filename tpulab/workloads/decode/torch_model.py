@@ -143,7 +143,3 @@ class Decoder(nn.Module):
         logits = self.head(h) if self.head is not None else h @ self.tokens.weight.T  # tied: the token table
         return logits.float(), kvs
 
-
-def parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-

@@ -26,7 +26,7 @@ from tpulab.base.events import PHASE_PREDICT, PHASE_TRAIN, Log, from_dicts
 from tpulab.workloads.base import COMPILE, PHASE_EAGER, variants
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
 from tpulab.workloads.running import CancelToken, Planned, Sink, place, profile_calls, started
-from tpulab.workloads.torch_steps import can_compile
+from tpulab.workloads.torch_steps import can_compile, parameters
 from tpulab.workloads.user_model.source import call, user_traceback
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
     autocast = AUTOCAST.get(p["precision"])
     first = started(w, p, placement, runtime.versions(), data, synthetic=not given)
     first.flops_per_step = step_flops(module, batches[0], autocast)
-    first.model = {"parameters": sum(t.numel() for t in module.parameters()), "optimizer": OPTIMIZER,
+    first.model = {"parameters": parameters(module), "optimizer": OPTIMIZER,
                    "loss": loss_name, "compile": p[COMPILE.name],
                    "float32_matmul_precision": torch.get_float32_matmul_precision(),
                    "autocast": str(autocast).removeprefix("torch.") if autocast else None}
