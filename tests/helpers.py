@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import gzip
 import io
@@ -32,7 +33,7 @@ from tpulab.lab.panes.run import RunPane
 from tpulab.lab.panes.sweep import SweepPane
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.lab.widgets.param_form import ParamForm
-from tpulab.machine.detect import RuntimeReport, detect
+from tpulab.machine.detect import CpuInfo, RuntimeReport, detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import Limits
 from tpulab.workloads.data import FILES
@@ -152,14 +153,25 @@ def recorder(workload: str, params: dict, flops: float | None, model: dict | Non
     return rec
 
 
+# A 2-core AVX2 CPU at 2 GHz: what records built for a test ran on, whatever this host is (a record's peak
+# fraction is set against its machine's spec, and a snapshot must not change with the CPU that draws it)
+FIXED_CPU = CpuInfo(model="test CPU", logical_cores=2, features=["sse4_2", "avx", "avx2", "fma"],
+                   memory_bytes=16 << 30, mhz=2000.0, max_mhz=None, llc_bytes=32 << 20)
+
+
+def fixed_machine() -> RuntimeReport:
+    """FIXED_CPU with no accelerator and TensorFlow installed."""
+    return dataclasses.replace(detect(Path("/nonexistent"), {}, TF), cpu=FIXED_CPU)
+
+
 def make_record(shards: int = 1, median: float = 1.0, batch: int = 8, status: str = "finished",
                 flops: float = 1e9, backend: str = "tensorflow", workload: str = "conv",
                 report: RuntimeReport | None = None, profile: Profile | None = None) -> RunRecord:
     """A record built the way every run builds it: events fed to the recorder (with `profile`, the worker's
-    op table of its traced steps)."""
+    op table of its traced steps), on `report`'s machine (by default `fixed_machine()`)."""
     w = registry()[workload]
     params = {**w.defaults(), "batch_size": batch, "shards": shards, "device": "cpu", "backend": backend}
-    rec = RunRecorder(RunSpec(w, params, backend, "asked for", "cpu"), report or detect())
+    rec = RunRecorder(RunSpec(w, params, backend, "asked for", "cpu"), report or fixed_machine())
     events: list[Event] = [
         Started(workload=workload, device=Device(kind="cpu", name="test CPU", replicas=shards), dtype="float32",
                 flops_per_step=flops, steps_total=5, per_replica_batch=batch // shards, backend=backend),

@@ -67,6 +67,7 @@ async def test_the_same_conv_from_every_front_end_is_judged_by_the_kept_ceiling(
         await wait_for(pilot, lambda: bool(app.query(RunPane)), 5)
         app.post_message(WorkloadsPane.RunRequested(conv, params))
         await wait_for(pilot, lambda: len(app.records) == 1, 120)
+        await app.workers.wait_for_complete()  # the lab lists a run at once and keeps it in the background
         lab = store.get(app.records[0].id)
 
     notebook = tpulab.run("conv", live=False, db=db, **CONV).record
