@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
 from tpulab import backends
-from tpulab.backends.torch import BACKEND, TorchProfiler, TorchRuntime, op_category, wheel_build
+from tpulab.backends.torch import BACKEND, TorchProfiler, TorchRuntime, op_category, trace_planes, wheel_build
 from tpulab.base.errors import TpulabError
 from tpulab.engine.doctor import diagnose
 from tpulab.machine.detect import detect
@@ -162,3 +163,25 @@ def test_a_torch_profile_lines_up_with_an_xla_one_by_category(tmp_path):
     conv = sum(o.seconds for o in ours.ops if o.category == "matmul/conv")
     assert moves["matmul/conv"].matched == "category" and moves["matmul/conv"].b == pytest.approx(conv)
     assert moves["matmul/conv"].a == 8e-4 and moves["reduction"].a == 1e-4 and moves["reduction"].b > 0
+
+
+def profiled_conv(t0: float, held_up: float) -> list[SimpleNamespace]:
+    """One F.conv2d call as torch.profiler lists it (microseconds): its FLOPs on aten::conv2d, its 10 us of work
+    in aten::mkldnn_convolution, and `held_up` us of the CPU taken away inside aten::_convolution."""
+    def op(name: str, start: float, end: float, children: list[SimpleNamespace], flops: float = 0) -> SimpleNamespace:
+        return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end), cpu_children=children,
+                               thread=1, flops=flops, device_type="DeviceType.CPU")
+
+    end = t0 + 14 + held_up
+    kernel = op("aten::mkldnn_convolution", t0 + 3, t0 + 13, [])
+    inner = op("aten::_convolution", t0 + 2, end - 1, [kernel])
+    outer = op("aten::convolution", t0 + 1, end - 0.5, [inner])
+    return [op("aten::conv2d", t0, end, [outer], flops=4915200.0), outer, inner, kernel]
+
+
+def test_a_convolutions_flops_stay_on_its_kernel_when_a_call_is_held_up_elsewhere():
+    """A noisy machine took the CPU away inside aten::_convolution in one call of three: the FLOPs per call are
+    still the kernel's whole count (by each call's self time, that call's went to _convolution: 2/3 of the count)."""
+    events = [e for t0, held in ((0, 0), (100, 50), (300, 0)) for e in profiled_conv(t0, held)]
+    _, flops = trace_planes(events)
+    assert flops == {"aten::mkldnn_convolution": 4915200.0}

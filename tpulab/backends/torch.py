@@ -352,17 +352,20 @@ def trace_planes(events: list[Any]) -> tuple[list[TracePlane], dict[str, float]]
 
 
 def doer(event: Any) -> Any:
-    """The op under `event` (itself included) that did its work: of the matmul or convolution kernels under it,
-    the one with the most self time, else the op with the most self time. (By time alone, a step where a
-    transpose beside `addmm` happened to take longer would hand it the linear layer's FLOPs.)"""
+    """The op under `event` (itself included) that did its work: of the innermost matmul or convolution kernels
+    under it (`aten::mkldnn_convolution` under `aten::conv2d`), the one with the most self time, else the op with
+    the most self time. By time alone, a step where a transpose beside `addmm` happened to take longer would hand
+    it the linear layer's FLOPs, and a call where the CPU was taken away inside `aten::_convolution` would hand
+    that call's to it: the op table's FLOPs per call would then be a fraction of the count."""
     ops, stack = [], [event]
     while stack:
         e = stack.pop()
         children = list(e.cpu_children)
-        ops.append((span(e) - sum(span(c) for c in children), e))
+        innermost = op_category(e.name) == MATMUL and not any(op_category(c.name) == MATMUL for c in children)
+        ops.append((span(e) - sum(span(c) for c in children), innermost, e))
         stack += children
-    kernels = [(own, e) for own, e in ops if op_category(e.name) == MATMUL]
-    return max(kernels or ops, key=lambda o: o[0])[1]
+    kernels = [(own, e) for own, innermost, e in ops if innermost]
+    return max(kernels or [(own, e) for own, _, e in ops], key=lambda o: o[0])[1]
 
 
 def span(event: Any) -> float:
