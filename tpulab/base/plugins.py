@@ -88,9 +88,12 @@ def discover(group: str) -> tuple[dict[str, tuple[Any, Origin]], tuple[Broken, .
     """
     targets: dict[str, tuple[str, Origin]] = {name: (t, Origin(OWN, _own_version()))
                                               for name, t in builtin(group).items()}
+    origins: dict[Any, Origin] = {}  # by distribution: each reading of its metadata parses the whole file again
     for ep in metadata.entry_points(group=group):
         dist = getattr(ep, "dist", None)
-        origin = Origin(dist.metadata["Name"] if dist else "unknown", dist.version if dist else "?")
+        if dist not in origins:
+            origins[dist] = Origin(dist.metadata["Name"] if dist else "unknown", dist.version if dist else "?")
+        origin = origins[dist]
         if ep.name not in targets and not origin.own:
             targets[ep.name] = (ep.value, origin)
     found: dict[str, tuple[Any, Origin]] = {}
