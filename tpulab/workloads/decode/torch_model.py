@@ -63,28 +63,28 @@ class Attention(nn.Module):
         self.v = linear(cfg.width, cfg.kv_heads * hd, bias)
         self.o = linear(cfg.heads * hd, cfg.width, bias)
 
-    def forward(self, x: torch.Tensor, start: Any = 0, past: tuple[torch.Tensor, torch.Tensor] | None = None,
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, hidden: torch.Tensor, start: Any = 0,
+                past: tuple[torch.Tensor, torch.Tensor] | None = None,
                 write: Write | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """`positions`: the tokens' [tokens]; `hidden`: True where a token may not see a key, [tokens, keys]."""
         c = self.cfg
         batch, tokens = x.shape[0], x.shape[1]
         groups, hd = c.heads // c.kv_heads, c.head_dim
-        positions = start + torch.arange(tokens, device=x.device)
         q = self.q(x).reshape(batch, tokens, c.kv_heads, groups, hd)
         k = self.k(x).reshape(batch, tokens, c.kv_heads, hd)
         v = self.v(x).reshape(batch, tokens, c.kv_heads, hd)
         if c.positions == "rope":
             q, k = rope(q, positions, c.rope_theta), rope(k, positions, c.rope_theta)
         k, v = k.transpose(1, 2), v.transpose(1, 2)  # [batch, kv_heads, tokens, head_dim]
-        q = q * hd ** -0.5
-        keys = positions
         if past is not None:
             assert write is not None, "a cache is written by its runner's write"
             k, v = write(past[0], k, start), write(past[1], v, start)
-            keys = torch.arange(c.context, device=x.device)
-        scores = torch.einsum("btkgh,bksh->bkgts", q, k).float()  # [batch, kv_heads, groups, tokens, keys]
-        scores = scores.masked_fill(positions[:, None] < keys[None, :], NEG)
-        w = scores.softmax(dim=-1).to(v.dtype)
-        out = torch.einsum("bkgts,bksh->btkgh", w, v)
+        # each key-value head's query heads as rows of one matmul: [batch, kv_heads, groups x tokens, head_dim]
+        q = (q * hd ** -0.5).permute(0, 2, 3, 1, 4).reshape(batch, c.kv_heads, groups * tokens, hd)
+        scores = (q @ k.transpose(-1, -2)).float().reshape(batch, c.kv_heads, groups, tokens, -1)
+        w = scores.masked_fill(hidden, NEG).softmax(dim=-1).to(v.dtype)
+        out = w.reshape(batch, c.kv_heads, groups * tokens, -1) @ v  # [batch, kv_heads, groups x tokens, head_dim]
+        out = out.reshape(batch, c.kv_heads, groups, tokens, hd).permute(0, 3, 1, 2, 4)
         return self.o(out.reshape(batch, tokens, c.heads * hd)), (k, v)
 
 
@@ -110,9 +110,10 @@ class Block(nn.Module):
         super().__init__()
         self.norm1, self.attention, self.norm2, self.mlp = norm(cfg), Attention(cfg), norm(cfg), MLP(cfg)
 
-    def forward(self, h: torch.Tensor, start: Any = 0, past: tuple[torch.Tensor, torch.Tensor] | None = None,
+    def forward(self, h: torch.Tensor, positions: torch.Tensor, hidden: torch.Tensor, start: Any = 0,
+                past: tuple[torch.Tensor, torch.Tensor] | None = None,
                 write: Write | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        a, kv = self.attention(self.norm1(h), start=start, past=past, write=write)
+        a, kv = self.attention(self.norm1(h), positions, hidden, start=start, past=past, write=write)
         h = h + a
         return h + self.mlp(self.norm2(h)), kv
 
@@ -133,11 +134,15 @@ class Decoder(nn.Module):
     def forward(self, tokens: torch.Tensor, start: Any = 0, past: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
                 last_only: bool = False, write: Write | None = None) -> tuple[torch.Tensor, list[Any]]:
         h = self.tokens(tokens)
+        positions = start + torch.arange(tokens.shape[1], device=tokens.device)
         if self.table is not None:
-            h = h + self.table(start + torch.arange(tokens.shape[1], device=tokens.device))
+            h = h + self.table(positions)
+        # once for every block: the keys are the tokens' own, or the whole cache's
+        keys = positions if past is None else torch.arange(self.cfg.context, device=tokens.device)
+        hidden = positions[:, None] < keys[None, :]
         kvs = []
         for i, block in enumerate(self.blocks):
-            h, kv = block(h, start=start, past=None if past is None else past[i], write=write)
+            h, kv = block(h, positions, hidden, start=start, past=None if past is None else past[i], write=write)
             kvs.append(kv)
         h = self.final(h[:, -1:] if last_only else h)
         logits = self.head(h) if self.head is not None else h @ self.tokens.weight.T  # tied: the token table
