@@ -12,6 +12,7 @@ from textual.widgets import Button, Checkbox, DataTable, Input, OptionList, Sele
 from tpulab.engine.runindex import RunRow
 from tpulab.engine.store import Store
 from tpulab.lab.app import TpulabApp
+from tpulab.lab.panes.confirm import ConfirmRun
 from tpulab.lab.panes.run import RunPane
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.lab.widgets.param_form import ParamForm
@@ -99,6 +100,11 @@ async def test_training_streams_and_cancels_keeping_partial_results():
         for name, value in (("batch_size", "16"), ("epochs", "3"), ("steps_per_epoch", "1000")):
             await type_into(pilot, app, name, value)
         await pilot.press("ctrl+r")
+        # 3000 steps: estimated at 25% of this CPU's peak, a slow CPU's estimate passes the 5 minutes that ask first
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRun) or bool(app.query(RunPane)), 30)
+        if isinstance(app.screen, ConfirmRun):
+            await pilot.press("y")  # as its user would
+        await wait_for(pilot, lambda: bool(app.query(RunPane)) and app.query_one(RunPane).chart("ms per step") is not None, 30)
         plot = chart(app, "ms per step")
         await wait_for(pilot, lambda: len(plot.points("step")) >= 1)
         # While steps stream, the event loop keeps its pace: a 10 ms timer's lateness is the lag.
