@@ -16,9 +16,9 @@ folder that cannot see what the image already has (JAX, NumPy), so pip must not 
 `run` installs one of them into a fresh folder and, on the JAX
 backend, runs `tpulab detect`, `tpulab top`, the roofline, conv, ResNet-50 and the transformer
 (GPU sizes there, smoke sizes on a CPU); on the GPU, PyTorch's paths too (the image's own
-PyTorch: conv, a verified decode, and a user's nn.Module eager against compiled, profiled); then
-it exports the records and checks their telemetry. Each step has its own timeout, all of them
-7 minutes together; the summary (each step's status,
+PyTorch: conv, a verified decode, and a user's nn.Module eager against compiled, profiled) and the
+machine card (`tpulab bench --quick` on JAX, kept as DIR/card.json); then it exports the records
+and checks their telemetry. Each step has its own timeout, all of them 10 minutes together; the summary (each step's status,
 seconds and headline figure), the records and the log land in DIR even when a step fails.
 With no phase named: on a machine with an NVIDIA GPU, `run`; elsewhere `build`, then `run` on
 the CPU, in a fresh virtual environment without TensorFlow (proving the offline install).
@@ -69,7 +69,8 @@ PRESETS = {
 }
 TIMEOUTS = {"install": 30, "detect": 30, "top": 10, "roofline": 35, "conv": 25,
             "resnet50": 90, "transformer": 60, "export": 10, "telemetry": 10,
-            "torch conv": 20, "torch decode": 35, "torch module": 60}  # 415 s in all
+            "torch conv": 20, "torch decode": 35, "torch module": 60,
+            "bench": 185}  # 600 s in all, one command's limit there; `bench --quick` keeps its own 3 minutes
 # The GPU image has PyTorch with CUDA: its paths run there (Keras from the carried wheels, where a path
 # uses it); a CPU check's fresh environment has no PyTorch, whose wheel would not travel: GPU only.
 TORCH_RUNS = {
@@ -293,6 +294,20 @@ def ceilings(stdout: str) -> str:
     return ", ".join(f"{k} {num(v)} {'GB/s' if k == 'copy' else 'GFLOP/s'}" for k, v in best.items())
 
 
+def card(path: Path) -> Callable[[str], str]:
+    """`tpulab bench`'s headline, from the card it wrote: its entries by status, and the first failed one's reason."""
+    def headline(_: str) -> str:
+        if not path.is_file():
+            raise StepFailed(f"no card at {path} (its stderr is in steps.log)")
+        made = json.loads(path.read_text())
+        entries = made["entries"]
+        ok = [e for e in entries if e["status"] == "ok"]
+        failed = [e for e in entries if e["status"] == "failed"]
+        said = f"card {made['id'][:8]}: {len(ok)} of {len(entries)} entries ok"
+        return said + (f"; {failed[0]['name']}: {failed[0].get('reason')}" if failed else "")
+    return headline
+
+
 def sampled(kind: str) -> Callable[[str], str]:
     def headline(stdout: str) -> str:
         samples = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
@@ -357,6 +372,9 @@ def plan(kind: str, python: str, house: Path, site: Path, out: Path, db: Path) -
     if kind == "gpu":
         steps += [Step(name, [*tpulab, *argv, "--no-ui", "--json", "--db", str(db), "--backend", "torch",
                               "--device", kind], TIMEOUTS[name], figures) for name, argv in TORCH_RUNS.items()]
+    if kind == "gpu":  # the machine card on JAX, its ceilings the roofline's above (--quick reuses them)
+        steps.append(Step("bench", [*tpulab, "bench", "--quick", "--backend", "jax", "--db", str(db), "-o",
+                                    str(out / "card.json")], TIMEOUTS["bench"], card(out / "card.json")))
     records = out / "records.json"
     steps.append(Step("export", [*tpulab, "results", "export", "--db", str(db), "--format",
                                  "json", "-o", str(records)], TIMEOUTS["export"], last_line))

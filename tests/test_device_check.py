@@ -63,12 +63,15 @@ def test_summary_keeps_each_step_as_it_ends(tmp_path):
     assert (tmp_path / "summary.txt").read_text() == text
 
 
-def test_gpu_plan_runs_every_workload_on_jax_and_torchs_paths_on_the_gpu_within_seven_minutes(tmp_path):
+def test_gpu_plan_runs_every_workload_on_jax_torchs_paths_and_a_card_within_one_commands_ten_minutes(tmp_path):
     steps = dc.plan("gpu", "python3", tmp_path, tmp_path / "site", tmp_path, tmp_path / "db")
     assert [s.name for s in steps] == ["install", "detect", "top", "roofline", "conv", "resnet50",
                                        "transformer", "torch conv", "torch decode", "torch module",
-                                       "export", "telemetry"]
-    assert sum(s.timeout for s in steps) <= 420
+                                       "bench", "export", "telemetry"]
+    assert sum(s.timeout for s in steps) <= 600
+    card = next(s.argv for s in steps if s.name == "bench")
+    assert card[card.index("--backend") + 1] == "jax" and "--quick" in card
+    assert card[card.index("-o") + 1] == str(tmp_path / "card.json")  # kept in $OUT
     torch = {s.name: s.argv for s in steps if s.name.startswith("torch")}
     assert all(a[a.index("--backend") + 1] == "torch" and a[a.index("--device") + 1] == "gpu" for a in torch.values())
     assert "--verify" in torch["torch decode"]
@@ -76,7 +79,7 @@ def test_gpu_plan_runs_every_workload_on_jax_and_torchs_paths_on_the_gpu_within_
     assert Path(module[module.index("--model") + 1].split(":")[0]).is_file()  # the example, wherever it runs from
     assert module[module.index("--compile") + 1] == "both" and "--profile" in module
     assert not [s for s in dc.plan("cpu", "python3", tmp_path, tmp_path / "site", tmp_path, tmp_path / "db")
-                if s.name.startswith("torch")]  # the CPU check's fresh environment has no PyTorch
+                if s.name.startswith("torch") or s.name == "bench"]  # no PyTorch there, and the card is the GPU's
     runs = {s.name: s.argv for s in steps if "--run" in s.argv and s.name in dc.PRESETS["gpu"]}
     assert {n: (a[a.index("--backend") + 1], a[a.index("--device") + 1], a[a.index("--preset") + 1])
             for n, a in runs.items()} == {"roofline": ("jax", "gpu", "default"),
@@ -149,3 +152,17 @@ def test_telemetry_check_fails_without_gpu_utilisation(tmp_path):
     with pytest.raises(dc.StepFailed, match="1 GPU readings without util or memory: "
                                             "{'gpu util': 'NVML: not supported'}"):
         dc.telemetry_check(records, "gpu")
+
+
+def test_the_bench_step_reads_its_card_and_fails_without_one(tmp_path):
+    from tpulab.engine.card import Card, CardEntry, CardSuite
+
+    path = tmp_path / "card.json"
+    step = dc.Step("bench", ["tpulab", "bench"], 1, dc.card(path))
+    assert dc.judge(step, 1, "") == ("failed", f"exit 1; no card at {path} (its stderr is in steps.log)")
+    made = Card(id="c0ffee00" * 4, created_at="2026-12-02T00:00:00+00:00", suite=CardSuite(name="tpulab-card", version=1,
+                quick=True), machine={}, ceilings=[], entries=[
+        CardEntry(name="conv", workload="conv", backend="jax", status="ok", unit="GFLOP/s", median=50.0, n=10),
+        CardEntry(name="decode-b8", workload="decode", backend="jax", status="failed", reason="out of memory")])
+    path.write_text(json.dumps(made.to_json()))
+    assert dc.judge(step, 1, "") == ("failed", "exit 1; card c0ffee00: 1 of 2 entries ok; decode-b8: out of memory")
