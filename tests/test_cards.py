@@ -321,6 +321,41 @@ def test_the_notebook_compares_a_card_with_the_article_as_html_in_the_cell(db):
     assert "geometric mean over conv (the entries Colab K80 GPU" in " ".join(repr(result).split())
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("interrupted", [False, True])
+def test_the_notebooks_bench_renders_its_card_in_the_cell_and_an_interrupt_keeps_it_partial(tmp_path, monkeypatch,
+                                                                                             capsys, interrupted):
+    """`tpulab.bench()` on this machine's JAX, the suite one conv entry and its ceilings a roofline kept here (as
+    --quick reuses them). Interrupting the cell (KeyboardInterrupt in its thread, as Jupyter's stop does) a second
+    into the conv's worker returns the card so far."""
+    import _thread
+    import threading
+
+    import tpulab
+
+    db = tmp_path / "r.db"
+    Store(db).save(kept_roofline("jax", version("jax"), sys.version.split()[0]))
+    # TINY, its refused entry weighing almost all the budget: the conv's share of 180 s is one run or two
+    monkeypatch.setattr(bench, "SUITE", replace(TINY, entries=(TINY.entries[0], replace(TINY.entries[1], weight=50.0))))
+    timer = threading.Timer(1.0, _thread.interrupt_main)
+    if interrupted:
+        timer.start()
+    result = tpulab.bench(quick=True, backend="jax", db=db)
+    timer.cancel()
+    made = result.card
+    assert Store(db).cards()[0].id == made.id and made.suite.name == "test"  # kept like any card
+    page = result._repr_html_()
+    assert page.startswith('<div class="tpulab">') and "conv" in page, page
+    assert "ceilings: float32 100.0 GFLOP/s (reused), memory 20.0 GB/s (reused)" in page, made.ceilings
+    if interrupted:
+        assert made.status == "partial" and "partial" in " ".join(repr(result).split())
+    else:
+        conv, resnet = made.entries
+        assert conv.status == "ok" and conv.median and f"<td>{view.figure(conv.median)}</td>" in page
+        assert resnet.status == "failed" and "--image-size must be" in resnet.reason and made.status == "failed"
+        assert "[1/2 jax] conv" in capsys.readouterr().err  # its progress, as it went
+
+
 def test_this_with_no_card_measured_here_says_how_to_make_one(db):
     done = run_cli("cards", "compare", "this", "article", "--db", str(db))
     assert done.returncode == 2 and "`tpulab bench --quick` makes one" in done.stderr

@@ -167,12 +167,13 @@ class Bench:
     another thread (Ctrl+C) stops the run in flight and leaves a partial card."""
 
     def __init__(self, report: RuntimeReport, db: Path, backend: str = "auto", quick: bool = False,
-                 suite: bench.Suite = bench.SUITE, on_progress: Callable[[Progress], None] | None = None,
+                 suite: bench.Suite | None = None, on_progress: Callable[[Progress], None] | None = None,
                  budget_s: float | None = None, environ: dict[str, str] | None = None,
                  reuse_ceilings: bool | None = None) -> None:
         import os
 
-        self.report, self.db, self.quick, self.suite = report, Path(db), quick, suite
+        self.report, self.db, self.quick = report, Path(db), quick
+        self.suite = suite = suite or bench.SUITE  # read when a bench starts, not when this module loads
         self.backends = chosen(backend, report)
         self.budget = budget_s if budget_s is not None else suite.budget(quick)
         self.on_progress = on_progress or (lambda p: None)

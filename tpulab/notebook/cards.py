@@ -71,14 +71,21 @@ def bench(quick: bool = False, backend: str = "auto", db: str | Path | None = No
 
     runner = Bench(detect(), Path(db) if db else default_path(), backend, quick, on_progress=progress)
     made: list[Card] = []
-    worker = threading.Thread(target=lambda: made.append(runner.run()), daemon=True)
-    worker.start()
+    done = threading.Event()  # not Thread.join: a join that Ctrl+C interrupts marks the thread ended while it runs
+
+    def make() -> None:
+        try:
+            made.append(runner.run())
+        finally:
+            done.set()
+
+    threading.Thread(target=make, name="tpulab-bench", daemon=True).start()
     try:
-        while worker.is_alive():
-            worker.join(0.2)
+        while not done.wait(0.2):
+            pass
     except KeyboardInterrupt:
         runner.cancel()
-        worker.join()
+        done.wait()
     return CardResult(made[0] if made else runner.card)
 
 

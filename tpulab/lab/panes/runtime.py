@@ -67,11 +67,10 @@ class RuntimePane(VerticalScroll, can_focus=True):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runtime-card")
     def _bench(self) -> None:
-        from tpulab.engine import bench
         from tpulab.engine.bench_run import Bench
 
         try:
-            self.bench = Bench(lab(self).report, lab(self).store.path, "auto", quick=True, suite=bench.SUITE,
+            self.bench = Bench(lab(self).report, lab(self).store.path, "auto", quick=True,
                                on_progress=lambda p: self.app.call_from_thread(self._progressed, p))
             made = self.bench.run()
         except TpulabError as e:
