@@ -23,7 +23,7 @@ from rich.console import Console
 
 from tpulab.base.events import RunRecord
 from tpulab.engine import bench
-from tpulab.engine.bench_run import Bench
+from tpulab.engine.bench_run import Bench, scaling
 from tpulab.engine.card import Card, CardCeiling, CardEntry, CardSuite, from_json, scrubbed
 from tpulab.engine.card_compare import compare
 from tpulab.engine.store import SCHEMA_VERSION, Store
@@ -31,7 +31,7 @@ from tpulab.machine import fingerprint
 from tpulab.machine.detect import RuntimeReport
 from tpulab.views import card as view
 
-from .helpers import ROOT, cpu_only, make_record, run_cli, tree
+from .helpers import ROOT, cpu_only, make_record, pci, run_cli, tree
 
 
 def card(id: str = "c0ffee00" * 4, label: str = "machine A", decode: float = 100.0, bandwidth: float | None = 10e9,
@@ -239,7 +239,7 @@ def test_bad_bench_values_are_one_line_with_exit_2(db):
 
 
 # --- real benches ------------------------------------------------------------------------------------------
-TINY = bench.Suite("test", 1, ceilings=bench.Entry("roofline", {"preset": "smoke"}, {}, (), ()), entries=(
+TINY = bench.Suite("test", 1, scaling="conv", ceilings=bench.Entry("roofline", {"preset": "smoke"}, {}, (), ()), entries=(
     bench.Entry("conv", {"preset": "smoke", "profile": True, "profile_steps": 1}, {"iterations": 4},
                 (bench.Headline("conv", "gflops_per_s", "GFLOP/s"),), ("iterations",)),
     bench.Entry("resnet50", {"preset": "smoke", "image_size": 8}, {},  # below its smallest: refused, one line
@@ -260,8 +260,11 @@ def test_a_tiny_suite_benches_for_real_keeps_its_runs_and_a_failed_entry_leaves_
     # On TensorFlow: a JAX roofline's steady part is long enough for the load beside it (another test, with -n 2)
     # to stop it early, at times before its copy
     made = Bench(cpu_only(tmp_path / "m", packages=None), db, "tensorflow", quick=True, suite=TINY, budget_s=60,
-                 on_progress=seen.append, reuse_ceilings=False).run()
-    conv, resnet = made.entries
+                 on_progress=seen.append, reuse_ceilings=False, devices="all").run()
+    conv, resnet, scaling = made.entries
+    assert (scaling.name, scaling.status, scaling.reason) == (  # no scaling entry on one device, and the card says why
+        "conv-scaling", "skipped", "one CPU device here: --devices all runs conv across several (a CPU's logical "
+        "shards split the same cores)")
     assert conv.status == "ok" and conv.median and conv.p10 <= conv.median <= conv.p90 and conv.n in (4, 8, 16)
     assert conv.stopped and conv.stopped.split(":")[0] in ("stable", "budget")
     assert conv.command.startswith("tpulab --run conv --no-ui --backend tensorflow --device cpu")
@@ -272,6 +275,36 @@ def test_a_tiny_suite_benches_for_real_keeps_its_runs_and_a_failed_entry_leaves_
     assert conv.ceiling_fraction is None
     assert Store(db).get_card(made.id).entries == made.entries
     assert [p.what for p in seen if p.finished is None] == ["ceilings (roofline)", "conv", "resnet50"]
+
+
+def test_devices_all_runs_the_scaling_entry_across_every_gpu_with_the_batch_per_device_kept(tmp_path):
+    """Four GPUs, as their driver lists them (none is here: each run fails in its worker, in one line, and the card
+    keeps what it asked for)."""
+    files = {}
+    for i in range(4):
+        files |= {f"proc/driver/nvidia/gpus/0000:00:0{4 + i}.0/information": "Model: \t\t Tesla T4\nIRQ: 34\n",
+                  **pci(f"0000:00:0{4 + i}.0", "0x10de", "0x1eb8", "0x030200")}
+    files["proc/driver/nvidia/version"] = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19\n"
+    report = cpu_only(tmp_path / "m", packages={"tensorflow": None, "jax": version("jax")}, files=files)
+    assert report.max_shards()["gpu"] == 4
+    conv_only = replace(TINY, entries=TINY.entries[:1], ceilings=bench.Entry("roofline", {"preset": "nosuch"}, {}, (), ()))
+    made = Bench(report, tmp_path / "r.db", "jax", quick=True, suite=conv_only, budget_s=60, devices="all").run()
+    one, four = made.entries
+    assert one.name == "conv" and four.name == "conv-scaling" and four.status == "failed" and "\n" not in four.reason
+    asked = Store(tmp_path / "r.db").get(four.run_id).params if four.run_id else four.params
+    assert (asked["shards"], asked["batch_size"]) == (4, 4 * Store(tmp_path / "r.db").get(one.run_id).params["batch_size"])
+
+
+def test_a_scaling_entry_says_its_speedup_over_one_device_and_what_that_is_of_linear():
+    one = CardEntry(name="conv", workload="conv", backend="jax", status="ok", unit="GFLOP/s", median=100.0)
+    many = CardEntry(name="conv-scaling", workload="conv", backend="jax", status="ok", unit="GFLOP/s", median=360.0)
+    made = scaling(many, 4, [one])
+    assert made.devices == 4 and made.scaling == pytest.approx(3.6)
+    assert made.verdicts == ["4 devices: 3.60x one device's conv (90% of linear)"]
+    assert scaling(replace(many, status="failed", median=None), 4, [one]).scaling is None
+    shown = io.StringIO()
+    Console(file=shown, width=80).print(view.terminal(replace(card(), entries=[one, made])))
+    assert "conv-scaling: 4 devices: 3.60x one device's conv (90% of linear)" in shown.getvalue()  # on the one screen
 
 
 def kept_roofline(backend: str, version: str | None, python: str) -> RunRecord:

@@ -33,6 +33,9 @@ def add_parsers(sub: Any) -> None:
                        "exits 1.")
     b.add_argument("--quick", action="store_true", help="smaller sizes; reuses ceilings kept with the same versions")
     b.add_argument("--backend", default="auto", metavar="NAME", help="a backend, `all` (each installed one) or auto")
+    b.add_argument("--devices", choices=("one", "all"), default="one",
+                   help="one: every entry on one device; all: also the article's convolution across every device, "
+                        "with its speedup over one (a scaling entry)")
     b.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the card (host, user and home left out)")
     b.add_argument("--format", choices=FORMATS, help="of the file (default: its suffix, else json)")
     b.add_argument("--full", action="store_true", help="on the terminal: the machine, and each entry's details")
@@ -106,7 +109,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from tpulab.engine.store import default_path
 
-    bench = Bench(detect(), getattr(args, "db", None) or default_path(), args.backend, args.quick, on_progress=progress)
+    bench = Bench(detect(), getattr(args, "db", None) or default_path(), args.backend, args.quick, on_progress=progress,
+                  devices=args.devices)
     err.print(safe.text(f"tpulab bench{' --quick' if args.quick else ''}: {', '.join(bench.backends)}, "
                         f"budget {fmt.duration(bench.budget)} per backend; Ctrl+C keeps a partial card"))
 

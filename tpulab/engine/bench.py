@@ -10,7 +10,7 @@ the entries they share, and say so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 NAME = "tpulab-card"
@@ -20,6 +20,7 @@ FULL_BUDGET_S = 720.0
 STABLE = 0.10  # an entry's spread is stable once (p90 - p10) / median is at most this
 MIN_SAMPLES = 5  # ... over at least this many timed steps
 CEILINGS_SHARE = 0.15  # of the budget, for the roofline that measures the ceilings
+SCALING = "-scaling"  # the name of an entry run across every device, after the one-device entry's
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,17 @@ class Suite:
     version: int
     ceilings: Entry  # the roofline: its matmul per dtype and its copy
     entries: tuple[Entry, ...]
+    scaling: str | None = None  # the headline whose entry `--devices all` runs again across every device
+
+    def scaled(self, devices: int, batch: int, quick: bool) -> Entry | None:
+        """The `scaling` headline's entry across `devices` devices, each with the `batch` one device had (weak
+        scaling: the same work per device), its headlines named NAME-scaling."""
+        found = next((e for e in self.entries for h in e.headlines if h.name == self.scaling), None)
+        if found is None:
+            return None
+        values = {**found.values(quick), "shards": devices, "batch_size": batch * devices}
+        return replace(found, params=values, quick={}, headlines=tuple(
+            replace(h, name=f"{h.name}{SCALING}", article=None) for h in found.headlines))
 
     def budget(self, quick: bool) -> float:
         return QUICK_BUDGET_S if quick else FULL_BUDGET_S
@@ -100,4 +112,5 @@ SUITE = Suite(
         Entry("decode", {"preset": "tiny", "batch_size": 8, "gen_len": 64, **PROFILED}, {"gen_len": 32},
               (Headline("decode-b8", "decode.decode_tokens_per_s", "tokens/s", ceiling="memory"),), ("gen_len",)),
     ),
+    scaling="conv",  # the article's convolution, which its TPU ran over 8 cores (batch_parallel)
 )

@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -169,11 +169,12 @@ class Bench:
     def __init__(self, report: RuntimeReport, db: Path, backend: str = "auto", quick: bool = False,
                  suite: bench.Suite | None = None, on_progress: Callable[[Progress], None] | None = None,
                  budget_s: float | None = None, environ: dict[str, str] | None = None,
-                 reuse_ceilings: bool | None = None) -> None:
+                 reuse_ceilings: bool | None = None, devices: str = "one") -> None:
         import os
 
         self.report, self.db, self.quick = report, Path(db), quick
         self.suite = suite = suite or bench.SUITE  # read when a bench starts, not when this module loads
+        self.devices = devices  # one: every entry on one device; all: the suite's scaling entry across all of them
         self.backends = chosen(backend, report)
         self.budget = budget_s if budget_s is not None else suite.budget(quick)
         self.on_progress = on_progress or (lambda p: None)
@@ -215,6 +216,9 @@ class Bench:
 
     def _backend(self, backend: str, start: float) -> None:
         entries = self.suite.entries
+        scaled, devices, why_not = self._scaled(backend) if self.devices == "all" else (None, 1, None)
+        if scaled is not None:
+            entries += (scaled,)
         total = len(entries) + 1
         deadline = start + self.budget
         self._progress(backend, "ceilings (roofline)", 0, total, start)
@@ -231,9 +235,32 @@ class Bench:
                           reason=f"the {fmt.duration(self.budget)} budget was spent before it started",
                           article=h.article) for h in entry.headlines]
             for made in made_here:
+                if entry is scaled:
+                    made = scaling(made, devices, self.card.entries)
                 self.card.entries.append(made)
                 self._save()
                 self._progress(backend, made.name, i + 1, total, start, made)
+        if why_not is not None and not self.cancelled:
+            self.card.entries.append(CardEntry(name=f"{self.suite.scaling}{bench.SCALING}", workload="", backend=backend,
+                                               status="skipped", reason=why_not))
+
+    def _scaled(self, backend: str) -> tuple[bench.Entry | None, int, str | None]:
+        """The suite's scaling entry across every device of the kind `backend`'s entries run on, with how many; or
+        why there is none (None: the one-device entry fails too, and says why)."""
+        base = next((e for e in self.suite.entries for h in e.headlines if h.name == self.suite.scaling), None)
+        if base is None:
+            return None, 1, None
+        given = base.values(self.quick)
+        preset = given.pop("preset", None)
+        try:
+            spec = resolve(base.workload, {**given, BACKEND.name: backend}, self.report, preset)
+        except TpulabError:
+            return None, 1, None
+        count = 1 if spec.device == "cpu" else self.report.max_shards().get(spec.device, 1)
+        if count < 2:
+            return None, 1, (f"one {spec.device.upper()} device here: --devices all runs {self.suite.scaling} across "
+                             "several" + (" (a CPU's logical shards split the same cores)" if spec.device == "cpu" else ""))
+        return self.suite.scaled(count, int(spec.params["batch_size"]), self.quick), count, None
 
     def _progress(self, backend: str, what: str, done: int, total: int, start: float,
                   finished: CardEntry | None = None) -> None:
@@ -403,6 +430,16 @@ class Bench:
         except StoreError as e:
             record.logs.append(f"not kept: {e}")
         return record
+
+
+def scaling(made: CardEntry, devices: int, entries: list[CardEntry]) -> CardEntry:
+    """A scaling entry with its speedup over the same entry on one device (`entries`: the card's so far), and what
+    that is of linear (each device doing the work one did alone)."""
+    one = next((e for e in entries if e.name + bench.SCALING == made.name and e.backend == made.backend), None)
+    speedup = made.median / one.median if made.median and one is not None and one.median else None
+    said = [f"{devices} devices: {speedup:.2f}x one device's {one.name} ({speedup / devices:.0%} of linear)"] \
+        if speedup is not None and one is not None else []
+    return replace(made, devices=devices, scaling=speedup, verdicts=[*said, *made.verdicts])
 
 
 def _now() -> str:

@@ -46,6 +46,8 @@ class CardEntry:
     status: str  # one of STATUSES
     reason: str | None = None  # why it failed or was skipped: one line
     device: str | None = None  # what it ran on: 'cpu: Intel Xeon ...'
+    devices: int | None = None  # the devices its run spread over (a `--devices all` entry); None: one
+    scaling: float | None = None  # its median over the same entry's on one device (a `--devices all` entry)
     unit: str | None = None
     median: float | None = None
     p10: float | None = None

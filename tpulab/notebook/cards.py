@@ -57,8 +57,9 @@ class CardComparisonResult:
         return text(view.comparison_terminal(self.comparison))
 
 
-def bench(quick: bool = False, backend: str = "auto", db: str | Path | None = None) -> CardResult:
+def bench(quick: bool = False, backend: str = "auto", db: str | Path | None = None, devices: str = "one") -> CardResult:
     """Run the suite (`tpulab bench`) and return its card, kept in the results; its progress is printed as it goes.
+    `devices="all"` adds the scaling entry (`--devices all`).
     Interrupting the cell stops the run in flight and returns the card so far, marked partial."""
     from tpulab.engine.bench_run import Bench, Progress
     from tpulab.machine.detect import detect
@@ -69,7 +70,8 @@ def bench(quick: bool = False, backend: str = "auto", db: str | Path | None = No
                 f"[{p.done}/{p.total - 1} {p.backend}] {p.what}, about {p.eta:.0f} s left")
         print(said, file=sys.stderr, flush=True)
 
-    runner = Bench(detect(), Path(db) if db else default_path(), backend, quick, on_progress=progress)
+    runner = Bench(detect(), Path(db) if db else default_path(), backend, quick, on_progress=progress,
+                   devices=devices)
     made: list[Card] = []
     done = threading.Event()  # not Thread.join: a join that Ctrl+C interrupts marks the thread ended while it runs
 

@@ -92,6 +92,8 @@ def terminal(card: Card, full: bool = False) -> RenderableType:
     parts.append(t)
     parts += [safe.text(f"{e.name}: {e.status}: {e.reason or ''}", "red") for e in card.entries if e.status != "ok"]
     parts += [safe.text(f"{e.name}: {e.artifact}", "bold red") for e in card.entries if e.artifact]
+    if not full:  # a scaling entry's speedup over one device (its first verdict), which no column holds
+        parts += [safe.text(f"{e.name}: {e.verdicts[0]}") for e in card.entries if e.scaling is not None]
     if full:
         parts.append(machine_table(card))
         for e in card.entries:
