@@ -3,11 +3,28 @@ it is set against (kept, else measured by the run), and figures above the hardwa
 
 from __future__ import annotations
 
+from dataclasses import fields
+from typing import get_args
+
 import pytest
 
 from tpulab.backends import Placement
 from tpulab.base.ceilings import MEASURED, Sourced
-from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Accel, Device, Event, Log, Sample, Step
+from tpulab.base.events import (
+    PHASE_DECODE,
+    PHASE_PREFILL,
+    Accel,
+    Device,
+    Event,
+    Log,
+    RunRecord,
+    Sample,
+    Step,
+    Summary,
+    SummaryClash,
+    SummaryParts,
+    TimingPart,
+)
 from tpulab.engine.ceilings import Ceilings
 from tpulab.engine.job import job_of
 from tpulab.engine.record import RunRecorder
@@ -210,6 +227,21 @@ def test_a_decode_runs_tokens_per_second_is_its_examples_per_second_and_no_part_
         rec.feed(e)
     with pytest.raises(TypeError, match="summary part sets gflops_per_s, which the record's own parts fill"):
         rec.summary()
+
+
+def test_the_summarys_typed_parts_are_disjoint_slices_of_its_flat_fields_and_its_json_stays_flat(tmp_path):
+    """Timing, rates, ceilings, inference and metrics: each part's fields are the summary's own, no two parts name
+    one, and two that do are refused by name; the record keeps the summary flat, and reads it back whole."""
+    names = [f.name for part in get_args(SummaryParts) for f in fields(part)]
+    assert len(names) == len(set(names)) and set(names) <= {f.name for f in fields(Summary)}
+    r = record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006], copy_s=0.01))
+    flat = r.to_json()["summary"]
+    assert flat["compile_seconds"] == r.summary.compile_seconds and flat["throughput"] == r.summary.throughput
+    assert not {"timing", "rates", "ceilings", "inference", "metrics"} & set(flat)
+    assert RunRecord.from_json(r.to_json()).summary == r.summary
+    timing = TimingPart(compile_seconds=1.0, cache_hit=None, step_seconds=None, compile_phases=None, host_seconds=None)
+    with pytest.raises(SummaryClash, match="two parts of a summary set compile_seconds$"):
+        Summary.of(timing, {"compile_seconds": 2.0})
 
 
 def test_a_workload_declares_the_figures_it_leads_with(tmp_path):

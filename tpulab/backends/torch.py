@@ -357,15 +357,17 @@ def doer(event: Any) -> Any:
     the most self time. By time alone, a step where a transpose beside `addmm` happened to take longer would hand
     it the linear layer's FLOPs, and a call where the CPU was taken away inside `aten::_convolution` would hand
     that call's to it: the op table's FLOPs per call would then be a fraction of the count."""
-    ops, stack = [], [event]
+    ops: list[tuple[float, Any]] = []  # (self time, op)
+    kernels: list[tuple[float, Any]] = []
+    stack = [event]
     while stack:
         e = stack.pop()
         children = list(e.cpu_children)
-        innermost = op_category(e.name) == MATMUL and not any(op_category(c.name) == MATMUL for c in children)
-        ops.append((span(e) - sum(span(c) for c in children), innermost, e))
+        ops.append((span(e) - sum(span(c) for c in children), e))
+        if op_category(e.name) == MATMUL and not any(op_category(c.name) == MATMUL for c in children):
+            kernels.append(ops[-1])
         stack += children
-    kernels = [(own, e) for own, innermost, e in ops if innermost]
-    return max(kernels or [(own, e) for own, _, e in ops], key=lambda o: o[0])[1]
+    return max(kernels or ops, key=lambda o: o[0])[1]
 
 
 def span(event: Any) -> float:

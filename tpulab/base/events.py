@@ -379,6 +379,74 @@ class Decode:
             self.itl = _known(Latency, self.itl)
 
 
+# --- the summary's typed parts: each a slice of its flat fields, made by one part of the recorder ----------
+@dataclass(frozen=True, kw_only=True)
+class TimingPart:
+    """The first call and the steady step."""
+
+    compile_seconds: float | None
+    cache_hit: bool | None
+    step_seconds: Stats | None
+    compile_phases: dict[str, float] | None
+    host_seconds: list[float] | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RatesPart:
+    """The step's work per second, against the device's spec peak."""
+
+    flops_per_step: float | None
+    gflops_per_s: float | None
+    peak_flops: float | None
+    peak_source: str | None
+    peak_fraction: float | None
+    mfu: float | None
+    examples_per_s: float | None
+    throughput: float | None
+    throughput_unit: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CeilingsPart:
+    """The step against this device's measured ceilings."""
+
+    ceiling_flops: float | None
+    ceiling_source: str | None
+    ceiling_fraction: float | None
+    bandwidth: float | None
+    bytes_per_step: float | None
+    intensity: float | None
+    bound: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferencePart:
+    """A training run's inference phase, timed apart."""
+
+    inference_compile_seconds: float | None
+    inference_step_seconds: Stats | None
+    inference_throughput: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricsPart:
+    """The model's last training metrics and its last validation."""
+
+    final_metrics: dict[str, Measured] | None
+    validation: dict[str, Measured] | None
+
+
+SummaryParts = TimingPart | RatesPart | CeilingsPart | InferencePart | MetricsPart
+
+
+class SummaryClash(TypeError):
+    """Two parts of a summary set the same field."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(f"two parts of a summary set {', '.join(names)}")
+        self.names = names
+
+
 @dataclass(kw_only=True)
 class Summary:
     """The figures a run is judged by, derived once by the recorder."""
@@ -430,6 +498,18 @@ class Summary:
         if isinstance(self.inference_step_seconds, Mapping):
             self.inference_step_seconds = _known(Stats, self.inference_step_seconds)
         self.flags = [f if isinstance(f, Flag) else _known(Flag, f) for f in self.flags]
+
+    @classmethod
+    def of(cls, *parts: SummaryParts | Mapping[str, Any], **rest: Any) -> Summary:
+        """A summary from its parts, flat as the record keeps it: a field that two parts both set is refused, by
+        name (a workload's own part, a mapping, cannot overwrite the record's)."""
+        flat: dict[str, Any] = dict(rest)
+        for part in parts:
+            own = dict(part) if isinstance(part, Mapping) else {f.name: getattr(part, f.name) for f in fields(part)}
+            if taken := sorted(flat.keys() & own.keys()):
+                raise SummaryClash(taken)
+            flat.update(own)
+        return cls(**flat)
 
     @property
     def median(self) -> float | None:

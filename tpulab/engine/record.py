@@ -14,6 +14,12 @@ from typing import Any
 from tpulab.base import plugins
 from tpulab.base.events import (
     PHASE_BANDWIDTH,
+    CeilingsPart,
+    InferencePart,
+    MetricsPart,
+    RatesPart,
+    SummaryClash,
+    TimingPart,
     PHASE_PREDICT,
     Allocated,
     Cancelled,
@@ -214,14 +220,15 @@ class RunRecorder:
             or SummaryPart()
         stats = summarize(self.steady_seconds() if own.seconds is None else own.seconds)
         rates, flags = self.rates(stats, own, peak)
-        figures = {**self.timing(stats), **rates, **self.inference(), **self.metrics()}
-        if own.examples_per_s is not None:  # the workload's own rate, in its unit as in examples/s
-            figures.update(examples_per_s=own.examples_per_s, throughput=own.examples_per_s)
-        if taken := sorted(figures.keys() & own.fields.keys()):
-            raise TypeError(f"{self.workload.name}'s summary part sets {', '.join(taken)}, which the record's own parts "
-                            "fill: a workload adds its own fields (its rate goes in SummaryPart.examples_per_s)")
-        summary = Summary(**figures, **own.fields, flags=[*flags, *own.flags], profile=self.profile(),
-                          telemetry=self.telemetry_summary(stats.median if stats else None))
+        against, beaten = self.against(stats, own)
+        try:
+            summary = Summary.of(self.timing(stats), rates, against, self.inference(), self.metrics(), own.fields,
+                                 flags=[*flags, *beaten, *own.flags], profile=self.profile(),
+                                 telemetry=self.telemetry_summary(stats.median if stats else None))
+        except SummaryClash as e:  # the record's own parts are disjoint: the workload's named one of their fields
+            raise TypeError(f"{self.workload.name}'s summary part sets {', '.join(e.names)}, which the record's own "
+                            "parts fill: a workload adds its own fields (its rate goes in SummaryPart.examples_per_s)"
+                            ) from None
         if summary.decode is not None and summary.telemetry is not None:  # a decode step: a token per sequence
             summary.decode.joules_per_token = summary.telemetry.energy_per_example_j
         return summary
@@ -242,11 +249,11 @@ class RunRecorder:
             return self.profiled
         return judge(self.profiled, roof(info.device, info.dtype, self.ceilings, self.runtime.cpu))
 
-    def timing(self, stats: Stats | None) -> dict[str, Any]:
+    def timing(self, stats: Stats | None) -> TimingPart:
         """The first call and the steady step, on each host too."""
-        return {"compile_seconds": self.compile_seconds, "cache_hit": self.cache_hit, "step_seconds": stats,
-                "compile_phases": dict(self.compile_phases) if len(self.compile_phases) > 1 else None,
-                "host_seconds": self.host_medians()}
+        return TimingPart(compile_seconds=self.compile_seconds, cache_hit=self.cache_hit, step_seconds=stats,
+                          compile_phases=dict(self.compile_phases) if len(self.compile_phases) > 1 else None,
+                          host_seconds=self.host_medians())
 
     def peak(self) -> Sourced | None:
         """The spec peak of the devices the run used (this machine's CPU as detected), once it said `Started`."""
@@ -254,41 +261,52 @@ class RunRecorder:
         return device_peak(d.kind, d.name, self.info.dtype, d.replicas, self.runtime.cpu, d.machines) \
             if d is not None and self.info is not None else None
 
-    def rates(self, stats: Stats | None, own: SummaryPart, peak: Sourced | None) -> tuple[dict[str, Any], list[Flag]]:
-        """The step's work per second, against the device's spec `peak` and its measured ceilings
-        (`Ceilings.judge`), with the flags that say when a figure cannot be trusted."""
+    def work(self, stats: Stats | None, own: SummaryPart) -> tuple[float | None, float | None]:
+        """The FLOPs of the step the statistics are of, and their rate at its median: the workload's own step
+        where it names one (a call of a roofline's best matmul)."""
+        if own.seconds is not None:
+            return own.flops_per_step, own.flops_per_s
+        flops = self.info.flops_per_step if self.info else None
+        return flops, flops / stats.median if stats and flops and stats.median > 0 else None
+
+    def rates(self, stats: Stats | None, own: SummaryPart, peak: Sourced | None) -> tuple[RatesPart, list[Flag]]:
+        """The step's work per second against the device's spec `peak`, with the flags that say when a figure
+        cannot be trusted; the workload's own rate (decode's tokens/s) where it gives one."""
         info, w = self.info, self.workload
-        flops = info.flops_per_step if info else None
-        flops_per_s = flops / stats.median if stats and flops and stats.median > 0 else None
-        if own.seconds is not None:  # the workload's own step (a call of a roofline's best matmul)
-            flops, flops_per_s = own.flops_per_step, own.flops_per_s
+        flops, flops_per_s = self.work(stats, own)
         peak_fraction = flops_per_s / peak.value if flops_per_s and peak else None
         flags = sanity_flags(peak_fraction, stats)
         if info is not None and info.synthetic:
             flags.append(Flag("synthetic-data", f"{'trained' if w.trains else 'ran'} on {w.synthetic_warning()}"))
-        against, beaten = self.ceilings.judge(info.device if info else None, info.dtype if info else None,
-                                              flops_per_s, flops, info.bytes_per_step if info else None)
         batch = w.batch_size(self.params)
         items = batch * w.items_per_example(self.params)
-        return {"flops_per_step": flops, "gflops_per_s": flops_per_s / 1e9 if flops_per_s else None,
-                "peak_flops": peak.value if peak else None, "peak_source": peak.source if peak else None,
-                "peak_fraction": peak_fraction, "mfu": peak_fraction if w.model_flops else None,
-                "examples_per_s": batch / stats.median if stats and batch and stats.median > 0 else None,
-                "throughput": items / stats.median if stats and items and stats.median > 0 else None,
-                "throughput_unit": w.throughput_unit, **against}, flags + beaten
+        per_s = stats.median if stats and stats.median > 0 else None
+        examples = own.examples_per_s if own.examples_per_s is not None else batch / per_s if per_s and batch else None
+        throughput = own.examples_per_s if own.examples_per_s is not None else items / per_s if per_s and items else None
+        return RatesPart(flops_per_step=flops, gflops_per_s=flops_per_s / 1e9 if flops_per_s else None,
+                         peak_flops=peak.value if peak else None, peak_source=peak.source if peak else None,
+                         peak_fraction=peak_fraction, mfu=peak_fraction if w.model_flops else None,
+                         examples_per_s=examples, throughput=throughput, throughput_unit=w.throughput_unit), flags
 
-    def inference(self) -> dict[str, Any]:
+    def against(self, stats: Stats | None, own: SummaryPart) -> tuple[CeilingsPart, list[Flag]]:
+        """The step against this device's measured ceilings (`Ceilings.judge`), with a flag where it beat one."""
+        info = self.info
+        flops, flops_per_s = self.work(stats, own)
+        return self.ceilings.judge(info.device if info else None, info.dtype if info else None, flops_per_s, flops,
+                                   info.bytes_per_step if info else None)
+
+    def inference(self) -> InferencePart:
         """The inference phase (a training run's `predict`), timed apart from training."""
         stats = summarize(self.steady_seconds(PHASE_PREDICT))
         items = self.workload.batch_size(self.params) * self.workload.items_per_example(self.params)
-        return {"inference_compile_seconds": self.inference_compile_seconds, "inference_step_seconds": stats,
-                "inference_throughput": items / stats.median if stats and items and stats.median > 0 else None}
+        return InferencePart(inference_compile_seconds=self.inference_compile_seconds, inference_step_seconds=stats,
+                             inference_throughput=items / stats.median if stats and items and stats.median > 0 else None)
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> MetricsPart:
         """The model's last training metrics and its last validation."""
-        return {"final_metrics": next((s.metrics for s in reversed(self.steps) if s.metrics), None),
-                "validation": {k: v for k, v in (self.epochs[-1].metrics if self.epochs else {}).items()
-                               if k.startswith("val_")} or None}
+        return MetricsPart(final_metrics=next((s.metrics for s in reversed(self.steps) if s.metrics), None),
+                           validation={k: v for k, v in (self.epochs[-1].metrics if self.epochs else {}).items()
+                                       if k.startswith("val_")} or None)
 
     def host_medians(self) -> list[float] | None:
         """Each host's median steady step time, when several processes shared the steps."""
