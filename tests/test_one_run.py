@@ -65,7 +65,10 @@ async def test_the_same_conv_from_every_front_end_is_judged_by_the_kept_ceiling(
         params = {**conv.defaults(), **conv.preset("smoke"), "device": "cpu", "backend": "jax"}
         await pilot.press("3")  # the Run tab, which mounts its pane
         await wait_for(pilot, lambda: bool(app.query(RunPane)), 5)
+        bar = app.query_one("#run-progress")
+        assert not bar.display  # nothing runs yet: no bar says otherwise
         app.post_message(WorkloadsPane.RunRequested(conv, params))
+        await wait_for(pilot, lambda: bar.display, 10)
         await wait_for(pilot, lambda: len(app.records) == 1, 120)
         await app.workers.wait_for_complete()  # the lab lists a run at once and keeps it in the background
         lab = store.get(app.records[0].id)

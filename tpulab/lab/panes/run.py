@@ -98,7 +98,9 @@ class RunPane(Vertical):
 
         yield Static("No run yet: pick a workload, then Run.", id="run-header")
         yield Static(id="run-cancel")
-        yield ProgressBar(id="run-progress", show_eta=False)
+        bar = ProgressBar(id="run-progress", show_eta=False)
+        bar.display = False  # an empty bar would say that something runs: shown once something does
+        yield bar
         with Horizontal(id="charts"):
             for chart_id in CHART_IDS:  # untitled until a run says what its workload plots: hidden till then
                 plot = SeriesPlot(id=chart_id, classes="chart")
@@ -164,7 +166,9 @@ class RunPane(Vertical):
         self.query_one("#run-summary", Static).update("")
         self.log_view.clear()
         self.log_view.write(safe.markup(f"starting {workload.name}: {workload.changed(run.params) or 'defaults'}"))
-        self.query_one("#run-progress", ProgressBar).update(total=None, progress=0)
+        bar = self.query_one("#run-progress", ProgressBar)
+        bar.update(total=None, progress=0)
+        bar.display = True
         self.query_one("#run-header", Static).update(
             safe.markup(f"{workload.title}: starting a worker ({run.backend} imports)..."))
         self._stream(run)

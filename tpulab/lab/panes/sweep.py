@@ -71,7 +71,9 @@ class SweepPane(Vertical):
 
         yield Static("No sweep yet: in Workloads, tick sweep, give fields lists (8,16,32), then Sweep (ctrl+r).",
                      id="sweep-header")
-        yield ProgressBar(id="sweep-progress", show_eta=False)
+        bar = ProgressBar(id="sweep-progress", show_eta=False)
+        bar.display = False  # an empty bar would say that something runs: shown once something does
+        yield bar
         with Horizontal(id="sweep-body"):
             yield SeriesPlot("throughput against the first swept parameter", id="sweep-chart")
             with Vertical(id="sweep-side"):
@@ -111,7 +113,9 @@ class SweepPane(Vertical):
         table.clear(columns=True)
         table.add_columns("", *(safe.text(axis_text(a)) for a in axes), *FIGURES)
         self.query_one("#sweep-findings", Static).update("")
-        self.query_one("#sweep-progress", ProgressBar).update(total=len(sweep.points) * sweep.repeat, progress=0)
+        bar = self.query_one("#sweep-progress", ProgressBar)
+        bar.update(total=len(sweep.points) * sweep.repeat, progress=0)
+        bar.display = True
         self._starting = True
         self._header(f"starting: {point_count(sweep.points)}, estimate …")
         lab(self).estimate_in_background(sweep.estimate, lambda guess: self._estimated(sweep, guess))
