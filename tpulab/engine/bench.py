@@ -64,10 +64,14 @@ class Suite:
     entries: tuple[Entry, ...]
     scaling: str | None = None  # the headline whose entry `--devices all` runs again across every device
 
+    def scales(self) -> Entry | None:
+        """The entry of the `scaling` headline, on one device."""
+        return next((e for e in self.entries for h in e.headlines if h.name == self.scaling), None)
+
     def scaled(self, devices: int, batch: int, quick: bool) -> Entry | None:
         """The `scaling` headline's entry across `devices` devices, each with the `batch` one device had (weak
         scaling: the same work per device), its headlines named NAME-scaling."""
-        found = next((e for e in self.entries for h in e.headlines if h.name == self.scaling), None)
+        found = self.scales()
         if found is None:
             return None
         values = {**found.values(quick), "shards": devices, "batch_size": batch * devices}

@@ -247,7 +247,7 @@ class Bench:
     def _scaled(self, backend: str) -> tuple[bench.Entry | None, int, str | None]:
         """The suite's scaling entry across every device of the kind `backend`'s entries run on, with how many; or
         why there is none (None: the one-device entry fails too, and says why)."""
-        base = next((e for e in self.suite.entries for h in e.headlines if h.name == self.suite.scaling), None)
+        base = self.suite.scales()
         if base is None:
             return None, 1, None
         given = base.values(self.quick)
