@@ -291,7 +291,8 @@ def test_devices_all_runs_the_scaling_entry_across_every_gpu_with_the_batch_per_
     made = Bench(report, tmp_path / "r.db", "jax", quick=True, suite=conv_only, budget_s=60, devices="all").run()
     one, four = made.entries
     assert one.name == "conv" and four.name == "conv-scaling" and four.status == "failed" and "\n" not in four.reason
-    asked = Store(tmp_path / "r.db").get(four.run_id).params if four.run_id else four.params
+    assert one.run_id and four.run_id  # each run was made, and kept with what it asked for
+    asked = Store(tmp_path / "r.db").get(four.run_id).params
     assert (asked["shards"], asked["batch_size"]) == (4, 4 * Store(tmp_path / "r.db").get(one.run_id).params["batch_size"])
 
 

@@ -219,8 +219,9 @@ class RunRecorder:
         own = (self.workload.summary_part(self.steps, info, self.ceilings, self.params, peak) if info else None) \
             or SummaryPart()
         stats = summarize(self.steady_seconds() if own.seconds is None else own.seconds)
-        rates, flags = self.rates(stats, own, peak)
-        against, beaten = self.against(stats, own)
+        work = self.work(stats, own)
+        rates, flags = self.rates(stats, work, own, peak)
+        against, beaten = self.against(work)
         try:
             summary = Summary.of(self.timing(stats), rates, against, self.inference(), self.metrics(), own.fields,
                                  flags=[*flags, *beaten, *own.flags], profile=self.profile(),
@@ -269,29 +270,31 @@ class RunRecorder:
         flops = self.info.flops_per_step if self.info else None
         return flops, flops / stats.median if stats and flops and stats.median > 0 else None
 
-    def rates(self, stats: Stats | None, own: SummaryPart, peak: Sourced | None) -> tuple[RatesPart, list[Flag]]:
-        """The step's work per second against the device's spec `peak`, with the flags that say when a figure
+    def rates(self, stats: Stats | None, work: tuple[float | None, float | None], own: SummaryPart,
+              peak: Sourced | None) -> tuple[RatesPart, list[Flag]]:
+        """The step's `work` (FLOPs, FLOP/s) against the device's spec `peak`, with the flags that say when a figure
         cannot be trusted; the workload's own rate (decode's tokens/s) where it gives one."""
         info, w = self.info, self.workload
-        flops, flops_per_s = self.work(stats, own)
+        flops, flops_per_s = work
         peak_fraction = flops_per_s / peak.value if flops_per_s and peak else None
         flags = sanity_flags(peak_fraction, stats)
         if info is not None and info.synthetic:
             flags.append(Flag("synthetic-data", f"{'trained' if w.trains else 'ran'} on {w.synthetic_warning()}"))
         batch = w.batch_size(self.params)
         items = batch * w.items_per_example(self.params)
-        per_s = stats.median if stats and stats.median > 0 else None
-        examples = own.examples_per_s if own.examples_per_s is not None else batch / per_s if per_s and batch else None
-        throughput = own.examples_per_s if own.examples_per_s is not None else items / per_s if per_s and items else None
+        step = stats.median if stats and stats.median > 0 else None
+        examples = own.examples_per_s if own.examples_per_s is not None else batch / step if step and batch else None
+        throughput = own.examples_per_s if own.examples_per_s is not None else items / step if step and items else None
         return RatesPart(flops_per_step=flops, gflops_per_s=flops_per_s / 1e9 if flops_per_s else None,
                          peak_flops=peak.value if peak else None, peak_source=peak.source if peak else None,
                          peak_fraction=peak_fraction, mfu=peak_fraction if w.model_flops else None,
                          examples_per_s=examples, throughput=throughput, throughput_unit=w.throughput_unit), flags
 
-    def against(self, stats: Stats | None, own: SummaryPart) -> tuple[CeilingsPart, list[Flag]]:
-        """The step against this device's measured ceilings (`Ceilings.judge`), with a flag where it beat one."""
+    def against(self, work: tuple[float | None, float | None]) -> tuple[CeilingsPart, list[Flag]]:
+        """The step's `work` (FLOPs, FLOP/s) against this device's measured ceilings (`Ceilings.judge`), with a flag
+        where it beat one."""
         info = self.info
-        flops, flops_per_s = self.work(stats, own)
+        flops, flops_per_s = work
         return self.ceilings.judge(info.device if info else None, info.dtype if info else None, flops_per_s, flops,
                                    info.bytes_per_step if info else None)
 
