@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from through import record
+from through import as_worker, record
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -78,8 +77,7 @@ GOAL = {"tensorflow": 1.05, "jax": 1.05, "torch": 1.02}  # tpulab's sharded conv
 
 
 def baseline(args: argparse.Namespace, backend: str) -> float:
-    # the torch worker's own OpenMP setting (tpulab.backends.torch), so that both loops wait for threads alike
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_PLATFORMS": "cpu", "OMP_WAIT_POLICY": "PASSIVE"}
+    env = as_worker(backend)
     out = subprocess.run([sys.executable, "-c", BASELINES[backend], str(args.batch_size), str(args.image_size),
                           str(args.iterations), "1"], capture_output=True, text=True, check=True, env=env)
     return float(json.loads(out.stdout))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from through import record
+from through import as_worker, record
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -39,8 +38,7 @@ def params(args: argparse.Namespace, backend: str, batch: int) -> dict[str, Any]
 
 def plain(p: dict[str, Any]) -> float:
     """The plain decoder's median seconds per token, in a fresh process like tpulab's worker."""
-    # the torch worker's own OpenMP setting (tpulab.backends.torch), so that both loops wait for threads alike
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_PLATFORMS": "cpu", "OMP_WAIT_POLICY": "PASSIVE"}
+    env = as_worker(p["backend"])
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "decode_plain.py"), p["backend"], json.dumps(p)],
                          capture_output=True, text=True, env=env)
     if out.returncode:

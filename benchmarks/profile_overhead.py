@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from through import record
+from through import as_worker, record
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -115,7 +115,7 @@ def op_time(rounds: int, steps: int) -> None:
         profile = record.summary.profile
         assert profile is not None
         conv = next(o for o in profile.ops if o.category == "matmul/conv")
-        env = {**os.environ, **worker_env()}
+        env = as_worker("jax")  # the hand-taken trace's process is set up as a worker
         out = subprocess.run([sys.executable, __file__, "--hand", str(steps)], capture_output=True, text=True,
                              env=env, check=True)
         hand = json.loads(out.stdout.splitlines()[-1])
@@ -129,11 +129,6 @@ def op_time(rounds: int, steps: int) -> None:
           f"{statistics.median(ratios):.3f}x (goal within 5%: 0.95x-1.05x), rounds {ratios[0]:.3f}x-{ratios[-1]:.3f}x",
           flush=True)
 
-
-def worker_env() -> dict[str, str]:
-    from tpulab.backends import get
-
-    return get("jax").worker_env("cpu", 1, os.environ)  # the hand-taken trace's process is set up as a worker
 
 
 def main() -> None:

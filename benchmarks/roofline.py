@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from through import record
+from through import as_worker, record
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -74,9 +73,7 @@ GOALS = {"torch": 1.02}  # tpulab / hand-written; 1.05 elsewhere
 
 def baseline(args: argparse.Namespace, backend: str) -> tuple[float, float]:
     """The hand-written matmul's median and fastest call, in a fresh process."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_PLATFORMS": PLATFORMS[args.device]}
-    if backend == "torch":
-        env["OMP_WAIT_POLICY"] = "PASSIVE"  # as tpulab's torch worker has it: both wait for OpenMP's threads alike
+    env = {**as_worker(backend, args.device), "JAX_PLATFORMS": PLATFORMS[args.device]}
     if args.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     out = subprocess.run([sys.executable, "-c", BASELINES[backend], str(args.size), str(args.iterations), "2"],

@@ -1,7 +1,7 @@
 """A user's nn.Module through tpulab against a hand-written training loop, and what --profile costs, on torch.
 
 1. The step: examples/models/torch_mlp.py's module trained with Adam on random batches, by a bare loop in a
-   fresh process (the torch worker's OMP_WAIT_POLICY, so that both wait for threads alike) and by
+   fresh process (set up as the torch worker is: `through.as_worker`) and by
    `tpulab run model` (eager); the ratio of the steady medians (goal <= 1.03x).
 2. --profile: the same run with and without it; the ratio of the steady medians (goal <= 1.02x: the traced
    steps come after the timed ones). Each round alternates which side goes first.
@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from through import record
+from through import as_worker, record
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -49,7 +49,7 @@ print(json.dumps(statistics.median(times[1:])))
 
 
 def baseline(args: argparse.Namespace) -> float:
-    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    env = as_worker("torch")
     out = subprocess.run([sys.executable, "-c", BASELINE, str(args.batch_size), str(args.steps)],
                          capture_output=True, text=True, check=True, env=env, cwd=ROOT)
     return float(json.loads(out.stdout))

@@ -224,12 +224,15 @@ def test_markdown_and_csv_hold_one_row_per_entry():
 # --- the machine ---------------------------------------------------------------------------------------
 def test_the_fingerprint_reads_a_containers_quota_and_says_what_it_cannot_read(tmp_path):
     root = tree(tmp_path / "a", {"sys/fs/cgroup/cpu.max": "150000 100000\n",
-                                 "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "powersave\n"})
+                                 "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "powersave\n",
+                                 "sys/kernel/mm/transparent_hugepage/enabled": "always [madvise] never\n"})
     assert fingerprint.cpu_quota(root) == "1.50 CPUs (cgroup v2 cpu.max)"
     assert fingerprint.governor(root) == "powersave"
+    assert fingerprint.huge_pages(root) == "madvise"
     bare = tree(tmp_path / "b")
     assert fingerprint.cpu_quota(bare).startswith("not readable here")
     assert fingerprint.throttling(bare).startswith("not readable here")
+    assert fingerprint.huge_pages(bare).startswith("not readable here")
     assert fingerprint.speed_variables({"XLA_FLAGS": "--x", "PATH": "/bin"}) == {"XLA_FLAGS": "--x"}
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +13,7 @@ from tpulab import backends
 from tpulab.backends.torch import BACKEND, TorchProfiler, TorchRuntime, op_category, trace_planes, wheel_build
 from tpulab.base.errors import TpulabError
 from tpulab.engine.doctor import diagnose
+from tpulab.machine import fingerprint
 from tpulab.machine.detect import detect
 
 from .helpers import TF, gpu_tree, tree
@@ -78,6 +81,40 @@ def test_the_probe_reports_build_and_threads():
     assert view["torch"] == torch.__version__ and view["build"] == "cpu" and view["gpus"] == []
     assert view["threads"] == torch.get_num_threads() and f"{view['threads']} intra-op threads" in view["also"]
     assert TorchRuntime().memory_stats() is None  # no CUDA: the process's RSS is its memory
+
+
+HUGE_PAGES_OF_A_TENSOR = """
+import torch
+t = torch.ones(64 << 18)  # 64 MiB, every page touched
+start = t.data_ptr()
+lines = open("/proc/self/smaps").read().splitlines()
+for i, line in enumerate(lines):
+    lo, _, hi = line.partition(" ")[0].partition("-")
+    if hi and int(lo, 16) <= start < int(hi, 16):
+        print(next(int(l.split()[1]) for l in lines[i + 1:] if l.startswith("AnonHugePages:")))
+        break
+"""
+
+
+THP_MODE = fingerprint.huge_pages()  # always, madvise, never, or not readable
+
+
+@pytest.mark.skipif(THP_MODE not in ("always", "madvise"), reason="this kernel gives no transparent huge pages")
+def test_a_torch_workers_large_tensors_sit_on_huge_pages_unless_the_user_says_otherwise():
+    from tpulab.engine.worker import child_env, worker_env
+
+    def huge_kib(environ: dict[str, str]) -> int:
+        out = subprocess.run([sys.executable, "-c", HUGE_PAGES_OF_A_TENSOR], env=child_env(environ),
+                             capture_output=True, text=True, check=True)
+        return int(out.stdout)
+
+    assert worker_env("torch", "cpu", 1)["THP_MEM_ALLOC_ENABLE"] == "1"
+    assert huge_kib(worker_env("torch", "cpu", 1)) >= 2048  # at least one 2 MiB page under the tensor
+    if THP_MODE == "madvise":  # (with "always" every large mapping gets them)
+        assert huge_kib({"THP_MEM_ALLOC_ENABLE": "0"}) == 0
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("THP_MEM_ALLOC_ENABLE", "0")
+        assert "THP_MEM_ALLOC_ENABLE" not in worker_env("torch", "cpu", 1)  # the user's own "0" stays
 
 
 def test_aten_ops_fall_in_categories():

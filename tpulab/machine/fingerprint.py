@@ -9,6 +9,7 @@ said as such ("not readable here"), never guessed.
 from __future__ import annotations
 
 import platform
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -17,7 +18,7 @@ SPEED_VARIABLES = ("XLA_FLAGS", "TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS", "OMP_NU
                    "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "KMP_AFFINITY",
                    "KMP_BLOCKTIME", "CUDA_VISIBLE_DEVICES", "TF_GPU_ALLOCATOR", "XLA_PYTHON_CLIENT_PREALLOCATE",
                    "XLA_PYTHON_CLIENT_MEM_FRACTION", "JAX_PLATFORMS", "JAX_ENABLE_X64", "TPU_VISIBLE_CHIPS",
-                   "KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL")
+                   "KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "OMP_WAIT_POLICY", "THP_MEM_ALLOC_ENABLE")
 UNREADABLE = "not readable here"
 
 
@@ -62,6 +63,14 @@ def throttling(root: Path = Path("/")) -> str:
     return f"core {core or '?'}, package {package or '?'} throttling events since boot"
 
 
+def huge_pages(root: Path = Path("/")) -> str:
+    """The kernel's transparent huge page mode ('always', 'madvise', 'never'): a memory-bound step streams its
+    weights faster from 2 MiB pages (numpy asks for them; a torch worker too, `THP_MEM_ALLOC_ENABLE`)."""
+    found = _read(root / "sys/kernel/mm/transparent_hugepage/enabled")
+    chosen = re.search(r"\[(\w+)\]", found or "")
+    return chosen.group(1) if chosen else f"{UNREADABLE} (no transparent_hugepage in sysfs)"
+
+
 def os_name() -> str:
     """'Linux 6.8.0 (glibc 2.36)'."""
     libc = " ".join(platform.libc_ver()).strip()
@@ -74,4 +83,5 @@ def speed_variables(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def limits(root: Path = Path("/")) -> dict[str, Any]:
-    return {"cpu_quota": cpu_quota(root), "governor": governor(root), "throttling": throttling(root)}
+    return {"cpu_quota": cpu_quota(root), "governor": governor(root), "throttling": throttling(root),
+            "huge_pages": huge_pages(root)}

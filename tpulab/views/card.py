@@ -116,7 +116,8 @@ def machine_rows(card: Card) -> list[tuple[str, str]]:
             ("cores / threads", f"{cpu.get('cores', '-')} / {cpu.get('threads', '-')}" if cpu else None),
             ("memory", fmt.bytes_(cpu.get("memory_bytes")) if isinstance(cpu.get("memory_bytes"), int) else None),
             ("last-level cache", fmt.bytes_(cpu.get("llc_bytes")) if isinstance(cpu.get("llc_bytes"), int) else None),
-            ("CPU quota", cpu.get("cpu_quota")), ("governor", cpu.get("governor")), ("throttling", cpu.get("throttling"))]
+            ("CPU quota", cpu.get("cpu_quota")), ("governor", cpu.get("governor")), ("throttling", cpu.get("throttling")),
+            ("transparent huge pages", cpu.get("huge_pages"))]
     for a in m.get("accelerators") or []:
         if isinstance(a, dict):
             rows.append(("accelerator", ", ".join(f"{k} {v}" for k, v in a.items() if v is not None)))
