@@ -44,6 +44,7 @@ def run_as_option(argv: list[str]) -> list[str]:
 def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool = False) -> None:
     """One flag per declared parameter; with `lists`, each takes a comma list (or a doubling range)."""
     g = parser.add_argument_group(f"{w.name} parameters", w.summary + " Presets: " + ", ".join(w.presets) + ".")
+    parser.set_defaults(workload_params=tuple(spec.name for spec in w.params))  # what `flag_values` reads
     set_by_sweep: set[str] = set()
     if lists:
         from tpulab.engine.sweep import DEFAULT_STEPS
@@ -330,9 +331,7 @@ def resolve_params(args: argparse.Namespace, report: RuntimeReport) -> dict[str,
 
 def flag_values(args: argparse.Namespace) -> dict[str, Any]:
     """The workload's parameters as given on the command line (None: not given)."""
-    from tpulab.workloads import get_workload
-
-    return {s.name: getattr(args, s.name) for s in get_workload(args.run).params}
+    return {name: getattr(args, name) for name in args.workload_params}
 
 
 def cluster_of(args: argparse.Namespace) -> Cluster | None:
@@ -371,7 +370,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     report = fast_report()
     cluster = cluster_of(args)
-    spec = resolve(args.run, flag_values(args), report, args.preset, cluster)
+    given = flag_values(args)
+    spec = resolve(args.run, given, report, args.preset, cluster)
     console = Console(stderr=args.json)
     if cluster is not None and spec.workload.processes(spec.params) > 1:
         raise UsageError("--processes starts local processes; it does not combine with joining a multi-host run")

@@ -50,16 +50,6 @@ class RunSpec:
                 "device": self.device, "reasons": self.reasons}
 
 
-def backend_of(params: Params, report: RuntimeReport, workload: Workload | None = None) -> tuple[str, str]:
-    """The backend that runs these parameters here, and why (`resolve` decides by it; a form greys by it).
-    `auto` takes the workload's hint first (a user's nn.Module runs on torch), where that backend is installed."""
-    asked, device = params.get(BACKEND.name, "auto"), params.get(DEVICE.name, "auto")
-    hint = workload.backend_hint(params) if workload is not None and asked == "auto" else None
-    if hint is not None:
-        return backends.choose(hint[0], report, device)[0], hint[1]
-    return backends.choose(asked, report, device)
-
-
 def resolve(workload: str | Workload, values: Mapping[str, Any], report: RuntimeReport, preset: str | None = None,
             cluster: Cluster | None = None, sweep: str | None = None) -> RunSpec:
     """From what a user gave (text or values, None for "not given"), or a sweep's point (checked values).
@@ -71,7 +61,7 @@ def resolve(workload: str | Workload, values: Mapping[str, Any], report: Runtime
     limits = Limits.of(report, cluster.processes if cluster else 1)
     w.validate(params, limits)  # what can be said before anything is decided: a bad value first
     asked = params.get(DEVICE.name, "auto")
-    backend, backend_why = backend_of(params, report, w)
+    backend, backend_why = w.backend_for(params, report)
     device = report.default_device if asked == "auto" else asked
     why = {DEVICE.name: f"auto takes TPU, then GPU, then CPU: {device.upper()} here" if asked == "auto"
            else f"you chose {device}"}

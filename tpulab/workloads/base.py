@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from tpulab.backends import choices, registry
+from tpulab.backends import choices, choose, registry
 from tpulab.base.errors import UsageError
 from tpulab.base.events import PHASE_PREDICT, Started, Step
 from tpulab.base.timing import Flag
@@ -422,6 +422,15 @@ class Workload(ABC):
         """The backend these parameters call for when --backend is auto, and why (a user's nn.Module: torch);
         None: `auto` decides by the backends' own preferences."""
         return None
+
+    def backend_for(self, p: Params, report: RuntimeReport) -> tuple[str, str]:
+        """The backend that runs these parameters here, and why (`tpulab.engine.spec.resolve` decides by it; a
+        form greys by it): `auto` takes the workload's hint first, where that backend is installed."""
+        asked, device = p.get(BACKEND.name, "auto"), p.get(DEVICE.name, "auto")
+        hint = self.backend_hint(p) if asked == "auto" else None
+        if hint is not None:
+            return choose(hint[0], report, device)[0], hint[1]
+        return choose(asked, report, device)
 
     def resolve_auto(self, p: Params, device: str, report: RuntimeReport) -> tuple[Params, dict[str, str]]:
         """The workload's own `auto` values decided for `device` (cpu, gpu, tpu), with the reason for each:

@@ -18,7 +18,7 @@ from tpulab.backends import BackendError, article
 from tpulab.base import safe
 from tpulab.base.errors import UsageError
 from tpulab.base.glossary import GLOSSARY
-from tpulab.engine.spec import backend_of, resolve
+from tpulab.engine.spec import resolve
 from tpulab.workloads.base import ParamError, Params, ParamSpec, Workload
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class ParamForm(VerticalScroll, can_focus=False):
     def backend(self, params: Params) -> str:
         """The backend the run would take; where none can run it, the one asked for, else the article's."""
         try:
-            return backend_of(params, self.report, self.workload)[0]
+            return self.workload.backend_for(params, self.report)[0]
         except UsageError:
             framework = article()
             asked = params.get("backend", "auto")
