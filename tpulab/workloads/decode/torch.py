@@ -22,7 +22,7 @@ from tpulab.backends import Placement, Runtime
 from tpulab.workloads.decode import loop as decode_loop
 from tpulab.workloads.base import COMPILE, Params, Workload
 from tpulab.workloads.decode.arithmetic import head_dim
-from tpulab.workloads.decode.torch_model import Decoder
+from tpulab.workloads.decode.torch_model import TorchDecoder
 from tpulab.workloads.shared.decoder_config import Config
 from tpulab.workloads.shared.kernels_torch import DTYPES, builder
 from tpulab.workloads.running import CancelToken, Sink
@@ -55,7 +55,7 @@ def write(cache: torch.Tensor, new: torch.Tensor, start: Any) -> torch.Tensor:
 class TorchCalls:
     """The decoder's calls over its static cache, on one device, eager or compiled."""
 
-    def __init__(self, model: Decoder, p: Params, device: Any, compiled: Callable[[Any], Any]) -> None:
+    def __init__(self, model: TorchDecoder, p: Params, device: Any, compiled: Callable[[Any], Any]) -> None:
         self.model, self.device = model, device
         shape = (p["batch_size"], p["kv_heads"], p["context"], head_dim(p))
         self.cache = [torch.zeros(shape, dtype=DTYPES[p["dtype"]], device=device) for _ in range(2 * p["layers"])]
@@ -93,7 +93,7 @@ def build(p: Params, placement: Placement) -> tuple[int, decode_loop.Model]:
     device = placement.devices[0]
     can_compile(p[COMPILE.name], device)
     torch.manual_seed(p["seed"])
-    model = Decoder(Config.of(p)).to(device=device, dtype=DTYPES[p["dtype"]]).eval()
+    model = TorchDecoder(Config.of(p)).to(device=device, dtype=DTYPES[p["dtype"]]).eval()
     calls = TorchCalls(model, p, device, compiled)
     return parameters(model), decode_loop.Model(calls.prefill, calls.step, calls.forward)
 

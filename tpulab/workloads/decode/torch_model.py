@@ -60,7 +60,7 @@ def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
 
 
-class Attention(nn.Module):
+class TorchAttention(nn.Module):
     """Causal self-attention with grouped-query heads, over a static cache when given one."""
 
     def __init__(self, cfg: Config) -> None:
@@ -96,7 +96,7 @@ class Attention(nn.Module):
         return self.o(out.reshape(batch, tokens, c.heads * hd)), (k, v)
 
 
-class MLP(nn.Module):
+class TorchMLP(nn.Module):
     """GELU (GPT-2) or SwiGLU (Llama: down(silu(gate x) * up x))."""
 
     def __init__(self, cfg: Config) -> None:
@@ -111,12 +111,12 @@ class MLP(nn.Module):
         return self.down(F.silu(self.gate(x)) * h if self.gate is not None else F.gelu(h))
 
 
-class Block(nn.Module):
+class TorchBlock(nn.Module):
     """Pre-norm: attention, then the feed-forward network, each added to the residual stream."""
 
     def __init__(self, cfg: Config) -> None:
         super().__init__()
-        self.norm1, self.attention, self.norm2, self.mlp = norm(cfg), Attention(cfg), norm(cfg), MLP(cfg)
+        self.norm1, self.attention, self.norm2, self.mlp = norm(cfg), TorchAttention(cfg), norm(cfg), TorchMLP(cfg)
 
     def forward(self, h: torch.Tensor, positions: torch.Tensor, hidden: torch.Tensor, start: Any = 0,
                 past: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -126,7 +126,7 @@ class Block(nn.Module):
         return h + self.mlp(self.norm2(h)), kv
 
 
-class Decoder(nn.Module):
+class TorchDecoder(nn.Module):
     """Tokens in, float32 logits and each block's (keys, values) out: a full forward pass (no `past`), a
     prefill (`last_only`) or a step over a cache that `write` updates, as the Keras decoder's `call`."""
 
@@ -135,7 +135,7 @@ class Decoder(nn.Module):
         self.cfg = cfg
         self.tokens = embedding(cfg.vocab, cfg.width)
         self.table = embedding(cfg.context, cfg.width) if cfg.positions == "learned" else None
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.blocks = nn.ModuleList(TorchBlock(cfg) for _ in range(cfg.layers))
         self.final = norm(cfg)
         self.head = None if cfg.tied else Dense(cfg.width, cfg.vocab, True)
 
