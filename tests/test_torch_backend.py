@@ -100,8 +100,10 @@ THP_MODE = fingerprint.huge_pages()  # always, madvise, never, or not readable
 
 
 @pytest.mark.skipif(THP_MODE not in ("always", "madvise"), reason="this kernel gives no transparent huge pages")
-def test_a_torch_workers_large_tensors_sit_on_huge_pages_unless_the_user_says_otherwise():
+def test_a_torch_workers_large_tensors_sit_on_huge_pages_unless_the_user_says_otherwise(monkeypatch):
     from tpulab.engine.worker import child_env, worker_env
+
+    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
 
     def huge_kib(environ: dict[str, str]) -> int:
         out = subprocess.run([sys.executable, "-c", HUGE_PAGES_OF_A_TENSOR], env=child_env(environ),
@@ -112,9 +114,8 @@ def test_a_torch_workers_large_tensors_sit_on_huge_pages_unless_the_user_says_ot
     assert huge_kib(worker_env("torch", "cpu", 1)) >= 2048  # at least one 2 MiB page under the tensor
     if THP_MODE == "madvise":  # (with "always" every large mapping gets them)
         assert huge_kib({"THP_MEM_ALLOC_ENABLE": "0"}) == 0
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("THP_MEM_ALLOC_ENABLE", "0")
-        assert "THP_MEM_ALLOC_ENABLE" not in worker_env("torch", "cpu", 1)  # the user's own "0" stays
+    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "0")
+    assert "THP_MEM_ALLOC_ENABLE" not in worker_env("torch", "cpu", 1)  # the user's own "0" stays
 
 
 def test_aten_ops_fall_in_categories():
