@@ -18,7 +18,7 @@ from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.lab.widgets.param_form import ParamForm
 from tpulab.machine.detect import detect
 
-from .helpers import EIGHT_CPUS, SIZE, chart, cpu_only, make_record, run_tiny_conv, text, type_into, v5e_tree, wait_for
+from .helpers import EIGHT_CPUS, SIZE, chart, cpu_only, make_record, results_tab, run_tiny_conv, text, type_into, v5e_tree, wait_for
 
 
 async def choose(pilot, app, name: str, value: str) -> None:
@@ -140,8 +140,7 @@ async def test_two_runs_compare_side_by_side():
         await on_jax(pilot, app)
         first = await run_tiny_conv(pilot, app, shards="1")
         second = await run_tiny_conv(pilot, app, shards="2")
-        await pilot.press("4")
-        table = app.query_one("#results-table", DataTable)
+        table = await results_tab(pilot, 2)  # the store is read in a thread: both runs listed before they are marked
         table.focus()
         await pilot.press("space", "down", "space")
         await pilot.pause()
