@@ -207,6 +207,20 @@ def test_the_terminal_card_fits_one_80x24_screen():
     assert "decode-b8" in shown and "SIGKILL" in shown and "noisy" in shown
 
 
+@pytest.mark.parametrize("width", [80, 60])
+def test_the_full_terminal_card_keeps_every_figure_whole(width):
+    """--full has the screen's table, then each entry's backend and run below it; narrower still, the names and
+    words wrap, and a figure is never cut."""
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(view.terminal(full_card(), full=True))
+    shown = console.export_text()
+    assert max(len(line) for line in shown.splitlines()) <= width
+    ok = [e for e in full_card().entries if e.status == "ok"]
+    assert shown.count(" 1,234 ") == len(ok) and shown.count(" 1,200-1,300 ") == len(ok)
+    every = len(full_card().entries)  # a failed entry's too
+    assert shown.count(f"run {'ab' * 16}") == every and shown.count("(tensorflow, ") == every
+
+
 def test_the_html_card_and_comparison_load_nothing_from_outside(tmp_path):
     for page in (view.card_html(full_card()), view.comparison_html(compare([card(), card(id="e" * 32, decode=200.0)]))):
         assert "<svg" in page and "<script" not in page.lower()

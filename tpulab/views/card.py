@@ -66,24 +66,25 @@ def entry_row(e: CardEntry) -> list[str]:
 
 
 HEADER = ("entry", "backend", "median", "unit", "p10-p90", "n", "ceiling", "bound", "run")
-SCREEN = ("entry", "median", "unit", "p10-p90", "n", "ceiling", "bound")  # at 80 columns; the backends in the title
+# A terminal's table, at 80 columns: the backends are in the title (or head their entries), and --full says each
+# entry's backend, device and run below the table
+SCREEN = ("entry", "median", "unit", "p10-p90", "n", "ceiling", "bound")
+FIGURES = ("median", "n", "ceiling", "p10-p90")
 
 
 def terminal(card: Card, full: bool = False) -> RenderableType:
     """The card for a terminal: its title, ceilings and one row per entry; `full` adds the machine and, per entry,
     how its measuring stopped, its top ops, verdicts and the command that runs it again."""
-    shown = HEADER if full else SCREEN
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
-    for name in shown:
-        t.add_column(name, overflow="fold", no_wrap=True,
-                     justify="right" if name in ("median", "n", "ceiling") else "left")
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False, collapse_padding=True)
+    for name in SCREEN:  # where a terminal is narrower still, the names and words wrap; a figure is never cut
+        t.add_column(name, overflow="fold", no_wrap=name in FIGURES, justify="right" if name in FIGURES[:-1] else "left")
     backend = None
     for e in card.entries:
-        if len(card.backends) > 1 and e.backend != backend and not full:  # each backend's entries under its name
+        if len(card.backends) > 1 and e.backend != backend:  # each backend's entries under its name
             backend = e.backend
             t.add_row(safe.text(backend, "bold"))
         row = dict(zip(HEADER, entry_row(e)))
-        t.add_row(*(safe.text(row[name], "red" if e.status != "ok" else "") for name in shown))
+        t.add_row(*(safe.text(row[name], "red" if e.status != "ok" else "") for name in SCREEN))
     parts: list[RenderableType] = [safe.text(title(card), "bold"), safe.text(ceilings_line(card, full), "cyan")]
     if card.published:
         parts.append(safe.text(card.published, "yellow"))
