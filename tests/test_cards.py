@@ -177,6 +177,21 @@ def test_this_card_against_the_article_shows_speedups_a_why_per_entry_and_the_ar
     assert "geometric mean of shared speedups" in out and "published figures, not measured here" in out
 
 
+@pytest.mark.parametrize("width", [80, 60])
+def test_a_comparison_too_wide_for_the_terminal_splits_its_machines_over_tables_and_cuts_no_figure(width):
+    from tpulab.engine.article_cards import cards
+
+    cmp = compare([card(), card(id="e" * 32, decode=200.0), *cards()])
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(view.comparison_terminal(cmp))
+    shown = console.export_text()
+    assert max(len(line) for line in shown.splitlines()) <= width
+    words = shown.split()
+    for row in view.comparison_rows(cmp):  # each figure and speedup whole (its column may wrap between words)
+        assert all(word in words for cell in row[1:] for word in cell.split()), row
+    assert "speedups against the first card, continued: " in shown
+
+
 def test_the_article_card_flags_its_tpu_convolution_as_the_artifact_it_was():
     from tpulab.engine.article_cards import cards
 

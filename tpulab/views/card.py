@@ -12,7 +12,8 @@ import io
 from typing import Any, Sequence
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -242,14 +243,40 @@ def comparison_lines(cmp: CardComparison) -> list[str]:
     return lines + cmp.differs
 
 
+class ComparisonTables:
+    """The comparison's table, its machines split over as many tables as the terminal's width needs (each with the
+    entries' column): words wrap, a figure or a speedup is never cut."""
+
+    def __init__(self, cmp: CardComparison) -> None:
+        self.headers = [column(c) for c in cmp.cards]
+        self.rows = comparison_rows(cmp)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        groups: list[list[int]] = []
+        unbounded = options.update_width(10_000)  # (a table's measurement is clamped to the width it is given)
+        for i in range(len(self.headers)):  # as many machines to a table as fit at their longest word
+            if groups and Measurement.get(console, unbounded, self.table([*groups[-1], i])).minimum <= options.max_width:
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        for n, machines in enumerate(groups):
+            if n:
+                yield Text(f"speedups against the first card, continued: {', '.join(self.headers[i] for i in machines)}",
+                           style="bold")
+            yield self.table(machines)
+
+    def table(self, machines: list[int]) -> Table:
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column("entry", overflow="fold", min_width=14)
+        for i in machines:
+            t.add_column(safe.text(self.headers[i]), overflow="fold", justify="right")
+        for row in self.rows:
+            t.add_row(safe.text(row[0]), *(safe.text(row[i + 1]) for i in machines))
+        return t
+
+
 def comparison_terminal(cmp: CardComparison) -> RenderableType:
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    t.add_column("entry", overflow="fold", min_width=14)
-    for c in cmp.cards:
-        t.add_column(safe.text(column(c)), overflow="fold", justify="right")
-    for row in comparison_rows(cmp):
-        t.add_row(*(safe.text(x) for x in row))
-    return Group(Text("speedups against the first card", style="bold"), t,
+    return Group(Text("speedups against the first card", style="bold"), ComparisonTables(cmp),
                  *(safe.text(line) for line in comparison_lines(cmp)))
 
 
