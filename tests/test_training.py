@@ -102,7 +102,7 @@ def test_callback_cancel_stops_after_the_current_step():
                     reason="needs Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist)")
 def test_trains_on_the_real_data():
     out = run_cli("--run", "fashion-mnist", "--no-ui", "--json", "--batch-size", "64", "--epochs", "1",
-                  "--steps-per-epoch", "40", "--validation-examples", "1000")
+                  "--steps-per-epoch", "20", "--validation-examples", "1000")
     assert out.returncode == 0, out.stderr
     events = json_events(out.stdout)
     result = events[-1]
@@ -110,10 +110,10 @@ def test_trains_on_the_real_data():
     folder, origin = find()  # the Keras cache before Debian's package: the copy this host has
     assert result["dataset"] == f"{origin}: {folder}"
     losses = [s["metrics"]["loss"] for s in result["steps"]]
-    assert losses[-1] < 0.7 * losses[0]
+    assert losses[-1] < 0.7 * losses[0]  # (seeded: 4.48 to 2.15 in 20 steps, validation accuracy 0.69)
     val = result["summary"]["validation"]["val_sparse_categorical_accuracy"]
     assert val > 0.5  # chance is 0.1
-    assert result["summary"]["step_seconds"]["count"] == 39
+    assert result["summary"]["step_seconds"]["count"] == 19
     assert 0 < result["summary"]["peak_fraction"] < 1
 
 
