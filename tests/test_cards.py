@@ -181,7 +181,7 @@ def test_this_card_against_the_article_shows_speedups_a_why_per_entry_and_the_ar
 def test_a_comparison_too_wide_for_the_terminal_splits_its_machines_over_tables_and_cuts_no_figure(width):
     from tpulab.engine.article_cards import cards
 
-    cmp = compare([card(), card(id="e" * 32, decode=200.0), *cards()])
+    cmp = compare([card(), *cards(), card(id="e" * 32, label="\x1b]0;owned\x07B", decode=200.0)])  # last: continued
     console = Console(width=width, record=True, file=io.StringIO())
     console.print(view.comparison_terminal(cmp))
     shown = console.export_text()
@@ -190,6 +190,7 @@ def test_a_comparison_too_wide_for_the_terminal_splits_its_machines_over_tables_
     for row in view.comparison_rows(cmp):  # each figure and speedup whole (its column may wrap between words)
         assert all(word in words for cell in row[1:] for word in cell.split()), row
     assert "speedups against the first card, continued: " in shown
+    assert "\x1b" not in shown and shown.count("\\x1b]0;owned\\x07B") >= 2  # its header and the continued line
 
 
 def test_the_article_card_flags_its_tpu_convolution_as_the_artifact_it_was():

@@ -78,7 +78,8 @@ def terminal(card: Card, full: bool = False) -> RenderableType:
     how its measuring stopped, its top ops, verdicts and the command that runs it again."""
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False, collapse_padding=True)
     for name in SCREEN:  # where a terminal is narrower still, the names and words wrap; a figure is never cut
-        t.add_column(name, overflow="fold", no_wrap=name in FIGURES, justify="right" if name in FIGURES[:-1] else "left")
+        t.add_column(name, overflow="fold", no_wrap=name in FIGURES,
+                     justify="right" if name in ("median", "n", "ceiling") else "left")
     backend = None
     for e in card.entries:
         if len(card.backends) > 1 and e.backend != backend:  # each backend's entries under its name
@@ -261,8 +262,8 @@ class ComparisonTables:
                 groups.append([i])
         for n, machines in enumerate(groups):
             if n:
-                yield Text(f"speedups against the first card, continued: {', '.join(self.headers[i] for i in machines)}",
-                           style="bold")
+                yield safe.text(f"speedups against the first card, continued: {', '.join(self.headers[i] for i in machines)}",
+                                "bold")  # (the labels are an imported card's text)
             yield self.table(machines)
 
     def table(self, machines: list[int]) -> Table:
