@@ -59,6 +59,7 @@ class ParamForm(VerticalScroll, can_focus=False):
         self.planned: Sweep | None = None  # in sweep mode, when every value and some combination can run (`plan`)
         self.impossible: list[tuple[dict[str, Any], str]] = []
         self.errors: dict[str, str] = {}
+        self.validated: dict[str, Any] | None = None  # the values the last validation read
 
     def compose(self) -> ComposeResult:
         presets = [(NO_PRESET, NO_PRESET)] + [(name, name) for name in self.workload.presets]
@@ -110,6 +111,7 @@ class ParamForm(VerticalScroll, can_focus=False):
                 for name, value in self.raw_values().items()}
 
     def revalidate(self) -> None:
+        self.validated = self.raw_values()
         if self.sweep:
             self._revalidate_grid()
             return
@@ -191,13 +193,20 @@ class ParamForm(VerticalScroll, can_focus=False):
                     f"{spec.help}; {spec.allowed()}" if applies else f"[i]not on {backend}: {spec.why(backend)}[/i]")
 
     # --- events -----------------------------------------------------------------------------
+    def _values_changed(self) -> None:
+        """Validate what a field's change made of the form. Each field reports its first value as it mounts, and a
+        greyed-out field reports its reset: values already validated are not validated again (nor the app's
+        standby worker asked for again), which was a third of the lab's start."""
+        if self.raw_values() != self.validated:
+            self.revalidate()
+
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
-        self.revalidate()
+        self._values_changed()
 
     def on_switch_changed(self, event: Switch.Changed) -> None:
         event.stop()
-        self.revalidate()
+        self._values_changed()
 
     def on_select_changed(self, event: Select.Changed) -> None:
         event.stop()
@@ -206,7 +215,7 @@ class ParamForm(VerticalScroll, can_focus=False):
                 self.preset = str(event.value)
                 self.set_values({**self.workload.defaults(), **self.workload.presets.get(self.preset, {})})
         else:
-            self.revalidate()
+            self._values_changed()
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         wid = getattr(event.widget, "id", None) or ""
