@@ -128,17 +128,27 @@ pytestmark = pytest.mark.usefixtures("quick_compiles")  # see conftest
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "tensorflow"])
-def test_transformer_smoke_trains_then_prefills(backend):
-    r = run_cli("--run", "transformer", "--preset", "smoke", "--backend", backend, "--no-ui", "--json", "--no-save")
+def test_transformer_smoke_trains_then_prefills_in_80_columns_saying_its_data_is_tokens(backend, tmp_path):
+    """What the run prints at 80 columns, and what it keeps (one run per backend: a Keras worker is seconds)."""
+    db = tmp_path / "r.db"
+    r = run_cli("run", "transformer", "--preset", "smoke", "--backend", backend, "--no-ui", "--telemetry", "off",
+                "--db", str(db), env={"COLUMNS": "80"})
     assert r.returncode == 0, r.stderr[-2000:]
-    events = json_events(r.stdout)
-    phases = [(e["event"], e.get("phase")) for e in events if e["event"] in ("compiled", "step")]
-    assert phases == [("compiled", "train")] + [("step", "train")] * 3 + [("compiled", "predict")] + \
-        [("step", "predict")] * 2
-    s = result(r.stdout)["summary"]
-    assert s["throughput_unit"] == "tokens/s" and s["throughput"] == pytest.approx(s["examples_per_s"] * 32)
-    assert 0 < s["mfu"] < 1 and s["mfu"] == s["peak_fraction"]
-    assert s["inference_throughput"] > 0 and s["inference_step_seconds"]["count"] == 2
+    lines = r.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "SYNTHETIC DATA: random tokens: the loss means nothing" in lines
+    steps = [line for line in lines if line.startswith(("step ", "predict step "))]
+    assert len(steps) == 5 and all(line.endswith("[synthetic]") for line in steps)
+    assert not any(line.startswith("[synthetic") for line in lines)  # never a line of its own
+    [kept] = Store(db).records()
+    # each phase's first call was its compile, timed apart from its steps
+    assert [s.phase for s in kept.steps] == ["train"] * 3 + ["predict"] * 2
+    s = kept.summary
+    assert s.compile_seconds and s.compile_seconds > 0 and s.inference_compile_seconds
+    assert s.throughput_unit == "tokens/s" and s.throughput == pytest.approx(s.examples_per_s * 32)
+    assert s.mfu is not None and 0 < s.mfu < 1 and s.mfu == s.peak_fraction
+    assert s.inference_throughput and s.inference_throughput > 0
+    assert s.inference_step_seconds is not None and s.inference_step_seconds.count == 2
 
 
 @pytest.mark.slow

@@ -247,21 +247,6 @@ def test_a_long_run_of_quick_steps_is_followed_at_a_constant_cost_per_step():
     assert out.getvalue().count("estimate: about") == 1 and took < 10, took
 
 
-@pytest.mark.slow
-def test_a_headless_transformer_run_fits_80_columns_and_says_its_data_is_tokens(tmp_path):
-    from .helpers import run_cli
-
-    out = run_cli("run", "transformer", "--no-ui", "--preset", "smoke", "--no-save", "--telemetry", "off",
-                  env={"COLUMNS": "80"})
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    assert max(len(line) for line in lines) <= 80
-    assert "SYNTHETIC DATA: random tokens: the loss means nothing" in lines
-    steps = [line for line in lines if line.startswith(("step ", "predict step "))]
-    assert len(steps) == 5 and all(line.endswith("[synthetic]") for line in steps)
-    assert not any(line.startswith("[synthetic") for line in lines)  # never a line of its own
-
-
 def test_run_after_other_options_says_to_put_it_first():
     out = run_cli("--no-save", "run", "conv")  # it would otherwise open the lab, the workload ignored
     assert out.returncode == 2 and "put run first: tpulab run WORKLOAD [flags]" in out.stderr
