@@ -29,12 +29,15 @@ bytecode: install
 
 # Two at a time (one per core, each test taken as a core frees up), then the tests that measure the
 # machine's responsiveness, one at a time (another test beside them would be measured too).
+# pytest keeps each test module as it rewrote it for its asserts, unless PYTHONDONTWRITEBYTECODE is set: then
+# every process that collects the tests rewrote all of them again (5-6 s of CPU each here).
+PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q
 test: bytecode
-	$(PY) -m pytest -q -m "not alone" -n 2 --dist worksteal
-	$(PY) -m pytest -q -m alone
+	$(PYTEST) -m "not alone" -n 2 --dist worksteal
+	$(PYTEST) -m alone
 
 quick: bytecode
-	$(PY) -m pytest -q -m "not slow and not alone" -n 2 --dist worksteal
+	$(PYTEST) -m "not slow and not alone" -n 2 --dist worksteal
 
 check: install
 	$(VENV)/bin/ruff check tpulab tests benchmarks
