@@ -430,7 +430,8 @@ if sys.orig_argv[1:3] == ["-m", "tpulab.engine.worker"]:
         imported = sorted(m for m in sys.modules if (m == "tensorflow" or m.startswith("tensorflow."))
                           and sys.modules[m] is not None)
         with open(os.path.join(os.environ["TPULAB_TEST_WATCH"], f"{os.getpid()}.json"), "w") as f:
-            json.dump({"code": code, "tensorflow": imported, "keras": "keras" in sys.modules}, f)
+            json.dump({"code": code, "tensorflow": imported, "keras": "keras" in sys.modules,
+                       "jax": sys.modules.get("jax") is not None}, f)
 
     def _exit_saying(code):
         _report(code)

@@ -17,7 +17,7 @@ from tpulab.workloads.resnet50 import forward_macs
 from tpulab.workloads.transformer import TRANSFORMER, flops_per_token, matmul_parameters, parameters
 from tpulab.workloads.user_model import MODEL_WORKLOAD, target
 
-from .helpers import EIGHT_CPUS, ROOT, json_events, recorder, run_cli
+from .helpers import EIGHT_CPUS, ROOT, json_events, recorder, run_cli, watched, worker_imports
 
 MLP = "examples/models/mlp.py:build"
 
@@ -130,10 +130,12 @@ pytestmark = pytest.mark.usefixtures("quick_compiles")  # see conftest
 @pytest.mark.parametrize("backend", ["jax", "tensorflow"])
 def test_transformer_smoke_trains_then_prefills_in_80_columns_saying_its_data_is_tokens(backend, tmp_path):
     """What the run prints at 80 columns, and what it keeps (one run per backend: a Keras worker is seconds)."""
-    db = tmp_path / "r.db"
+    db, home = tmp_path / "r.db", tmp_path / "home"
     r = run_cli("run", "transformer", "--preset", "smoke", "--backend", backend, "--no-ui", "--telemetry", "off",
-                "--db", str(db), env={"COLUMNS": "80"})
+                "--db", str(db), env={"COLUMNS": "80", **watched(home)})
     assert r.returncode == 0, r.stderr[-2000:]
+    [worker] = worker_imports(home)  # TensorFlow's import leaves JAX out (only TFLite's converter from JAX uses it)
+    assert worker["jax"] == (backend == "jax")
     lines = r.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
     assert "SYNTHETIC DATA: random tokens: the loss means nothing" in lines
