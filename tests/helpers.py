@@ -206,18 +206,38 @@ class ReplayedWorker:
         pass
 
 
-class Replay(Run):
-    """A run of `workload` whose worker is replayed: every event fixed, its id and times too."""
+class HeldWorker(ReplayedWorker):
+    """A replayed worker that, its events given, holds until it is cancelled: a run in flight for as long as a test
+    needs one, on no CPU."""
 
-    def __init__(self, workload: str, report: RuntimeReport, events: list[Event], run_id: str = "5eed" * 8) -> None:
+    def __init__(self, events: list[Event]) -> None:
+        super().__init__(events)
+        self.released = threading.Event()
+
+    def events(self):  # type: ignore[override]
+        yield from self.replayed
+        self.released.wait(120)
+
+    def cancel(self) -> None:
+        self.cancel_requested = True
+        self.released.set()
+
+
+class Replay(Run):
+    """A run of `workload` whose worker is replayed: every event fixed, its id and times too; with `held`, the
+    worker holds after them until cancelled."""
+
+    def __init__(self, workload: str, report: RuntimeReport, events: list[Event], run_id: str = "5eed" * 8,
+                 held: bool = False) -> None:
         w = registry()[workload]
         super().__init__(RunJob(RunSpec(w, {**w.defaults(), "device": "cpu", "backend": "jax"}, "jax", "you chose jax",
                                         "cpu")), report)
         self.recorder.id, self.recorder.started_at = run_id, "2026-03-01T09:30:00"
         self.replayed = events
+        self.held = held
 
     def _start(self) -> None:
-        self.handles = [ReplayedWorker(self.replayed)]  # type: ignore[list-item]
+        self.handles = [(HeldWorker if self.held else ReplayedWorker)(self.replayed)]  # type: ignore[list-item]
 
 
 def conv_events(steps: int = 12, t0: float = 1.77e9) -> list[Event]:

@@ -182,6 +182,7 @@ def run_in_flight(app: TpulabApp) -> tuple[Stage, Stage]:
 
     async def stop(pilot: Pilot) -> None:
         assert pane().running, "the run ended under the keys: it was not in flight throughout"
+        assert not app.runtime_pane.making_card, "c made the machine card beside the run"
         await pilot.press(*lab_leave(), "x", "x")
         await wait_for(pilot, lambda: bool(app.records), 30)
         assert app.records[0].status == "cancelled" and app.records[0].steps

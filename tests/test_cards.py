@@ -450,6 +450,8 @@ async def test_the_lab_makes_a_card_from_the_runtime_tab_with_its_progress(tmp_p
     from textual.widgets import Static
 
     from tpulab.lab.app import TpulabApp
+    from tpulab.lab.panes.workloads import WorkloadsPane
+    from tpulab.workloads import registry
 
     from .helpers import SIZE, text, wait_for
 
@@ -463,11 +465,37 @@ async def test_the_lab_makes_a_card_from_the_runtime_tab_with_its_progress(tmp_p
         assert "c: this machine's card" in text(app.query_one("#runtime-status", Static))
         app.query_one("#runtime-pane").focus()
         await pilot.press("c")
+        assert app.runtime_pane.making_card  # from the key on: no run starts beside it, and the form's Run says why
+        app.post_message(WorkloadsPane.RunRequested(registry()["conv"], registry()["conv"].defaults()))
+        await pilot.pause()
+        assert [n.message for n in app._notifications][-1] == "The machine card is being made: c on the Runtime tab stops it."
+        assert app.run_pane.run is None
         shown = app.query_one("#runtime-card", Static)
         await wait_for(pilot, lambda: "[1/2 jax] conv" in text(shown) or "kept as card" in text(shown), 60)
         await wait_for(pilot, lambda: "kept as card" in text(shown), 120)
         assert "conv" in text(shown) and "--image-size must be" in text(shown)
     assert Store(db).cards()[0].suite.name == "test"
+
+
+async def test_the_card_does_not_start_beside_a_run_in_flight(tmp_path):
+    """The card measures the machine: beside a run, each would measure the other (random keys started one so)."""
+    from tpulab.lab.app import TpulabApp
+
+    from .helpers import SIZE, Replay, conv_events, wait_for
+
+    app = TpulabApp(probe=False, report=on_jax(tmp_path / "m"), db=tmp_path / "r.db")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.run_pane.start(Replay("conv", app.report, conv_events()[:-1], held=True))  # no Finished: it holds
+        await wait_for(pilot, lambda: app.run_pane.running and bool(app.run_pane.run.recorder.steps), 10)
+        await pilot.press("alt+1")
+        app.runtime_pane.focus()
+        await pilot.press("c")
+        assert not app.runtime_pane.making_card
+        assert [n.message for n in app._notifications][-1] == "A run or sweep is in progress: cancel it first (x)."
+        await pilot.press("x")
+        await wait_for(pilot, lambda: bool(app.records), 10)
+        assert app.records[0].status == "cancelled" and not app.runtime_pane.making_card
 
 
 async def test_the_lab_lists_the_cards_and_sets_the_newest_beside_the_article(tmp_path):

@@ -101,10 +101,11 @@ class TpulabApp(FailsInOneLine):
         # Kept at hand: whether work is going is asked on every change of the form, and a query walks every widget
         # of the lab (7 ms each here)
         self.run_pane, self.sweep_pane = RunPane(id="run-pane"), SweepPane(id="sweep-pane")
+        self.runtime_pane = RuntimePane(id="runtime-pane")
 
     def compose(self) -> ComposeResult:
         initial = "workloads" if self.initial_workload else "runtime"
-        panes = {"runtime": RuntimePane(id="runtime-pane"),
+        panes = {"runtime": self.runtime_pane,
                  "workloads": WorkloadsPane(self.report, self.initial_workload, self.initial_params,
                                             id="workloads-pane"),
                  "run": self.run_pane, "results": ResultsPane(id="results-pane"), "sweep": self.sweep_pane}
@@ -300,9 +301,14 @@ class TpulabApp(FailsInOneLine):
             self.run_pane.cancel()
 
     def _work_going(self) -> bool:
-        return self.run_pane.running or self.sweep_pane.running
+        """A run, a sweep or the machine card: each measures this machine, so none starts beside another."""
+        return self.run_pane.running or self.sweep_pane.running or self.runtime_pane.making_card
 
-    def _busy(self) -> bool:
+    def busy(self) -> bool:
+        """Says what is going, and how to stop it, when something is."""
+        if self.runtime_pane.making_card:
+            self.notify("The machine card is being made: c on the Runtime tab stops it.", severity="warning")
+            return True
         if self._work_going():
             self.notify("A run or sweep is in progress: cancel it first (x).", severity="warning")
             return True
@@ -314,7 +320,7 @@ class TpulabApp(FailsInOneLine):
         from tpulab.engine.spec import resolve
 
         pane = self.query_one(RunPane)
-        if self._busy():
+        if self.busy():
             return
         try:
             run = run_job(resolve(event.workload, event.params, self.report), self.report, self.store.path,
@@ -327,7 +333,7 @@ class TpulabApp(FailsInOneLine):
 
     @on(WorkloadsPane.SweepRequested)
     def _sweep_requested(self, event: WorkloadsPane.SweepRequested) -> None:
-        if self._busy():
+        if self.busy():
             return
         self.action_show_tab("sweep")
         self.call_after_refresh(self._start_sweep, event.sweep)
@@ -396,7 +402,7 @@ class TpulabApp(FailsInOneLine):
         self.run_worker(self.query_one(WorkloadsPane).select(name))
 
     def _redetect(self) -> None:
-        if self._busy():  # a probe may initialise the TPU a run holds
+        if self.busy():  # a probe may initialise the TPU a run holds
             return
         self.probing = True
         for pane in self.query(RuntimePane):

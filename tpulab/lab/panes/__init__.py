@@ -26,6 +26,7 @@ class Lab(Protocol):
     store: Store
     records: list[RunRecord]  # this session's runs, newest first
 
+    def busy(self) -> bool: ...  # a run, a sweep or the card is going: said to the user
     def keep_record(self, record: RunRecord) -> None: ...
     def list_record(self, record: RunRecord) -> None: ...  # kept already (a sweep's point)
     def keep_sweep(self, sweep: Sweep) -> object: ...  # a worker saves it

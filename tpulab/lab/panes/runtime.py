@@ -56,23 +56,33 @@ class RuntimePane(VerticalScroll, can_focus=True):
                   "; ".join(failed) if failed else "frameworks probed: details above.")
         self.query_one("#runtime-status", Static).update(safe.text(f"{status}\n{CARD_HINT}"))
 
+    @property
+    def making_card(self) -> bool:
+        return self.bench is not None
+
     def action_card(self) -> None:
         if self.bench is not None:
             self.bench.cancel()
             self.notify("stopping the card after the current step: it is kept as partial")
             return
-        self.progress = ()
-        self._card_line(safe.text("the machine card: starting...", "cyan"))
-        self._bench()
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="runtime-card")
-    def _bench(self) -> None:
+        if lab(self).busy():  # beside a run, each would measure the other
+            return
         from tpulab.engine.bench_run import Bench
 
-        try:
+        self.progress = ()
+        try:  # made here, so that the card counts as going from this key on
             self.bench = Bench(lab(self).report, lab(self).store.path, "auto", quick=True,
                                on_progress=lambda p: self.app.call_from_thread(self._progressed, p))
-            made = self.bench.run()
+        except TpulabError as e:
+            self._card_line(safe.text(f"the card failed: {first_line(str(e))}", "red"))
+            return
+        self._card_line(safe.text("the machine card: starting...", "cyan"))
+        self._bench(self.bench)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="runtime-card")
+    def _bench(self, bench: Bench) -> None:
+        try:
+            made = bench.run()
         except TpulabError as e:
             self.app.call_from_thread(self._card_line, safe.text(f"the card failed: {first_line(str(e))}", "red"))
             return
