@@ -127,6 +127,20 @@ def test_worker_failure_is_reported_with_its_reason(tmp_path):
     assert run.exit_code == EXIT_FAILED
 
 
+def test_a_run_cancelled_before_it_starts_starts_no_worker_and_ends_cancelled():
+    """Ctrl+C (or the lab's x, or a card's) as a run is being made: no worker to tell yet. It had been lost, and
+    the run then went to its end; now the run starts none."""
+    report = detect()
+    params = {**registry()["conv"].defaults(), "batch_size": 2, "image_size": 8, "filters": 2, "iterations": 50,
+              "backend": "jax"}
+    run = run_job(resolve("conv", params, report), report)
+    run.cancel()
+    assert list(run.events()) == [] and run.handles == []
+    rec = run.recorder.record()
+    assert (rec.status, rec.error, rec.steps) == ("cancelled", "stopped by the user before it started", [])
+    assert run.exit_code == EXIT_CANCELLED
+
+
 def test_ctrl_c_stops_after_the_current_step_and_keeps_the_measurements():
     proc = subprocess.Popen([sys.executable, "-m", "tpulab", "--run", "conv", "--no-ui", "--json",
                              "--batch-size", "8", "--image-size", "64", "--filters", "16", "--iterations", "100000"],

@@ -405,6 +405,8 @@ class Bench:
         spec = resolve(workload, {**given, BACKEND.name: backend}, self.report, preset)
         run = run_job(spec, self.report, self.db, ceilings=ceilings)
         self.current, self.overran = run, False
+        if self.cancelled:  # Ctrl+C came as this entry was being made: it never starts
+            run.cancel()
 
         def overrun() -> None:
             self.overran = True
