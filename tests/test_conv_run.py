@@ -14,6 +14,7 @@ from tpulab.base.events import Failed
 from tpulab.base.timing import conv_flops
 from tpulab.engine.runner import run_job
 from tpulab.engine.spec import resolve
+from tpulab.engine.worker import RunHandle
 from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 from tpulab.workloads.base import ParamError
@@ -139,6 +140,27 @@ def test_a_run_cancelled_before_it_starts_starts_no_worker_and_ends_cancelled():
     rec = run.recorder.record()
     assert (rec.status, rec.error, rec.steps) == ("cancelled", "stopped by the user before it started", [])
     assert run.exit_code == EXIT_CANCELLED
+
+
+def test_a_cancel_as_the_worker_starts_reaches_it_once(monkeypatch):
+    """Ctrl+C between the worker's start and the run holding its handle (here: at that moment, always): the worker
+    is asked once, as soon as the run holds it, and the run ends cancelled, not killed and not run to its end."""
+    report = detect()
+    params = {**registry()["conv"].defaults(), "batch_size": 2, "image_size": 8, "filters": 2, "iterations": 200,
+              "backend": "jax"}
+    run = run_job(resolve("conv", params, report), report)
+    start = RunHandle.start
+
+    def started_then_cancelled(*args, **kwargs) -> RunHandle:
+        handle = start(*args, **kwargs)
+        run.cancel()
+        return handle
+
+    monkeypatch.setattr(RunHandle, "start", started_then_cancelled)
+    list(run.events())
+    rec = run.recorder.record()
+    assert (rec.status, rec.error) == ("cancelled", "stopped by the user")
+    assert run.handle is not None and run.handle.cancel_requested and run.handle.returncode != -signal.SIGKILL
 
 
 def test_ctrl_c_stops_after_the_current_step_and_keeps_the_measurements():
