@@ -101,7 +101,7 @@ class Run:
         self.failures: list[tuple[float, str]] = []  # (when, why) of processes other than 0
         self._watchers: list[threading.Thread] = []
         self._stopping = False  # the run is ending: a process killed now is not a failure
-        self._cancels = 0  # asked for before the workers were there: each is passed on once they are
+        self._cancel_asked = False  # by `cancel`, perhaps before the workers were there: they are told once they are
 
     @property
     def following(self) -> bool:
@@ -133,11 +133,11 @@ class Run:
     def events(self) -> Iterator[Event]:
         """Start the worker(s) and yield process 0's events, each already fed to the record. Cancelled before
         it started, it starts none; cancelled as they start, they are told as soon as they are there."""
-        if self._cancels:
+        if self._cancel_asked:
             self.recorder.finish("cancelled", "stopped by the user before it started")
             return
         self._start()
-        if self._cancels and not any(handle.cancel_requested for handle in self.handles):
+        if self._cancel_asked and not any(handle.cancel_requested for handle in self.handles):
             for handle in self.handles:
                 handle.cancel()
         for i, follower in enumerate(self.handles[1:], 1):
@@ -221,7 +221,7 @@ class Run:
 
     def cancel(self) -> None:
         """Every process stops after the current step (they agree on which); again: kill them."""
-        self._cancels += 1
+        self._cancel_asked = True
         for handle in self.handles:
             handle.cancel()
 
