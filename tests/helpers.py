@@ -438,8 +438,9 @@ def one_run_over_two_hosts(result: dict) -> None:
 
 # Loaded at start-up by every Python process whose path holds it; in a worker (`python -m tpulab.engine.worker`),
 # its end (`os._exit`, past the interpreter's teardown; or a normal exit) first writes which TensorFlow modules
-# it imported, and whether it loaded Keras: on a TPU the first framework to initialise it wins, so a JAX worker
-# must leave TensorFlow alone; a run of an nn.Module needs no Keras (seconds of imports).
+# it imported, and whether it loaded Keras, JAX and matplotlib: on a TPU the first framework to initialise it wins,
+# so a JAX worker must leave TensorFlow alone; a run of an nn.Module needs no Keras (seconds of imports); a run
+# draws nothing (tpulab.base.hidden).
 WATCH = """
 import atexit, json, os, sys
 
@@ -451,7 +452,8 @@ if sys.orig_argv[1:3] == ["-m", "tpulab.engine.worker"]:
                           and sys.modules[m] is not None)
         with open(os.path.join(os.environ["TPULAB_TEST_WATCH"], f"{os.getpid()}.json"), "w") as f:
             json.dump({"code": code, "tensorflow": imported, "keras": "keras" in sys.modules,
-                       "jax": sys.modules.get("jax") is not None}, f)
+                       "jax": sys.modules.get("jax") is not None,
+                       "matplotlib": sys.modules.get("matplotlib") is not None}, f)
 
     def _exit_saying(code):
         _report(code)

@@ -3,6 +3,8 @@ user's file and each way it can be wrong, on tiny shapes in real workers."""
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+
 import pytest
 
 from tpulab.base.basis import EXAMPLES, GFLOPS, Work, basis
@@ -136,6 +138,7 @@ def test_transformer_smoke_trains_then_prefills_in_80_columns_saying_its_data_is
     assert r.returncode == 0, r.stderr[-2000:]
     [worker] = worker_imports(home)  # TensorFlow's import leaves JAX out (only TFLite's converter from JAX uses it)
     assert worker["jax"] == (backend == "jax")
+    assert find_spec("matplotlib") and worker["keras"] and not worker["matplotlib"]  # Keras's plots: no run draws
     lines = r.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
     assert "SYNTHETIC DATA: random tokens: the loss means nothing" in lines

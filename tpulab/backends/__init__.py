@@ -23,6 +23,7 @@ from tpulab.base import moved, plugins
 from tpulab.base.declared import Declared
 from tpulab.base.errors import TpulabError, UsageError
 from tpulab.base.events import Device
+from tpulab.base.hidden import UNUSED_BY_RUNS, hidden
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -300,7 +301,8 @@ class Backend:
         """
         for name in self.excludes:
             sys.modules.setdefault(name, None)  # type: ignore[arg-type]
-        runtime = self.runtime()
+        with hidden(*UNUSED_BY_RUNS):
+            runtime = self.runtime()
         if not isinstance(runtime, Runtime):
             raise BackendError(f"backend {self.name}: runtime() returned {type(runtime).__name__}, not a "
                                "tpulab.backends.Runtime: subclass it (define place and versions)")

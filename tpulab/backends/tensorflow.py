@@ -20,6 +20,7 @@ from tpulab.backends.hlo_ops import hlo_ops
 from tpulab.backends.profile_table import (ELEMENTWISE, MATMUL, OTHER, PYTHON, REDUCTION, OpInfo, TraceEvent, TraceLine,
                                       TracePlane, build, by_name, category, words, xplane_file)
 from tpulab.base.errors import first_line, one_line
+from tpulab.base.hidden import hidden
 from tpulab.machine.detect import detect
 from tpulab.machine.verdict import Verdict, version_tuple
 
@@ -171,7 +172,7 @@ class TensorFlowBackend(Backend):
             return False
 
     def runtime(self) -> Runtime:
-        with jax_hidden():
+        with hidden("jax"):  # TFLite imports it, for its converter from JAX functions only
             import keras  # noqa: F401 - on it: every run times its steps with a Keras callback
             import tensorflow  # noqa: F401 - the framework, first, in the worker
 
@@ -179,22 +180,6 @@ class TensorFlowBackend(Backend):
 
 
 BACKEND = TensorFlowBackend()
-
-
-@contextmanager
-def jax_hidden() -> Iterator[None]:
-    """TensorFlow's first import, without JAX. Where JAX is installed (Colab's GPU runtimes, a machine with both),
-    TensorFlow imports it only for TFLite's converter from JAX functions (tensorflow/lite/python/util.py), which no
-    run uses: 1-1.5 s of each TensorFlow worker's start here. JAX stays importable once TensorFlow is in."""
-    if "jax" in sys.modules:
-        yield
-        return
-    sys.modules["jax"] = None  # type: ignore[assignment]  # an import of it raises ImportError, as TFLite expects
-    try:
-        yield
-    finally:
-        if sys.modules.get("jax", "") is None:
-            del sys.modules["jax"]
 
 
 # --- the framework side: in a worker only ------------------------------------------------------
@@ -310,7 +295,7 @@ class TensorFlowRuntime(Runtime):
 
     def probe(self) -> dict[str, Any]:
         """TensorFlow's own view of the machine, for `tpulab detect`, the doctor and `auto`."""
-        with jax_hidden():
+        with hidden("jax"):  # TFLite imports it, for its converter from JAX functions only
             import tensorflow as tf
 
         report = detect()

@@ -29,6 +29,7 @@ from tpulab import backends
 from tpulab.backends import Cluster, Runtime
 from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, one_line
 from tpulab.base.events import Allocated, Cancelled, Compiled, Event, Failed, Finished, Started, Step, parse_line
+from tpulab.base.hidden import UNUSED_BY_RUNS, hidden
 from tpulab.engine.telemetry import RunSampling
 from tpulab.engine.telemetry import enabled as telemetry_enabled
 from tpulab.machine.detect import detect
@@ -270,8 +271,10 @@ def main(argv: list[str]) -> int:
         load = workload.runner(info)
         if load is None:
             raise backends.BackendError(f"{workload.name} does not run on --backend {info.name}")
+        with hidden(*UNUSED_BY_RUNS):  # a runner's module may be what imports Keras (on JAX, on PyTorch)
+            run = load()
         hand(handed(spec, cluster))
-        load()(workload, spec["params"], sink, cancel, runtime)
+        run(workload, spec["params"], sink, cancel, runtime)
         peak = allocator_peak(runtime.memory_stats())
         if peak is not None:
             sink(peak)
