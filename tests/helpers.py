@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console, RenderableType
+from textual import events
 from textual.widgets import DataTable, Input, Static
 
 from tpulab.base.events import Compiled, Device, Event, Finished, Profile, Profiled, RunRecord, Sample, Started, Step
@@ -303,6 +304,16 @@ async def type_into(pilot, app, name: str, value: str) -> None:
     field.focus()
     field.clear()
     await pilot.press(*value)
+
+
+async def paste_into(pilot, app, name: str, value: str) -> None:
+    """`value` pasted into a field, as a terminal sends a paste: one event (typed, a path is a key and a
+    validation per character)."""
+    field = app.query_one(f"#param-{name}", Input)
+    field.focus()
+    field.clear()
+    app.post_message(events.Paste(value))
+    await pilot.pause()
 
 
 async def wait_for(pilot, condition, timeout: float = 120.0) -> None:

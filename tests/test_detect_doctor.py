@@ -198,6 +198,16 @@ def test_core_never_imports_a_framework_or_textual():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_listing_the_kept_runs_loads_no_numpy(tmp_path):
+    """`tpulab results` and `tpulab cards` are answered in a third of a second: numpy (0.1-0.2 s of a start here) is
+    for the workers and the front ends that compute, not for a command that reads the store."""
+    code = ("import runpy, sys; sys.argv = ['tpulab', 'results', '--db', sys.argv[1], 'list']\n"
+            "try:\n    runpy.run_module('tpulab', run_name='__main__')\n"
+            "except SystemExit as e:\n    print('exit', e.code, 'numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r.db")], capture_output=True, text=True)
+    assert out.stdout.splitlines()[-1] == "exit 0 False", out.stdout + out.stderr
+
+
 def test_fast_detect_and_doctor_commands():
     fast = run_cli("detect", "--fast", "--json")
     assert fast.returncode == 0

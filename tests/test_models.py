@@ -242,17 +242,17 @@ async def test_the_labs_form_takes_a_models_path(cpu_machine):
     from tpulab.lab.app import TpulabApp
     from tpulab.lab.widgets.param_form import ParamForm
 
-    from .helpers import SIZE, text, type_into
+    from .helpers import SIZE, paste_into, text
 
     app = TpulabApp(probe=False, workload="model", report=cpu_machine)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         form = app.query_one(ParamForm)
         assert form.params is None and "--model is required" in text(app.query_one("#error-model", Static))
-        await type_into(pilot, app, "model", "examples/models/mlp.py:nope")
+        await paste_into(pilot, app, "model", "examples/models/mlp.py:nope")
         await pilot.pause()
         assert form.params is None
         assert "has no top-level function 'nope'" in text(app.query_one("#error-model", Static))
-        await type_into(pilot, app, "model", MLP)
+        await paste_into(pilot, app, "model", MLP)
         await pilot.pause()
         assert form.params is not None and form.params["model"] == MLP

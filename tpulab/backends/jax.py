@@ -17,8 +17,6 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-import numpy as np
-
 from tpulab.backends import (HEARTBEAT_TIMEOUT_S, Backend, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime,
                              keras_version)
 from tpulab.backends.hlo_ops import hlo_ops
@@ -194,6 +192,7 @@ class JaxRuntime(Runtime):
 
         if jax.process_count() == 1:
             return [values]
+        import numpy as np
         from jax.experimental import multihost_utils
 
         table = multihost_utils.process_allgather(np.asarray(values, dtype=np.float64))
@@ -218,6 +217,8 @@ class JaxRuntime(Runtime):
     def place(self, device: str, shards: int) -> Placement:
         """`shards` devices of the requested kind, as a one-axis mesh named "batch"."""
         import jax
+
+        import numpy as np
 
         found = devices_of(device)
         kind = found[0].platform

@@ -18,8 +18,6 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterator
 
-import numpy as np
-
 from tpulab.base.events import PHASE_PREDICT, PHASE_TRAIN
 
 Sink = Callable[[dict[str, Any]], None]
@@ -98,6 +96,8 @@ class StepTimes:
 
     def on_predict_batch_end(self, batch: int, logs: dict | None = None) -> None:
         # Fetching the outputs to the host waits for the step's work to finish.
+        import numpy as np  # here: the front ends import this module, and a worker has numpy in already
+
         outputs = list(leaves((logs or {}).get("outputs")))
         value = float(sum(np.sum(np.asarray(o, dtype=np.float64)) for o in outputs)) if outputs else None
         self._end(batch, PHASE_PREDICT, {}, value)
@@ -118,4 +118,6 @@ def leaves(tree: Any) -> Iterator[Any]:
 
 
 def floats(logs: dict | None) -> dict[str, float]:
+    import numpy as np
+
     return {k: float(v) for k, v in (logs or {}).items() if np.ndim(v) == 0}
