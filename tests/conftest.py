@@ -35,6 +35,19 @@ def tpulab_home(tmp_path, monkeypatch):
     return home
 
 
+@pytest.fixture(scope="session")
+def tf():
+    """TensorFlow, for the tests that run its ops here; imported when the first of them runs, not by every process
+    that collects the tests (5-6 s of CPU each)."""
+    return pytest.importorskip("tensorflow")
+
+
+@pytest.fixture(scope="session")
+def keras():
+    """Keras (on TensorFlow, in this process), imported as `tf` is."""
+    return pytest.importorskip("keras")
+
+
 @pytest.fixture
 def quick_compiles(monkeypatch):
     """XLA's CPU backend without LLVM's optimisation passes: the same programs, compiled in a fraction of the time

@@ -5,13 +5,27 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-keras = pytest.importorskip("keras")
 
-from tpulab.backends.keras_inputs import AHEAD, Batches  # noqa: E402 - Keras first, or skip
+@pytest.fixture(scope="module")
+def inputs(keras):
+    """tpulab.backends.keras_inputs (it imports Keras), and `Where`: its batches, noting which thread made each."""
+    from tpulab.backends import keras_inputs
+
+    class Where(keras_inputs.Batches):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.makers: dict[int, str] = {}
+
+        def make(self, index: int):
+            self.makers[index] = threading.current_thread().name
+            return super().make(index)
+
+    return SimpleNamespace(Batches=keras_inputs.Batches, AHEAD=keras_inputs.AHEAD, Where=Where)
 
 
 def examples(n: int = 64) -> tuple[np.ndarray, np.ndarray]:
@@ -19,21 +33,9 @@ def examples(n: int = 64) -> tuple[np.ndarray, np.ndarray]:
     return x, np.arange(n, dtype=np.int32) % 3
 
 
-class Where(Batches):
-    """Batches that note which thread made each one."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.makers: dict[int, str] = {}
-
-    def make(self, index: int):
-        self.makers[index] = threading.current_thread().name
-        return super().make(index)
-
-
-def test_each_pass_is_a_permutation_and_made_ahead_batches_are_the_same():
+def test_each_pass_is_a_permutation_and_made_ahead_batches_are_the_same(inputs):
     x, y = examples()
-    ahead, asked = Where(x, y, 8, seed=3, shuffle=True), Batches(x, y, 8, seed=3, shuffle=True)
+    ahead, asked = inputs.Where(x, y, 8, seed=3, shuffle=True), inputs.Batches(x, y, 8, seed=3, shuffle=True)
     in_order = [ahead[i] for i in range(16)]  # two passes of 8 batches
     backwards = [asked[i] for i in reversed(range(16))][::-1]  # never the next one: each made when asked
     for (xa, ya), (xb, yb) in zip(in_order, backwards):
@@ -45,12 +47,12 @@ def test_each_pass_is_a_permutation_and_made_ahead_batches_are_the_same():
     assert ahead.makers[0] == threading.current_thread().name  # nothing was ahead of the first
     for made in ahead._ahead.values():  # the batches after the last one asked for: wait until they are made
         made.result()
-    assert {ahead.makers[i] for i in range(1, 16 + AHEAD)} == {"tpulab-batches_0"}
+    assert {ahead.makers[i] for i in range(1, 16 + inputs.AHEAD)} == {"tpulab-batches_0"}
 
 
-def test_a_finite_pass_starts_the_next_one_ahead():
+def test_a_finite_pass_starts_the_next_one_ahead(inputs):
     x, y = examples(24)
-    b = Where(x, y, 8, seed=0, shuffle=False, steps=3)
+    b = inputs.Where(x, y, 8, seed=0, shuffle=False, steps=3)
     first = [b[i] for i in range(3)]
     again = [b[i] for i in range(3)]
     assert all(np.array_equal(p[0], q[0]) for p, q in zip(first, again))
@@ -58,7 +60,7 @@ def test_a_finite_pass_starts_the_next_one_ahead():
     assert np.array_equal(first[1][0][:, 0], np.arange(8, 16) * 4)
 
 
-def test_an_epoch_ends_with_its_last_step():
+def test_an_epoch_ends_with_its_last_step(keras, inputs):
     """Keras's own workers are stopped at each epoch's end, waiting 0.1 s on an empty queue; a
     plain `fit` on arrays goes straight to the next epoch, and so must these batches."""
     ends: list[tuple[float, float]] = []
@@ -73,7 +75,7 @@ def test_an_epoch_ends_with_its_last_step():
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     x, y = examples()
-    model.fit(Batches(x, y, 8, seed=0, shuffle=True), epochs=3, steps_per_epoch=3, callbacks=[Ends()], verbose=0,
+    model.fit(inputs.Batches(x, y, 8, seed=0, shuffle=True), epochs=3, steps_per_epoch=3, callbacks=[Ends()], verbose=0,
               shuffle=False)
     assert len(ends) == 3
     assert max(end - last for last, end in ends) < 0.05

@@ -12,14 +12,12 @@ from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
 from tpulab.workloads.conv import CONV
 
-tf = pytest.importorskip("tensorflow")
-
 
 @pytest.mark.parametrize("size, kernel, stride, padding", [
     (256, 5, 2, "SAME"), (256, 5, 1, "SAME"), (255, 5, 2, "SAME"), (32, 5, 2, "VALID"),
     (33, 3, 1, "VALID"), (28, 5, 1, "SAME"), (7, 7, 2, "VALID"),
 ])
-def test_conv_output_size_matches_tensorflow(size, kernel, stride, padding):
+def test_conv_output_size_matches_tensorflow(tf, size, kernel, stride, padding):
     y = tf.nn.conv2d(tf.zeros([1, size, size, 1]), tf.zeros([kernel, kernel, 1, 1]), stride, padding)
     assert y.shape[1] == conv_output_size(size, kernel, stride, padding)
 
@@ -49,7 +47,7 @@ def run_events(recorder: RunRecorder, flops: float, seconds: list[float]) -> Non
     recorder.feed(Finished())
 
 
-def test_the_articles_artifact_is_flagged(cpu_machine):
+def test_the_articles_artifact_is_flagged(tf, cpu_machine):
     """A convolution whose result is never used: TensorFlow prunes it, and the time is dispatch only."""
     x = tf.random.normal([16, 128, 128, 3])
     w = tf.random.normal([5, 5, 3, 64])

@@ -17,13 +17,11 @@ from tpulab.workloads.fashion_mnist import build_model, forward_flops_per_exampl
 
 from .helpers import cancel_after, json_events, run_cli
 
-keras = pytest.importorskip("keras")
-tf = pytest.importorskip("tensorflow")
 
 CPU = Limits({"cpu": 8, "gpu": 0, "tpu": 0}, "cpu")
 
 
-def test_the_articles_model_layer_for_layer():
+def test_the_articles_model_layer_for_layer(keras):
     model = build_model()
     assert model.count_params() == 1_619_470
     kinds = [type(layer).__name__ for layer in model.layers]
@@ -42,6 +40,9 @@ def test_the_articles_model_layer_for_layer():
 
 
 def tiny_fit(spe: int, steps: int, epochs: int = 1, cancel=None, validation: bool = False):
+    import keras
+    import tensorflow as tf
+
     from tpulab.callbacks import StepTimer
     events = []
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
@@ -56,7 +57,7 @@ def tiny_fit(spe: int, steps: int, epochs: int = 1, cancel=None, validation: boo
     return events, timer
 
 
-def test_callback_events_in_order_with_compile_apart():
+def test_callback_events_in_order_with_compile_apart(tf):
     events, timer = tiny_fit(spe=1, steps=5, epochs=2, validation=True)
     kinds = [e["event"] for e in events]
     assert kinds == ["compiled"] + ["step"] * 4 + ["epoch"] + ["step"] * 5 + ["epoch"]
@@ -69,7 +70,7 @@ def test_callback_events_in_order_with_compile_apart():
     assert timer.compile_seconds == events[0]["seconds"] and len(timer.step_seconds) == 9
 
 
-def test_callback_keeps_timings_per_step_with_steps_per_execution():
+def test_callback_keeps_timings_per_step_with_steps_per_execution(tf):
     events, timer = tiny_fit(spe=2, steps=6)
     assert events[0] == {**events[0], "event": "compiled", "steps": 2}
     steps = [e for e in events if e["event"] == "step"]
@@ -77,7 +78,7 @@ def test_callback_keeps_timings_per_step_with_steps_per_execution():
     assert len(timer.step_seconds) == 4  # two executions of two steps each
 
 
-def test_callback_cancel_stops_after_the_current_step():
+def test_callback_cancel_stops_after_the_current_step(keras, tf):
     class StopAfter:
         def __init__(self, events):
             self.events = events
