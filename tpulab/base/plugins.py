@@ -67,6 +67,7 @@ def _load(target: str) -> Any:
     return obj
 
 
+@cache  # each reading parses the whole of tpulab's metadata, README included (5 ms here)
 def _own_version() -> str:
     try:
         return metadata.version(OWN)
