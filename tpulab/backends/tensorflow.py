@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from tpulab.base.events import Profile
     from tpulab.machine.detect import RuntimeReport
 
+TFLITE_ONLY = ("jax",)  # what TensorFlow imports only for TFLite's converter from JAX functions (tpulab.base.hidden)
+
 # The newest tensorflow-tpu on PyPI: 2.20.0 (published 2025-08; still the newest on 2026-11-30 by
 # `pip index versions tensorflow-tpu`). It is a whole TensorFlow build and pulls libtpu from PyPI.
 TF_TPU_LATEST = "2.20.0"
@@ -179,7 +181,7 @@ class TensorFlowBackend(Backend):
             return False
 
     def runtime(self) -> Runtime:
-        with hidden("jax"):  # TFLite imports it, for its converter from JAX functions only
+        with hidden(*TFLITE_ONLY):
             import keras  # noqa: F401 - on it: every run times its steps with a Keras callback
             import tensorflow  # noqa: F401 - the framework, first, in the worker
 
@@ -302,7 +304,7 @@ class TensorFlowRuntime(Runtime):
 
     def probe(self) -> dict[str, Any]:
         """TensorFlow's own view of the machine, for `tpulab detect`, the doctor and `auto`."""
-        with hidden("jax"):  # TFLite imports it, for its converter from JAX functions only
+        with hidden(*TFLITE_ONLY):
             import tensorflow as tf
 
         report = detect()
