@@ -17,7 +17,9 @@ from .helpers import Replay, decode_events, wait_for
 from .monkey import cheap_runs, lab_keys, lab_leave, monkey, run_in_flight, stream, top_keys
 
 SMALL, LARGE = (80, 24), (120, 40)
-KEYS = 500
+# Keys per seed: the suite's share (a lab key costs 30-60 ms of CPU here, with a run in flight more). Longer streams
+# and new seeds are benchmarks/lab_monkey.py's (4 seeds of 2000 keys per app and size by default).
+KEYS = 200
 
 
 @pytest.fixture
@@ -102,8 +104,10 @@ async def test_sweep_mode_opens_every_workloads_form(lab, name):
 # list's page keys (a tab key in a zoom had given the focus to a list out of sight, of no height); then 4 at 120x40
 # again, in the theme palette's list (ctrl+t, and PageUp before the list was laid out: tpulab.lab.mends), then in
 # the palette's own search worker (Textual's: the palettes are out of the stream since).
-# benchmarks/lab_monkey.py found 101 at 80x24 in 1000 keys (sweep mode, then resnet50: the test above).
-FOUND = [(SMALL, 2, KEYS), (LARGE, 4, KEYS), (SMALL, 101, 1000)]
+# benchmarks/lab_monkey.py found 101 at 80x24 in 1000 keys (sweep mode, then resnet50: the test above). Each of
+# those bugs has its own test since, and a seed's stream changes whenever a binding is added (keys are drawn from
+# the sorted bindings), so the seeds are kept as seeds, not as the streams that found them.
+FOUND = [(SMALL, 2, KEYS), (LARGE, 4, KEYS), (SMALL, 101, 2 * KEYS)]
 
 
 @pytest.mark.parametrize(("size", "seed", "count"), FOUND)  # new seeds are benchmarks/lab_monkey.py's to try
