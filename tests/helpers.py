@@ -224,26 +224,45 @@ class HeldWorker(ReplayedWorker):
         self.released.set()
 
 
+class PacedWorker(ReplayedWorker):
+    """A replayed worker that gives each event at its time, as a worker streams them: a run in flight for as long
+    as its events last, on no CPU of its own."""
+
+    def events(self):  # type: ignore[override]
+        start, t0 = time.monotonic(), self.replayed[0].t
+        for event in self.replayed:
+            time.sleep(max(0.0, event.t - t0 - (time.monotonic() - start)))
+            if self.cancel_requested:
+                return
+            yield event
+
+    def cancel(self) -> None:
+        self.cancel_requested = True
+
+    kill = cancel
+
+
 class Replay(Run):
     """A run of `workload` whose worker is replayed: every event fixed, its id and times too; with `held`, the
-    worker holds after them until cancelled."""
+    worker holds after them until cancelled; with `paced`, it gives each event at its time."""
 
     def __init__(self, workload: str, report: RuntimeReport, events: list[Event], run_id: str = "5eed" * 8,
-                 held: bool = False) -> None:
+                 held: bool = False, paced: bool = False) -> None:
         w = registry()[workload]
         super().__init__(RunJob(RunSpec(w, {**w.defaults(), "device": "cpu", "backend": "jax"}, "jax", "you chose jax",
                                         "cpu")), report)
         self.recorder.id, self.recorder.started_at = run_id, "2026-03-01T09:30:00"
         self.replayed = events
-        self.held = held
+        self.held, self.paced = held, paced
 
     def _start(self) -> None:
-        self.handles = [(HeldWorker if self.held else ReplayedWorker)(self.replayed)]  # type: ignore[list-item]
+        worker = HeldWorker if self.held else PacedWorker if self.paced else ReplayedWorker
+        self.handles = [worker(self.replayed)]  # type: ignore[list-item]
 
 
-def conv_events(steps: int = 12, t0: float = 1.77e9) -> list[Event]:
-    """A small conv run as a worker tells it: started, the first call (step 0), a warm-up step and steady ones,
-    telemetry, finished."""
+def conv_events(steps: int = 12, t0: float = 1.77e9, step_s: float = 0.002, sample_every: int = 3) -> list[Event]:
+    """A small conv run as a worker tells it: started, the first call (step 0), a warm-up step and steady ones of
+    about `step_s`, telemetry every `sample_every` steps, finished."""
     events: list[Event] = [
         Started(t=t0, workload="conv", device=Device(kind="cpu", name="test CPU", replicas=1), dtype="float32",
                 flops_per_step=4.9e6, steps_total=steps + 1, per_replica_batch=8, backend="jax"),
@@ -252,10 +271,10 @@ def conv_events(steps: int = 12, t0: float = 1.77e9) -> list[Event]:
         Compiled(t=t0 + 0.5, seconds=0.5)]
     t = t0 + 0.5
     for i in range(steps):
-        seconds = 0.002 * (1.5 if i % 5 == 0 else 1.0)
+        seconds = step_s * (1.5 if i % 5 == 0 else 1.0)
         t += seconds
         events.append(Step(t=t, step=i + 1, seconds=seconds, warmup=i == 0, examples_per_s=8 / seconds))
-        if i % 3 == 2:
+        if i % sample_every == sample_every - 1:
             events.append(Sample(t=t, phase="steady", cpu=50.0 + i, cores=[90.0 + i / 2, 10.0 + i], process=99.0,
                                  rss=8.5e8 + i * 1e6, mem_used=4.1e9, mem_total=2.4e10))
     events.append(Sample(t=t, phase="steady", mark="end", cpu=60.0, cores=[97.0, 23.0], process=98.0, rss=8.6e8,

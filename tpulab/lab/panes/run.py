@@ -25,6 +25,7 @@ from tpulab.base.events import Event, RunRecord, Sample, Started, Step
 from tpulab.base.timing import median
 from tpulab.engine.runner import Run
 from tpulab.lab.panes import lab
+from tpulab.lab.widgets.status_line import StatusLine
 from tpulab.views.console import summary_table
 from tpulab.views.narrate import describe, unavailable_lines
 from tpulab.views.profile import ops_table
@@ -34,9 +35,11 @@ if TYPE_CHECKING:
     from tpulab.lab.widgets.charts import SeriesPlot
 
 
-POST_EVERY_S = 0.1
+POST_EVERY_S = 0.25  # a run's events reach the pane in batches, four a second: each batch redraws its header and bar
 ZOOM_HINT = "the run's summary, zoomed: z or escape shows the charts and the log again"
-REDRAW_EVERY_S = 0.15  # one chart per tick: a plotext redraw takes ~20 ms, three at once would stall the UI
+# One chart per tick: a plotext redraw takes ~20 ms (three at once would stall the UI), of a core a run on this CPU
+# is measured on; a conv's five charts each move every 1.25 s.
+REDRAW_EVERY_S = 0.25
 CHART_IDS = ("chart-a", "chart-b", "chart-c", "chart-d")  # as many as any workload declares (a Keras model: 4)
 TELEMETRY_TITLES = {"tele-util": "busy %", "tele-mem": "memory GiB"}  # x: the step, as the timings
 
@@ -96,7 +99,7 @@ class RunPane(Vertical):
     def compose(self) -> ComposeResult:
         from tpulab.lab.widgets.charts import SeriesPlot  # plotext loads after the first paint (this pane is lazy)
 
-        yield Static("No run yet: pick a workload, then Run.", id="run-header")
+        yield StatusLine("No run yet: pick a workload, then Run.", id="run-header")
         yield Static(id="run-cancel")
         bar = ProgressBar(id="run-progress", show_eta=False)
         bar.display = False  # an empty bar would say that something runs: shown once something does
@@ -242,7 +245,7 @@ class RunPane(Vertical):
         info = rec.info
         if info is not None:
             d = info.device
-            self.query_one("#run-header", Static).update(
+            self.query_one("#run-header", StatusLine).say(
                 f"[b]{safe.markup(rec.workload.title)}[/b] "
                 + safe.markup(f"on {d.label()} via {info.backend} | {d.replicas} shard(s), "
                               f"{info.per_replica_batch} per replica, {info.dtype} | "
@@ -286,10 +289,12 @@ class RunPane(Vertical):
                 mem.add(name, x, d.mem_used / 2**30)
 
     def _redraw(self, everything: bool = False) -> None:
+        """The next chart with new points, of those in sight: a plotext build takes ~20 ms of a core that the run
+        may be measuring. A chart out of sight (another tab, a zoom) is drawn as it comes back (its Resize)."""
         plots = [plot for _, plot in self.charts] + list(self.telemetry_charts.values())
         for i in range(len(plots)):
             plot = plots[(self.next_chart + i) % len(plots)]
-            if plot.dirty:
+            if plot.dirty and plot.is_on_screen:
                 plot.replot()
                 self.next_chart = (self.next_chart + i + 1) % len(plots)
                 if not everything:
