@@ -10,7 +10,8 @@ class StatusLine(Static):
     """A Static that lays the screen out again only when its height changes.
 
     `Static.update` lays out the whole lab (its height is auto, so it might have grown): ~30 ms of a core here, at
-    each of a run's ten progress messages a second, taken from the cores the run may be measuring.
+    each of a run's progress messages, taken from the cores the run may be measuring. Out of sight (no width), it
+    waits for the layout that showing it brings.
     """
 
     def say(self, content: VisualType) -> None:
