@@ -85,6 +85,8 @@ async def test_invalid_value_shows_inline_error_and_blocks_run():
         await type_into(pilot, app, "shards", "4")
         await pilot.pause()
         assert not app.query_one("#run-button", Button).disabled
+        fixed = app.query_one("#error-batch_size", Static)
+        assert not text(fixed).strip() and not fixed.display  # the line is cleared as the value is mended, not just hidden
         assert "12 = 3 per replica x 4 shard(s)" in text(app.query_one("#plan", Static))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -73,7 +74,7 @@ class ParamForm(VerticalScroll, can_focus=False):
                                 classes="name")
                     yield self._control(spec, self.initial[spec.name])
                 yield Static(f"{spec.help}; {spec.allowed()}", classes="help", id=f"help-{spec.name}")
-                yield Static("", classes="error", id=f"error-{spec.name}")
+                yield Static(safe.text(""), classes="error", id=f"error-{spec.name}")
 
     def _control(self, spec: ParamSpec, value: Any) -> Input | Select[Any] | Switch:
         wid = f"param-{spec.name}"
@@ -165,7 +166,7 @@ class ParamForm(VerticalScroll, can_focus=False):
         for spec in self.workload.params:
             message = errors.get(spec.name, "")
             error = self.query_one(f"#error-{spec.name}", Static)
-            error.update(safe.text(message))  # it quotes what was typed: shown, never read as markup
+            _show(error, safe.text(message))  # it quotes what was typed: shown, never read as markup
             error.display = bool(message)
             self.query_one(f"#field-{spec.name}").set_class(bool(message), "invalid")
         self.errors = errors
@@ -176,8 +177,8 @@ class ParamForm(VerticalScroll, can_focus=False):
 
         for name in self.workload.set_by_sweeps(DEFAULT_STEPS):
             self.control(name).disabled = True
-            self.query_one(f"#help-{name}", Static).update(
-                f"[i]set by the sweep: each point is one short run of {DEFAULT_STEPS} timed steps[/i]")
+            _show(self.query_one(f"#help-{name}", Static),
+                  f"[i]set by the sweep: each point is one short run of {DEFAULT_STEPS} timed steps[/i]")
 
     def _grey_out(self, backend: str) -> None:
         """A field that means nothing on the chosen backend is disabled, and says why."""
@@ -189,8 +190,8 @@ class ParamForm(VerticalScroll, can_focus=False):
                 default = spec.show(spec.default) if isinstance(control, Input) else spec.default
                 if not applies and control.value != default:
                     control.value = default  # a greyed-out field holds nothing the run would ignore
-                self.query_one(f"#help-{spec.name}", Static).update(
-                    f"{spec.help}; {spec.allowed()}" if applies else f"[i]not on {backend}: {spec.why(backend)}[/i]")
+                _show(self.query_one(f"#help-{spec.name}", Static),
+                      f"{spec.help}; {spec.allowed()}" if applies else f"[i]not on {backend}: {spec.why(backend)}[/i]")
 
     # --- events -----------------------------------------------------------------------------
     def _values_changed(self) -> None:
@@ -221,6 +222,13 @@ class ParamForm(VerticalScroll, can_focus=False):
         wid = getattr(event.widget, "id", None) or ""
         if wid.startswith("param-"):
             self.post_message(self.Explain(self.workload.spec(wid.removeprefix("param-"))))
+
+
+def _show(line: Static, content: str | Text) -> None:
+    """A field's help or error line, changed only when its text does: `Static.update` lays the whole lab out again
+    (its height is auto), and the form checks every line at each keystroke."""
+    if line.content != content:
+        line.update(content)
 
 
 def explain(spec: ParamSpec) -> str:
