@@ -297,7 +297,9 @@ def test_a_tiny_suite_benches_for_real_keeps_its_runs_and_a_failed_entry_leaves_
     assert (scaling.name, scaling.status, scaling.reason) == (  # no scaling entry on one device, and the card says why
         "conv-scaling", "skipped", "one CPU device here: --devices all runs conv across several (a CPU's logical "
         "shards split the same cores)")
-    assert conv.status == "ok" and conv.median and conv.p10 <= conv.median <= conv.p90 and conv.n in (5, 10, 20)
+    # each rerun doubles the steps: how many reruns fit the entry's share depends on the machine's speed
+    assert conv.status == "ok" and conv.median and conv.p10 <= conv.median <= conv.p90
+    assert conv.n in {5 * 2 ** k for k in range(10)}
     assert conv.stopped and conv.stopped.split(":")[0] in ("stable", "budget")
     assert conv.command.startswith("tpulab --run conv --no-ui --backend tensorflow --device cpu")
     assert Store(db).get(conv.run_id).workload == "conv"  # kept like any other run
