@@ -264,9 +264,10 @@ def test_compare_at_80x24_leads_with_the_answer(store, db):
     lines = out.stdout.splitlines()
     assert out.returncode == 0 and max(len(line) for line in lines) <= 80
     assert "speedup = the first run's median time / this run's" in lines[0]  # the basis
-    first_rows = [line for line in lines if line.startswith("│")][:3]
+    first_rows = [line for line in lines if line.startswith("│")][:4]
     assert "speedup" in first_rows[0] and "1.00x" in first_rows[0] and "4.00x" in first_rows[0]
-    assert "median" in first_rows[1]  # the figure the ratio is of, then the settings
+    assert "verdict" in first_rows[1] and "too few steps" in first_rows[1]  # 4 steps a run: no interval
+    assert "median" in first_rows[2]  # the figure the ratio is of, then the settings
     assert lines.index(first_rows[0]) < next(i for i, line in enumerate(lines) if "backend" in line)
 
 

@@ -183,6 +183,8 @@ class Sample(Event):
     cpu: float | None = None  # percent of all cores, since the previous sample
     cores: list[float] = field(default_factory=list)  # percent per core
     process: float | None = None  # the worker's own CPU, percent of one core
+    steal: float | None = None  # percent of all cores' time the hypervisor gave to other machines (Linux's steal)
+    freq_mhz: float | None = None  # the cores' mean clock, where the kernel says it
     rss: float | None = None  # the worker's resident memory, bytes
     mem_used: float | None = None  # the host's memory in use, bytes
     mem_total: float | None = None
@@ -303,6 +305,9 @@ class Telemetry:
     busiest_core_mean: float | None = None  # the busiest core of each sample, averaged
     process_mean: float | None = None  # the worker's, percent of one core
     process_peak: float | None = None
+    steal_mean: float | None = None  # percent of all cores' time taken by the hypervisor for other machines
+    freq_mean_mhz: float | None = None  # the cores' clock over the steady state, where the kernel says it
+    freq_max_mhz: float | None = None
     rss_peak: float | None = None  # bytes
     host_mem_peak: float | None = None
     host_mem_total: float | None = None

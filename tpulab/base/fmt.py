@@ -52,11 +52,22 @@ def percent(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
+def plus_minus(stats: Stats | None) -> str:
+    """'±1.2%': the larger half of the median's 95% interval ('' without one: too few samples)."""
+    half = stats.half_width() if stats else None
+    return "" if half is None else f"±{half:.1%}" if half < 0.1 else f"±{half:.0%}"
+
+
+def median_ci(stats: Stats | None) -> str:
+    """'0.684 s ±1.2%': the median and its interval, for a cell."""
+    return f"{seconds(stats.median)} {plus_minus(stats)}".strip() if stats else "-"
+
+
 def spread(stats: Stats | None) -> str:
-    """'0.684 s (p10 0.671 s, p90 0.702 s, n=10)'."""
+    """'0.684 s ±1.2% (p10 0.671 s, p90 0.702 s, n=10)': the median, its 95% interval, the spread."""
     if not stats:
         return "-"
-    return f"{seconds(stats.median)} (p10 {seconds(stats.p10)}, p90 {seconds(stats.p90)}, n={stats.count})"
+    return f"{median_ci(stats)} (p10 {seconds(stats.p10)}, p90 {seconds(stats.p90)}, n={stats.count})"
 
 
 def p10_p90(stats: Stats | None) -> str:

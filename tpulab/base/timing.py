@@ -16,6 +16,14 @@ class Stats:
     min: float
     max: float
     mean: float
+    low: float | None = None  # the median's 95% confidence interval (`tpulab.base.noise`); None: too few samples
+    high: float | None = None
+
+    def half_width(self) -> float | None:
+        """The interval's larger half, as a fraction of the median: the '±4%' beside a figure."""
+        if self.low is None or self.high is None or self.median <= 0:
+            return None
+        return max(self.median - self.low, self.high - self.median) / self.median
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -35,12 +43,17 @@ def median(samples: Sequence[float]) -> float | None:
     return percentile(sorted(samples), 0.5) if samples else None
 
 
-def summarize(samples: Sequence[float]) -> Stats | None:
+def summarize(samples: Sequence[float], repeats: Sequence[Sequence[float]] | None = None) -> Stats | None:
+    """The samples' spread and the median's confidence interval, over `repeats` where the samples came in several
+    (each a list of the samples' own steps, in order: the interval's blocks keep their order)."""
     if not samples:
         return None
+    from tpulab.base.noise import interval
+
     xs = sorted(samples)
+    ci = interval(repeats if repeats and len(repeats) > 1 else list(samples))
     return Stats(len(xs), percentile(xs, 0.5), percentile(xs, 0.1), percentile(xs, 0.9),
-                 xs[0], xs[-1], sum(xs) / len(xs))
+                 xs[0], xs[-1], sum(xs) / len(xs), *(ci or (None, None)))
 
 
 def conv_output_size(size: int, kernel: int, stride: int, padding: str) -> int:

@@ -16,7 +16,7 @@ import shutil
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -25,6 +25,8 @@ from tpulab.base.basis import GFLOPS, TIME, Work, basis, differ
 from tpulab.base.ceilings import RENAMED_FLAGS
 from tpulab.base.errors import EXIT_USAGE, NO_SPACE, TpulabError, first_line, why_unwritten
 from tpulab.base.events import STATUSES, RunRecord, SweepRecord, Telemetry
+from tpulab.base.noise import Change, change
+from tpulab.base.timing import median
 from tpulab.base.home import home, traces
 from tpulab.base.typed import problem
 from tpulab.engine.card import Card
@@ -597,6 +599,33 @@ class Comparison:
     by: str  # basis.TIME: the same work per step, times compared; else the rate compared (GFLOP/s, examples/s)
     header: str
     warnings: list[str]
+    changes: list[Change | None] = field(default_factory=list)  # each run against the first, from both sides' steps
+
+
+def timed(r: RunRecord) -> list[float]:
+    """The steady step times a run's median came from, in order ([] where the kept steps do not give it: a
+    workload tpulab does not know, or one whose figure is not its steps')."""
+    w = registry().get(r.workload)
+    xs = w.timed_seconds(r.steps) if w is not None else []
+    mid = median(xs)
+    return xs if mid is not None and r.median and math.isclose(mid, r.median, rel_tol=1e-9) else []
+
+
+def changes(records: list[RunRecord], values: list[float | None], by: str) -> list[Change | None]:
+    """Each run against the first, from both sides' step times: the speedup's interval and its verdict. By a rate,
+    the runs did different work per step: the ratio of their times is scaled by the ratio of their work."""
+    base = records[0]
+    out: list[Change | None] = [None]
+    for r, v in zip(records[1:], values[1:]):
+        scale = 1.0 if by == TIME else (v or 0.0) * (r.median or 0.0) / ((values[0] or 0.0) * (base.median or 0.0) or 1.0)
+        out.append(change(timed(base), timed(r), scale) if scale > 0 else None)
+    return out
+
+
+def disturbed(records: list[RunRecord]) -> list[str]:
+    """The runs that were timed while other work used the machine, each with its load."""
+    return [f"run {r.short_id} was disturbed: {f.message}" for r in records for f in r.summary.flags
+            if f.code == "disturbed"]
 
 
 def compare(records: list[RunRecord], across_workloads: bool = False) -> Comparison:
@@ -623,12 +652,14 @@ def compare(records: list[RunRecord], across_workloads: bool = False) -> Compari
         values = [r.summary.gflops_per_s if by == GFLOPS else r.summary.examples_per_s for r in records]
     base = values[0]
     speedups = [v / base if v and base and math.isfinite(v / base) else None for v in values]
+    found_changes = changes(records, values, by)
     warnings = [differ(k, [r.params.get(k) for r in records])
                 for k in differing(records) if k not in COMPARED_BY_DESIGN and not mixed]
     warnings += [f"workloads differ: {' vs '.join(r.workload for r in records)}"] if mixed else []
     warnings += [f"run {r.short_id} is {r.status}: its figures cover only what completed"
                  for r in records if r.status != "finished"]
     warnings += [f"run {r.short_id} used synthetic data" for r in records if r.synthetic]
+    warnings += disturbed(records)
     if len({r.summary.cache_hit for r in records if r.summary.cache_hit is not None}) > 1:
         warnings.append("first calls differ in kind: " + ", ".join(
             f"{r.short_id} {'compiled (cache)' if r.summary.cache_hit else 'compiled'}"
@@ -636,7 +667,7 @@ def compare(records: list[RunRecord], across_workloads: bool = False) -> Compari
     if len({model_key(r) for r in records}) > 1:
         warnings.append("the models differ: " + " vs ".join(model_key(r) or "-" for r in records))
     name = " vs ".join(sorted(workloads)) if mixed else records[0].workload
-    return Comparison(name, list(records), speedups, by, f"{name}: {header}", warnings)
+    return Comparison(name, list(records), speedups, by, f"{name}: {header}", warnings, found_changes)
 
 
 def model_key(r: RunRecord) -> str | None:

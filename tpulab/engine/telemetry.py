@@ -165,6 +165,9 @@ class CpuProbe:
             self.prev = now
         if self.process is not None:
             out["rss"] = float(self.process.memory_info().rss)
+        freq = ps.cpu_freq() if hasattr(ps, "cpu_freq") else None
+        if freq is not None and freq.current:
+            out["freq_mhz"] = float(freq.current)
         vm = ps.virtual_memory()
         out["mem_used"], out["mem_total"] = float(vm.total - vm.available), float(vm.total)
         return out
@@ -183,6 +186,9 @@ def busy(a: CpuTimes, b: CpuTimes) -> Reading:
     if len(a.cores) == len(b.cores) and all(total > 0 for _, total in ticks):
         out["cores"] = [100 * used / total for used, total in ticks]
         out["cpu"] = 100 * sum(used for used, _ in ticks) / sum(total for _, total in ticks)
+        if "steal" in a.cores[0]._fields:
+            out["steal"] = 100 * sum(max(0.0, y.steal - x.steal) for x, y in zip(a.cores, b.cores)) / sum(
+                total for _, total in ticks)
     return out
 
 

@@ -13,7 +13,9 @@ from rich.table import Table
 from tpulab import backends
 from tpulab.backends import Backend
 from tpulab.base import fmt, safe
+from tpulab.base.noise import Change
 from tpulab.base.events import Event, RunRecord, Sample, Started, Step, Summary, Telemetry
+from tpulab.engine.ceilings import load_of
 from tpulab.engine.doctor import Verdict
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.store import Comparison
@@ -21,7 +23,7 @@ from tpulab.machine.detect import RuntimeReport
 from tpulab.views import profile as profile_view
 from tpulab.views import roofline
 from tpulab.views.decode import decode_columns, decode_rows
-from tpulab.views.narrate import backend_line, describe, sample_line, step_status, telemetry_rows, unavailable_lines
+from tpulab.views.narrate import backend_line, describe, load_words, sample_line, step_status, telemetry_rows, unavailable_lines
 from tpulab.workloads import registry
 from tpulab.workloads.base import Workload
 
@@ -163,6 +165,7 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
         rows += [(f"validation {k.removeprefix('val_')}", f"{v:.4f}") for k, v in (s.validation or {}).items()]
     if s.decode is not None:
         rows += decode_rows(s.decode)
+    rows.append(("beside this run", load_words(s.telemetry)))
     if s.telemetry is not None:
         rows += telemetry_rows(s.telemetry, unit)
     if s.profile is not None:
@@ -282,7 +285,7 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
     inference = [r.summary.inference_throughput for r in rs]
     prefix = fmt.prefix_of(rates + inference)  # one unit for the rates of every run
     figures: list[tuple[str, list[str]]] = [
-        ("median", [fmt.seconds(r.median) for r in rs]),
+        ("median", [fmt.median_ci(r.summary.step_seconds) for r in rs]),
         ("p10-p90", [fmt.p10_p90(r.summary.step_seconds) for r in rs]),
         ("throughput", [fmt.rate(x, r.summary.throughput_unit.replace("examples", "ex"), prefix)
                         for x, r in zip(rates, rs)]),
@@ -301,9 +304,11 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
     if headline is not None:
         figures.append((headline.label, [headline.show(r.metric(headline.key)) for r in rs]))
     basis = [f for f in figures if f[0] == BASIS_FIGURE[cmp.by]]
+    verdict = [("verdict", ["(base)", *(verdict_cell(c) for c in cmp.changes[1:])])] if cmp.changes else []
     return [
         ("run", [r.short_id for r in rs]),
-        ("speedup", [f"{x:.2f}x" if x else "-" for x in cmp.speedups]),
+        ("speedup", [speedup_cell(x, c) for x, c in zip(cmp.speedups, cmp.changes or [None] * len(rs))]),
+        *verdict,
         *basis,
         *models,
         ("device", [r.device_label() for r in rs]),
@@ -317,18 +322,32 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
     ]
 
 
+def speedup_cell(x: float | None, c: Change | None) -> str:
+    """'1.20x [1.17x, 1.23x]': a speedup with its interval where its verdict has one."""
+    return (f"{x:.2f}x {c.interval()}".strip() if c else f"{x:.2f}x") if x else "-"
+
+
+def verdict_cell(c: Change | None) -> str:
+    """The verdict's word, or why there is none: a ratio without an interval detects nothing."""
+    return "-" if c is None else c.word if c.low is not None else "too few steps"
+
+
 def telemetry_figures(t: Telemetry | None) -> dict[str, str]:
-    """A run's telemetry summary in the short cells comparisons and sweeps show ('-': not measured)."""
+    """A run's telemetry summary in the short cells comparisons and sweeps show ('-': not measured): the host's CPU
+    (all processes), the run's own (its worker's, of one core), and other processes' cores (a '!': disturbed)."""
     t = t or Telemetry()
     mem = t.device_mem_peak if t.device_mem_peak is not None else t.rss_peak
-    return {"CPU": fmt.pct(t.cpu_mean), "dev util": fmt.pct(t.device_util_mean), "peak mem": fmt.bytes_(mem),
+    load = load_of(t)
+    return {"CPU all": fmt.pct(t.cpu_mean), "CPU run": fmt.pct(t.process_mean),
+            "others": f"{load.other:.1f} c{'!' if load.busy else ''}" if load else "-",
+            "dev util": fmt.pct(t.device_util_mean), "peak mem": fmt.bytes_(mem),
             "J/step": f"{t.energy_per_step_j:.3g}" if t.energy_per_step_j is not None else "-"}
 
 
-def telemetry_columns(records: list[RunRecord]) -> list[tuple[str, list[str]]]:
-    """The telemetry figures that at least one of the runs has."""
+def telemetry_columns(records: list[RunRecord], leave: tuple[str, ...] = ()) -> list[tuple[str, list[str]]]:
+    """The telemetry figures that at least one of the runs has (less those named in `leave`)."""
     cells = [telemetry_figures(r.summary.telemetry) for r in records]
-    names = list(cells[0]) if cells else []
+    names = [n for n in cells[0] if n not in leave] if cells else []
     return [(n, [c[n] for c in cells]) for n in names if any(c[n] != "-" for c in cells)]
 
 

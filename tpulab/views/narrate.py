@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from tpulab.base import fmt, safe
 from tpulab.base.timing import median
+from tpulab.engine.ceilings import load_of
 from tpulab.base.events import (
     OTHER_OPS,
     PHASE_BANDWIDTH,
@@ -199,20 +200,34 @@ def unavailable_lines(reasons: dict[str, str]) -> list[str]:
     return [f"[dim]{safe.markup(f'telemetry: {what} unavailable: {why}')}[/]" for what, why in reasons.items()]
 
 
+UNRECORDED = "not recorded (telemetry off, or the run too short to sample it): whether other work used the machine is unknown"
+
+
+def load_words(t: Telemetry | None) -> str:
+    """What else used the machine while the run was timed: other processes' cores, the hypervisor's steal and the
+    cores' clock, each where it was read; or that it was not recorded."""
+    load = load_of(t)
+    if t is None or load is None:
+        return UNRECORDED
+    steal = f"; steal {t.steal_mean:.0f}% (the hypervisor's, for other machines)" if t.steal_mean is not None else ""
+    clock = f"; clock {t.freq_mean_mhz:,.0f} MHz" if t.freq_mean_mhz else ""
+    return f"{load.words()}{steal}{clock}"
+
+
 def telemetry_rows(t: Telemetry, unit: str = "step") -> list[tuple[str, str]]:
     """The telemetry summary as (name, value) rows of plain text: only the figures that were measured."""
     rows = []
     short = f"too short to sample: {t.span_s:.1f} s" if t.span_s is not None else "not sampled"  # no CPU figure
     if t.cpu_mean is not None or t.cpu_peak is not None:
         busiest = f", busiest core {fmt.pct(t.busiest_core_mean)}" if t.busiest_core_mean is not None else ""
-        rows.append(("host CPU", f"mean {fmt.pct(t.cpu_mean)}, peak {fmt.pct(t.cpu_peak)} of {t.cores or '?'} "
-                                 f"core(s){busiest}"))
+        rows.append(("host CPU, all processes", f"mean {fmt.pct(t.cpu_mean)}, peak {fmt.pct(t.cpu_peak)} of "
+                     f"{t.cores or '?'} core(s){busiest}"))
     elif "cpu" not in t.unavailable:
-        rows.append(("host CPU", short))
+        rows.append(("host CPU, all processes", short))
     if t.process_mean is not None or t.rss_peak is not None:
         cpu = f"CPU mean {fmt.pct(t.process_mean)} of a core (peak {fmt.pct(t.process_peak)})" \
             if t.process_mean is not None or t.process_peak is not None else f"CPU {short}"
-        rows.append(("worker", f"{cpu}, memory peak {fmt.bytes_(t.rss_peak)}"))
+        rows.append(("this run's worker", f"{cpu}, memory peak {fmt.bytes_(t.rss_peak)}"))
     if t.host_mem_peak is not None:
         rows.append(("host memory", f"peak {fmt.bytes_(t.host_mem_peak)} of {fmt.bytes_(t.host_mem_total)}"))
     kind = (t.device_kind or "device").upper()

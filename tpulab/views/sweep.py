@@ -55,7 +55,7 @@ def telemetry_table(points: list[Point], axes: list[str], found: Findings) -> Ta
     order = ranked(points, found.by)
     last = [p.records[-1] if p.records else None for p in order]
     have = [(p, r) for p, r in zip(order, last) if r is not None]
-    cols = telemetry_columns([r for _, r in have])
+    cols = telemetry_columns([r for _, r in have], leave=("CPU run", "others"))  # a disturbed point is flagged
     if not cols:
         return None
     t = Table(title="telemetry (steady state means; peak memory: the device's, else the worker's)",

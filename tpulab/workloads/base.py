@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from tpulab.backends import choices, choose, registry
 from tpulab.base.errors import UsageError
-from tpulab.base.events import PHASE_PREDICT, Started, Step
+from tpulab.base.events import PHASE_BANDWIDTH, PHASE_PREDICT, Started, Step
 from tpulab.base.timing import Flag
 from tpulab.workloads import running
 from tpulab.workloads.running import CancelToken, Runner, Sink  # the worker's side, importable here as before
@@ -316,6 +316,13 @@ class Workload(ABC):
     def work_words(self, p: Params, per_replica_batch: int) -> str:
         """What one run's work is, in the run's header: 'global batch 256 = 128 per replica'."""
         return f"global batch {self.batch_size(p)} = {per_replica_batch} per replica"
+
+    def timed_seconds(self, steps: Iterable[Step], phase: str = "") -> list[float]:
+        """The steady step times of training (or of `phase`: PHASE_PREDICT for inference), one per step, in order:
+        what the median, its interval and a comparison's verdict are computed from."""
+        inference = phase == PHASE_PREDICT
+        return [s.seconds for s in steps if not s.warmup and s.phase != PHASE_BANDWIDTH
+                and self.is_inference(s.phase) == inference for _ in range(s.steps)]
 
     def is_inference(self, phase: str) -> bool:
         """Whether steps of `phase` are an inference phase, kept apart from training's figures: a training

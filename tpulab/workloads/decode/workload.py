@@ -14,7 +14,7 @@ token reached the host.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from tpulab.base.charts import TOKEN_RATE, TOKEN_TIME
 from tpulab.base.events import Started, Step
@@ -144,6 +144,10 @@ class LLMDecode(Workload):
                      p: Params, peak: Sourced | None) -> SummaryPart:
         """The run's step is a decode step (the prefill is not one); its figures: `decode_figures`."""
         return decode_figures.summary_part(steps, started, ceilings, shape(p), peak)
+
+    def timed_seconds(self, steps: Iterable[Step], phase: str = "") -> list[float]:
+        """The decode steps' times: a run's one step is a token's (`summary_part`)."""
+        return [s.seconds for s in decode_figures.decode_steps(list(steps))]
 
     def sweep_baseline(self, point: Params, axes: Mapping[str, Any]) -> Params | None:
         """Batch 1 at the same lengths: what batching buys (the article's configuration means nothing here)."""

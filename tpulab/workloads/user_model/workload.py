@@ -15,11 +15,13 @@ import ast
 import hashlib
 import importlib.util
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from tpulab.base.charts import GFLOPS, METRICS, STEP_TIME, THROUGHPUT
 from tpulab.base.events import PHASE_TRAIN
-from tpulab.base.timing import Flag, summarize
+from tpulab.base import fmt
+from tpulab.base.noise import change
+from tpulab.base.timing import Flag, median, summarize
 from tpulab.backends import registry
 from tpulab.workloads.base import (
     BACKEND,
@@ -168,21 +170,25 @@ class UserModel(KerasWorkload):
         training = p[EPOCHS.name] * p[STEPS_PER_EPOCH.name]
         return super().total_steps(p) + (training if p.get(COMPILE.name) == "both" else 0)
 
+    def timed_seconds(self, steps: Iterable[Step], phase: str = "") -> list[float]:
+        """The run's own steps: with --compile both, the compiled ones (the eager ones are set against them)."""
+        return super().timed_seconds([s for s in steps if s.phase != PHASE_EAGER], phase)
+
     def summary_part(self, steps: list[Step], started: Started, ceilings: MeasuredCeilings, p: Params,
                      peak: Sourced | None) -> SummaryPart | None:
         """With --compile both, the run's figures are the compiled steps', and the eager ones are set against them."""
         if p.get(COMPILE.name) != "both":
             return None
         compiled = [s.seconds for s in steps if s.phase == PHASE_TRAIN and not s.warmup]
-        eager = summarize([s.seconds for s in steps if s.phase == PHASE_EAGER and not s.warmup])
+        eager = [s.seconds for s in steps if s.phase == PHASE_EAGER and not s.warmup]
         stats = summarize(compiled)
         flops = started.flops_per_step
         flags: tuple[Flag, ...] = ()
-        if eager and stats:
-            ratio = eager.median / stats.median
-            flags = (Flag("eager-vs-compiled", f"eager {eager.median * 1e3:.2f} ms per step, compiled "
-                          f"{stats.median * 1e3:.2f} ms: compiled runs at {ratio:.2f}x eager's speed "
-                          f"({'faster' if ratio >= 1 else 'slower'}; the first calls, its compile among them, apart)"),)
+        found = change(eager, compiled)
+        if found is not None and stats:
+            flags = (Flag("eager-vs-compiled", f"eager {fmt.seconds(median(eager))} per step, compiled "
+                          f"{fmt.seconds(stats.median)}: compiled against eager {found.words()}; the first calls, "
+                          "its compile among them, apart"),)
         return SummaryPart(seconds=compiled, flops_per_step=flops,
                            flops_per_s=flops / stats.median if flops and stats and stats.median > 0 else None, flags=flags)
 
