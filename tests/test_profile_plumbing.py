@@ -9,7 +9,7 @@ from textual.widgets import Switch
 
 from tpulab.base.ceilings import MEASURED, Sourced
 from tpulab.base.events import OTHER_OPS, OpRow, Profile
-from tpulab.engine.profile_verdicts import Roof, judge, roof
+from tpulab.engine.profile_verdicts import Levers, Roof, judge, roof
 from tpulab.engine.sweep import Sweep, build_grid
 from tpulab.lab.app import TpulabApp
 from tpulab.lab.widgets.param_form import ParamForm
@@ -68,7 +68,7 @@ def test_each_op_is_set_against_the_ceiling_its_intensity_puts_it_under():
     add = OpRow(name="add.2", type="add", category="elementwise", seconds=0.005, share=0.5, flops=1e6, bytes=4e8)
     unknown = OpRow(name="custom", seconds=0.001, share=0.1)
     judged = judge(Profile(steps=3, step_seconds=0.01, host_gap=0.0, host_gap_share=0.0, ops=[dot, add, unknown]),
-                   ROOF)
+                   ROOF, Levers(precision="bfloat16", fusion="XLA"))
     d, a, u = judged.ops
     assert (d.gflops_per_s, d.intensity, d.bound, d.ceiling_fraction) == (500, 20, "compute", 0.5)
     assert (a.gbytes_per_s, a.intensity, a.bound, a.ceiling_fraction) == (80, 0.0025, "memory", 0.8)

@@ -157,7 +157,8 @@ def on_a_new_thread(fn):
 def test_one_busy_core_is_a_verdict_with_its_figures(one_busy_core):
     _, t = one_busy_core
     (v,) = [v for v in t.verdicts if v.code == "one-busy-core"]
-    assert [v.code for v in t.verdicts] == ["one-busy-core"]
+    # whatever else runs here comes first, as busy-machine (tests/test_why_verdicts.py); the rest is the load's own
+    assert [v.code for v in t.verdicts if v.code != "busy-machine"] == ["one-busy-core"]
     assert f"{t.busiest_core_mean:.0f}% on average" in v.message and f"{t.process_mean:.0f}% of a core" in v.message
 
 
@@ -278,8 +279,9 @@ def test_a_slow_generator_feeding_an_idle_gpu_is_input_bound(monkeypatch):
     with process_on_one_core(SLOW_PIPELINE) as pid:
         _, t = sampled(pid, GpuProbe())
     assert t.device_util_mean == 3 and t.process_mean >= 80
-    assert [v.code for v in t.verdicts] == ["input-bound", "one-busy-core"]
-    assert "GPU was busy 3% of the time" in t.verdicts[0].message
+    found = [v for v in t.verdicts if v.code != "busy-machine"]  # (whatever else runs here: its own verdict)
+    assert [v.code for v in found] == ["input-bound", "one-busy-core"]
+    assert "GPU was busy 3% of the time" in found[0].message
 
 
 def test_a_gpu_run_without_nvml_goes_on_and_says_why(monkeypatch):
@@ -601,8 +603,9 @@ def test_a_run_too_short_to_sample_says_so():
     t = summarize(keeper, 0.01, 8)
     assert t is not None and t.span_s == pytest.approx(0.4) and t.process_mean is None
     rows = dict(telemetry_rows(t))
-    assert rows["host CPU"] == "too short to sample: 0.4 s"
-    assert rows["worker"].startswith("CPU too short to sample: 0.4 s, memory peak") and " - " not in rows["worker"]
+    assert rows["host CPU, all processes"] == "too short to sample: 0.4 s"
+    assert rows["this run's worker"].startswith("CPU too short to sample: 0.4 s, memory peak")
+    assert " - " not in rows["this run's worker"]
 
 
 @pytest.mark.slow

@@ -32,38 +32,14 @@ from tpulab.base.events import CeilingsPart, Device, KernelFigure, RunRecord, Te
 from tpulab.base.timing import Flag
 from tpulab.engine.runindex import RunFilter
 from tpulab.engine.store import Store, StoreError
+from tpulab.engine.telemetry_summary import Load, load_of
 from tpulab.workloads.roofline import ROOFLINE
 from tpulab.workloads.shared.kernels import ASSUMED_CACHE, CACHE_MULTIPLE, MIB, best
 
 WORKLOAD = "roofline"
 MEMORY = "memory"  # the dtype key of the bandwidth ceiling (bytes are bytes)
 FLAT = 0.10  # a matmul curve is flat once its last doubling changed its rate by at most this
-BUSY_SHARE = 0.25  # other processes using more of the cores than this: a roofline's figures are no ceiling
 LOAD_SAMPLES = 4  # telemetry samples (2 s at 2 Hz) that read the load before it may stop a roofline
-
-
-@dataclass(frozen=True)
-class Load:
-    """How much of the machine other processes used while a run ran: the steady mean of the host's busy
-    cores minus the worker's own (the telemetry samples both)."""
-
-    other: float  # cores
-    cores: int
-
-    @property
-    def busy(self) -> bool:
-        return self.other > BUSY_SHARE * self.cores
-
-    def words(self) -> str:
-        """'other processes used 0.93 of 2 cores (47%)'."""
-        return f"other processes used {self.other:.2f} of {self.cores} cores ({self.other / self.cores:.0%})"
-
-
-def load_of(t: Telemetry | None) -> Load | None:
-    """Other processes' load from a run's telemetry (None: not sampled)."""
-    if t is None or t.cpu_mean is None or t.process_mean is None or not t.cores:
-        return None
-    return Load(max(0.0, t.cpu_mean / 100 * t.cores - t.process_mean / 100), t.cores)
 
 
 def busy(t: Telemetry | None) -> str | None:

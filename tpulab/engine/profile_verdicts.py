@@ -3,7 +3,8 @@ and what the step's profile says to do (`host-bound`, `one-op-dominates`, `memor
 
 The ceilings are the measured ones kept from roofline runs where there are some (what this machine
 was seen to do), else the vendor's spec (a bound no program reaches). The recorder puts the judged
-profile into the summary; the judgement is made here only.
+profile into the summary; the judgement is made here only. Its advice names only the levers this
+machine and framework have (`Levers`): bfloat16 where units compute in it, the framework's own compiler.
 """
 
 from __future__ import annotations
@@ -22,6 +23,24 @@ HOST_BOUND = 0.25  # a host gap of this share of the step or more: the device wa
 DOMINATES = 0.5  # one op with this share of the step or more: it is the step
 MEMORY_BOUND = 0.3  # this share of the step or more in ops under the bandwidth line
 NEAR_CEILING = 0.7  # an op at this fraction of its ceiling or more: only less work makes it faster
+BF16_UNITS = ("avx512_bf16", "amx_bf16")  # CPU features (as `detect` names them) that compute in bfloat16
+FUSERS = {"tensorflow": "XLA", "jax": "XLA", "torch": "torch.compile"}  # each framework's fusing compiler
+
+
+@dataclass(frozen=True)
+class Levers:
+    """What this machine and framework can use, so that advice names nothing else (None: no such lever)."""
+
+    precision: str | None = None  # a lower one with units to run it: 'bfloat16', 'bfloat16 or float16'
+    fusion: str | None = None  # the framework's fusing compiler: 'XLA', 'torch.compile'
+
+    @classmethod
+    def of(cls, backend: str, device: str, dtype: str, cpu: CpuInfo | None) -> Levers:
+        """A run's levers: a lower precision on a TPU, a GPU or a CPU with bfloat16 units, unless the run is in
+        one already; XLA on TensorFlow and JAX, torch.compile on PyTorch (a plugin's backend: none known)."""
+        units = {"tpu": "bfloat16", "gpu": "bfloat16 or float16",
+                 "cpu": "bfloat16" if cpu and any(f in cpu.features for f in BF16_UNITS) else None}.get(device)
+        return cls(None if dtype.endswith("float16") else units, FUSERS.get(backend))
 
 
 @dataclass(frozen=True)
@@ -58,11 +77,12 @@ def roof(device: Device, dtype: str, ceilings: Ceilings, cpu: CpuInfo | None) ->
                 bandwidth.sourced() if bandwidth else spec_bandwidth(one.kind, one.name, 1))
 
 
-def judge(profile: Profile, roof: Roof) -> Profile:
-    """The profile with each op's rates against `roof`, and its verdicts."""
+def judge(profile: Profile, roof: Roof, levers: Levers = Levers()) -> Profile:
+    """The profile with each op's rates against `roof`, and its verdicts, advising only `levers` (by default
+    none: what is unknown is not advised)."""
     judged = replace(profile, ops=[op if op.name == OTHER_OPS else rated(op, roof) for op in profile.ops],
                      against=roof.described())  # (the row summing the rest is no op: it has no rate of its own)
-    judged.verdicts = [*profile.verdicts, *verdicts(judged)]
+    judged.verdicts = [*profile.verdicts, *verdicts(judged, levers)]
     return judged
 
 
@@ -88,9 +108,15 @@ def rated(op: OpRow, roof: Roof) -> OpRow:
                    intensity=intensity, bound=bound, ceiling_fraction=fraction, ceiling=of)
 
 
-def verdicts(profile: Profile) -> list[Flag]:
-    """What the profile says of the step, each with its figures and the lever to pull."""
-    return [f for f in (host_bound(profile), one_op_dominates(profile), memory_bound_ops(profile)) if f]
+def verdicts(profile: Profile, levers: Levers) -> list[Flag]:
+    """What the profile says of the step, each with its figures and the levers to pull."""
+    return [f for f in (host_bound(profile), one_op_dominates(profile, levers), memory_bound_ops(profile, levers)) if f]
+
+
+def either(options: list[str | None]) -> str:
+    """'a, b or c': the options that apply."""
+    said = [o for o in options if o]
+    return ", ".join(said[:-1]) + " or " + said[-1] if len(said) > 1 else "".join(said)
 
 
 def host_bound(profile: Profile) -> Flag | None:
@@ -103,7 +129,7 @@ def host_bound(profile: Profile) -> Flag | None:
                 "larger batch (more work per step for the same host time)")
 
 
-def one_op_dominates(profile: Profile) -> Flag | None:
+def one_op_dominates(profile: Profile, levers: Levers) -> Flag | None:
     top = max((o for o in profile.ops if o.name != OTHER_OPS), key=lambda o: o.share, default=None)
     if top is None or top.share < DOMINATES:
         return None
@@ -112,18 +138,22 @@ def one_op_dominates(profile: Profile) -> Flag | None:
         return Flag("one-op-dominates", f"{said}; its FLOPs or bytes are unknown, so is its distance to the "
                     "ceiling: the step is as fast as this op")
     said += f", at {top.ceiling_fraction:.0%} of {top.ceiling}"
+    precision = f"a lower precision ({levers.precision})" if levers.precision else None
     if top.ceiling_fraction >= NEAR_CEILING:
         return Flag("one-op-dominates", f"{said}: it runs near the ceiling, so only less work makes the step "
-                    "faster: a lower precision (bfloat16), a smaller model")
-    return Flag("one-op-dominates", f"{said}: it is far from the ceiling: a larger batch (more work per call), "
-                "a lower precision (bfloat16 units), or fusing it with its neighbours (XLA)")
+                    f"faster: {either([precision, 'a smaller model'])}")
+    return Flag("one-op-dominates", f"{said}: it is far from the ceiling: " + either([
+        "a larger batch (more work per call)", precision,
+        f"fusing it with its neighbours ({levers.fusion})" if levers.fusion else None]))
 
 
-def memory_bound_ops(profile: Profile) -> Flag | None:
+def memory_bound_ops(profile: Profile, levers: Levers) -> Flag | None:
     under = [o for o in profile.ops if o.bound == "memory"]
     share = sum(o.share for o in under)
     if share < MEMORY_BOUND:
         return None
     return Flag("memory-bound-ops", f"{len(under)} op(s) under the bandwidth line take {share:.0%} of the step: "
-                "move fewer bytes: a lower precision (bfloat16 halves them), fusion (XLA keeps values on chip), "
-                "a larger batch (the weights read once for more examples)")
+                "move fewer bytes: " + either([
+                    f"a lower precision ({levers.precision} halves them)" if levers.precision else None,
+                    f"fusion ({levers.fusion} keeps values on chip)" if levers.fusion else None,
+                    "a larger batch (the weights read once for more examples)"]))

@@ -40,9 +40,9 @@ from tpulab.base.events import (
 )
 from tpulab.base.timing import Flag, Stats, median, sanity_flags, summarize
 from tpulab.engine import ceilings as measured
-from tpulab.engine.profile_verdicts import judge, roof
+from tpulab.engine.profile_verdicts import Levers, judge, roof
 from tpulab.engine.spec import RunSpec
-from tpulab.engine.telemetry_summary import SampleKeeper, steady
+from tpulab.engine.telemetry_summary import SampleKeeper, load_of, steady
 from tpulab.engine.telemetry_summary import summarize as summarize_telemetry
 from tpulab.machine.detect import RuntimeReport
 from tpulab.base.ceilings import Sourced
@@ -63,6 +63,24 @@ def origins(spec: RunSpec) -> dict[str, str]:
         if found is not None and not found[1].own:
             out[kind] = str(found[1])
     return out
+
+
+DISTURBED_STEAL = 5.0  # percent of the cores' time the hypervisor took for other machines: past it, disturbed
+
+
+def disturbance(t: Telemetry | None) -> Flag | None:
+    """The `disturbed` flag of a run timed while other work used the machine: other processes past a quarter of the
+    cores (the share that keeps a roofline from setting a ceiling), or the hypervisor's steal past `DISTURBED_STEAL`
+    percent. None on a quiet machine, or one whose load was not sampled (the summary's rows say which)."""
+    load = load_of(t)
+    if t is None or load is None:
+        return None
+    steal = f"; the hypervisor took {t.steal_mean:.0f}% of the CPU time for other machines (steal)" \
+        if t.steal_mean is not None and t.steal_mean >= 1 else ""
+    if load.busy or (t.steal_mean or 0.0) > DISTURBED_STEAL:
+        return Flag("disturbed", f"{load.words()} while this ran{steal}: its figures are this machine under that "
+                    "load, not this machine alone")
+    return None
 
 
 def refused(workload: str, params: dict[str, Any], why: str, runtime: RuntimeReport, sweep: str | None = None) -> RunRecord:
@@ -171,16 +189,12 @@ class RunRecorder:
         if not self.workload.quiet or len(read) < measured.LOAD_SAMPLES:
             return None
         t = summarize_telemetry(self.telemetry, None, 0)
-        load = measured.load_of(t)
+        load = load_of(t)
         return f"stopped early: {measured.busy(t)}" if load is not None and load.busy else None
 
     def steady_seconds(self, phase: str = "") -> list[float]:
-        """The steady step times of training (or of `phase`: PHASE_PREDICT for inference)."""
-        out: list[float] = []
-        for s in self.steps:
-            if not s.warmup and self.workload.is_inference(s.phase) == (phase == PHASE_PREDICT):
-                out.extend([s.seconds] * s.steps)
-        return out
+        """The steady step times of training (or of `phase`: PHASE_PREDICT for inference), as the workload counts them."""
+        return self.workload.timed_seconds(self.steps, phase)
 
     def last_step_t(self) -> float | None:
         """When the run's last timed step ended (its event's time): the steady state's telemetry ends there."""
@@ -222,10 +236,11 @@ class RunRecorder:
         work = self.work(stats, own)
         rates, flags = self.rates(stats, work, own, peak)
         against, beaten = self.against(work)
+        telemetry = self.telemetry_summary(stats.median if stats else None)
+        flags += [f for f in (disturbance(telemetry),) if f]
         try:
             summary = Summary.of(self.timing(stats), rates, against, self.inference(), self.metrics(), own.fields,
-                                 flags=[*flags, *beaten, *own.flags], profile=self.profile(),
-                                 telemetry=self.telemetry_summary(stats.median if stats else None))
+                                 flags=[*flags, *beaten, *own.flags], profile=self.profile(), telemetry=telemetry)
         except SummaryClash as e:  # the record's own parts are disjoint: the workload's named one of their fields
             raise TypeError(f"{self.workload.name}'s summary part sets {', '.join(e.names)}, which the record's own "
                             "parts fill: a workload adds its own fields (its rate goes in SummaryPart.examples_per_s)"
@@ -244,11 +259,13 @@ class RunRecorder:
         return t
 
     def profile(self) -> Profile | None:
-        """The traced steps' op table, each op set against this machine's ceilings, with its verdicts."""
+        """The traced steps' op table, each op set against this machine's ceilings, with its verdicts (advising only
+        what this machine and framework can use)."""
         info = self.info
         if self.profiled is None or info is None:
             return self.profiled
-        return judge(self.profiled, roof(info.device, info.dtype, self.ceilings, self.runtime.cpu))
+        return judge(self.profiled, roof(info.device, info.dtype, self.ceilings, self.runtime.cpu),
+                     Levers.of(self.backend, info.device.kind, info.dtype, self.runtime.cpu))
 
     def timing(self, stats: Stats | None) -> TimingPart:
         """The first call and the steady step, on each host too."""

@@ -4,11 +4,13 @@ Called by the recorder, so the headless printer, the lab, comparisons and export
 Means cover the steady state when it was sampled (compile is another kind of work), else every sample; it
 ends at the run's last timed step (after it, a framework may idle while it tears down: TensorFlow's `predict`
 waited 0-13 s with the worker at 0% of a core, which the means would have counted as the run's).
-Verdicts are given only for patterns with a clear cause, each naming the figures behind it.
+Verdicts are given only for patterns with a clear cause, each naming the figures behind it; other processes' load
+comes first, since a core they held explains a half-used machine before the run's own threads do.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from statistics import fmean
 from typing import Callable, Iterable
 
@@ -24,6 +26,31 @@ ONE_THREAD = 115.0  # ... percent of a core: more is the work of several threads
 MEMORY_NEAR_FULL = 0.90
 GPU_POOL_NOTE = "NVML's figure includes the memory the framework reserves up front"
 THROTTLE = 0.90  # steady clock below this fraction of the run's peak
+BUSY_SHARE = 0.25  # other processes using more of the cores than this: the run's figures are partly theirs
+
+
+@dataclass(frozen=True)
+class Load:
+    """How much of the machine other processes used while a run ran: the steady mean of the host's busy
+    cores minus the worker's own (the telemetry samples both)."""
+
+    other: float  # cores
+    cores: int
+
+    @property
+    def busy(self) -> bool:
+        return self.other > BUSY_SHARE * self.cores
+
+    def words(self) -> str:
+        """'other processes used 0.93 of 2 cores (47%)'."""
+        return f"other processes used {self.other:.2f} of {self.cores} cores ({self.other / self.cores:.0%})"
+
+
+def load_of(t: Telemetry | None) -> Load | None:
+    """Other processes' load from a run's telemetry (None: not sampled)."""
+    if t is None or t.cpu_mean is None or t.process_mean is None or not t.cores:
+        return None
+    return Load(max(0.0, t.cpu_mean / 100 * t.cores - t.process_mean / 100), t.cores)
 
 
 class SampleKeeper:
@@ -115,6 +142,8 @@ def summarize(keeper: SampleKeeper, median_step_s: float | None, batch: int | No
         cpu_mean=mean(lambda s: s.cpu), cpu_peak=_peak(s.cpu for s in everything),
         busiest_core_mean=mean(lambda s: max(s.cores) if s.cores else None),
         process_mean=mean(lambda s: s.process), process_peak=_peak(s.process for s in everything),
+        steal_mean=mean(lambda s: s.steal), freq_mean_mhz=mean(lambda s: s.freq_mhz),
+        freq_max_mhz=_peak(s.freq_mhz for s in everything),
         rss_peak=_peak(s.rss for s in everything),
         host_mem_peak=_peak(s.mem_used for s in everything), host_mem_total=_peak(s.mem_total for s in everything),
         device_kind=all_devs[0].kind if all_devs else None,
@@ -132,21 +161,33 @@ def summarize(keeper: SampleKeeper, median_step_s: float | None, batch: int | No
 
 
 def verdicts(t: Telemetry) -> list[Flag]:
-    """The patterns with a clear cause, each with its figures."""
+    """The patterns with a clear cause, each with its figures: other processes' load first (what they held
+    was not the run's to use, so it explains an idle core before the run's threads do)."""
     out: list[Flag] = []
     kind = (t.device_kind or "device").upper()
+    load = load_of(t)
+    busy = load if load is not None and load.busy else None
+    if busy is not None:
+        out.append(Flag("busy-machine", f"{busy.words()} while this ran, more than a quarter: the cores they held "
+                        "were not this run's, so they explain a half-used machine before its threads do; judge those "
+                        "on a quieter machine (`tpulab top` shows the load)"))
     host_busy = (t.process_mean or 0) >= INPUT_BOUND_HOST or (t.cpu_mean or 0) >= INPUT_BOUND_HOST
     if t.device_util_mean is not None and t.device_util_mean < INPUT_BOUND_DEVICE and host_busy:
         out.append(Flag("input-bound", f"the {kind} was busy {t.device_util_mean:.0f}% of the time while the host "
                         f"was busy (the worker {fmt.pct(t.process_mean)} of a core, CPU {fmt.pct(t.cpu_mean)} "
                         "of all cores): the host side (input pipeline, Python per step) "
                         "sets the pace; try a larger batch, prefetching, or fewer host operations per step"))
-    # the worker's own share tells one thread from several, whatever else keeps the other cores busy
+    # the worker's own share tells one thread from several; the load, whether a second one had a core to run on
     if (t.cores and t.cores >= 2 and t.busiest_core_mean is not None and t.process_mean is not None
             and t.busiest_core_mean >= BUSY_CORE and BUSY_CORE <= t.process_mean <= ONE_THREAD):
-        out.append(Flag("one-busy-core", f"one core was busy ({t.busiest_core_mean:.0f}% on average) while the "
-                        f"worker used {t.process_mean:.0f}% of a core, one of {t.cores} (all cores averaged "
-                        f"{fmt.pct(t.cpu_mean)}): the work runs on one thread"))
+        said = (f"one core was busy ({t.busiest_core_mean:.0f}% on average) while the worker used "
+                f"{t.process_mean:.0f}% of a core, one of {t.cores} (all cores averaged {fmt.pct(t.cpu_mean)})")
+        if busy is not None and t.cores - t.process_mean / 100 - busy.other < 1:  # no core left idle for a thread
+            out.append(Flag("one-busy-core", f"{said}: other processes held the rest ({busy.other:.2f} cores), so "
+                            "no core was idle for a second thread: a quieter machine shows how many threads the work "
+                            "runs on"))
+        else:
+            out.append(Flag("one-busy-core", f"{said}: the work runs on one thread"))
     # NVML counts the pool TensorFlow and JAX reserve up front (most of the GPU), not what the run uses:
     # a GPU's figure cannot say how near the largest batch is, so only a TPU's (the allocator's) is judged.
     if (t.device_kind == "tpu" and t.device_mem_peak and t.device_mem_total

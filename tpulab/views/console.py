@@ -15,7 +15,7 @@ from tpulab.backends import Backend
 from tpulab.base import fmt, safe
 from tpulab.base.noise import Change
 from tpulab.base.events import Event, RunRecord, Sample, Started, Step, Summary, Telemetry
-from tpulab.engine.ceilings import load_of
+from tpulab.engine.telemetry_summary import load_of
 from tpulab.engine.doctor import Verdict
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.store import Comparison

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tpulab.base import fmt, safe
 from tpulab.base.timing import median
-from tpulab.engine.ceilings import load_of
+from tpulab.engine.telemetry_summary import load_of
 from tpulab.base.events import (
     OTHER_OPS,
     PHASE_BANDWIDTH,
