@@ -1,12 +1,15 @@
 """Noise is not a finding: a median with its confidence interval, and a comparison that says whether a
 difference is real.
 
-Step times are autocorrelated and drift (a neighbour's burst slows several steps in a row), so the
-median's interval comes from a moving-block bootstrap: blocks of about n^(1/3) consecutive steps are
-drawn with replacement, which keeps a burst together. Where a figure was measured in repeats (a card's
-entry), the repeats are drawn first and each one's steps within it, so the interval holds the spread
-between repeats too. `scipy.stats.bootstrap` draws single samples only (no blocks, no levels), hence
-these few lines. The draws are seeded: the same samples give the same interval and verdict every time.
+Step times are autocorrelated and drift (a neighbour's burst slows several steps in a row; on a shared
+VM the level itself moves by several percent over seconds), so the median's interval comes from a
+two-level bootstrap: the run's repeats are drawn with replacement, then each drawn repeat's steps in
+moving blocks of about n^(1/3) consecutive steps, which keeps a burst together. A run timed once is cut
+into `SEGMENTS` stretches in order, its repeats: a run whose level moved while it ran gets an interval
+that holds the move. (Blocks alone held it only in part: ten stretches of one real conv run, 2-core VM,
+differed by up to 15% with each stretch's block interval at ±3%.) `scipy.stats.bootstrap` draws single
+samples only (no blocks, no levels), hence these few lines. The draws are seeded: the same samples give
+the same interval and verdict every time.
 
 A comparison draws both sides' medians independently and takes their ratio: its interval comes from
 both sides' samples, not from two medians. It ends in one word: faster, slower, or no difference
@@ -26,6 +29,7 @@ LEVEL = 0.95
 NOISE = 0.05  # a speedup within 1/1.05..1.05 is "no difference detected"
 MIN_SAMPLES = 5  # fewer samples (a side) give no interval
 RESAMPLES = 1000
+SEGMENTS = 4  # a run timed once: its steps as this many stretches (repeats), where each has MIN_SAMPLES or more
 MAX_SAMPLES = 2000  # more steps are thinned evenly to this many: a wider interval, never a narrower one
 SEED = 20181011  # the article's date: any fixed seed makes the verdicts repeatable
 
@@ -78,13 +82,15 @@ def _draws(xs: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarr
 
 
 def medians(repeats: Sequence[Sequence[float]], resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray | None:
-    """The bootstrap's medians: each repeat's steps block-resampled, the repeats themselves drawn with replacement
-    where there are several. None where fewer than `MIN_SAMPLES` steps were timed in all."""
+    """The bootstrap's medians: the repeats drawn with replacement (one run's `SEGMENTS` stretches where it was timed
+    once), each drawn repeat's steps block-resampled. None where fewer than `MIN_SAMPLES` steps were timed in all."""
     import numpy as np
 
     groups = [g for g in (_array(r) for r in repeats) if len(g)]
     if sum(len(g) for g in groups) < MIN_SAMPLES:
         return None
+    if len(groups) == 1 and len(groups[0]) >= SEGMENTS * MIN_SAMPLES:
+        groups = np.array_split(groups[0], SEGMENTS)
     rng = np.random.default_rng(seed)
     drawn = [_draws(g, rng, resamples) for g in groups]
     if len(drawn) == 1:

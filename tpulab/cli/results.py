@@ -62,6 +62,8 @@ def _list(args, store: Store, console: Console) -> int:
     for cells in rows:
         t.add_row(*map(safe.text, cells))
     console.print(t)
+    if any(r.disturbed for r in page.rows):
+        console.print(listing.DISTURBED_KEY, highlight=False)
     console.print(more if len(page.rows) < total else f"{total:,} run(s){which} in {store.path}, newest first",
                   highlight=False)
     return EXIT_OK

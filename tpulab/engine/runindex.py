@@ -32,6 +32,15 @@ def _configuration(r: RunRecord) -> str | None:
     return configuration_key(w.configuration(r.params)) if w is not None else None
 
 
+def disturbed_of(r: RunRecord) -> int | None:
+    """1 where the run was timed beside other work (its `disturbed` flag), 0 where its load was sampled and low,
+    None where it was not sampled."""
+    if r.summary.has_flag("disturbed"):
+        return 1
+    t = r.summary.telemetry
+    return 0 if t is not None and t.cpu_mean is not None and t.process_mean is not None else None
+
+
 def _stat(name: str) -> Callable[[RunRecord], Any]:
     return lambda r: getattr(r.summary.step_seconds, name) if r.summary.step_seconds else None
 
@@ -62,6 +71,7 @@ class RunRow:
     compile_s: float | None = _col("REAL", lambda r: r.summary.compile_seconds)
     host_gap_share: float | None = _col("REAL", lambda r: r.summary.profile.host_gap_share
                                         if r.summary.profile else None)  # schema 4: a profiled run's
+    disturbed: int | None = _col("INTEGER", lambda r: disturbed_of(r))  # 1: other work used the machine; None: unknown
 
     @property
     def short_id(self) -> str:

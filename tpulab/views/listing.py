@@ -18,8 +18,11 @@ def list_row(row: RunRow) -> tuple[str, ...]:
     cell is visible text (`safe.visible`), so its length is its width; a terminal still shows it as Text."""
     cells = (row.short_id, row.started_at[5:16].replace("T", " "), row.model or row.workload, row.status,
              row.device_short, backend_short(row.backend), str(row.batch_size or "-"), fmt.gflop(row.flops_per_step),
-             (row.sweep or "")[:SWEEP_TAG], fmt.seconds(row.median_s), fmt.percent(row.peak_fraction))
+             (row.sweep or "")[:SWEEP_TAG], fmt.seconds(row.median_s) + (DISTURBED if row.disturbed else ""),
+             fmt.percent(row.peak_fraction))
     return tuple(map(safe.visible, cells))
 
 
+DISTURBED = "!"  # the mark of a run timed while other work used the machine
+DISTURBED_KEY = "! disturbed: other processes used the machine while it was timed (`results show` says how much)"
 SWEEP_TAG = 5  # characters of a sweep's id in a listing: enough for `--sweep ID` to pick its runs

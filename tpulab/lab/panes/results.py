@@ -164,7 +164,8 @@ class ResultsPane(Vertical):
         marked = f", [b]{len(self.marked)} marked[/b]" if self.marked else ""
         keys = ("space marks a run, m compares the marked (the first is the baseline), r draws the roofline, "
                 "o shows the op table")
-        text = f"[red]{safe.markup(problem)}[/]" if problem else f"{counted} runs{which}{marked} | {keys}"
+        key = f" | {listing.DISTURBED_KEY}" if any(r.disturbed for r in self.rows) else ""
+        text = f"[red]{safe.markup(problem)}[/]" if problem else f"{counted} runs{which}{marked} | {keys}{key}"
         self.query_one("#results-help", Static).update(text)
 
     @on(DataTable.RowHighlighted, "#results-table")
