@@ -65,6 +65,7 @@ bench: install
 	$(PY) benchmarks/profile_overhead.py $(call quick,--pairs 3 --iterations 10 --rounds 1 --profile-steps 5)
 	$(PY) benchmarks/torch_module.py $(call quick,--rounds 1 --steps 30)
 	$(PY) benchmarks/lab_overhead.py $(call quick,--rounds 1 --iterations 200)
+	$(PY) benchmarks/noise.py $(call quick,--pairs 3 --rounds 2 --iterations 500)
 
 # tpulab on the JAX backend, offline from carried wheels (benchmarks/device_check.py): on a
 # machine with an NVIDIA GPU, the run alone, into $(OUT) (the device tool sets it); elsewhere,

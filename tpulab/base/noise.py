@@ -28,9 +28,9 @@ if TYPE_CHECKING:
 LEVEL = 0.95
 NOISE = 0.05  # a speedup within 1/1.05..1.05 is "no difference detected"
 MIN_SAMPLES = 5  # fewer samples (a side) give no interval
-RESAMPLES = 1000
+RESAMPLES = 500  # enough for a 95% interval's tails (12 draws beyond each end)
 SEGMENTS = 4  # a run timed once: its steps as this many stretches (repeats), where each has MIN_SAMPLES or more
-MAX_SAMPLES = 2000  # more steps are thinned evenly to this many: a wider interval, never a narrower one
+MAX_SAMPLES = 1000  # more steps are thinned evenly to this many: a wider interval, never a narrower one
 SEED = 20181011  # the article's date: any fixed seed makes the verdicts repeatable
 
 FASTER, SLOWER, SAME = "faster", "slower", "no difference detected"
@@ -71,19 +71,10 @@ def _array(samples: Sequence[float]) -> np.ndarray:
     return xs
 
 
-def _draws(xs: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
-    """`resamples` moving-block resamples of `xs`, one a row, each as long as `xs`."""
-    import numpy as np
-
-    n = len(xs)
-    block = max(1, round(n ** (1 / 3)))
-    starts = rng.integers(0, n - block + 1, size=(resamples, -(-n // block)))
-    return xs[(starts[:, :, None] + np.arange(block)).reshape(resamples, -1)[:, :n]]
-
-
 def medians(repeats: Sequence[Sequence[float]], resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray | None:
     """The bootstrap's medians: the repeats drawn with replacement (one run's `SEGMENTS` stretches where it was timed
-    once), each drawn repeat's steps block-resampled. None where fewer than `MIN_SAMPLES` steps were timed in all."""
+    once), each drawn repeat's steps in moving blocks, as many as a repeat of the mean size holds. None where fewer
+    than `MIN_SAMPLES` steps were timed in all. One array operation for all draws: 1,000 steps cost ~10 ms here."""
     import numpy as np
 
     groups = [g for g in (_array(r) for r in repeats) if len(g)]
@@ -91,12 +82,14 @@ def medians(repeats: Sequence[Sequence[float]], resamples: int = RESAMPLES, seed
         return None
     if len(groups) == 1 and len(groups[0]) >= SEGMENTS * MIN_SAMPLES:
         groups = np.array_split(groups[0], SEGMENTS)
+    sizes = np.array([len(g) for g in groups])
+    flat, offsets = np.concatenate(groups), np.cumsum(sizes) - sizes
+    block = max(1, round(int(sizes.min()) ** (1 / 3)))  # a block fits in every repeat
+    per = -(-round(float(sizes.mean())) // block)  # blocks a drawn repeat gives
     rng = np.random.default_rng(seed)
-    drawn = [_draws(g, rng, resamples) for g in groups]
-    if len(drawn) == 1:
-        return np.median(drawn[0], axis=1)
-    picks = rng.integers(0, len(drawn), size=(resamples, len(drawn)))
-    return np.array([np.median(np.concatenate([drawn[g][r] for g in row])) for r, row in enumerate(picks)])
+    picks = rng.integers(0, len(groups), size=(resamples, len(groups), 1))
+    starts = offsets[picks] + (rng.random((resamples, len(groups), per)) * (sizes[picks] - block + 1)).astype(int)
+    return np.median(flat[(starts[..., None] + np.arange(block)).reshape(resamples, -1)], axis=1)
 
 
 def interval(samples: Sequence[float] | Sequence[Sequence[float]], level: float = LEVEL) -> tuple[float, float] | None:
