@@ -25,7 +25,7 @@ from tpulab.base.basis import GFLOPS, TIME, Work, basis, differ
 from tpulab.base.ceilings import RENAMED_FLAGS
 from tpulab.base.errors import EXIT_USAGE, NO_SPACE, TpulabError, first_line, why_unwritten
 from tpulab.base.events import STATUSES, RunRecord, SweepRecord, Telemetry
-from tpulab.base.noise import Change, change
+from tpulab.base.noise import NOISE, Change, change
 from tpulab.base.timing import median
 from tpulab.base.home import home, traces
 from tpulab.base.typed import problem
@@ -667,7 +667,9 @@ def compare(records: list[RunRecord], across_workloads: bool = False) -> Compari
     if len({model_key(r) for r in records}) > 1:
         warnings.append("the models differ: " + " vs ".join(model_key(r) or "-" for r in records))
     name = " vs ".join(sorted(workloads)) if mixed else records[0].workload
-    return Comparison(name, list(records), speedups, by, f"{name}: {header}", warnings, found_changes)
+    verdict = (f"; the verdict is faster or slower where the speedup's 95% interval lies beyond the noise threshold "
+               f"(±{NOISE:.0%}), else no difference detected")
+    return Comparison(name, list(records), speedups, by, f"{name}: {header}{verdict}", warnings, found_changes)
 
 
 def model_key(r: RunRecord) -> str | None:
