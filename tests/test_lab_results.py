@@ -154,7 +154,7 @@ async def test_sweep_tab_explains_its_marks_and_gives_rates_one_unit(db, cpu_mac
         assert pane.query_one("#sweep-findings").region.height >= 3  # on screen at 80x24, not squeezed out
         table = pane.query_one("#sweep-table", DataTable)
         shown = [str(table.get_row_at(i)[3]) for i in range(table.row_count)]  # mark, batch, median, throughput
-        assert sorted(shown) == ["0.264 kex/s", "0.500 kex/s", "1.6 kex/s"]  # not "264.0 ex/s" beside "1.6 kex/s"
+        assert sorted(shown) == ["1.6k ex/s", "264 ex/s", "500 ex/s"]  # not "0.264 kex/s" beside "1.6 kex/s"
 
 
 # --- charts --------------------------------------------------------------------------------------

@@ -98,7 +98,7 @@ def test_run_html_holds_the_figures_and_its_charts():
     r = RunResult(make_record(1, 0.5))
     page = r._repr_html_()
     assert f"conv run {r.record.short_id}: finished" in page
-    assert "500.0 ms (p10" in page and "first call (trace+compile)" in page and "16.0 examples/s" in page
+    assert "500.0 ms (p10" in page and "first call (trace+compile)" in page and "16 examples/s" in page
     assert page.count("<svg") == 1 and "ms per iteration" in page and "GFLOP/s" in page
     assert not URL_ATTR.search(page)
     assert r.step_seconds.tolist() == [0.45, 0.5, 0.55, 0.5]

@@ -204,14 +204,14 @@ def test_a_training_runs_lines_fit_80_columns_whole():
     lines = out.getvalue().splitlines()
     assert max(len(line) for line in lines) <= 80, lines
     steps = [line for line in lines if line.startswith("step ")]
-    assert steps == ["step 2/1600 1.234 s 829.5 ex/s loss 5.1108 accuracy 0.1328 (warm-up) [synthetic]",
-                     "step 1000/1600 1.234 s 829.5 ex/s loss 5.1108 accuracy 0.1328 [synthetic]"]
+    assert steps == ["step 2/1600 1.234 s 830 ex/s loss 5.1108 accuracy 0.1328 (warm-up) [synthetic]",
+                     "step 1000/1600 1.234 s 830 ex/s loss 5.1108 accuracy 0.1328 [synthetic]"]
     assert "epoch 1: 12m34s, loss 5.1108, accuracy 0.1328  [synthetic data]" in lines
     assert "  validation loss 3.0055, validation accuracy 0.1562" in lines
     assert "first call (trace + compile, 1 step(s)): 2.870 s  not in the steady state" in lines
     wide = io.StringIO()
     RunPrinter(rec, Console(file=wide, width=200))(events[3])  # room enough: every figure, two spaces apart
-    assert wide.getvalue().strip() == ("step 1000/1600  1.234 s  829.5 ex/s  25.9 GFLOP/s  loss 5.1108  "
+    assert wide.getvalue().strip() == ("step 1000/1600  1.234 s  830 ex/s  25.9 GFLOP/s  loss 5.1108  "
                                        "accuracy 0.1328  [synthetic]")
 
 

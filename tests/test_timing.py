@@ -89,3 +89,14 @@ def test_few_and_noisy_samples_are_flagged(cpu_machine):
     rec = RunRecorder(RunSpec(CONV, {**CONV.defaults(), "batch_size": 1}, "tensorflow", "asked for", "cpu"), cpu_machine)
     run_events(rec, 1e6, [1.0] * 5 + [3.0] * 5)
     assert [f.code for f in rec.summary().flags] == ["noisy"]
+
+
+def test_a_rate_reads_as_a_count_and_a_view_s_prefix_never_shows_a_value_below_one():
+    """'51 examples/s' beside '1.6k examples/s', never '0.051 kex/s'; an SI unit keeps its prefix in its name."""
+    from tpulab.base import fmt
+
+    view = fmt.prefix_of([1600.0, 51.0])
+    assert fmt.rate(51.0, "examples/s", view) == "51 examples/s"
+    assert fmt.rate(1600.0, "examples/s", view) == "1.6k examples/s"
+    assert fmt.rate(3.25, "tokens/s") == "3.2 tokens/s"
+    assert fmt.rate(40.3e9, "FLOP/s") == "40.3 GFLOP/s" and fmt.rate(5e8, "B/s") == "500.0 MB/s"

@@ -39,13 +39,22 @@ def prefix_of(values: Iterable[float | None]) -> Prefix:
     return next(((s, p) for s, p in PREFIXES if top >= s), PREFIXES[-1])
 
 
+SI_UNITS = ("FLOP", "B/s")  # units whose prefix is part of the unit's name (GFLOP/s, GB/s); others count things
+
+
 def rate(x: float | None, unit: str = "", prefix: Prefix | None = None) -> str:
-    """'1.6 kex/s'; with a view's `prefix` (see prefix_of), '0.264 kex/s' rather than '263.9 ex/s' beside it."""
+    """'40.3 GFLOP/s', '8.2k examples/s', '51 examples/s'. A view's shared `prefix` (see prefix_of) lines its values
+    up, unless it would show one below 1 ('0.051k'): that value takes its own. A count's 'k' sits on the number."""
     if x is None:
         return "-"
     scale, p = prefix or prefix_of([x])
+    if x and abs(x) < scale:
+        scale, p = prefix_of([x])
     v = x / scale
-    return f"{v:.{3 if prefix and 0 < abs(v) < 1 else 1}f} {p}{unit}".rstrip()
+    number = f"{v:.0f}" if p == "" and abs(v) >= 10 and not any(u in unit for u in SI_UNITS) else f"{v:.1f}"
+    if unit and not any(u in unit for u in SI_UNITS):
+        return f"{number}{p} {unit}"
+    return f"{number} {p}{unit}".rstrip()
 
 
 def percent(x: float | None) -> str:
