@@ -147,8 +147,9 @@ def test_a_file_too_large_to_read_is_refused_before_it_is_read(tmp_path, store):
     assert path.stat().st_size > MAX_IMPORT_BYTES
     out = run_cli("results", "--db", str(store.path), "import", str(path))
     assert out.returncode == EXIT_USAGE and len(out.stderr.splitlines()) == 1
-    assert out.stderr == (f"tpulab: error: {path} is 95 MiB, more than the 64 MiB an import reads: export fewer runs "
-                          "per file (ids or filters); nothing was imported\n")
+    assert out.stderr == (f"tpulab: error: {path} is 95 MiB, more than the 64 MiB an import reads of a file that is "
+                          "not an export of lines: export it again with this tpulab (`tpulab results export`); "
+                          "nothing was imported\n")
     assert store.records() == []
 
 
@@ -159,3 +160,36 @@ def test_declining_a_prune_removes_nothing_and_is_no_failure(store, answer):
     out = run_cli("results", "--db", str(store.path), "prune", "--all", input=answer)
     assert out.returncode == 0, out.stderr
     assert "nothing removed" in out.stdout and [r.id for r in store.records()] == [kept.id]
+
+
+def test_an_export_past_the_file_limit_round_trips_line_by_line_all_or_nothing(tmp_path, monkeypatch):
+    """An export of a history larger than an import would read whole (the limit lowered here, as 100,000 runs of
+    about 6 KB pass 64 MiB) imports into an empty store, every run; one bad record, the last, imports none; a
+    record past the per-record limit is named by its line."""
+    from tpulab.engine import store as store_module
+    from tpulab.engine.store import BadImport, Exported, Store, read_export
+
+    from .helpers import copies
+
+    source = Store(tmp_path / "source.db")
+    source.import_records(Exported(copies(make_record(), 300), []))
+    path = tmp_path / "all.json"
+    assert export_json(source.each_record(), path) == 300
+    monkeypatch.setattr(store_module, "MAX_IMPORT_BYTES", path.stat().st_size // 10)
+    moved = Store(tmp_path / "moved.db")
+    done = moved.import_records(read_export(path))
+    assert (done.runs, done.present, moved.count()) == (300, 0, 300)
+    assert {r.id for r in moved.records()} == {r.id for r in source.records()}
+
+    lines = path.read_text().splitlines()
+    bad = tmp_path / "bad.json"
+    bad.write_text("\n".join([*lines[:-1], json.dumps({"record": {"id": "not hex"}})]) + "\n")
+    empty = Store(tmp_path / "empty.db")
+    with pytest.raises(BadImport, match="record 300: .*nothing was imported"):
+        empty.import_records(read_export(bad))
+    assert empty.count() == 0
+
+    monkeypatch.setattr(store_module, "MAX_RECORD_BYTES", len(lines[1]) // 2)
+    with pytest.raises(BadImport, match="line 2: more than the .* one record may hold; nothing was imported"):
+        empty.import_records(read_export(path))
+    assert empty.count() == 0

@@ -252,6 +252,7 @@ class Backend:
     packages: tuple[str, ...] = ()  # the others its verdicts read (CUDA libraries...): detection reads them
     no_flops: str = "no compiler cost analysis on this backend"  # why a step's FLOPs can be unknown here
     xla_always: bool = False  # it compiles every step with XLA: a workload's --xla means nothing here
+    fuser: str | None = None  # the compiler that fuses its ops ('XLA', 'torch.compile'): what a verdict may advise
     compiles: bool = False  # --compile off|on|both chooses eager or compiled steps here (torch.compile), not --xla
     no_profiler: str | None = "it brings no profiler to trace a step with"  # why --profile means nothing here; None:
     # its runtime brings a `Profiler` (`Runtime.profiler`), and --profile runs here

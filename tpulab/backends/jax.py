@@ -37,6 +37,7 @@ JAX_CUDA_INSTALL = "pip install -U 'jax[cuda12]'"
 
 class JaxBackend(Backend):
     name = "jax"
+    fuser = "XLA"
     title = "JAX"
     short = "jax"
     distributions = ("jax",)

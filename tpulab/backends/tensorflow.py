@@ -63,6 +63,7 @@ def drives_tpu(report: RuntimeReport) -> tuple[bool, str]:
 
 class TensorFlowBackend(Backend):
     name = "tensorflow"
+    fuser = "XLA"
     title = "TensorFlow"
     short = "tf"
     distributions = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu")

@@ -57,6 +57,7 @@ def driver_too_old(cuda: str, driver: str | None) -> bool:
 
 class TorchBackend(Backend):
     name = "torch"
+    fuser = "torch.compile"
     title = "PyTorch"
     short = "torch"
     distributions = ("torch",)

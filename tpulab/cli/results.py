@@ -9,7 +9,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from rich import box
 from rich.console import Console
@@ -167,26 +167,31 @@ def _export(args, store: Store, console: Console) -> int:
     """Runs by id, or sweeps by id with all their runs; everything when no id is given."""
     if args.profile:
         return export_ops(args, store, console)
+    records: Iterable[RunRecord]
     if args.ids:
-        records, sweeps = [], []
+        chosen: list[RunRecord] = []
+        sweeps = []
         for i in args.ids:
             try:
-                records.append(store.get(i))
+                chosen.append(store.get(i))
             except StoreError:
                 sweep = store.get_sweep(i)  # not a run: a sweep, carried whole, or the error names both
                 sweeps.append(sweep)
-                records += store.sweep_runs(sweep).values()
+                chosen += store.sweep_runs(sweep).values()
+        records = chosen
     else:
         filt = filter_of(args)
-        records = store.records(filt)
+        records = store.each_record(filt)  # streamed: an export of any size
         sweeps = [] if filt else store.sweeps()
     with written(args.output) as path:
         if args.format == "json":
-            export_json(records, path, sweeps)
+            n = export_json(records, path, sweeps)
         else:
-            export_csv(records, path)
+            rows = list(records)
+            export_csv(rows, path)
+            n = len(rows)
     carried = f" and {len(sweeps)} sweep(s)" if sweeps and args.format == "json" else ""
-    console.print(f"exported {len(records)} run(s){carried} to {args.output}", highlight=False)
+    console.print(f"exported {n} run(s){carried} to {args.output}", highlight=False)
     return EXIT_OK
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from tpulab.backends import registry
 from tpulab.base import fmt
 from tpulab.base.ceilings import SPEC, Sourced
 from tpulab.base.events import OTHER_OPS, Device, OpRow, Profile
@@ -24,7 +25,6 @@ DOMINATES = 0.5  # one op with this share of the step or more: it is the step
 MEMORY_BOUND = 0.3  # this share of the step or more in ops under the bandwidth line
 NEAR_CEILING = 0.7  # an op at this fraction of its ceiling or more: only less work makes it faster
 BF16_UNITS = ("avx512_bf16", "amx_bf16")  # CPU features (as `detect` names them) that compute in bfloat16
-FUSERS = {"tensorflow": "XLA", "jax": "XLA", "torch": "torch.compile"}  # each framework's fusing compiler
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,11 @@ class Levers:
     @classmethod
     def of(cls, backend: str, device: str, dtype: str, cpu: CpuInfo | None) -> Levers:
         """A run's levers: a lower precision on a TPU, a GPU or a CPU with bfloat16 units, unless the run is in
-        one already; XLA on TensorFlow and JAX, torch.compile on PyTorch (a plugin's backend: none known)."""
+        one already; the backend's own fusing compiler (`Backend.fuser`: XLA, torch.compile; none declared, none)."""
         units = {"tpu": "bfloat16", "gpu": "bfloat16 or float16",
                  "cpu": "bfloat16" if cpu and any(f in cpu.features for f in BF16_UNITS) else None}.get(device)
-        return cls(None if dtype.endswith("float16") else units, FUSERS.get(backend))
+        found = registry().get(backend)
+        return cls(None if dtype.endswith("float16") else units, found.fuser if found else None)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,9 @@ SCHEMA_VERSION = 5  # 2: sweeps; 3: records apart from their indexed columns; 4:
 # 5: machine cards
 BUSY_TIMEOUT_S = 60  # how long a writer waits for another process's transaction
 EXPORT_FORMAT = "tpulab-results"
-MAX_IMPORT_BYTES = 64 * 2**20  # an import reads its file whole: a larger one is refused before it is read
+MAX_IMPORT_BYTES = 64 * 2**20  # a file an import reads whole (an export of before, a run's --json): refused past it
+HEADER_BYTES = 4096  # an export's first line, its header, is under 100 bytes: no more is read to recognise it
+MAX_RECORD_BYTES = 64 * 2**20  # one line of an export of runs, one record: a run of 100,000 steps is about 10 MiB
 COMPARED_BY_DESIGN = ("device", "shards", "backend")  # what a comparison across runtimes varies on purpose
 USABLE = "status = 'finished' AND gflops_per_s > 0"  # a run an estimate may learn from
 INDEXES = (
@@ -79,8 +81,10 @@ def default_path(environ: Mapping[str, str] | None = None) -> Path:
 
 @dataclass
 class Exported:
-    records: list[Any]
-    sweeps: list[Any]
+    """An export's records and sweeps as parsed JSON, each read as it is taken (an export of lines is streamed)."""
+
+    records: Iterable[Any]
+    sweeps: Iterable[Any]
 
 
 @dataclass
@@ -259,6 +263,14 @@ class Store:
                                 args).fetchall()
         return [load_record(json.loads(r[0])) for r in found]
 
+    def each_record(self, filt: RunFilter = EVERY) -> Iterator[RunRecord]:
+        """Runs matching `filt`, whole, newest first, read a few at a time (an export of 100,000 runs)."""
+        where, args = filt.where()
+        with self._db() as con:
+            cur = con.execute(f"SELECT d.record FROM runs JOIN run_data d USING (id) WHERE {where} {ORDER}", args)
+            while batch := cur.fetchmany(200):
+                yield from (load_record(json.loads(r[0])) for r in batch)
+
     def _by_prefix(self, table: str, column: str, wanted: str, listing: str) -> Any:
         """One row's JSON by its id or a unique prefix of it; the error says how to list them."""
         noun = "run" if table == "run_data" else table.removesuffix("s")
@@ -317,24 +329,24 @@ class Store:
         return card_from_json(self._by_prefix("cards", "card", card_id, "tpulab cards"))
 
     def import_records(self, exported: Exported) -> Imported:
-        """All or nothing; a run or sweep already present (by its id) is left as it is, and counted apart."""
-        records, sweeps = exported.records, exported.sweeps
-        parsed: list[RunRecord] = []
-        for i, r in enumerate(records, 1):
-            why = validate(r)
-            if why:
-                rid = r.get("id") if isinstance(r, dict) else None
-                named = f" (id {rid})" if isinstance(rid, str) and len(rid) <= 64 and rid.isalnum() else ""
-                raise BadImport(f"record {i}{named}: {why}; nothing was imported")
-            parsed.append(load_record(r))
-        for i, sw in enumerate(sweeps, 1):
-            why = validate_sweep(sw)
-            if why:
-                raise BadImport(f"sweep {i}: {why}; nothing was imported")
+        """All or nothing: each record is checked as it is read, inside one transaction that a bad one leaves
+        uncommitted; a run or sweep already present (by its id) is left as it is, and counted apart."""
+        runs = kept_sweeps = seen = 0
         with self._db(write=True) as con:
-            runs = sum(_insert(con, record, data, replace=False) for record, data in zip(parsed, records))
-            kept_sweeps = sum(_insert_sweep(con, sw, replace=False) for sw in sweeps)
-        return Imported(runs, kept_sweeps, len(records) - runs + len(sweeps) - kept_sweeps)
+            for seen, r in enumerate(exported.records, 1):
+                why = validate(r)
+                if why:
+                    rid = r.get("id") if isinstance(r, dict) else None
+                    named = f" (id {rid})" if isinstance(rid, str) and len(rid) <= 64 and rid.isalnum() else ""
+                    raise BadImport(f"record {seen}{named}: {why}; nothing was imported")
+                runs += _insert(con, load_record(r), r, replace=False)
+            sweeps = 0
+            for sweeps, sw in enumerate(exported.sweeps, 1):
+                why = validate_sweep(sw)
+                if why:
+                    raise BadImport(f"sweep {sweeps}: {why}; nothing was imported")
+                kept_sweeps += _insert_sweep(con, sw, replace=False)
+        return Imported(runs, kept_sweeps, seen - runs + sweeps - kept_sweeps)
 
     # --- pruning -------------------------------------------------------------------------------------
     def prune(self, filt: RunFilter) -> tuple[int, int]:
@@ -476,10 +488,18 @@ def validate_sweep(sw: Any) -> str | None:
 
 
 # --- files ----------------------------------------------------------------------------------
-def export_json(records: list[RunRecord], path: Path, sweeps: list[SweepRecord] | None = None) -> None:
-    path.write_text(json.dumps({"format": EXPORT_FORMAT, "schema": SCHEMA_VERSION,
-                                "records": [r.to_json() for r in records],
-                                "sweeps": [s.to_json() for s in sweeps or []]}, indent=1))
+def export_json(records: Iterable[RunRecord], path: Path, sweeps: Iterable[SweepRecord] = ()) -> int:
+    """An export as JSON lines: a header naming the format, then one record a line, then one sweep a line; an
+    import reads it a line at a time, so it round-trips at any size. Returns the runs written."""
+    n = 0
+    with path.open("w", encoding="utf-8") as f:
+        f.write(json.dumps({"format": EXPORT_FORMAT, "schema": SCHEMA_VERSION, "lines": True}) + "\n")
+        for r in records:
+            f.write(json.dumps({"record": r.to_json()}) + "\n")
+            n += 1
+        for sw in sweeps:
+            f.write(json.dumps({"sweep": sw.to_json()}) + "\n")
+    return n
 
 
 def _metric_columns() -> list[tuple[str, str]]:
@@ -544,13 +564,78 @@ def export_csv(records: list[RunRecord], path: Path) -> None:
 
 
 def read_export(path: Path) -> Exported:
-    """The records and sweeps of an export (`results export`), or of a run's `--json` output (its result line):
-    a `StoreError` in one line for anything else, before anything is imported."""
+    """The records and sweeps of an export (`results export`: lines, read as they are taken; or the one document an
+    earlier tpulab wrote), or of a run's `--json` output (its result line): a `StoreError` in one line for anything
+    else, before anything is imported."""
+    try:
+        with path.open("rb") as f:
+            head = f.readline(HEADER_BYTES)
+    except OSError as e:
+        raise BadImport(f"cannot read {path}: {e.strerror}") from None
+    try:
+        header = json.loads(head)
+    except (ValueError, RecursionError):
+        header = None
+    if isinstance(header, dict) and header.get("format") == EXPORT_FORMAT and header.get("lines"):
+        lines = _Lines(path)
+        return Exported(_taken(lines, "record"), _taken(lines, "sweep"))
+    return _whole(path)
+
+
+class _Lines:
+    """An export's lines after its header, read once, in order: records first, then sweeps."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.number = path, 1
+        self.pending: dict[str, Any] | None = None  # a line read but not yet taken (the first sweep, by the records)
+        self.lines = self._read()
+
+    def _read(self) -> Iterator[dict[str, Any]]:
+        with self.path.open("rb") as f:
+            f.readline(HEADER_BYTES)
+            while line := f.readline(MAX_RECORD_BYTES + 1):
+                self.number += 1
+                if len(line) > MAX_RECORD_BYTES and not line.endswith(b"\n"):
+                    raise BadImport(f"{self.path}, line {self.number}: more than the {MAX_RECORD_BYTES // 2**20} MiB "
+                                    "one record may hold; nothing was imported")
+                if not line.strip():
+                    continue
+                try:
+                    item = json.loads(line)
+                except (ValueError, RecursionError) as e:
+                    why = "it nests too deep" if isinstance(e, RecursionError) else first_line(str(e))
+                    raise BadImport(f"{self.path}, line {self.number}: not JSON ({why}); nothing was imported") from None
+                if not (isinstance(item, dict) and len(item) == 1 and next(iter(item)) in ("record", "sweep")):
+                    raise BadImport(f"{self.path}, line {self.number}: expected {{\"record\": ...}} or "
+                                    "{\"sweep\": ...}; nothing was imported")
+                yield item
+
+
+def _taken(lines: _Lines, kind: str) -> Iterator[Any]:
+    """The lines of one kind, in order; a record after the sweeps began is refused (sweeps name runs imported
+    before them)."""
+    while True:
+        if lines.pending is None:
+            lines.pending = next(lines.lines, None)
+        item = lines.pending
+        if item is None:
+            return
+        if kind not in item:
+            if kind == "sweep":
+                raise BadImport(f"{lines.path}, line {lines.number}: a record after the sweeps; nothing was imported")
+            return
+        lines.pending = None
+        yield item[kind]
+
+
+def _whole(path: Path) -> Exported:
+    """An export written as one document (before exports were lines), or a run's `--json` output: read whole."""
     try:
         size = path.stat().st_size
         if size > MAX_IMPORT_BYTES:
             raise BadImport(f"{path} is {size / 2**20:.0f} MiB, more than the {MAX_IMPORT_BYTES // 2**20} MiB an "
-                             "import reads: export fewer runs per file (ids or filters); nothing was imported")
+                             "import reads of a file that is not an export of lines: export it again with this "
+                             "tpulab (`tpulab results export`); nothing was imported")
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise BadImport(f"cannot read {path}: {e.strerror}") from None
