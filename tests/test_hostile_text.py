@@ -135,15 +135,15 @@ def test_results_show_prints_every_field_literally(imported):
 
 def test_results_show_ops_prints_the_op_table_literally(imported):
     _, (a, b) = imported
-    no_control_from_the_record(terminal("results", "show", a, "--ops"))
-    long_one = terminal("results", "show", b, "--ops")
+    no_control_from_the_record(terminal("results", "show", a, "--profile"))
+    long_one = terminal("results", "show", b, "--profile")
     no_control_from_the_record(long_one)
     assert "opxxxxxxxx" in long_one  # the 10,000-character name, shortened to the width
 
 
 def test_results_compare_ops_and_the_listing_print_literally(imported):
     _, (a, b) = imported
-    no_control_from_the_record(terminal("results", "compare", a, b, "--ops"))
+    no_control_from_the_record(terminal("results", "compare", a, b, "--profile"))
     no_control_from_the_record(terminal("results", "compare", a, b))
     listing = terminal("results", "list")
     plain = RICH_SGR.sub("", listing)

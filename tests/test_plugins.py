@@ -154,18 +154,6 @@ def test_a_broken_plugin_is_one_line_and_breaks_nothing_else(tmp_path):
     assert "Traceback" not in help_.stderr + detect.stderr
 
 
-@pytest.mark.parametrize("name", ["charts", "events"])
-def test_a_plugin_importing_an_old_core_path_loads_and_is_told_the_new_one(name):
-    """Plugins written against `tpulab.core.charts`/`.events` still load; one warning names the new module."""
-    check = (f"import tpulab.core.{name} as old, tpulab.base.{name} as new; "
-             "assert all(getattr(old, n) is getattr(new, n) for n in dir(new) if not n.startswith('_'))")
-    done = subprocess.run([sys.executable, "-W", "always::DeprecationWarning", "-c", check],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert done.returncode == 0, done.stderr
-    warned = [line for line in done.stderr.splitlines() if "DeprecationWarning" in line]
-    assert warned == [f"<string>:1: DeprecationWarning: tpulab.core.{name} moved to tpulab.base.{name}"]
-
-
 def _modules() -> dict[str, Path]:
     return {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
             for p in (ROOT / "tpulab").rglob("*.py")}
@@ -260,25 +248,6 @@ def test_the_backend_name_check_finds_a_planted_comparison():
     assert keyed_on_a_backend_name('runners = {"tensorflow": _tf, "jax": _jax}\n', names) == []
     assert per_backend("tpulab/workloads/conv_jax.py") and not per_backend("tpulab/workloads/conv.py")
     assert per_backend("tpulab/workloads/decode/jax.py") and not per_backend("tpulab/workloads/decode/loop.py")
-
-
-def test_a_module_that_moved_into_a_workloads_package_imports_from_its_old_path_with_a_warning():
-    """A plugin importing `tpulab.workloads.decode_math` or `roofline_kernels` gets the module itself, told where
-    it lives now."""
-    import importlib
-    import sys
-
-    from tpulab.workloads.decode import arithmetic
-    from tpulab.workloads.shared import kernels
-
-    from tpulab.backends import profile_table
-    from tpulab.views import profile
-
-    for old, new in (("tpulab.workloads.decode_math", arithmetic), ("tpulab.workloads.roofline_kernels", kernels),
-                     ("tpulab.backends.op_table", profile_table), ("tpulab.views.ops", profile)):
-        sys.modules.pop(old, None)
-        with pytest.warns(DeprecationWarning, match=f"{old} moved to {new.__name__}: import it from there"):
-            assert importlib.import_module(old) is new
 
 
 def test_a_workload_declares_what_its_charts_plot():

@@ -115,7 +115,7 @@ def test_a_profiled_runs_summary_names_its_top_ops_the_host_gap_and_the_profiles
 
 def test_show_ops_gives_the_whole_table_at_80_columns(db, store):
     [run_id] = kept(store, profiled(jax_f32()))
-    out = run_cli("results", "--db", str(db), "show", run_id[:8], "--profile", env={"COLUMNS": "80"})  # (--ops: its old name)
+    out = run_cli("results", "--db", str(db), "show", run_id[:8], "--profile", env={"COLUMNS": "80"})
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert max(map(len, lines)) <= 80
@@ -131,7 +131,7 @@ def test_show_ops_gives_the_whole_table_at_80_columns(db, store):
 
 def test_compare_ops_says_where_the_time_moved_at_80_columns(db, store):
     a, b = kept(store, profiled(jax_f32()), tf_run())
-    out = run_cli("results", "--db", str(db), "compare", a[:8], b[:8], "--ops", env={"COLUMNS": "80"})
+    out = run_cli("results", "--db", str(db), "compare", a[:8], b[:8], "--profile", env={"COLUMNS": "80"})
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert max(map(len, lines)) <= 80
@@ -146,7 +146,7 @@ def test_compare_ops_says_where_the_time_moved_at_80_columns(db, store):
 def test_export_ops_writes_the_op_table_alone(tmp_path, db, store):
     [run_id] = kept(store, profiled(jax_f32()))
     path = tmp_path / "ops.csv"
-    out = run_cli("results", "--db", str(db), "export", run_id, "--ops", "--format", "csv", "-o", str(path))
+    out = run_cli("results", "--db", str(db), "export", run_id, "--profile", "--format", "csv", "-o", str(path))
     assert out.returncode == 0, out.stderr
     with path.open(newline="") as f:
         rows = list(csv.reader(f))
@@ -162,7 +162,7 @@ def test_export_ops_writes_the_op_table_alone(tmp_path, db, store):
 def test_a_run_without_a_profile_says_to_profile_it_in_one_line(tmp_path, db, store):
     [run_id] = kept(store, profiled(None))
     path = tmp_path / "ops.csv"
-    out = run_cli("results", "--db", str(db), "export", run_id, "--ops", "--format", "csv", "-o", str(path))
+    out = run_cli("results", "--db", str(db), "export", run_id, "--profile", "--format", "csv", "-o", str(path))
     assert out.returncode == 2 and not path.exists()
     assert out.stderr.strip().splitlines() == [
         f"tpulab: error: run {run_id[:8]} has no op profile: run it again with --profile (profile=True in Python)"]

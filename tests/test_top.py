@@ -168,13 +168,6 @@ def test_each_kind_of_tpulab_worker_is_named(tmp_path, args, run):
     assert [h.run for h in tpu_holders(tmp_path).found if h.pid == 5000] == [run]
 
 
-def test_a_worker_started_under_the_old_module_name_is_still_named(tmp_path):
-    """A run started before the worker moved (`-m tpulab.core.worker`) still holds its device."""
-    tpu_machine(tmp_path)
-    process(tmp_path, 5001, [sys.executable, "-m", "tpulab.core.worker", CONV], {"3": "/dev/accel1"})
-    assert [h.run for h in tpu_holders(tmp_path).found if h.pid == 5001] == ["conv on jax"]
-
-
 # --- who holds a GPU -----------------------------------------------------------------------------
 def fake_nvml(processes: dict[int, list[tuple[int, int | None]]]) -> types.ModuleType:
     """nvidia-ml-py as far as tpulab asks it: compute processes per device index, (pid, bytes used); every

@@ -178,7 +178,7 @@ def test_the_allocators_peaks_are_a_figure_of_the_record_and_said_in_words():
 
 
 def test_a_torch_profile_lines_up_with_an_xla_one_by_category(tmp_path):
-    """compare --ops: no aten op shares a name with an HLO fusion, so the conv's time meets the fusion's under
+    """compare --profile: no aten op shares a name with an HLO fusion, so the conv's time meets the fusion's under
     matmul/conv (the XLA side as `hlo_ops` names a convolution fusion)."""
     import torch
     import torch.nn.functional as F

@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from tpulab.base import moved, plugins
+from tpulab.base import plugins
 from tpulab.base.declared import Declared
 from tpulab.base.errors import TpulabError, UsageError
 from tpulab.base.events import Device
@@ -308,9 +308,6 @@ class Backend:
             raise BackendError(f"backend {self.name}: runtime() returned {type(runtime).__name__}, not a "
                                "tpulab.backends.Runtime: subclass it (define place and versions)")
         return runtime
-
-
-moved.install(__name__, {"op_table": "profile_table"})  # a plugin backend's profile reader: its old path warns
 
 
 def keras_version() -> str:

@@ -180,7 +180,7 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
         if name in ("list", "show", "compare", "sweep"):
             a.add_argument("--json", action="store_true", dest="json", default=argparse.SUPPRESS)
         if name in ("show", "compare", "export"):
-            a.add_argument("--profile", "--ops", action="store_true", dest="profile", help={  # --ops: its older name
+            a.add_argument("--profile", action="store_true", dest="profile", help={
                 "show": "the run's whole profile, op by op (a run profiled with --profile)",
                 "compare": "where the time moved: ops matched by name, then by category, each against the first",
                 "export": "one run's profile alone, its op table (a run profiled with --profile)"}[name])

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 WORKER_MODULE = "tpulab.engine.worker"  # what a tpulab run's process runs: python -m tpulab.engine.worker SPEC
-WORKER_MODULES = (WORKER_MODULE, "tpulab.core.worker")  # and its earlier name (a worker started before)
 TPU_NODES = ("accel[0-9]*", "vfio/[0-9]*")  # below /dev, as detection looks for them
 GPU_NODE = "nvidia[0-9]*"
 
@@ -52,7 +51,7 @@ def holder(root: Path, device: str, pid: int, memory: float | None = None, known
 
 def tpulab_run(argv: list[str]) -> str | None:
     """The run a tpulab worker's command line names ("conv on jax"); None for any other process."""
-    starts = [i + 2 for i in range(len(argv) - 1) if argv[i] == "-m" and argv[i + 1] in WORKER_MODULES]
+    starts = [i + 2 for i in range(len(argv) - 1) if argv[i] == "-m" and argv[i + 1] == WORKER_MODULE]
     if not starts:
         return None
     rest = argv[starts[0]:]

@@ -236,14 +236,14 @@ def run_body(record: RunRecord, chart: bool = True) -> str:
 
 
 def moves_body(a: RunRecord, b: RunRecord) -> str:
-    """Where the time moved from A's ops to B's, as the terminal's `tpulab results compare A B --ops`."""
+    """Where the time moved from A's ops to B's, as the terminal's `tpulab results compare A B --profile`."""
     moves = profile_view.op_moves(profile_view.profile_of(a), profile_view.profile_of(b))
     header = profile_view.moves_header(a, b)
     return table([profile_view.move_cells(m) for m in moves], profile_view.MOVE_COLUMNS, header[0]) + lines(header[1:], "note")
 
 
 def ops_body(profile: Profile) -> str:
-    """The op table, as the terminal's (`tpulab results show ID --ops`), and what it rests on."""
+    """The op table, as the terminal's (`tpulab results show ID --profile`), and what it rests on."""
     return (table(profile_view.table_cells(profile), profile_view.op_columns(profile), "where a step's time went: its ops",
                   ["note" if o.name == OTHER_OPS else "" for o in profile.ops])
             + lines(profile_view.notes(profile), "note"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpulab.base import moved, plugins
+from tpulab.base import plugins
 from tpulab.base.errors import UsageError
 from tpulab.workloads.base import Workload
 
@@ -24,16 +24,6 @@ BUILTIN = {
     "model": "tpulab.workloads.user_model:MODEL_WORKLOAD",
     "decode": "tpulab.workloads.decode:DECODE",
 }
-
-# Modules that moved into a workload's package, or into `shared` (what two workloads use): their old paths warn.
-moved.install(__name__, {"decode_math": "decode.arithmetic", "decode_figures": "decode.figures", "decode_loop": "decode.loop",
-                         "decode_jax": "decode.jax", "decode_tf": "decode.tf", "decode_torch": "decode.torch",
-                         "roofline_kernels": "shared.kernels", "roofline_jax": "shared.kernels_jax",
-                         "roofline_tf": "shared.kernels_tf", "roofline_torch": "shared.kernels_torch",
-                         "decoder_keras": "shared.decoder_keras", "conv_tf": "conv.tf", "conv_jax": "conv.jax",
-                         "conv_torch": "conv.torch", "user_model_data": "user_model.data",
-                         "user_model_keras": "user_model.keras", "user_model_target": "user_model.target",
-                         "user_model_torch": "user_model.torch"})
 
 
 def registry() -> dict[str, Workload]:
