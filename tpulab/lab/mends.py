@@ -1,4 +1,5 @@
-"""Mends to Textual 8.2, each a crash of the app it ended. Imported by the lab's app, once.
+"""Mends to Textual 8.2 (the range pyproject.toml accepts; tests/test_mends.py fails where one no longer applies),
+each a crash of the app it ended. Imported by the lab's app, once.
 
 An OptionList (the workload list, the command palette's list, a Select's choices) pages by its laid-out
 lines. With no room inside it (not laid out yet: PageUp in the same breath as the palette opens, or
