@@ -167,9 +167,11 @@ def fixed_machine() -> RuntimeReport:
 
 def make_record(shards: int = 1, median: float = 1.0, batch: int = 8, status: str = "finished",
                 flops: float = 1e9, backend: str = "tensorflow", workload: str = "conv",
-                report: RuntimeReport | None = None, profile: Profile | None = None) -> RunRecord:
+                report: RuntimeReport | None = None, profile: Profile | None = None,
+                steps: list[float] | None = None) -> RunRecord:
     """A record built the way every run builds it: events fed to the recorder (with `profile`, the worker's
-    op table of its traced steps), on `report`'s machine (by default `fixed_machine()`)."""
+    op table of its traced steps), on `report`'s machine (by default `fixed_machine()`); its steady steps four
+    about `median`, or `steps`' times."""
     w = registry()[workload]
     params = {**w.defaults(), "batch_size": batch, "shards": shards, "device": "cpu", "backend": backend}
     rec = RunRecorder(RunSpec(w, params, backend, "asked for", "cpu"), report or fixed_machine())
@@ -177,7 +179,8 @@ def make_record(shards: int = 1, median: float = 1.0, batch: int = 8, status: st
         Started(workload=workload, device=Device(kind="cpu", name="test CPU", replicas=shards), dtype="float32",
                 flops_per_step=flops, steps_total=5, per_replica_batch=batch // shards, backend=backend),
         Compiled(seconds=2.0)]
-    events += [Step(step=i, seconds=s) for i, s in enumerate((median * 0.9, median, median * 1.1, median), 2)]
+    times = steps or (median * 0.9, median, median * 1.1, median)
+    events += [Step(step=i, seconds=s) for i, s in enumerate(times, 2)]
     events += [Profiled(profile=profile)] if profile is not None else []
     for e in events:
         rec.feed(e)

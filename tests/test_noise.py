@@ -18,7 +18,7 @@ from tpulab.base.timing import summarize
 from tpulab.engine.store import compare, timed
 from tpulab.views.console import comparison_table
 
-from .helpers import ROOT, text
+from .helpers import ROOT, make_record, text
 
 STEPS = json.loads((Path(__file__).parent / "data" / "conv_steps.json").read_text())["seconds"]
 
@@ -82,6 +82,20 @@ def test_the_same_samples_give_the_same_interval_every_time():
     stats = summarize(STEPS)
     assert stats is not None and stats.low is not None and stats.high is not None
     assert stats.low < stats.median < stats.high and 0 < (stats.half_width() or 0) < 0.1
+
+
+def test_compare_at_80_columns_says_the_verdict_and_the_interval_whole():
+    base = make_record(steps=STEPS[:300])
+    slower = make_record(steps=[x * 1.3 for x in STEPS[300:600]])
+    same = make_record(steps=STEPS[600:900])
+    shown = text(comparison_table(compare([base, slower, same]), 80), 80)
+    lines = shown.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    [speedup] = [line for line in lines if "speedup" in line and "│" in line]
+    [verdict] = [line for line in lines if "verdict" in line and "│" in line]
+    assert "(base)" in verdict and "slower" in verdict and "no difference" in verdict
+    assert "[0.69x, 0.76x]" in speedup and "[0.94x, 1.06x]" in speedup  # (the stretches' medians differ too)
+    assert "noise threshold" in " ".join(shown.split()) and "±5%" in shown
 
 
 # --- real runs -------------------------------------------------------------------------------------------------
