@@ -752,8 +752,7 @@ def compare(records: list[RunRecord], across_workloads: bool = False) -> Compari
     if len({model_key(r) for r in records}) > 1:
         warnings.append("the models differ: " + " vs ".join(model_key(r) or "-" for r in records))
     name = " vs ".join(sorted(workloads)) if mixed else records[0].workload
-    verdict = (f"; the verdict is faster or slower where the speedup's 95% interval lies beyond the noise threshold "
-               f"(±{NOISE:.0%}), else no difference detected")
+    verdict = f"; faster or slower: its 95% interval beyond ±{NOISE:.0%} (the noise threshold)"
     return Comparison(name, list(records), speedups, by, f"{name}: {header}{verdict}", warnings, found_changes)
 
 
