@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tpulab.base import fmt
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
 from tpulab.engine.sweep import TOKENS, Point, baseline_of, findings
@@ -57,16 +58,24 @@ def test_the_knee_the_speedup_over_batch_1_and_the_largest_batch_within_the_boun
     assert found.speedup(at(points, 2, 16)) == pytest.approx((2 / 0.012) / (1 / 0.011))
     assert found.within == [at(points, 4, 8), at(points, 2, 16)]  # ITL p50 <= 15 ms, per prompt length
     lines = findings_lines(found, list(AXES))
-    assert "3.48x batch 1 at the same lengths (batch_size 1, prompt_len 8)" in lines
-    assert "within the ITL bound: batch 2 (prompt len 16): 166.7 tokens/s at ITL p50 12.0 ms" in lines
+    # each point's tokens take one known time: the intervals are the ratios themselves
+    assert ("best against batch 1 at the same lengths (batch_size 1, prompt_len 8): 3.48x [3.48x, 3.48x] faster "
+            "(noise threshold ±5%; 95% interval from 5 and 5 steps)") in lines
+    assert found.near == [at(points, 4, 8)] and lines[1].endswith(
+        "; not detectably slower: batch_size 4, prompt_len 8 (0.96x [0.96x, 0.96x] no difference detected) "
+        "(within the noise threshold ±5%)")
+    assert ("knee: batch 4 (ITL p50 12.0 ms), the smallest not detectably slower than the best tokens/s: 0.96x "
+            "[0.96x, 0.96x] no difference detected (noise threshold ±5%; 95% interval from 5 and 5 steps)") in lines
+    assert f"within the ITL bound: batch 2 (prompt len 16): {fmt.rate(2 / 0.012, TOKENS)} at ITL p50 12.0 ms" in lines
 
 
 def test_the_table_and_chart_mark_the_knee_and_the_bound(points):
     found = findings(points, None, baseline_of(DECODE, AXES), max_itl_s=0.015)
     table = shown(sweep_table(points, list(AXES), found, "sweep"), width=80)
-    knee_row = next(line for line in table.splitlines() if line.lstrip().startswith("KW"))
+    knee_row = next(line for line in table.splitlines() if line.lstrip().startswith("~KW"))  # and not detectably slower
     assert knee_row.split()[1:3] == ["4", "8"] and "4.00x" not in knee_row
-    assert "W the largest batch within --max-itl" in table
+    assert f"{fmt.rate(4 / 0.012)} ±0.0%" in knee_row  # its tokens/s and interval (its steps all alike)
+    assert "~ not detectably slower, K the knee, W the largest batch within --max-itl" in " ".join(table.split())
     chart = text_chart(points, list(AXES), found, 80).plain
     assert "ITL p50" in chart and "K" in chart and "W" in chart
 
@@ -109,7 +118,7 @@ def test_a_points_live_line_fits_80_columns_with_its_itl_tokens_per_s_and_mbu(po
     from tpulab.views.sweep import live_line
 
     line = live_line(at(points, 4, 8), AXES)
-    assert len(line) <= 80 and line.split()[2:5] == ["12.0", "ms", "333.3"] and "MBU " in line
+    assert len(line) <= 80 and line.split()[2:5] == ["12.0", "ms", fmt.rate(4 / 0.012)] and "MBU " in line
 
 
 def test_a_sweep_varies_the_generated_length_each_point_generating_its_own(cpu_machine):

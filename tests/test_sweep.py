@@ -9,13 +9,14 @@ import sys
 
 import pytest
 
+from tpulab.base import fmt
 from tpulab.base.errors import EXIT_CANCELLED
-from tpulab.engine.sweep import Point, build_grid, findings, parse_values
+from tpulab.engine.sweep import Point, build_grid, findings, kept_points, parse_values
 from tpulab.views.sweep import findings_lines, marks_legend
 from tpulab.workloads import registry
 from tpulab.workloads.base import ParamError
 
-from .helpers import ROOT, cpu_only, json_events, make_record, rest_of, run_cli, write_set
+from .helpers import ROOT, cpu_only, fixed_machine, json_events, make_record, rest_of, run_cli, text, write_set
 
 CONV = registry()["conv"]
 FASHION = registry()["fashion-mnist"]
@@ -134,12 +135,17 @@ def test_findings_best_speedups_and_knee():
     assert found.best is points[2] and found.article is points[5]  # 128 / 0.19 s = 674 examples/s
     assert found.over_article == pytest.approx((128 / 0.19) / (1024 / 3.0))
     assert found.slowest is points[0] and found.over_slowest == pytest.approx((128 / 0.19) / 320)
-    assert found.knee is points[2]  # 256 runs at 656/s, within 5%, but 128 is the smallest such batch
+    # 4 steps a point give no interval: 256 at 656/s is within the noise threshold, but 128 is the smaller batch
+    assert found.knee is points[2] and found.near == [] and len(found.untold) == 5
     assert marks_legend(found) == ("* best, A the article's configuration, K the knee (the smallest batch "
-                                   "within 5% of the best)")
-    assert marks_legend(findings(points[:2], None)) == "* best, K the knee (the smallest batch within 5% of the best)"
-    assert "1.97x the article's configuration (batch_size 1024 (article): 341.3 examples/s)" in findings_lines(
-        found, ["batch_size"])
+                                   "not detectably slower than the best)")
+    assert marks_legend(findings(points[:2], None)) == ("* best, K the knee (the smallest batch not detectably "
+                                                        "slower than the best)")
+    lines = findings_lines(found, ["batch_size"])
+    assert (f"best against the article's configuration (batch_size 1024 (article): {fmt.rate(1024 / 3, 'examples/s')}"
+            "): 1.97x (no verdict: too few steps for an interval (4 and 4; 5 a side at least))") in lines
+    assert "too few steps to tell whether 5 other points are slower than the best: an interval needs 5 timed steps " \
+           "a point" in lines
     won = findings(points[5:], None)  # the article's point alone is the best: no "1.00x the article's"
     assert won.best is points[5] and not any("x the article's" in line for line in findings_lines(won, ["batch_size"]))
 
@@ -167,15 +173,19 @@ def test_a_2x2_sweep_end_to_end_is_kept_and_shown_again(tmp_path):
     assert not any(p["article"] for p in points) and summary["speedup_over_article"] is None
     assert all(p["status"] == "finished" and p["examples_per_s"] > 0 for p in points)
     assert summary["best"] == max(points, key=lambda p: p["examples_per_s"])["values"]
-    # The knee: the smallest batch within 5% of the best throughput, the other values as the best's.
+    # The knee: with no interval (2 steps), the smallest batch within the noise threshold (±5%) of the best
+    # throughput, the other values as the best's.
     near = [p["values"]["batch_size"] for p in points
             if p["values"]["shards"] == summary["best"]["shards"]
-            and p["examples_per_s"] >= 0.95 * max(q["examples_per_s"] for q in points)]
+            and p["examples_per_s"] * 1.05 >= max(q["examples_per_s"] for q in points)]
     assert summary["knee"]["batch_size"] == min(near)
+    # 2 steps a point give no interval: no point is named as not detectably slower, nor ranked below the best by noise
+    assert summary["not_detectably_slower"] == [] and len(summary["untold"]) == 3
     shown = run_cli("results", "--db", db, "sweep", summary["id"][:8])
     assert shown.returncode == 0 and shown.stderr == ""
-    for text in ("batch size", "shards", "best:", "* best", "examples/s against batch size"):
-        assert text in shown.stdout, text
+    for wanted in ("batch size", "shards", "best:", "* best", "examples/s against batch size"):
+        assert wanted in shown.stdout, wanted
+    assert "too few steps to tell whether 3 other points are slower than the best" in " ".join(shown.stdout.split())
     listing = run_cli("results", "--db", db, "sweep")
     assert summary["id"][:8] in listing.stdout and "batch_size 2, shards 2" in listing.stdout
     runs = json.loads(run_cli("results", "--db", db, "list", "--json").stdout)
@@ -271,3 +281,101 @@ def test_a_kept_sweep_is_typed_and_round_trips_through_json():
         SweepRecord.from_json({**kept.to_json(), "steps": "3"})
     with pytest.raises(ValueError, match="point 2 needs 'values' and a list of run ids 'runs'"):
         SweepRecord.from_json({**kept.to_json(), "points": [{"values": {}, "runs": []}, {"values": {}}]})
+
+
+# --- noise is not a finding: the best, and the points not detectably slower ---------------------------------
+def stepped(batch: int, rate: float, n: int = 30, noise: float = 0.03, seed: int = 0) -> Point:
+    """A conv point at `batch` whose `n` steps ran at about `rate` examples/s, each step off by up to `noise` (seeded):
+    a record built as every run is, by the recorder."""
+    import numpy as np
+
+    from tpulab.base.events import Compiled, Device, Started, Step
+    from tpulab.engine.record import RunRecorder
+    from tpulab.engine.spec import RunSpec
+
+    params = {**CONV.defaults(), "batch_size": batch, "device": "cpu", "backend": "jax"}
+    rec = RunRecorder(RunSpec(CONV, params, "jax", "asked for", "cpu"), fixed_machine())
+    rec.feed(Started(workload="conv", device=Device(kind="cpu", name="test CPU"), dtype="float32",
+                     flops_per_step=1e6 * batch, steps_total=n, per_replica_batch=batch))
+    rec.feed(Compiled(seconds=1.0))
+    jitter = np.random.default_rng(seed + batch).uniform(1 - noise, 1 + noise, n)
+    for i, x in enumerate(jitter, 2):
+        rec.feed(Step(step=i, seconds=batch / rate * float(x)))
+    rec.finish("finished")
+    return Point({"batch_size": batch}, params, records=[rec.record()])
+
+
+def test_a_sweep_names_its_best_and_the_points_not_detectably_slower():
+    """Batch 64 is best by its median, but 32 and 128 are within the noise of it (2-3% slower, each step 3% off):
+    all three are named, 32 (the smallest) is the knee, and 16, at half the rate, is detectably slower."""
+    from tpulab.base.noise import FASTER, SAME, SLOWER
+    from tpulab.views.sweep import summary_json, sweep_table
+
+    slow, near, best, also = stepped(16, 400), stepped(32, 800), stepped(64, 820), stepped(128, 805)
+    points = [slow, near, best, also]
+    found = findings(points, None)
+    assert found.best is best and found.near == [also, near] and found.untold == []
+    assert [found.change(p).word for p in (slow, near, also)] == [SLOWER, SAME, SAME]  # type: ignore[union-attr]
+    assert found.knee is near and found.slowest_change is not None and found.slowest_change.word == FASTER
+    lines = findings_lines(found, ["batch_size"])
+    assert lines[1].startswith("best: batch_size 64: 8") and " examples/s ±" in lines[1]
+    assert "; not detectably slower: batch_size 128 (0.9" in lines[1] and "), batch_size 32 (0.9" in lines[1]
+    assert lines[1].endswith("no difference detected) (within the noise threshold ±5%)")
+    assert lines[-1].startswith("knee: batch 32, the smallest not detectably slower than the best throughput: 0.9")
+    assert "best against the slowest point (batch_size 16): 2.0" in " ".join(lines)
+    table = text(sweep_table(points, ["batch_size"], found, "sweep"), 80)
+    rows = [line.split()[:2] for line in table.splitlines() if " ex/s ±" in line]  # each rate with its interval
+    assert rows == [["*", "64"], ["~", "128"], ["~K", "32"], ["16", "40.0"]]  # fastest first; 16 has no mark
+    assert "~ not detectably slower than the best" in " ".join(table.split())
+    summary = summary_json(points, found, "ab" * 16, "finished")  # `tpulab sweep --json`
+    assert summary["not_detectably_slower"] == [{"batch_size": 128}, {"batch_size": 32}]
+    assert summary["over_slowest"]["word"] == FASTER and summary["knee_against_best"]["word"] == SAME
+
+    clear = findings([slow, near, stepped(64, 1000)], None)  # one point clearly the fastest: no other is named
+    assert clear.near == [] and clear.knee is clear.best
+    assert clear.best is not None and findings_lines(clear, ["batch_size"])[1].endswith(
+        "; every other point is detectably slower (noise threshold ±5%)")
+
+
+def test_points_of_other_work_per_step_are_compared_by_their_rate_and_repeats_by_their_repeats():
+    """Batch 8 and 16 at one rate take 1x and 2x the time a step: the scale makes them alike. A point's repeats
+    are drawn as repeats (the interval holds the spread between them)."""
+    from tpulab.engine.sweep import versus
+
+    eight, sixteen = stepped(8, 500), stepped(16, 500)
+    c = versus(sixteen, eight, "examples/s")
+    assert c is not None and c.word == "no difference detected" and c.low is not None and c.low < 1 < (c.high or 0)
+    twice = stepped(16, 500)
+    twice.records += stepped(16, 450, seed=1).records  # a second repeat, 10% slower
+    assert twice.step_stats is not None and twice.step_stats.count == 60
+    one = sixteen.step_stats
+    assert one is not None and (twice.step_stats.half_width() or 0) > (one.half_width() or 1)
+
+
+def test_a_kept_sweep_names_its_near_points_and_an_old_one_still_reads(cpu):
+    """The kept findings gain the near points' indices; a sweep kept before them reads, and shows them, again:
+    at 80 columns, every interval and verdict whole."""
+    from tpulab.base.events import SweepPoint, SweepRecord
+    from tpulab.engine.sweep import Sweep
+    from tpulab.views.sweep import sweep_report
+
+    grid, _ = build_grid(CONV, {"batch_size": "16,32,64,128"}, cpu, "smoke")
+    sweep = Sweep(grid, cpu)
+    made = {16: stepped(16, 400), 32: stepped(32, 800), 64: stepped(64, 820), 128: stepped(128, 805)}
+    for p in sweep.points:
+        p.records = made[p.values["batch_size"]].records
+    kept = sweep.record()
+    assert kept.findings["best"] == 2 and kept.findings["near"] == [3, 1]
+    runs = {r.id: r for p in sweep.points for r in p.records}
+    old = SweepRecord(id=kept.id, workload="conv", started_at=kept.started_at, status="finished",
+                      axes=kept.axes, base=kept.base, steps=kept.steps,
+                      points=[SweepPoint(values=p.values, runs=p.runs) for p in kept.points],
+                      findings={"best": 2, "slowest": 0, "knee": 1, "over_slowest": 2.0})
+    shown = text(sweep_report(SweepRecord.from_json(old.to_json()), runs, 80), 80)
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    words = " ".join(shown.split())
+    found = findings(kept_points(old, runs), None)
+    for p in found.near:
+        c = found.change(p)
+        assert c is not None and c.cell() in words  # '0.98x [0.96x, 1.00x] no difference detected', never cut
+    assert "(within the noise threshold ±5%)" in words and "knee: batch 32" in words

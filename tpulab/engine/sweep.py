@@ -6,6 +6,10 @@ anything runs, and combinations that cannot run are named with the reason. Each 
 its own worker, as any run, and is kept in the store with the sweep's id; the sweep itself is
 kept too, so it can be shown again. The objective is throughput (examples/s), so training
 points are short; the first call is excluded as always.
+
+Noise is not a finding: each point is set against the best from both sides' step times (`noise.change`), and
+the points not detectably slower than the best are named with it, never ranked below it by a difference the
+samples cannot tell from noise. The knee and the speedups carry their intervals and verdicts the same way.
 """
 
 from __future__ import annotations
@@ -22,23 +26,23 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from tpulab.backends import BackendError
 from tpulab.backends import article as article_backend
-from tpulab.base.basis import Work, basis
+from tpulab.base.basis import GFLOPS, Work, basis
 from tpulab.base.events import Event, RunRecord, SweepPoint, SweepRecord
-from tpulab.base.timing import median
+from tpulab.base.noise import NOISE, SLOWER, Change, change
+from tpulab.base.timing import Stats, median, summarize
 from tpulab.engine.ceilings import Ceilings, kept_at
 from tpulab.engine.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate, wanted
 from tpulab.engine.record import now_iso, refused
 from tpulab.engine.runindex import RunRow, Wanted
 from tpulab.engine.runner import Run, run_job
 from tpulab.engine.spec import RunSpec, resolve
-from tpulab.engine.store import StoreError
+from tpulab.engine.store import StoreError, timed
 from tpulab.machine.detect import RuntimeReport
 from tpulab.workloads.base import BACKEND, BATCH_SIZE, PROCESSES, Limits, ParamError, Params, ParamSpec, Workload
 
 if TYPE_CHECKING:
     from tpulab.engine.store import Store
 
-KNEE_WITHIN = 0.05  # the knee: the smallest batch whose throughput is within this of the best
 TOKENS = "tokens/s"  # what a decode sweep ranks by: generated tokens per second over the batch
 DEFAULT_STEPS = 12  # timed steps per point; the first call is extra and excluded
 MAX_STEPS, MAX_REPEAT = 100000, 100
@@ -169,7 +173,26 @@ class Point:
 
     def rate(self, by: str) -> float | None:
         """What the sweep ranks by: examples/s, or GFLOP/s when the points' work per example differs."""
-        return self.gflops if by == "GFLOP/s" else self.throughput
+        return self.gflops if by == GFLOPS else self.throughput
+
+    def work(self, by: str) -> float | None:
+        """What one of its steps did, counted as `by` counts it (examples, tokens or FLOPs): each run's rate times
+        its median step, the median over repeats. Two points' works scale the ratio of their step times."""
+        return median([rate * r.median for r in self.finished
+                       if r.median and (rate := r.summary.gflops_per_s if by == GFLOPS else r.summary.examples_per_s)])
+
+    def samples(self) -> list[list[float]]:
+        """Each finished run's steady step times, in order: what its interval and its verdicts are drawn from."""
+        return [xs for r in self.finished if (xs := timed(r))]
+
+    @property
+    def step_stats(self) -> Stats | None:
+        """Its steady steps' spread and their median's 95% interval, over the repeats where it ran several: the
+        '±2%' beside its rate."""
+        if len(self.finished) == 1:
+            return self.finished[0].summary.step_seconds
+        runs = self.samples()
+        return summarize([x for xs in runs for x in xs], runs)
 
     @property
     def machines(self) -> int:
@@ -220,16 +243,26 @@ class Findings:
     article: Point | None
     over_article: float | None
     over_slowest: float | None
-    knee: Point | None  # the smallest batch within KNEE_WITHIN of the best throughput, others as the best's
+    knee: Point | None  # the smallest batch not detectably slower than the best, the others as the best's
     scaling: list[tuple[int, float, float]] = field(default_factory=list)  # (processes, ratio, ideal)
     by: str = "examples/s"  # what the points were ranked by
     baseline: Point | None = None  # what the best's speedup is measured against (`Workload.sweep_baseline`)
     over_baseline: float | None = None
     within: list[Point] = field(default_factory=list)  # per series, the largest batch within --max-itl
     speedups: dict[int, float] = field(default_factory=dict)  # id(point) -> its rate over its baseline's
+    near: list[Point] = field(default_factory=list)  # not detectably slower than the best, fastest first
+    untold: list[Point] = field(default_factory=list)  # too few steps to tell whether they are slower than the best
+    changes: dict[int, Change] = field(default_factory=dict)  # id(point) -> it against the best
+    article_change: Change | None = None  # the best against the article's configuration
+    slowest_change: Change | None = None  # ... against the slowest point
+    baseline_change: Change | None = None  # ... against its baseline
 
     def speedup(self, p: Point) -> float | None:
         return self.speedups.get(id(p))
+
+    def change(self, p: Point) -> Change | None:
+        """A point against the best (None: the best itself, or no steps to draw from)."""
+        return self.changes.get(id(p))
 
 
 def objective(points: list[Point]) -> str:
@@ -250,28 +283,59 @@ Baseline = Callable[[dict[str, Any]], "dict[str, Any] | None"]  # a point's valu
 
 def findings(points: list[Point], article_values: dict[str, Any] | None, baseline: Baseline | None = None,
              max_itl_s: float | None = None) -> Findings:
-    """The best point, its speedups (over the article's configuration, or over its `baseline`'s values
-    where the workload names one), the knee, the scaling and, with `max_itl_s`, the largest batch of each
-    series whose ITL p50 stays within it."""
+    """The best point and those not detectably slower than it, its speedups (over the article's configuration, or
+    over its `baseline`'s values where the workload names one), the knee, the scaling and, with `max_itl_s`, the
+    largest batch of each series whose ITL p50 stays within it. Each comparison is drawn from both sides' steps."""
     by = objective(points)
-    done = [p for p in points if p.rate(by)]
+    done = sorted((p for p in points if p.rate(by)), key=lambda p: -(p.rate(by) or 0))
     if not done:
         return Findings(None, None, None, None, None, None, by=by)
-    best = max(done, key=lambda p: p.rate(by) or 0)
-    slowest = min(done, key=lambda p: p.rate(by) or 0)
+    best, slowest = done[0], done[-1]
     article = next((p for p in done if p.article), None) or (
         next((p for p in done if article_values is not None and p.values == article_values), None))
-    knee = None
-    if BATCH_SIZE in best.values:
-        others = {k: v for k, v in best.values.items() if k != BATCH_SIZE}
-        near = [p for p in done if {k: v for k, v in p.values.items() if k != BATCH_SIZE} == others
-                and (p.rate(by) or 0) >= (1 - KNEE_WITHIN) * (best.rate(by) or 0)]
-        knee = min(near, key=lambda p: p.values[BATCH_SIZE])
+    changes = {id(p): c for p in done[1:] if (c := versus(p, best, by)) is not None}
+    told = {i for i, c in changes.items() if c.low is not None}
     bases = {id(p): point_at(done, baseline(p.values)) for p in done} if baseline is not None else {}
     speedups = {id(p): r for p in done if (b := bases.get(id(p))) and (r := _ratio(p.rate(by), b.rate(by)))}
+    base = bases.get(id(best))
+
+    def against(other: Point | None) -> Change | None:
+        return versus(best, other, by) if other is not None and other is not best else None
+
     return Findings(best, slowest, article, _ratio(best.rate(by), article.rate(by) if article else None),
-                    _ratio(best.rate(by), slowest.rate(by)), knee, scaling(done, best), by, bases.get(id(best)),
-                    speedups.get(id(best)), within_itl(done, max_itl_s) if max_itl_s is not None else [], speedups)
+                    _ratio(best.rate(by), slowest.rate(by)), knee_of(done, changes, by), scaling(done, best), by, base,
+                    speedups.get(id(best)), within_itl(done, max_itl_s) if max_itl_s is not None else [], speedups,
+                    [p for p in done if id(p) in told and changes[id(p)].word != SLOWER],
+                    [p for p in done[1:] if id(p) not in told], changes, against(article), against(slowest),
+                    against(base))
+
+
+def versus(other: Point, base: Point, by: str) -> Change | None:
+    """`other` against `base` from both sides' step times (their repeats, where they ran several): its rate over
+    the base's, with the ratio's interval and verdict. The ratio of their step times is scaled by the ratio of
+    their work per step, which differs where the points did different work (another batch, another image)."""
+    work_a, work_b = base.work(by), other.work(by)
+    if not work_a or not work_b:
+        return None
+    a, b = base.samples(), other.samples()
+    return change([x for xs in a for x in xs], [x for xs in b for x in xs], work_b / work_a,
+                  base_repeats=a if len(a) > 1 else None, other_repeats=b if len(b) > 1 else None)
+
+
+def knee_of(done: list[Point], changes: dict[int, Change], by: str) -> Point | None:
+    """The smallest batch, the other values as the best's (`done[0]`), not detectably slower than the best; where
+    the steps give no interval, within the noise threshold of its rate (the most the steps can tell)."""
+    best = done[0]
+    if BATCH_SIZE not in best.values:
+        return None
+
+    def close(p: Point) -> bool:
+        c = changes.get(id(p))
+        if c is not None and c.low is not None:
+            return c.word != SLOWER
+        return p is best or (p.rate(by) or 0) * (1 + NOISE) >= (best.rate(by) or 0)
+
+    return min((p for p in done if series_key(p) == series_key(best) and close(p)), key=lambda p: p.values[BATCH_SIZE])
 
 
 def point_at(points: list[Point], values: dict[str, Any] | None) -> Point | None:
@@ -516,7 +580,8 @@ class Sweep:
             points=[SweepPoint(values=p.values, article=p.article, runs=[r.id for r in p.records]) for p in self.points],
             findings={"best": at(f.best), "slowest": at(f.slowest), "article": at(f.article), "knee": at(f.knee),
                       "over_article": f.over_article, "over_slowest": f.over_slowest,
-                      "baseline": at(f.baseline), "over_baseline": f.over_baseline})
+                      "baseline": at(f.baseline), "over_baseline": f.over_baseline,
+                      "near": [at(p) for p in f.near]})
 
 
 def baseline_of(workload: Workload, axes: Mapping[str, Any]) -> Baseline:

@@ -175,9 +175,11 @@ class SweepResult:
 
     @property
     def findings(self) -> Findings:
-        from tpulab.engine.sweep import findings
+        """What the sweep found, as every view finds it: its best, the points not detectably slower, its speedups
+        (over its workload's baseline where it names one) with their intervals and verdicts."""
+        from tpulab.views.sweep import kept_findings
 
-        return findings(self.points, self.sweep.article_values)
+        return kept_findings(self.sweep, self.points)
 
     @property
     def best(self) -> RunResult | None:

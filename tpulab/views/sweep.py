@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import itertools
 import textwrap
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from rich import box
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -19,6 +20,7 @@ from tpulab.base import fmt, safe
 from tpulab.base.charts import ticks
 from tpulab.base.ceilings import CEILING_LOW
 from tpulab.base.events import RunRecord, SweepRecord
+from tpulab.base.noise import MIN_SAMPLES, NOISE, Change
 from tpulab.engine.sweep import (
     TOKENS,
     Findings,
@@ -35,7 +37,7 @@ from tpulab.workloads import registry
 from tpulab.workloads.base import BATCH_SIZE
 
 FIGURES = ("median", "throughput", "GFLOP/s", "peak", "ceiling", "flags")
-WIDTHS = {"median": 8, "throughput": 11, "GFLOP/s": 7, "peak": 6, "ceiling": 7}
+WIDTHS = {"median": 8, "throughput": 16, "GFLOP/s": 7, "peak": 6, "ceiling": 7}
 
 
 def value_text(value: Any) -> str:
@@ -75,17 +77,26 @@ def rate_prefix(points: list[Point]) -> fmt.Prefix:
     return fmt.prefix_of(v for p in points for v in (p.throughput, *(p.throughput_range or ())))
 
 
-def figures(p: Point, prefix: fmt.Prefix | None = None) -> dict[str, str]:
-    """A point's figures as visible text; the throughput's range over repeats when there are several; in a table,
-    the throughput takes the table's `prefix` (see rate_prefix)."""
-    spread = p.throughput_range
+def figures(p: Point, prefix: fmt.Prefix | None = None, interval: bool = True) -> dict[str, str]:
+    """A point's figures as visible text: the throughput with its interval ('±2%', over the repeats where there are
+    several; not with `interval` False, where there is no room), or its range over repeats where the steps give no
+    interval; in a table, the throughput takes the table's `prefix` (see rate_prefix)."""
+    spread, plus_minus = p.throughput_range, fmt.plus_minus(p.step_stats)
     rate = fmt.rate(p.throughput, "ex/s", prefix)
-    if spread and len(p.finished) > 1:
+    if p.throughput and plus_minus:
+        rate += f" {plus_minus}" if interval else ""
+    elif spread and len(p.finished) > 1:  # the interval, where there is one, holds the spread between repeats
         rate += f" ({fmt.rate(spread[0], '', prefix)}-{fmt.rate(spread[1], '', prefix)})"
     flags = safe.visible(flags_text(p))
     return {"median": fmt.seconds(p.step_seconds), "throughput": rate,
             "GFLOP/s": f"{p.gflops:.1f}" if p.gflops else "-", "peak": fmt.percent(p.peak_fraction),
             "ceiling": "measured low" if CEILING_LOW in p.flags else fmt.percent(p.ceiling_fraction), "flags": flags}
+
+
+def with_interval(figure: str, p: Point) -> str:
+    """'674 ex/s ±1.2%': a point's rate and its 95% interval, as wide as its median step's (the rate is the work
+    over that step); the figure alone where there are too few steps for one."""
+    return f"{figure} {fmt.plus_minus(p.step_stats)}".strip() if figure != "-" else figure
 
 
 def flags_text(p: Point) -> str:
@@ -116,13 +127,13 @@ def article_note(grid: Grid) -> str | None:
     return f"no article's point: this sweep holds {held}"
 
 
-MARKS = (("*", "best"), ("A", "the article's configuration"),
-         ("K", "the knee (the smallest batch within 5% of the best)"))
+MARKS = (("*", "best"), ("~", "not detectably slower than the best"), ("A", "the article's configuration"),
+         ("K", "the knee (the smallest batch not detectably slower than the best)"))
 
 
 def marks_legend(found: Findings) -> str:
     """The marks of a sweep's table in a line ('* best, K the knee ...'): those this sweep has."""
-    has = {"*": found.best, "A": found.article, "K": found.knee}
+    has = {"*": found.best, "~": found.near or None, "A": found.article, "K": found.knee}
     return ", ".join(f"{mark} {what}" for mark, what in MARKS if has[mark] is not None)
 
 
@@ -147,7 +158,8 @@ def live_line(p: Point, axes: dict[str, list[Any]], width: int | None = None) ->
     flags' column (never a flag alone at the start of a line)."""
     f = figures(p)
     if p.decodes:  # the median is the ITL p50; tokens/s in the throughput's column, MBU in the flags'
-        f = {**f, "throughput": fmt.rate(p.throughput, "tok/s"), "flags": f"MBU {fmt.percent(p.decode_figure('mbu'))}"}
+        f = {**f, "throughput": with_interval(fmt.rate(p.throughput, "tok/s"), p),
+             "flags": f"MBU {fmt.percent(p.decode_figure('mbu'))}"}
     cells = [f"{value_text(p.values[name]):<{w}}" for name, w in axis_widths(axes).items()]
     cells += [f"{f[name]:<{WIDTHS.get(name, 0)}}" for name in FIGURES]
     line = " ".join(cells).rstrip() + (" (article)" if p.article else "")
@@ -173,19 +185,46 @@ def impossible_lines(impossible: list[tuple[dict[str, Any], str]]) -> list[str]:
 
 # --- the table and the findings -------------------------------------------------------------------
 def marks(p: Point, found: Findings) -> str:
-    return "".join(m for m, q in (("*", found.best), ("A", found.article), ("K", found.knee)) if q is p)
+    near = p if any(q is p for q in found.near) else None
+    return "".join(m for m, q in (("*", found.best), ("~", near), ("A", found.article), ("K", found.knee)) if q is p)
 
 
 def ranked(points: list[Point], by: str) -> list[Point]:
     return sorted(points, key=lambda p: -(p.rate(by) or -1))
 
 
-def sweep_table(points: list[Point], axes: list[str], found: Findings, title: str) -> Table:
-    """Every point, fastest first; * marks the best, A the article's configuration, K the knee."""
+class Fitted:
+    """A table of points drawn with each rate's interval ('±2%') where the width allows it, else without: the
+    interval gives way before any figure is cut. `build(interval)` gives the table and the least width it needs."""
+
+    def __init__(self, build: Callable[[bool], tuple[Table, int]]) -> None:
+        (self.wide, self.least), (self.narrow, _) = build(True), build(False)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.wide if self.least <= options.max_width else self.narrow
+
+
+def least_width(header: list[str], rows: list[list[str]], pad: int) -> int:
+    """The narrowest a light table of these cells is drawn in without cutting one: each column as wide as its widest
+    cell, the flags as their longest word (they wrap between flags); `pad` spaces right of each column but the last,
+    one between columns and one at each edge."""
+    widths = [max(len(w) for cell in col for w in cell.split()) if col[0] == "flags" else max(map(len, col))
+              for col in zip(header, *rows)]
+    return sum(widths) + (pad + 1) * (len(widths) - 1) + 2
+
+
+def sweep_table(points: list[Point], axes: list[str], found: Findings, title: str) -> Fitted:
+    """Every point, fastest first; * marks the best, ~ the points not detectably slower, A the article's
+    configuration, K the knee."""
     if found.by == TOKENS:
-        return curve_table(points, axes, found, title)
+        return Fitted(lambda interval: curve_table(points, axes, found, title, interval))
+    return Fitted(lambda interval: _sweep_table(points, axes, found, title, interval))
+
+
+def _sweep_table(points: list[Point], axes: list[str], found: Findings, title: str, interval: bool
+                 ) -> tuple[Table, int]:
     prefix = rate_prefix(points)
-    rows = [(marks(p, found), *(value_text(p.values[n]) for n in axes), *figures(p, prefix).values())
+    rows = [(marks(p, found), *(value_text(p.values[n]) for n in axes), *figures(p, prefix, interval).values())
             for p in ranked(points, found.by)]
     # a column no point has a figure in is left out: its room goes to the flags, which wrap between flags
     shown = [f for i, f in enumerate(FIGURES) if any(r[1 + len(axes) + i] not in ("", "-") for r in rows)]
@@ -197,10 +236,10 @@ def sweep_table(points: list[Point], axes: list[str], found: Findings, title: st
         t.add_column(safe.text(axis_text(name)), no_wrap=True)
     for f in shown:
         t.add_column(f, no_wrap=f != "flags", overflow="fold")
-    for p, row in zip(ranked(points, found.by), rows):
-        cells = list(row[:1 + len(axes)]) + [row[1 + len(axes) + FIGURES.index(f)] for f in shown]
+    table = [list(row[:1 + len(axes)]) + [row[1 + len(axes) + FIGURES.index(f)] for f in shown] for row in rows]
+    for p, cells in zip(ranked(points, found.by), table):
         t.add_row(*map(safe.text, cells), style="bold" if p is found.best else None)
-    return t
+    return t, least_width(["", *map(axis_text, axes), *shown], table, 0)
 
 
 def findings_lines(found: Findings, axes: list[str]) -> list[str]:
@@ -210,21 +249,69 @@ def findings_lines(found: Findings, axes: list[str]) -> list[str]:
     if found.by == TOKENS:
         return curve_lines(found, axes)
     by = found.by
+    best = found.best
     lines = [f"ranked by {by}" + (" (the work per example differs between points)" if by == "GFLOP/s" else ""),
-             f"best: {label(found.best, axes)}: {_rate(found.best, by)}"
-             + (f", {fmt.percent(found.best.peak_fraction)} of peak" if found.best.peak_fraction else "")
-             + (f", {fmt.percent(found.best.ceiling_fraction)} of the measured ceiling"
-                if found.best.ceiling_fraction else "")]
-    if found.over_article is not None and found.article is not None and found.article is not found.best:
-        lines.append(f"{found.over_article:.2f}x the article's configuration ({label(found.article, axes)}: "
-                     f"{_rate(found.article, by)})")
-    if found.over_slowest is not None and found.slowest is not None and found.slowest is not found.best:
-        lines.append(f"{found.over_slowest:.2f}x the slowest point ({label(found.slowest, axes)})")
-    if found.knee is not None:
-        lines.append(f"knee: batch {found.knee.values[BATCH_SIZE]} is within 5% of the best throughput")
+             f"best: {label(best, axes)}: {with_interval(_rate(best, by), best)}"
+             + (f", {fmt.percent(best.peak_fraction)} of peak" if best.peak_fraction else "")
+             + (f", {fmt.percent(best.ceiling_fraction)} of the measured ceiling" if best.ceiling_fraction else "")
+             + near_words(found, axes)]
+    lines += untold_lines(found)
+    if found.over_article is not None and found.article is not None and found.article is not best:
+        lines.append(f"best against the article's configuration ({label(found.article, axes)}: "
+                     f"{_rate(found.article, by)}): {speedup_words(found.article_change, found.over_article)}")
+    if found.over_slowest is not None and found.slowest is not None and found.slowest is not best:
+        lines.append(f"best against the slowest point ({label(found.slowest, axes)}): "
+                     f"{speedup_words(found.slowest_change, found.over_slowest)}")
+    lines += knee_lines(found, "throughput")
     lines += [f"scaling: {n} processes give {ratio:.2f}x the throughput of the fewest (ideal {ideal:g}x"
               + (": they share one machine's devices)" if ideal == 1 else ")") for n, ratio, ideal in found.scaling]
     return lines
+
+
+def near_words(found: Findings, axes: list[str]) -> str:
+    """'; not detectably slower: batch_size 64 (0.98x [0.95x, 1.02x]), ... (within the noise threshold ±5%)': the
+    points a sweep names with its best, never ranked below it by noise ('' for a sweep of one point)."""
+    if found.near:
+        named = ", ".join(f"{label(p, axes)} ({c.cell() if (c := found.change(p)) else '-'})" for p in found.near)
+        return f"; not detectably slower: {named} (within the noise threshold ±{NOISE:.0%})"
+    if found.changes and not found.untold:
+        return f"; every other point is detectably slower (noise threshold ±{NOISE:.0%})"
+    return ""
+
+
+def untold_lines(found: Findings) -> list[str]:
+    """What the steps cannot tell: the points too few steps leave unjudged against the best."""
+    n = len(found.untold)
+    if not n:
+        return []
+    return [f"too few steps to tell whether {plural(n, 'other point')} {'is' if n == 1 else 'are'} slower than the "
+            f"best: an interval needs {MIN_SAMPLES} timed steps a point"]
+
+
+def speedup_words(c: Change | None, ratio: float) -> str:
+    """'1.97x [1.90x, 2.05x] faster (noise threshold ±5%; ...)': a speedup with its interval and verdict where the
+    steps gave one; else the ratio of the rates and why it has no verdict."""
+    if c is None or c.low is None:
+        return f"{ratio:.2f}x" + (f" (no verdict: {c.why})" if c is not None and c.why else "")
+    return c.words()
+
+
+def knee_lines(found: Findings, what: str, at: str = "") -> list[str]:
+    """Where batch size stops paying (`what`: the rate's name; `at`: what it costs, for a decode curve): the
+    smallest batch not detectably slower than the best, with its verdict."""
+    knee, best = found.knee, found.best
+    if knee is None or best is None:
+        return []
+    if knee is best:
+        return [f"knee: batch {knee.values[BATCH_SIZE]}{at}, the best itself: no smaller batch is within the noise "
+                f"threshold ±{NOISE:.0%} of it"]
+    c = found.change(knee)
+    if c is not None and c.low is not None:
+        return [f"knee: batch {knee.values[BATCH_SIZE]}{at}, the smallest not detectably slower than the best "
+                f"{what}: {c.words()}"]
+    ratio = (knee.rate(found.by) or 0) / (best.rate(found.by) or 1)
+    return [f"knee: batch {knee.values[BATCH_SIZE]}{at} is within the noise threshold ±{NOISE:.0%} of the best "
+            f"{what}: {speedup_words(c, ratio)}"]
 
 
 def _rate(p: Point, by: str) -> str:
@@ -329,8 +416,11 @@ def sweep_report(sweep: SweepRecord, runs: dict[str, RunRecord], width: int) -> 
 
 
 def point_json(p: Point) -> dict[str, Any]:
+    stats = p.step_stats
     return {"values": p.values, "article": p.article, "status": p.status, "runs": [r.id for r in p.records],
-            "median_s": p.step_seconds, "examples_per_s": p.throughput, "examples_per_s_range": p.throughput_range,
+            "median_s": p.step_seconds,
+            "median_s_interval": [stats.low, stats.high] if stats and stats.low is not None else None,
+            "examples_per_s": p.throughput, "examples_per_s_range": p.throughput_range,
             "gflops_per_s": p.gflops, "peak_fraction": p.peak_fraction,
             "ceiling_fraction": p.ceiling_fraction, "flags": p.flags, "error": p.error,
             "telemetry": asdict(p.records[-1].summary.telemetry) if p.records and p.records[-1].summary.telemetry else None,
@@ -342,11 +432,18 @@ def summary_json(points: list[Point], found: Findings, sweep_id: str, status: st
     def where(p: Point | None) -> dict[str, Any] | None:
         return p.values if p is not None else None
 
+    def verdict(c: Change | None) -> dict[str, Any] | None:
+        return asdict(c) if c is not None else None
+
     return {"event": "sweep", "id": sweep_id, "status": status, "ranked_by": found.by,
             "points": [point_json(p) for p in ranked(points, found.by)],
-            "best": where(found.best), "article": where(found.article), "knee": where(found.knee),
-            "speedup_over_article": found.over_article, "speedup_over_slowest": found.over_slowest,
+            "best": where(found.best), "not_detectably_slower": [p.values for p in found.near],
+            "untold": [p.values for p in found.untold], "article": where(found.article), "knee": where(found.knee),
+            "knee_against_best": verdict(found.change(found.knee) if found.knee else None),
+            "speedup_over_article": found.over_article, "over_article": verdict(found.article_change),
+            "speedup_over_slowest": found.over_slowest, "over_slowest": verdict(found.slowest_change),
             "baseline": where(found.baseline), "speedup_over_baseline": found.over_baseline,
+            "over_baseline": verdict(found.baseline_change),
             "within_max_itl": [p.values for p in found.within],
             "scaling": [{"processes": n, "ratio": r, "ideal": i} for n, r, i in found.scaling]}
 
@@ -367,36 +464,41 @@ def sweep_summary_json(sweep: SweepRecord, runs: dict[str, RunRecord]) -> dict[s
 CURVE_COLORS = ("blue", "magenta", "cyan", "yellow")  # one per series (red and green mark K and W)
 CURVE_TITLE = "tokens/s against ITL p50 (ms), one line per prompt length"
 
-def curve_figures(p: Point, speedup: float | None) -> dict[str, str]:
-    """A decode point's figures: tokens/s over the batch, its ITL p50, TTFT, MBU, and the speedup over its
-    baseline (batch 1 at the same lengths)."""
-    return {"tokens/s": fmt.rate(p.throughput), "ITL p50": fmt.seconds(p.decode_figure("p50")),
+def curve_figures(p: Point, speedup: float | None, interval: bool = True) -> dict[str, str]:
+    """A decode point's figures: tokens/s over the batch (with its interval, but where there is no room), its ITL
+    p50, TTFT, MBU, and the speedup over its baseline (batch 1 at the same lengths)."""
+    rate = fmt.rate(p.throughput)
+    return {"tokens/s": with_interval(rate, p) if interval else rate, "ITL p50": fmt.seconds(p.decode_figure("p50")),
             "TTFT": fmt.seconds(p.decode_figure("ttft_s")), "MBU": fmt.percent(p.decode_figure("mbu")),
             "x b1": f"{speedup:.2f}x" if speedup else "-"}
 
 
-def curve_table(points: list[Point], axes: list[str], found: Findings, title: str) -> Table:
-    """A decode sweep's points, fastest first: * the best, K the knee, W the largest batch within --max-itl."""
+def curve_table(points: list[Point], axes: list[str], found: Findings, title: str, interval: bool = True
+                ) -> tuple[Table, int]:
+    """A decode sweep's points, fastest first: * the best, ~ not detectably slower, K the knee, W the largest batch
+    within --max-itl; and the least width it needs (`least_width`)."""
     t = Table(title=safe.markup(title), caption=curve_legend(found), box=box.SIMPLE_HEAD, pad_edge=False,
               padding=(0, 1, 0, 0))
     t.add_column("", min_width=1, no_wrap=True)
     for name in axes:
         t.add_column(safe.text(axis_text(name)), no_wrap=True)
-    for name in curve_figures(points[0], None) if points else ():
+    names = list(curve_figures(points[0], None, False)) if points else []
+    for name in names:
         t.add_column(name, no_wrap=True, justify="right")
     t.add_column("flags", overflow="fold")
+    rows = []
     for p in ranked(points, found.by):
         mark = marks(p, found) + ("W" if p in found.within else "")
-        flags = flags_text(p)
-        cells = (mark, *(value_text(p.values[n]) for n in axes), *curve_figures(p, found.speedup(p)).values(), flags)
-        t.add_row(*map(safe.text, cells), style="bold" if p is found.best else None)
-    return t
+        rows.append([mark, *(value_text(p.values[n]) for n in axes),
+                     *curve_figures(p, found.speedup(p), interval).values(), flags_text(p)])
+        t.add_row(*map(safe.text, rows[-1]), style="bold" if p is found.best else None)
+    return t, least_width(["", *map(axis_text, axes), *names, "flags"], rows, 1)
 
 
 def curve_legend(found: Findings) -> str:
-    words = [(found.best, "* best"), (found.knee, "K the knee"), (found.within or None, "W the largest batch "
-                                                                 "within --max-itl"), (found.speedups or None,
-                                                                                       "x b1: over batch 1")]
+    words = [(found.best, "* best"), (found.near or None, "~ not detectably slower"), (found.knee, "K the knee"),
+             (found.within or None, "W the largest batch within --max-itl"),
+             (found.speedups or None, "x b1: over batch 1")]
     return ", ".join(w for has, w in words if has)
 
 
@@ -405,13 +507,14 @@ def curve_lines(found: Findings, axes: list[str]) -> list[str]:
     best = found.best
     assert best is not None
     lines = [f"ranked by {TOKENS} over the batch",
-             f"best: {label(best, axes)}: {fmt.rate(best.throughput, TOKENS)} at ITL p50 "
-             f"{fmt.seconds(best.decode_figure('p50'))}"]
+             f"best: {label(best, axes)}: {with_interval(fmt.rate(best.throughput, TOKENS), best)} at ITL p50 "
+             f"{fmt.seconds(best.decode_figure('p50'))}" + near_words(found, axes)]
+    lines += untold_lines(found)
     if found.over_baseline is not None and found.baseline is not None and found.baseline is not best:
-        lines.append(f"{found.over_baseline:.2f}x batch 1 at the same lengths ({label(found.baseline, axes)})")
+        lines.append(f"best against batch 1 at the same lengths ({label(found.baseline, axes)}): "
+                     f"{speedup_words(found.baseline_change, found.over_baseline)}")
     if found.knee is not None:
-        lines.append(f"knee: batch {found.knee.values[BATCH_SIZE]} is within 5% of the best tokens/s, at ITL p50 "
-                     f"{fmt.seconds(found.knee.decode_figure('p50'))}")
+        lines += knee_lines(found, TOKENS, f" (ITL p50 {fmt.seconds(found.knee.decode_figure('p50'))})")
     lines += [f"within the ITL bound: batch {p.values[BATCH_SIZE]} ({series_label(p) or 'this series'}): "
               f"{fmt.rate(p.throughput, TOKENS)} at ITL p50 {fmt.seconds(p.decode_figure('p50'))}" for p in found.within]
     return lines

@@ -219,5 +219,6 @@ class SweepPane(Vertical):
             return
         params = {**self.sweep.grid.base, **found.best.values}
         await lab(self).open_configuration(self.sweep.grid.workload, params)
+        near = f"; not detectably slower: {', '.join(label(p, self.axes) for p in found.near)}" if found.near else ""
         self.notify(f"the best configuration: {label(found.best, self.axes)} "
-                    f"({fmt.rate(found.best.throughput, 'examples/s')})", markup=False)
+                    f"({fmt.rate(found.best.throughput, 'examples/s')}){near}", markup=False)
