@@ -114,3 +114,42 @@ def test_a_kept_decode_run_reads_back_its_figures_and_tokens(tmp_path, store):
     again = store.get(kept.id)
     assert again.summary.decode == kept.summary.decode  # every figure, the ITL percentiles too
     assert RunResult(again).itl.tolist() == pytest.approx(TOKENS)
+
+
+def test_the_summary_says_what_mbu_divides_by_and_how_far_to_trust_it(tmp_path):
+    """No ceiling kept: MBU is against this run's own copies, with their interval (or too few for one), not
+    comparable across runs, and the command that keeps a ceiling; a comparison marks such an MBU. A kept ceiling:
+    MBU against it, the copies its check."""
+    from tpulab.base.events import Device, RunRecord, Step
+    from tpulab.engine.ceilings import Ceilings, KeptCeiling, key
+    from tpulab.workloads.shared.kernels import Kernel
+
+    events = decode_events(0.05, TOKENS)
+    copy = Kernel("copy", "float32", 64).to_json()
+    copies = [Step(step=i, seconds=0.01 + 0.0002 * i, phase="bandwidth", kernel=copy) for i in range(6)]
+    kept = Ceilings()
+    kept.kept[key(Device(kind="cpu", name="test CPU"), "memory")] = KeptCeiling(13e9, "ab12cd34" * 4, "jax", 256, 256,
+                                                                                copy=True)
+
+    def rows(events, ceilings=None) -> tuple[RunRecord, dict[str, str]]:
+        rec = RunRecorder(RunSpec(DECODE, P, "jax", "asked for", "cpu"), cpu_only(tmp_path), ceilings)
+        for e in events:
+            rec.feed(e)
+        r = rec.record()
+        return r, {name: " ".join(value.split()) for name, value, _ in summary_rows(r)}
+
+    own, said = rows(events[:1] + copies + events[1:])
+    assert said["MBU"].endswith("measured by this run's own copies (their best; no ceiling is kept): not comparable "
+                                "across runs, whose copies meet other load")
+    assert said["this run's copies"].startswith("6 of 64 MiB, ") and ", 95% interval " in said["this run's copies"]
+    assert said["keep a ceiling"] == ("`tpulab --run roofline --copy-mib 64` on a quiet machine: then every run's MBU "
+                                      "is against that one bandwidth")
+    few = rows(decode_events(0.05, TOKENS, copy_s=0.01))[1]["this run's copies"]
+    assert few.startswith("3 of 64 MiB, ") and few.endswith("; too few copies for an interval (5 at least)")
+    checked, said = rows(events[:1] + copies + events[1:], kept)
+    assert "this machine's kept bandwidth ceiling (roofline run ab12cd34" in said["MBU"]
+    assert "keep a ceiling" not in said
+    assert said["this run's copies"].endswith(": a check of the ceiling")
+    table = text(comparison_table(compare([own, checked]), 80))
+    mbu = next(line for line in table.splitlines() if line.count("│") >= 3 and line.split("│")[1].strip() == "MBU")
+    assert mbu.count("own copies") == 1 and len(mbu) <= 80

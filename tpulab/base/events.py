@@ -371,6 +371,11 @@ class Decode:
     gbytes_per_s: float | None = None  # achieved, at the median step
     bandwidth: float | None = None  # the measured ceiling it is set against, bytes/s
     bandwidth_source: str | None = None
+    # what that is: "kept", this machine's roofline ceiling; "run", this run's own copies, whose MBU is not comparable
+    # across runs (None: a record from before the basis was kept)
+    bandwidth_basis: str | None = None
+    copies: Stats | None = None  # the bandwidths (bytes/s) of the run's own copies: the denominator, or a check
+    copy_mib: int | None = None  # each of those copies' size
     mbu: float | None = None  # model bandwidth utilisation: of the measured ceiling
     spec_bandwidth: float | None = None  # bytes/s, the vendor's figure
     spec_bandwidth_source: str | None = None
@@ -382,6 +387,8 @@ class Decode:
     def __post_init__(self) -> None:
         if isinstance(self.itl, Mapping):
             self.itl = _known(Latency, self.itl)
+        if isinstance(self.copies, Mapping):
+            self.copies = _known(Stats, self.copies)
 
 
 # --- the summary's typed parts: each a slice of its flat fields, made by one part of the recorder ----------

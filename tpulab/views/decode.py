@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from tpulab.base import fmt
 from tpulab.base.events import Decode, RunRecord
+from tpulab.base.noise import MIN_SAMPLES
+from tpulab.engine.ceilings import rerun
+from tpulab.workloads.decode.figures import KEPT, RUN
 
 
 def size(n: float | None) -> str:
@@ -27,7 +30,7 @@ def decode_rows(d: Decode) -> list[tuple[str, str]]:
         ("KV cache", size(d.kv_cache_bytes)),
         ("read per token step", f"{size(d.bytes_per_token_step)} (weights and cache), "
                                 f"{fmt.rate(d.gbytes_per_s * 1e9 if d.gbytes_per_s else None, 'B/s')} achieved"),
-        ("MBU", f"{fmt.percent(d.mbu)} of {fmt.rate(d.bandwidth, 'B/s')} measured ({d.bandwidth_source or '-'})"),
+        *bandwidth_rows(d),
     ]
     if d.spec_bandwidth is not None:
         rows.append(("of spec bandwidth", f"{fmt.percent(d.spec_bandwidth_fraction)} of "
@@ -40,6 +43,34 @@ def decode_rows(d: Decode) -> list[tuple[str, str]]:
     return rows
 
 
+def bandwidth_rows(d: Decode) -> list[tuple[str, str]]:
+    """MBU and what it divides by, said so: the kept ceiling (the run's copies check it), or, where none is kept, the
+    best of this run's own copies (their interval; not comparable across runs; how to keep a ceiling)."""
+    mbu = f"{fmt.percent(d.mbu)} of {fmt.rate(d.bandwidth, 'B/s')}"
+    if d.bandwidth_basis == RUN:
+        return [("MBU", f"{mbu} measured by this run's own copies (their best; no ceiling is kept): not comparable "
+                        "across runs, whose copies meet other load"),
+                ("this run's copies", copies_words(d)),
+                ("keep a ceiling", f"`{rerun(copy_mib=d.copy_mib)}` on a quiet machine: then every run's MBU is "
+                                   "against that one bandwidth")]
+    if d.bandwidth_basis == KEPT:
+        return [("MBU", f"{mbu}, this machine's kept bandwidth ceiling ({d.bandwidth_source or '-'})"),
+                *([("this run's copies", f"{copies_words(d)}: a check of the ceiling")] if d.copies else [])]
+    return [("MBU", f"{mbu} measured ({d.bandwidth_source or '-'})")]  # a record from before the basis was kept
+
+
+def copies_words(d: Decode) -> str:
+    """'12 of 128 MiB, 11.2 GB/s to 13.4 GB/s; median 12.1 GB/s, 95% interval 11.8 GB/s to 12.5 GB/s'."""
+    c = d.copies
+    if c is None:
+        return "-"
+    said = (f"{c.count} of {d.copy_mib or '-'} MiB, {fmt.rate(c.min, 'B/s')} to {fmt.rate(c.max, 'B/s')}; median "
+            f"{fmt.rate(c.median, 'B/s')}")
+    if c.low is None or c.high is None:
+        return f"{said}; too few copies for an interval ({MIN_SAMPLES} at least)"
+    return f"{said}, 95% interval {fmt.rate(c.low, 'B/s')} to {fmt.rate(c.high, 'B/s')}"
+
+
 def decode_columns(records: list[RunRecord]) -> list[tuple[str, list[str]]]:
     """A comparison's decode figures, one cell per run, when any of the runs decoded (its tokens/s is the
     throughput's row)."""
@@ -49,4 +80,5 @@ def decode_columns(records: list[RunRecord]) -> list[tuple[str, list[str]]]:
     return [("TTFT", [fmt.seconds(d.ttft_s) for d in found]),
             ("ITL p50", [fmt.seconds(d.itl.p50) for d in found]),
             ("ITL p99", [fmt.seconds(d.itl.p99) for d in found]),
-            ("MBU", [fmt.percent(d.mbu) for d in found])]
+            ("MBU", [fmt.percent(d.mbu) + (" own copies" if d.bandwidth_basis == RUN and d.mbu else "")
+                     for d in found])]

@@ -12,21 +12,25 @@ and llama-bench name them:
   the cache's static shape, masked): its bytes over its time is the achieved bandwidth, set against
   the device's measured copy (MBU) and the vendor's figure.
 
+One bandwidth per machine: MBU divides by the kept bandwidth ceiling (a quiet roofline's), and the run's
+own copies check it. Where none is kept, it divides by the best of those copies, and says so: that MBU
+moves with whatever else used the machine during those 2 s, so it is not comparable across runs.
 A figure above what the hardware can do is flagged, never shown as a win.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tpulab.base import fmt
 from tpulab.base.ceilings import BANDWIDTH_LOW, MEASURED, Sourced
 from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Decode, Latency, Started, Step
-from tpulab.base.timing import Flag, median, percentile
+from tpulab.base.noise import NOISE
+from tpulab.base.timing import Flag, Stats, median, percentile, summarize
 from tpulab.machine.peaks import spec_bandwidth
 from tpulab.workloads.base import SummaryPart
-from tpulab.workloads.shared.kernels import best_copy
+from tpulab.workloads.shared.kernels import best_copy, copies
 
 if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings
@@ -46,6 +50,8 @@ class Shape:
 
 
 VERIFIED = "verified"  # the timed prefill's metric with --verify: the largest |difference| of the logits
+KEPT, RUN = "kept", "run"  # what MBU divides by (`Decode.bandwidth_basis`): the kept ceiling, or this run's copies
+BANDWIDTH_CHECK = "bandwidth-disagrees"  # the run's copies and the kept ceiling differ beyond their interval and noise
 
 
 def decode_steps(steps: list[Step]) -> list[Step]:
@@ -123,21 +129,43 @@ def measured_copy(steps: list[Step]) -> Sourced | None:
     return Sourced(found[0], f"measured by this run before its prefill: {found[1]}", MEASURED) if found else None
 
 
-def bandwidth_of(steps: list[Step], started: Started, ceilings: MeasuredCeilings) -> Sourced | None:
-    """The device's kept bandwidth ceiling (a roofline's), else the one this run measured, per replica
-    times the replicas."""
-    found = ceilings.memory(started.device) or measured_copy(steps)
-    return found.times(started.device.replicas) if found else None
+def check(kept: Sourced | None, own: Stats | None) -> list[Flag]:
+    """Where a ceiling is kept, the run's copies check it (one device's, as the ceiling is): a flag where the ceiling
+    lies outside their median's 95% interval widened by the noise threshold; none without an interval."""
+    if kept is None or own is None or own.low is None or own.high is None:
+        return []
+    said = (f"this run's {own.count} copies read {fmt.rate(own.median, 'B/s')} (95% interval "
+            f"{fmt.rate(own.low, 'B/s')} to {fmt.rate(own.high, 'B/s')}), the kept bandwidth ceiling "
+            f"{fmt.rate(kept.value, 'B/s')} ({kept.source})")
+    if own.high * (1 + NOISE) < kept.value:
+        return [Flag(BANDWIDTH_CHECK, f"{said}: below it beyond the noise threshold ±{NOISE:.0%}: this run was "
+                                      "disturbed, or the machine changed since the ceiling was kept; its MBU is "
+                                      "against the ceiling")]
+    if own.low > kept.value * (1 + NOISE):
+        return [Flag(BANDWIDTH_CHECK, f"{said}: above it beyond the noise threshold ±{NOISE:.0%}: the ceiling was "
+                                      "measured low, or the machine changed since; `tpulab --run roofline` on a "
+                                      "quiet machine measures it again")]
+    return []
 
 
 def summary_part(steps: list[Step], started: Started, ceilings: MeasuredCeilings, shape: Shape,
                  peak: Sourced | None) -> SummaryPart:
     """A decode run's part of its summary: the step statistics are of the decode steps (the inter-token
-    latencies; the prefill is not one), and the decode figures (`peak`: the device's, for the prefill's MFU)."""
+    latencies; the prefill is not one), and the decode figures (`peak`: the device's, for the prefill's MFU).
+
+    MBU divides by the device's kept bandwidth ceiling (a roofline's), else by the best copy this run measured, per
+    replica times the replicas; the record says which (`bandwidth_basis`) and keeps the copies' spread and interval.
+    """
     d = started.device
     spec = spec_bandwidth(d.kind, d.name, d.replicas)
-    decode, flags = figures(steps, shape, bandwidth_of(steps, started, ceilings), spec,
+    kept, own = ceilings.memory(d), copies(steps)
+    found = kept or measured_copy(steps)
+    decode, flags = figures(steps, shape, found.times(d.replicas) if found else None, spec,
                             peak.value if peak else None)
+    stats = summarize(own[0]) if own else None
+    decode = replace(decode, bandwidth_basis=KEPT if kept else RUN if found else None, copies=stats,
+                     copy_mib=own[1] if own else None)
+    flags += check(kept, stats)
     seconds = [s.seconds for s in decode_steps(steps)]
     flops = started.flops_per_step
     mid = median(seconds)

@@ -45,8 +45,8 @@ def prompt(p: Params) -> np.ndarray:
 def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime,
         build: Callable[[Params, Placement], tuple[int, Model]], copy: Callable[[int, Any], Any]) -> None:
     """A decode run on a backend: place, build (`build`: the model's parameter count and its calls),
-    say `Started`, measure the bandwidth where none is kept (`copy`: the backend's roofline builder),
-    then `generate`."""
+    say `Started`, measure the bandwidth where none is kept, else check the kept one (`copy`: the backend's
+    roofline builder), then `generate`."""
     placement = place(w, p, runtime)
     count, model = build(p, placement)
     first = started(w, p, placement, runtime.versions(), w.describe_data(p), True, decode_step_bytes(p))

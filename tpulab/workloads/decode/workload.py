@@ -154,7 +154,8 @@ class LLMDecode(Workload):
         return {**point, "batch_size": 1} if "batch_size" in axes else None
 
     def worker_knows(self, p: Params, ceilings: MeasuredCeilings) -> dict[str, Any]:
-        """The worker measures the bandwidth first where no ceiling is kept (`measure_bandwidth`)."""
+        """The worker measures the bandwidth first where no ceiling is kept, and checks a kept one
+        (`measure_bandwidth`)."""
         return bandwidth_kept(p, ceilings)
 
 

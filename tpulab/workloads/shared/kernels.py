@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator
 
 from tpulab.base import fmt
 from tpulab.base.events import PHASE_BANDWIDTH, Compiled, KernelFigure, Log, Step
+from tpulab.base.noise import MIN_SAMPLES
 from tpulab.base.timing import median
 from tpulab.machine.detect import probe_llc
 from tpulab.workloads.base import Params, Workload
@@ -38,8 +39,9 @@ CACHE_MULTIPLE = 4  # a copy measures the memory once its array is this many tim
 # (50 MB on an H100) or a TPU v4's 128 MiB CMEM, so a 1 GiB copy measures its memory.
 ASSUMED_CACHE = 256 * MIB
 BANDWIDTH_KEPT = "bandwidth_kept_for"  # what the worker knows (`Handed.knows`): devices with a kept bandwidth ceiling
-BANDWIDTH_BUDGET_S = 2.0  # a run that measures its own bandwidth first spends at most this on it ...
-MIN_COPIES, MAX_COPIES = 3, 20  # ... on this many copies (at least 3, whatever they take)
+BANDWIDTH_BUDGET_S = 2.0  # a run with no bandwidth ceiling kept measures its own first, spending at most this ...
+CHECK_BUDGET_S = 0.5  # ... and one with a ceiling kept checks it, spending at most this ...
+MIN_COPIES, MAX_COPIES = MIN_SAMPLES, 20  # ... on this many copies (enough for an interval, whatever they take)
 # what --dtypes accepts: "+" joins dtypes (a sweep's commas separate its points)
 DTYPE_CHOICES = ("auto", *DTYPES, *("+".join(ds) for ds in DEVICE_DTYPES.values() if len(ds) > 1), "float32+bfloat16")
 
@@ -273,24 +275,25 @@ def copy_mib(kind: str) -> int:
 
 def measure_bandwidth(kept: Collection[str], placement: Placement, build: Callable[[Kernel], Call], sink: Sink,
                       clock: Callable[[], float] = time.perf_counter) -> None:
-    """What a decode runner calls before its prefill: with no bandwidth ceiling kept for this device (the
-    parent said which are: `kept`, from `bandwidth_kept`), time several copies (`copy_mib`), as many as fit 2 s (at least
-    `MIN_COPIES`, at most `MAX_COPIES`), and say the best and their spread (`best_copy`). Their steps
-    (`PHASE_BANDWIDTH`, each carrying its kernel) give the run its ceiling; the first call is left out.
+    """What a decode runner calls before its prefill: time several copies (`copy_mib`), at least `MIN_COPIES` (enough
+    for their median's interval) and at most `MAX_COPIES`, and say the best and their spread (`best_copy`). Their
+    steps (`PHASE_BANDWIDTH`, each carrying its kernel) go into the record; the first call is left out.
 
-    The best, not the median: other work can only slow a copy, so the fastest is the nearest to what the
-    memory does (one copy timed on a busy machine gave anywhere from 14.6 to 31.7 GB/s).
+    With no bandwidth ceiling kept for this device (the parent said which are: `kept`, from `bandwidth_kept`), as
+    many as fit 2 s: their best is the run's ceiling. The best, not the median: other work can only slow a copy, so
+    the fastest is the nearest to what the memory does (one copy timed on a busy machine gave anywhere from 14.6 to
+    31.7 GB/s). With one kept, as many as fit 0.5 s: they check it (`figures.check`), the ceiling stays the
+    denominator (one bandwidth per machine).
 
     `build`: the backend's roofline builder (`roofline_jax.builder(seed, device)`, `roofline_tf`'s).
     """
-    if placement.name in kept:
-        return
     start = clock()
+    budget = CHECK_BUDGET_S if placement.name in kept else BANDWIDTH_BUDGET_S
     kernel = Kernel("copy", COPY_DTYPE, copy_mib(placement.kind))
     call = build(kernel)
     call()  # trace, compile, first touch: not timed
     times: list[float] = []
-    while len(times) < MIN_COPIES or (len(times) < MAX_COPIES and clock() - start + times[-1] <= BANDWIDTH_BUDGET_S):
+    while len(times) < MIN_COPIES or (len(times) < MAX_COPIES and clock() - start + times[-1] <= budget):
         t0 = clock()
         call()
         times.append(clock() - t0)
@@ -300,18 +303,33 @@ def measure_bandwidth(kept: Collection[str], placement: Placement, build: Callab
     for step in steps:
         sink(step)
     found = best_copy(steps)
-    if found is not None:
+    if found is None:
+        return
+    if placement.name in kept:
+        sink(Log(text=f"checking the kept bandwidth ceiling of {placement.name}: this run's copies read up to "
+                 f"{fmt.rate(found[0], 'B/s')}, {found[1]}"))
+    else:
         sink(Log(text=f"no bandwidth ceiling is kept for {placement.name}: measured {fmt.rate(found[0], 'B/s')} "
-                 f"first, {found[1]}; `tpulab --run roofline` keeps one"))
+                 f"first, {found[1]}; its MBU is against this run's own copies, not comparable across runs; "
+                 f"`tpulab --run roofline --copy-mib {kernel.size}` on a quiet machine keeps one"))
+
+
+def copies(steps: Iterable[Step]) -> tuple[list[float], int] | None:
+    """The bandwidths (bytes/s) of a run's own copies (its `PHASE_BANDWIDTH` steps) in the order timed, and each
+    copy's size in MiB. None: no copy."""
+    timed = [s for s in steps if s.phase == PHASE_BANDWIDTH and s.kernel is not None and s.seconds > 0]
+    if not timed:
+        return None
+    k = timed[0].kernel or {}
+    return [float(k["bytes"]) / s.seconds for s in timed], int(k["size"])
 
 
 def best_copy(steps: Iterable[Step]) -> tuple[float, str] | None:
-    """The best of a run's own copies (its `PHASE_BANDWIDTH` steps) in bytes/s, and which it was in words,
-    with the copies' spread: 'the best of 12 copies of 128 MiB (14.6 GB/s to 18.2 GB/s)'. None: no copy."""
-    copies = [s for s in steps if s.phase == PHASE_BANDWIDTH and s.kernel is not None and s.seconds > 0]
-    if not copies:
+    """The best of a run's own copies in bytes/s, and which it was in words, with the copies' spread: 'the best of
+    12 copies of 128 MiB (14.6 GB/s to 18.2 GB/s)'. None: no copy."""
+    found = copies(steps)
+    if found is None:
         return None
-    k = copies[0].kernel or {}
-    rates = sorted(float(k["bytes"]) / s.seconds for s in copies)
-    return rates[-1], (f"the best of {len(rates)} copies of {k['size']} MiB ({fmt.rate(rates[0], 'B/s')} to "
+    rates, size = sorted(found[0]), found[1]
+    return rates[-1], (f"the best of {len(rates)} copies of {size} MiB ({fmt.rate(rates[0], 'B/s')} to "
                        f"{fmt.rate(rates[-1], 'B/s')})")
