@@ -17,7 +17,7 @@ from tpulab.base.charts import STEP_TIME, THROUGHPUT, ChartContext, Point
 from tpulab.base.events import OTHER_OPS
 from tpulab.base.version import __version__
 from tpulab.engine.runindex import RunRow
-from tpulab.engine.sweep import findings, kept_points
+from tpulab.engine.sweep import kept_points
 from tpulab.views import listing
 from tpulab.views import profile as profile_view
 from tpulab.views.console import comparison_columns, runtime_rows, summary_rows, summary_title
@@ -28,6 +28,7 @@ from tpulab.views.sweep import (
     chart_title,
     figures,
     findings_lines,
+    kept_findings,
     is_number,
     marks,
     marks_legend,
@@ -256,7 +257,7 @@ def run_html(record: RunRecord) -> str:
 def sweep_body(sweep: SweepRecord, runs: dict[str, RunRecord]) -> str:
     points = kept_points(sweep, runs)
     axes = list(sweep.axes)
-    found = findings(points, sweep.article_values)
+    found = kept_findings(sweep, points)
     title = (f"sweep {sweep.short_id} of {sweep.workload}: {sweep.status}, {point_count(points)}, "
              f"{sweep.steps} steps each, sorted by {found.by}")
     order = ranked(points, found.by)
