@@ -168,9 +168,9 @@ def verdicts(t: Telemetry) -> list[Flag]:
     load = load_of(t)
     busy = load if load is not None and load.busy else None
     if busy is not None:
-        out.append(Flag("busy-machine", f"{busy.words()} while this ran, more than a quarter: the cores they held "
-                        "were not this run's, so they explain a half-used machine before its threads do; judge those "
-                        "on a quieter machine (`tpulab top` shows the load)"))
+        out.append(Flag("busy-machine", f"more than a quarter of the {busy.cores} cores ({busy.other:.2f}) were "
+                        "other processes' (the disturbed flag): they explain a half-used machine before the run's "
+                        "threads do; judge threads and precision on a quieter machine (`tpulab top` shows the load)"))
     host_busy = (t.process_mean or 0) >= INPUT_BOUND_HOST or (t.cpu_mean or 0) >= INPUT_BOUND_HOST
     if t.device_util_mean is not None and t.device_util_mean < INPUT_BOUND_DEVICE and host_busy:
         out.append(Flag("input-bound", f"the {kind} was busy {t.device_util_mean:.0f}% of the time while the host "
