@@ -80,7 +80,7 @@ def telemetry(cores: int, cpu_cores: float, process: float = 100.0, **more) -> T
 def test_a_run_beside_a_busy_process_gets_the_load_verdict_first():
     busy = verdicts(telemetry(2, 1.54))  # 0.54 of 2 cores were other processes'
     assert [v.code for v in busy] == ["busy-machine", "one-busy-core"]
-    assert busy[0].message.startswith("other processes used 0.54 of 2 cores (27%) while this ran")
+    assert busy[0].message.startswith("more than a quarter of the 2 cores (0.54) were other processes'")
     assert "the work runs on one thread" not in busy[1].message
     assert "other processes held the rest (0.54 cores), so no core was idle for a second thread" in busy[1].message
     quiet = verdicts(telemetry(2, 1.04))
