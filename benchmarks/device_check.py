@@ -360,7 +360,7 @@ def plan(kind: str, python: str, house: Path, site: Path, out: Path, db: Path) -
     """The steps of a check in `kind` mode, tpulab run by `python` from the wheels of `house`."""
     tpulab = [python, "-m", "tpulab"]
     steps = [install(house, site),
-             Step("detect", [*tpulab, "detect", "--json"], TIMEOUTS["detect"], detected(kind),
+             Step("detect", [*tpulab, "detect", "--json", "--deep"], TIMEOUTS["detect"], detected(kind),
                   save="detect.json"),
              Step("top", [*tpulab, "top", "--json", "--count", "3", "--interval", "0.5"],
                   TIMEOUTS["top"], sampled(kind), save="top.jsonl")]

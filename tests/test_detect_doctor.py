@@ -222,10 +222,40 @@ def test_fast_detect_and_doctor_commands():
         assert v.message.split(":")[0] in " ".join(human.stdout.split())
 
 
+@pytest.mark.skipif(detect().accelerated, reason="asserts the view of a machine without accelerators")
+def test_detect_on_a_cpu_alone_asks_no_framework_unless_deep():
+    """Each framework's probe is seconds of imports (here TensorFlow 2.4 s, PyTorch 1.2 s, JAX 0.6 s: `detect` took
+    4.9 s, 0.3 s without them) that on a CPU alone see the CPU the fast probes saw, and no verdict reads them:
+    `detect` leaves them out there, and says how to ask."""
+    shown = run_cli("detect", "--json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["frameworks"] == {}
+    assert not [line for line in shown.stderr.splitlines() if line.startswith("probing ")]
+    human = run_cli("detect")
+    assert "not asked for their own views: with no GPU or TPU found they see this CPU alone (seconds each to ask). " \
+        "tpulab detect --deep asks them." in " ".join(human.stdout.split())
+    both = run_cli("detect", "--fast", "--deep")
+    assert both.returncode == 2 and both.stderr.count("\n") == 1 and "--deep" in both.stderr
+
+
+def test_a_tensorflow_build_flag_reads_as_a_build_not_as_a_gpu(tmp_path):
+    """'built with CUDA: True' on a machine with no GPU read as 'CUDA is available': the build is said as one."""
+    from tpulab.views.console import framework_view
+
+    r = detect(tree(tmp_path), {}, TF)
+    r.frameworks["tensorflow"] = {"tensorflow": "2.21.0", "keras": "3.15.1", "gpus": [], "built_with_cuda": True,
+                                  "tpu_cores": 0}
+    shown = framework_view("tensorflow", r, False)
+    assert shown == "2.21.0 (Keras 3.15.1), a build that supports CUDA; no GPU visible here, TPU cores: 0"
+    r.frameworks["tensorflow"].update(gpus=[{"name": "Tesla T4", "compute_capability": "7.5"}])
+    assert "a build that supports CUDA; GPUs: Tesla T4 (cc 7.5)," in framework_view("tensorflow", r, False)
+    r.frameworks["tensorflow"].update(gpus=[], built_with_cuda=False)
+    assert "a CPU-only build; no GPU visible here" in framework_view("tensorflow", r, False)
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(bool(detect().gpus or detect().tpu), reason="asserts the view of a machine without accelerators")
+@pytest.mark.skipif(detect().accelerated, reason="asserts the view of a machine without accelerators")
 def test_detect_probes_each_installed_framework(tmp_path):
-    deep = run_cli("detect", "--json")
+    deep = run_cli("detect", "--json", "--deep")
     from tpulab.backends import registry
 
     here = {name: b for name, b in registry().items() if b.installed(detect().packages)}
@@ -245,7 +275,7 @@ def test_detect_probes_each_installed_framework(tmp_path):
     kept = "jax" if "jax" in here else "tensorflow"
     (tmp_path / "sitecustomize.py").write_text(HIDING)
     hidden = [d for name, b in here.items() if name != kept for d in b.distributions]
-    human = run_cli("doctor", env={"PYTHONPATH": str(tmp_path), "HIDDEN_DISTRIBUTIONS": ",".join(hidden)})
+    human = run_cli("doctor", "--deep", env={"PYTHONPATH": str(tmp_path), "HIDDEN_DISTRIBUTIONS": ",".join(hidden)})
     assert human.returncode == 0 and "runs will use the CPU" in human.stdout
     assert [line for line in human.stderr.splitlines() if line.startswith("probing ")] == \
         [f"probing {here[kept].title}..."]

@@ -51,12 +51,12 @@ def test_bad_values_raise_one_error_naming_the_parameter_and_its_range():
     with pytest.raises(ParamError, match=r"^batch_size must be an integer from 1 to 4096 \(got '0'\)$") as e:
         tpulab.run("conv", preset="smoke", batch_size=0)
     assert e.value.param == "batch_size" and isinstance(e.value, ValueError)
-    with pytest.raises(ParamError, match="conv has no parameter 'batchsize': it takes batch_size, image_size"):
-        tpulab.run("conv", batchsize=8)
+    with pytest.raises(ParamError, match="conv has no parameter 'zzz': it takes batch_size, image_size"):
+        tpulab.run("conv", zzz=8)
     with pytest.raises(ParamError, match="preset must be one of smoke, article"):
         tpulab.run("conv", preset="huge")
     with pytest.raises(ParamError, match="workload must be one of conv, fashion-mnist"):
-        tpulab.sweep("resnet", batch_size=[8, 16])
+        tpulab.sweep("zzz", batch_size=[8, 16])
     with pytest.raises(ParamError, match=r"^padding must be one of SAME, VALID"):
         tpulab.sweep("conv", preset="smoke", padding=["SAME", "FULL"])
     with pytest.raises(ParamError, match="steps must be an integer from 1 to 100000"):
@@ -64,6 +64,17 @@ def test_bad_values_raise_one_error_naming_the_parameter_and_its_range():
     with pytest.raises(ParamError, match="status must be one of finished, failed, cancelled"):
         tpulab.results(status="done")
     assert not default_path().exists()  # nothing ran, nothing was kept
+
+
+def test_a_typo_is_answered_with_the_nearest_name_as_the_command_line_does():
+    with pytest.raises(ParamError, match=r"^unknown workload 'convv'; did you mean conv\?$") as e:
+        tpulab.run("convv")
+    assert e.value.param == "workload"
+    with pytest.raises(ParamError, match=r"^unknown workload 'resnet'; did you mean resnet50\?$"):
+        tpulab.sweep("resnet", batch_size=[8, 16])
+    with pytest.raises(ParamError, match=r"^conv has no parameter 'batchsize'; did you mean batch_size\?$") as e:
+        tpulab.run("conv", batchsize=8)
+    assert e.value.param == "batchsize"
 
 
 def test_a_kernel_holding_the_tpu_is_named_instead_of_a_worker_waiting(tmp_path, monkeypatch):
@@ -106,6 +117,16 @@ def test_run_html_holds_the_figures_and_its_charts():
     assert r.to_dict()["id"] == r.id and r.params["batch_size"] == 8  # the record's fields, through the result
     assert r.to_pandas()["seconds"].tolist() == [0.45, 0.5, 0.55, 0.5]
     assert "conv run" in repr(r) and "steady iteration time" in repr(r)
+
+
+def test_a_runs_summary_says_how_big_its_problem_was():
+    """'1.9 GFLOP/s, 0.9% of peak' on a 32 px conv is a tiny problem, not a slow machine: the summary (this HTML,
+    the terminal's table, the lab's) says the size the workload declares; one that declares none, nothing."""
+    record = make_record()
+    record.params.update(image_size=32, filters=16)
+    page = RunResult(record)._repr_html_()
+    assert "problem size" in page and "image size 32 px, channels 3, filters 16, kernel size 5 px, stride 2 px" in page
+    assert "problem size" not in RunResult(make_record(workload="fashion-mnist"))._repr_html_()
 
 
 def test_comparison_html_and_a_report_that_loads_nothing_from_the_network(tmp_path):
@@ -187,6 +208,14 @@ def test_run_goes_through_a_worker_and_is_kept():
     assert len(r.step_seconds) == 3 and (r.step_seconds > 0).all() and r.median is not None
     assert Store(default_path()).get(r.id) == r.record
     assert tpulab.results()[0].id == r.id
+
+
+@pytest.mark.slow
+def test_a_convs_steps_are_its_own_phase_in_the_frame():
+    """The convolution times a forward op through the timer's predict hooks: its steps are its one phase (""), not
+    "predict", which a training run's inference phase is."""
+    r = tpulab.run("conv", preset="smoke", device="cpu", backend="jax", iterations=3, live=False, save=False)
+    assert r.to_pandas()["phase"].tolist() == [""] * 4  # the warm-up, then 3
 
 
 @pytest.mark.slow

@@ -129,6 +129,18 @@ def test_show_ops_gives_the_whole_table_at_80_columns(db, store):
     assert "raw trace: /tmp/trace" in out.stdout
 
 
+def test_the_calls_column_counts_as_people_do(db, store):
+    """An op called 1340 times a step reads '1,340', not '1.34e+03'; one called every other step, '0.5'."""
+    profile = jax_f32()
+    profile.ops[1].calls, profile.ops[2].calls = 1340.0, 0.5
+    [run_id] = kept(store, profiled(profile))
+    out = run_cli("results", "--db", str(db), "show", run_id[:8], "--profile", env={"COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    assert next(line for line in out.stdout.splitlines() if "fusion.1" in line).split()[:3] == [
+        "fusion.1", "elementwise", "1,340"]
+    assert next(line for line in out.stdout.splitlines() if "transpose.2" in line).split()[3] == "0.5"  # data movement
+
+
 def test_compare_ops_says_where_the_time_moved_at_80_columns(db, store):
     a, b = kept(store, profiled(jax_f32()), tf_run())
     out = run_cli("results", "--db", str(db), "compare", a[:8], b[:8], "--profile", env={"COLUMNS": "80"})

@@ -3,6 +3,7 @@ worker is needed (the runner is called as a worker would), and through the real 
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 
@@ -90,6 +91,41 @@ def test_something_else_than_a_module_is_one_line(tmp_path):
         run_here(f"{tmp_path}/nothing.py:build")
 
 
+def test_compile_both_names_each_first_call_by_its_pass(monkeypatch):
+    """--compile both: the summary's first calls read 'eager ..., compiled ...', never 'train' for the compiled
+    pass; the log names each first call. (torch.compile is stubbed: the names are under test, not inductor.)"""
+    from tpulab.engine.record import RunRecorder
+    from tpulab.engine.spec import RunSpec
+    from tpulab.views.console import summary_rows
+    from tpulab.views.narrate import describe
+
+    monkeypatch.setattr("torch.compile", lambda module: module)
+    monkeypatch.setattr("tpulab.workloads.user_model.torch.can_compile", lambda mode, device: None)
+    monkeypatch.setattr("tpulab.workloads.user_model.torch.graph_breaks", lambda: "torch.compile: stubbed")
+    events = run_here(MLP, compile="both", predict_steps=0)
+    w = registry()["model"]
+    rec = RunRecorder(RunSpec(w, w.parse({"model": MLP, "compile": "both", "device": "cpu"}, "smoke"), "torch",
+                              "asked for", "cpu"), detect())
+    said = []
+    for e in events:
+        rec.feed(e)
+        said.append(describe(e, rec) if isinstance(e, Compiled) else None)
+    assert [line.split(" (")[0] for line in said if line] == ["first eager call", "first compiled call"]
+    rec.finish("finished")
+    [first] = [value for name, value, _ in summary_rows(rec.record()) if name.startswith("first call")]
+    assert re.fullmatch(r"\S+ \S+ \(eager \S+ \S+, compiled \S+ \S+\)", first), first
+
+
+@pytest.mark.slow
+def test_an_nn_module_run_on_a_keras_backend_is_told_to_run_on_torch():
+    """The worker that loaded it knows its class's framework: the line names it and the --backend that runs it."""
+    r = run_cli("run", "model", "--model", CNN, "--backend", "tensorflow", "--preset", "smoke", "--no-ui",
+                "--no-save", "--json", "--telemetry", "off")
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert json_events(r.stdout)[-1]["error"] == ("torch_cnn:build returned a PyTorch Sequential, not a Keras "
+                                                  "model: run it with --backend torch")
+
+
 def test_compiling_on_a_cpu_without_a_cpp_compiler_is_refused_with_the_fix(monkeypatch, tmp_path):
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no g++, clang++ or c++ there
@@ -129,7 +165,8 @@ def test_eager_against_compiled_with_the_profile_in_one_command(tmp_path):
     out = json_events(r.stdout)[-1]
     s = out["summary"]
     assert out["backend"] == "torch" and out["model"]["compile"] == "both"
-    assert set(s["compile_phases"]) == {"eager", "train"} and s["compile_phases"]["train"] > s["compile_phases"]["eager"]
+    assert set(s["compile_phases"]) == {"eager", "compiled"}
+    assert s["compile_phases"]["compiled"] > s["compile_phases"]["eager"]
     [flag] = [f for f in s["flags"] if f["code"] == "eager-vs-compiled"]
     assert "compiled against eager" in flag["message"] and "noise threshold" in flag["message"]
     assert any(w in flag["message"] for w in ("faster", "slower", "no difference detected"))

@@ -25,7 +25,7 @@ class StepTimer(StepTimes, keras.callbacks.Callback):
     @classmethod
     def of(cls, times: StepTimes) -> StepTimer:
         """A runner's step timer (nothing timed yet) as a Keras callback, for a `fit` or `predict` of its own."""
-        return cls(times.sink, times.batch_size, times.warmup, times.cancel, times.clock)
+        return cls(times.sink, times.batch_size, times.warmup, times.cancel, times.clock, times.predict_phase)
 
     def _stop(self) -> None:
         if self.model is not None:

@@ -7,8 +7,10 @@ message. Anything else that escapes is a bug, and keeps its traceback.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 EXIT_OK = 0
@@ -45,6 +47,13 @@ class UserCodeError(TpulabError):
 class AcceleratorBusy(TpulabError, RuntimeError):
     """This process holds the accelerator a run needs, so no worker could open it (a RuntimeError too, as it
     always was)."""
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """'; did you mean --batch-size?' for the nearest known word, or '' when none is near: one wording of a typo's
+    fix for the command line and the Python API alike."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def first_line(text: str) -> str:

@@ -25,9 +25,13 @@ Sink = Callable[[dict[str, Any]], None]
 
 class StepTimes:
     def __init__(self, sink: Sink, batch_size: int | None = None, warmup: int = 0,
-                 cancel: Any = None, clock: Callable[[], float] = time.perf_counter) -> None:
+                 cancel: Any = None, clock: Callable[[], float] = time.perf_counter,
+                 predict_phase: str = PHASE_PREDICT) -> None:
+        """`predict_phase`: what the predict hooks time: a training run's inference phase, or "" where a runner times
+        its one phase through them (the convolution: its steps are no `predict`, whatever the hooks are named)."""
         super().__init__()  # cooperative: the Keras callback's own state, where it is one
         self.sink = sink
+        self.predict_phase = predict_phase
         self.batch_size = batch_size
         self.warmup = warmup
         self.cancel = cancel  # anything with is_set(): the run stops after the current step
@@ -100,7 +104,7 @@ class StepTimes:
 
         outputs = list(leaves((logs or {}).get("outputs")))
         value = float(sum(np.sum(np.asarray(o, dtype=np.float64)) for o in outputs)) if outputs else None
-        self._end(batch, PHASE_PREDICT, {}, value)
+        self._end(batch, self.predict_phase, {}, value)
 
 
 def leaves(tree: Any) -> Iterator[Any]:

@@ -151,7 +151,7 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
         add_workload_flags(sw, registry()[workload_name], lists=True)
     d = sub.add_parser("detect", help="what hardware is here, and what each installed backend makes of it")
     d.add_argument("--json", action="store_true", dest="json")
-    d.add_argument("--fast", action="store_true", help="skip the frameworks (no import, no TPU initialisation)")
+    probe_flags(d)
     top = sub.add_parser("top", help="live CPU, memory and device utilisation of every device detected, and the "
                          "processes holding each accelerator, without a run",
                          description="Never holds a device a run may need: no framework is imported. q quits, ? shows the keys.")
@@ -160,7 +160,7 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
     top.add_argument("--interval", type=float, metavar="S", default=1.0, help="seconds between samples; default 1")
     doc = sub.add_parser("doctor", help="why an accelerator is not used, and the command that fixes it")
     doc.add_argument("--json", action="store_true", dest="json")
-    doc.add_argument("--fast", action="store_true", help="skip the frameworks")
+    probe_flags(doc)
 
     r = sub.add_parser("results", help="list, show, compare, export, import and prune kept runs")
     r.add_argument("--db", type=Path, dest="db", default=argparse.SUPPRESS)
@@ -258,6 +258,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
+def probe_flags(p: argparse.ArgumentParser) -> None:
+    """Whether detect and doctor ask each installed framework for its own view: seconds each, in a worker."""
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--fast", action="store_true", help="skip the frameworks (no import, no TPU initialisation)")
+    how.add_argument("--deep", action="store_true", help="ask each installed framework for its view even where no "
+                     "GPU or TPU was found (by default only where one was: seconds each)")
+
+
 def fast_report() -> RuntimeReport:
     from tpulab.machine.detect import detect
 
@@ -285,7 +293,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from tpulab.views.console import framework_view, runtime_table
 
     report = fast_report()
-    if not args.fast:
+    if args.deep or not args.fast and report.accelerated:  # on a CPU alone, the frameworks would see what we saw
         report.frameworks = probe_frameworks(report)
     from tpulab.base.plugins import broken
 
@@ -315,6 +323,10 @@ def cmd_detect(args: argparse.Namespace) -> int:
                 console.print(f"{safe.markup(backend.title)}: {framework_view(name, report, False)}", highlight=False)
     else:
         console.print(runtime_table(report, verdicts))
+        installed = any(b.installed(report.packages) for b in backend_registry().values())
+        if installed and not (report.frameworks or args.fast):
+            console.print("The frameworks were not asked for their own views: with no GPU or TPU found they see this "
+                          "CPU alone (seconds each to ask). tpulab detect --deep asks them.", highlight=False)
     for line in failed:
         console.print(safe.text(f"plugin: {line}", "yellow"))
     return EXIT_OK

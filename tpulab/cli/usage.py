@@ -9,21 +9,14 @@ whose own parser then reads the rest.
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from tpulab.base.errors import EXIT_USAGE
+from tpulab.base.errors import EXIT_USAGE, did_you_mean
 
 NUMBER = re.compile(r"-\d+(\.\d*)?")  # a negative number is a value, never an option
-
-
-def did_you_mean(word: str, known: Iterable[str]) -> str:
-    """'; did you mean --batch-size?' for the nearest known word, or '' when none is near."""
-    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close else ""
 
 
 class Parser(argparse.ArgumentParser):

@@ -95,6 +95,12 @@ class RuntimeReport:
     # {"tpu_cores", "gpus": [{"name", ...}], versions...} or {"error": ...}.
     frameworks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    @property
+    def accelerated(self) -> bool:
+        """Whether a GPU or TPU was found (a GPU without its driver too): without one, each framework's own view
+        (seconds to probe) sees the CPU these probes saw, and no verdict of the doctor reads it."""
+        return bool(self.gpus or self.tpu or self.gpu_hardware)
+
     def _views(self) -> list[dict[str, Any]]:
         return [v for v in self.frameworks.values() if "error" not in v]
 

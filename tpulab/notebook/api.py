@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from tpulab.base import safe
-from tpulab.base.errors import AcceleratorBusy
+from tpulab.base.errors import AcceleratorBusy, did_you_mean
 from tpulab.base.events import Event, RunRecord, Started, Step
 from tpulab.engine.store import Store, default_path
 from tpulab.notebook.results import ComparisonResult, RunList, RunResult, RuntimeResult, SweepResult
@@ -33,7 +33,9 @@ def workload_named(name: str) -> Workload:
 
     found = registry()
     if name not in found:
-        raise ParamError("workload", f"workload must be one of {', '.join(found)} (got {name!r})")
+        near = did_you_mean(name, found)  # the command line's words for a typo
+        raise ParamError("workload", f"unknown workload {name!r}{near}" if near else
+                         f"workload must be one of {', '.join(found)} (got {name!r})")
     return found[name]
 
 
@@ -59,7 +61,8 @@ def check_names(w: Workload, values: Iterable[str]) -> None:
     known = [p.name for p in w.params]
     for name in values:
         if name not in known:
-            raise ParamError(name, f"{w.name} has no parameter {name!r}: it takes {', '.join(known)}")
+            raise ParamError(name, f"{w.name} has no parameter {name!r}"
+                             + (did_you_mean(name, known) or f": it takes {', '.join(known)}"))
 
 
 def pythonic(e: ParamError) -> ParamError:

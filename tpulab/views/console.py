@@ -5,6 +5,8 @@ Also the tables the results commands and the lab share: the runtime, a run's sum
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console, Group
 from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -127,6 +129,7 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
         ("dtype", str(record.dtype)),
         ("batch", f"{record.batch} global, {record.per_replica_batch} per replica, "
                   f"{record.device.replicas if record.device else 1} shard(s)") if record.batch else None,
+        ("problem size", w.size_words(record.params)) if w else None,
         ("data", record.dataset or "-"),
         ("first call (compiled (cache))" if s.cache_hit else "first call (trace+compile)", compile_text(s)),
         (f"steady {unit} time", fmt.spread(s.step_seconds)),
@@ -248,18 +251,26 @@ def framework_view(name: str, report: RuntimeReport, probing: bool) -> str:
     if view and "error" in view:
         return f"[red]could not be probed: {safe.markup(view['error'])}[/]"
     if view:
-        gpus = ", ".join(g["name"] + (f" (cc {g['compute_capability']})" if g.get("compute_capability") else "")
-                         for g in view.get("gpus", [])) or "none"
         extra = f", platform {view['platform']}" if view.get("platform") else ""
-        cuda = f", built with CUDA: {view['built_with_cuda']}" if "built_with_cuda" in view else ""
         also = f"; {view['also']}" if view.get("also") else ""  # what only this framework says (its build...)
-        return safe.markup(f"{view.get(name)} (Keras {view.get('keras') or '-'}){extra}{cuda}, GPUs: {gpus}, "
+        return safe.markup(f"{view.get(name)} (Keras {view.get('keras') or '-'}){extra}, {gpu_words(view)}, "
                            f"TPU cores: {view.get('tpu_cores', 0)}{also}")
     version = backends.get(name).version(pk)
     if not version:
         return "not installed: " + safe.markup(backends.get(name).install)
     return safe.markup(f"{version} (Keras {pk.get('keras') or '-'}); ") + (
         "probing in the background..." if probing else "its own view not probed")
+
+
+def gpu_words(view: dict[str, Any]) -> str:
+    """The GPUs a framework sees, after its build where it says whether that supports CUDA: a build flag said as
+    one ('built with CUDA: True' on a machine without a GPU read as 'CUDA is available')."""
+    gpus = ", ".join(g["name"] + (f" (cc {g['compute_capability']})" if g.get("compute_capability") else "")
+                     for g in view.get("gpus", []))
+    if "built_with_cuda" not in view:
+        return f"GPUs: {gpus or 'none'}"
+    build = "a build that supports CUDA" if view["built_with_cuda"] else "a CPU-only build"
+    return f"{build}; GPUs: {gpus}" if gpus else f"{build}; no GPU visible here"
 
 
 # --- comparisons ----------------------------------------------------------------------------

@@ -33,11 +33,13 @@ from tpulab.base.events import (
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.telemetry_summary import GPU_POOL_NOTE
 from tpulab.views.profile import NAME_WIDTH, shorten
+from tpulab.workloads.base import PHASE_COMPILED, PHASE_EAGER
 
 SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
 SYNTHETIC = ("[synthetic]", "yellow")  # what every step of a run on stand-in data ends with (short: there are many)
 Cell = tuple[str, str]  # (plain text, Rich style or "")
 TOKEN_LINE_EVERY = 16  # a decode run's line: every this many tokens (the summary has each one's figures)
+NAMED_CALLS = (PHASE_PREFILL, PHASE_DECODE, PHASE_EAGER, PHASE_COMPILED)  # first calls of a run's several programs
 
 
 def fitted(cells: list[Cell], width: int | None, spare: tuple[int, ...] = ()) -> str:
@@ -64,7 +66,7 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
             return header(event, rec)
         case Compiled():
             what = "first predict call" if w.is_inference(event.phase) else \
-                f"first {event.phase} call" if event.phase in (PHASE_PREFILL, PHASE_DECODE) else "first call"
+                f"first {event.phase} call" if event.phase in NAMED_CALLS else "first call"
             how = {True: "compiled (cache)", False: "trace + compile", None: "trace + compile"}[event.cache_hit]
             return fitted([(f"{what} ({how}, {event.steps} {w.unit}(s)): {fmt.seconds(event.seconds)}", ""),
                            ("not in the steady state", "dim")], width, spare=(1,))

@@ -43,6 +43,11 @@ def ms(seconds: float | None, sign: str = "") -> str:
     return signed + (f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3f}")
 
 
+def calls(n: float) -> str:
+    """Calls per step as a count: '1,340', '12', '2.5' (a call every other step: '0.5'); never '1.34e+03'."""
+    return f"{n:,.0f}" if n >= 100 else f"{n:.3g}"
+
+
 def shorten(name: str, width: int, head: int | None = None) -> str:
     """A name cut in the middle to `width`, keeping its distinguishing end (the layer and the op a path ends
     with; a fused kernel's "..., fused" whole) and `head` characters of its start (a quarter by default)."""
@@ -101,7 +106,7 @@ def op_cells(op: OpRow, mark_spec: bool = False) -> tuple[str, ...]:
     ceiling = fmt.percent(op.ceiling_fraction)
     if mark_spec and op.ceiling_fraction is not None and is_spec(op.ceiling):
         ceiling += SPEC_MARK
-    return (op.name, op.category, f"{op.calls:.3g}", ms(op.seconds), fmt.percent(op.share),
+    return (op.name, op.category, calls(op.calls), ms(op.seconds), fmt.percent(op.share),
             f"{op.gflops_per_s:.1f}" if op.gflops_per_s is not None else "-", ceiling, op.bound or "-")
 
 

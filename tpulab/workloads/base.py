@@ -211,6 +211,7 @@ COMPILE = ParamSpec("compile", str, "off", "eager steps (off), compiled ones (on
                     backends=_compiling, why_not=_compiles_otherwise)
 SHARED = (PROFILE, PROFILE_STEPS, COMPILE)
 PHASE_EAGER = "eager"  # with --compile both, the eager steps, timed before the compiled ones (the run's own)
+PHASE_COMPILED = "compiled"  # with --compile both, the compiled pass's first call, set beside the eager one's
 
 
 def variants(mode: str) -> tuple[bool, ...]:
@@ -236,6 +237,7 @@ class Workload(ABC):
     metrics: tuple[Metric, ...] = ()
     charts: tuple[Chart, ...] = ()  # the live charts the lab draws (see tpulab.base.charts)
     how: tuple[str, ...] = ()  # parameters that choose how the work is done (see `configuration`)
+    sizes: tuple[str, ...] = ()  # parameters that set how big one step's work is, beside the batch (`size_words`)
     runners: Mapping[str, Callable[[], Runner]] = {}  # backend name -> a function that imports its runner
     throughput_unit: str = "examples/s"  # what its throughput counts: "images/s", "tokens/s"
     headlines: tuple[str, ...] = ("throughput",)  # the summary's figures it leads with, by dotted path, first first
@@ -316,6 +318,13 @@ class Workload(ABC):
     def work_words(self, p: Params, per_replica_batch: int) -> str:
         """What one run's work is, in the run's header: 'global batch 256 = 128 per replica'."""
         return f"global batch {self.batch_size(p)} = {per_replica_batch} per replica"
+
+    def size_words(self, p: Mapping[str, Any]) -> str:
+        """How big the problem is, from the `sizes` declared: 'image size 32 px, filters 16' ('' for none). A rate
+        far below the peak on a tiny problem is the problem's, not the machine's: the summary says which it was."""
+        shown = [(self.spec(name), p[name]) for name in self.sizes if p.get(name) is not None]
+        return ", ".join(f"{spec.name.replace('_', ' ')} {spec.show(value)}" + (f" {spec.unit}" if spec.unit else "")
+                         for spec, value in shown)
 
     def timed_seconds(self, steps: Iterable[Step], phase: str = "") -> list[float]:
         """The steady step times of training (or of `phase`: PHASE_PREDICT for inference), one per step, in order:

@@ -133,12 +133,13 @@ def begin(w: Planned, p: Params, sink: Sink, cancel: CancelToken, runtime: Runti
 
     Every event of a run on synthetic data says so, so that no figure travels without the
     warning. `bytes_per_step`: the memory traffic of a step as the compiler counts it, when the
-    runner can ask (it gives the run's arithmetic intensity).
+    runner can ask (it gives the run's arithmetic intensity). The timer's steps are the run's one
+    phase (""), though it is driven through the hooks Keras names for `predict`.
     """
     placement = place(w, p, runtime)
     sink(started(w, p, placement, runtime.versions(), dataset, synthetic, bytes_per_step))
     timer = StepTimes(from_dicts(sink, synthetic), batch_size=w.batch_size(p), warmup=warmup,
-                      cancel=cancel)
+                      cancel=cancel, predict_phase="")
     return placement, timer
 
 

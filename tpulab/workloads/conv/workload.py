@@ -111,6 +111,7 @@ class Conv(Workload):
     unit = "iteration"
     charts = (step_time("iteration"), GFLOPS)
     how = ("mode",)
+    sizes = ("image_size", "channels", "filters", "kernel_size", "stride")
     runners = {"tensorflow": RunnerAt("tpulab.workloads.conv.tf:run", modes={BATCH_PARALLEL: ("tpu",)}),  # tf.compat.v1.tpu
                "jax": RunnerAt("tpulab.workloads.conv.jax:run"),  # shard_map, on any device
                "torch": RunnerAt("tpulab.workloads.conv.torch:run", modes={BATCH_PARALLEL: ()})}

@@ -64,6 +64,7 @@ class ResNet50(KerasWorkload):
         "tf_cnn_benchmarks": {"batch_size": 64, "image_size": 224, "classes": 1000, "steps_per_epoch": 100},
     }
     throughput_unit = "images/s"
+    sizes = ("image_size", "classes")
     synthetic_data = "random images and labels"
     model_flops = True
     metrics = (Metric("loss", "loss", higher_is_better=False, headline=True),)

@@ -66,6 +66,7 @@ class Transformer(KerasWorkload):
     }
     unit = "step"
     throughput_unit = "tokens/s"
+    sizes = ("layers", "width", "heads", "seq_len", "vocab")
     synthetic_data = "random tokens"
     model_flops = True
     metrics = (Metric("loss", "loss", higher_is_better=False, headline=True),)

@@ -47,8 +47,7 @@ def load(t: Target, shape: tuple[int, ...] | None) -> Any:
         raise UserCodeError(user_traceback(t, e)) from None
     model, data = result if isinstance(result, tuple) and len(result) == 2 else (result, None)
     if not isinstance(model, keras.Model):
-        raise TpulabError(f"{t.label} returned {type(model).__name__}, not a Keras model: return a compiled "
-                          "keras.Model (or (model, (x, y)))")
+        raise TpulabError(not_keras(t, model))
     if not getattr(model, "compiled", False):
         raise TpulabError(f"{t.label} returned a model that is not compiled: call model.compile(optimizer=..., "
                           "loss=...) before returning it")
@@ -77,6 +76,20 @@ def foreign_train_step(model: Any) -> str | None:
     fits = " or ".join(b.name for b in found.values() if b.keras and len(b.keras_step_arguments) == len(arguments))
     return (f"its train_step({', '.join(a.name for a in arguments)}) is written for another backend: on {backend} "
             f"Keras calls train_step({', '.join(expected)})" + (f"; run it with --backend {fits}" if fits else ""))
+
+
+def not_keras(t: Target, model: Any) -> str:
+    """Why what the function returned cannot run here, in one line with the fix: another backend's own model (a
+    torch nn.Module), known by the modules its class and bases come from (nothing imported to ask), runs on that
+    backend; anything else should be a compiled Keras model."""
+    roots = {c.__module__.split(".")[0] for c in type(model).__mro__}
+    here = keras.backend.backend()
+    other = next((b for b in registry().values() if b.name != here and roots & set(b.distributions)), None)
+    if other is not None:
+        return (f"{t.label} returned a {other.title} {type(model).__name__}, not a Keras model: run it with "
+                f"--backend {other.name}")
+    return (f"{t.label} returned {type(model).__name__}, not a Keras model: return a compiled keras.Model (or "
+            "(model, (x, y)))")
 
 
 def backend_of(module: str) -> str:

@@ -23,7 +23,7 @@ from torch import nn
 from tpulab.backends.torch import synchronize
 from tpulab.base.errors import TpulabError, UserCodeError, out_of_memory
 from tpulab.base.events import PHASE_PREDICT, PHASE_TRAIN, Log, from_dicts
-from tpulab.workloads.base import COMPILE, PHASE_EAGER, variants
+from tpulab.workloads.base import COMPILE, PHASE_COMPILED, PHASE_EAGER, variants
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
 from tpulab.workloads.running import CancelToken, Planned, Sink, place, profile_calls, started
 from tpulab.workloads.torch_steps import can_compile, parameters
@@ -76,7 +76,8 @@ def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
             fresh = copy.deepcopy(module)
             step = Trainer(fresh, batches, autocast, compiled, device)
             phase = PHASE_EAGER if len(modes) > 1 and not compiled else PHASE_TRAIN
-            train(step, p, events, cancel, batch, phase, epochs=phase == PHASE_TRAIN)
+            named = PHASE_COMPILED if len(modes) > 1 and compiled else phase  # its compile, named beside eager's
+            train(step, p, events, cancel, batch, phase, named, epochs=phase == PHASE_TRAIN)
             if compiled:
                 sink(Log(text=graph_breaks()))
             if phase == PHASE_TRAIN:
@@ -242,8 +243,8 @@ def timed(f: Callable[[], float]) -> tuple[float, float]:
 
 
 def train(step: Trainer, p: Params, events: Callable[[dict[str, Any]], None], cancel: CancelToken, batch: int,
-          phase: str, epochs: bool) -> None:
-    """Epochs of timed steps: the first call apart (its compile), then each step as it completes."""
+          phase: str, first: str, epochs: bool) -> None:
+    """Epochs of timed steps: the first call apart (its compile, said as `first`), then each step as it completes."""
     done = 0
     for epoch in range(p[EPOCHS.name]):
         start = time.perf_counter()
@@ -251,7 +252,7 @@ def train(step: Trainer, p: Params, events: Callable[[dict[str, Any]], None], ca
         for _ in range(p[STEPS_PER_EPOCH.name]):
             loss, seconds = timed(step)
             done += 1
-            emit(events, phase, done, seconds, batch, {"loss": loss})
+            emit(events, phase, done, seconds, batch, {"loss": loss}, first=first)
             if cancel.is_set():
                 return
         if epochs:
@@ -270,9 +271,10 @@ def predict(step: Trainer, steps: int, events: Callable[[dict[str, Any]], None],
 
 
 def emit(events: Callable[[dict[str, Any]], None], phase: str, n: int, seconds: float, batch: int,
-         metrics: dict[str, float], value: float | None = None) -> None:
+         metrics: dict[str, float], value: float | None = None, first: str = "") -> None:
+    """Step `n` of `phase`; the first is the compile, of the phase `first` names (by default `phase`)."""
     if n == 1:
-        events({"event": "compiled", "phase": phase, "seconds": seconds, "steps": 1})
+        events({"event": "compiled", "phase": first or phase, "seconds": seconds, "steps": 1})
         return
     event: dict[str, Any] = {"event": "step", "phase": phase, "step": n, "steps": 1, "seconds": seconds,
                              "examples_per_s": batch / seconds, "metrics": metrics}
