@@ -3,8 +3,9 @@
 1. entry/alone: each chosen entry's median (from a card of the quick suite) against the same workload run alone
    with the same parameters, by the command the card gives for it (`tpulab --run ... --no-ui --json`), rounds
    alternated; goal: alone/entry <= 1.03x (the card's bench adds nothing to what it measures).
-2. card/card: with --cards 2, two quick cards back to back: every headline within 5% of the other's, printed
-   with each entry's coefficient of variation (its timed steps') so that a noisy entry is seen as such.
+2. card/card: with --cards 2, two quick cards back to back, compared as `tpulab cards compare` does (from both
+   cards' kept steps): goal: every entry "no difference detected" (or within the cards' measured drift), each
+   printed with its ratio's interval, its coefficient of variation and the card's drift.
 3. the card's wall time against its budget (3 minutes with --quick on a 2-core machine).
 
     python benchmarks/card.py [--rounds 2] [--entries conv,decode-b1] [--cards 2] [--backend tensorflow]
@@ -26,8 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tpulab.base.noise import SAME  # noqa: E402
 from tpulab.engine.bench_run import Bench, field_of  # noqa: E402
 from tpulab.engine.card import Card, read  # noqa: E402
+from tpulab.engine.card_compare import compare  # noqa: E402
 from tpulab.engine import bench  # noqa: E402
 from tpulab.base.events import RunRecord  # noqa: E402
 from tpulab.machine.detect import detect  # noqa: E402
@@ -70,20 +73,19 @@ def main() -> None:
             cards.append(made)
             print(f"card {made.short_id}: {wall:.0f} s wall (budget {made.budget_s:.0f} s: "
                   f"{'within' if wall <= (made.budget_s or 0) else 'OVER'}), status {made.status}, "
-                  f"noisy: {made.noisy or 'no'}")
+                  f"noisy: {made.noisy or 'no'}, drift: {made.drift_words() or '-'}")
         first = cards[0]
         for e in first.entries:
             print(f"  {e.name:20} {e.median or 0:12.2f} {e.unit or '':12} cv {'-' if e.cv is None else f'{e.cv:.1%}'} "
                   f"n {e.n} {e.stopped or e.reason or ''}")
         if len(cards) > 1:
-            worst = 0.0
-            for e in first.entries:
-                other = next((x for x in cards[1].entries if x.name == e.name), None)
-                if e.median and other and other.median:
-                    r = other.median / e.median
-                    worst = max(worst, abs(r - 1))
-                    print(f"  card/card {e.name:20} {r:.3f}x  (cv {e.cv or 0:.1%} / {other.cv or 0:.1%})")
-            print(f"card/card: the worst headline differs by {worst:.1%} (goal <= 5%)")
+            rows = [(r.name, r.cells[0].entry, r.cells[1]) for r in compare(cards[:2]).rows if r.cells[1].speedup]
+            for name, e, cell in rows:
+                said = cell.change.words() if cell.change else f"{cell.speedup:.3f}x ({cell.no_interval})"
+                cvs = f"cv {(e.cv if e else 0) or 0:.1%} / {(cell.entry.cv if cell.entry else 0) or 0:.1%}"
+                print(f"  card/card {name:20} {said} ({cvs}){'; disturbed' if cell.disturbed else ''}")
+            same = sum(cell.change is not None and cell.change.word == SAME for _, _, cell in rows)
+            print(f"card/card: {same} of {len(rows)} entries 'no difference detected' (goal: all)")
         for name in a.entries.split(","):
             e = next((x for x in first.entries if x.name == name and x.command and x.median), None)
             if e is None:

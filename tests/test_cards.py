@@ -33,6 +33,9 @@ from tpulab.views import card as view
 from .helpers import ROOT, cpu_only, make_record, pci, run_cli, tree
 
 
+STEPS = [[0.01 * (1 + 0.01 * (i % 5)) for i in range(20)]] * 2  # two repeats of an entry's step times, kept
+
+
 def card(id: str = "c0ffee00" * 4, label: str = "machine A", decode: float = 100.0, bandwidth: float | None = 10e9,
          flops: float | None = 100e9, version: int = bench.VERSION, quick: bool = True, **entry: object) -> Card:
     ceilings = [CardCeiling(device="cpu: A", kind="memory", dtype="memory", value=bandwidth, unit="B/s",
@@ -41,9 +44,10 @@ def card(id: str = "c0ffee00" * 4, label: str = "machine A", decode: float = 100
                              source="roofline run x")] if flops else []
     entries = [CardEntry(name="decode-b1", workload="decode", backend="jax", status="ok", unit="tokens/s",
                          median=decode, p10=decode * 0.9, p90=decode * 1.1, n=30, ceiling_kind="memory",
-                         run_id="ab" * 16, **{"command": "tpulab --run decode --no-ui", **entry}),  # type: ignore[arg-type]
+                         run_id="ab" * 16, samples=STEPS,
+                         **{"command": "tpulab --run decode --no-ui", **entry}),  # type: ignore[arg-type]
                CardEntry(name="conv", workload="conv", backend="jax", status="ok", unit="GFLOP/s", median=50.0,
-                         n=10, ceiling_fraction=0.5, bound="compute", article="conv")]
+                         n=10, ceiling_fraction=0.5, bound="compute", article="conv", samples=STEPS)]
     return Card(id=id, created_at="2026-12-01T00:00:00+00:00", suite=CardSuite(name=bench.NAME, version=version,
                 quick=quick), machine={"label": label, "cpu": {"model": label, "threads": 2}},
                 ceilings=ceilings, entries=entries)
@@ -135,9 +139,12 @@ def test_a_speedup_is_set_beside_the_ratio_of_the_machines_ceilings():
     result = compare([a, b])
     decode = next(r for r in result.rows if r.name == "decode-b1")
     assert decode.cells[1].speedup == pytest.approx(3.1)
-    assert decode.cells[1].why == "decode-b1 3.1x faster; memory bandwidth 3.3x: explained by bandwidth"
-    conv = next(r for r in result.rows if r.name == "conv")
-    assert conv.cells[1].why == "conv 1.0x faster; compute ceiling (float32 matmul) 1.0x: explained by compute"
+    assert decode.cells[1].why.startswith("decode-b1: 3.10x [3.0")
+    assert decode.cells[1].why.endswith("] faster (noise threshold ±5%; 95% interval from 40 and 40 steps); "
+                                        "memory bandwidth 3.3x: explained by bandwidth")
+    conv = next(r for r in result.rows if r.name == "conv")  # the same figure: nothing to explain, and none is
+    assert conv.cells[1].why.startswith("conv: 1.00x [") and conv.cells[1].why.endswith(
+        "] no difference detected (noise threshold ±5%; 95% interval from 40 and 40 steps)")
     gm, names = result.geomeans[1]
     assert gm == pytest.approx((3.1 * 1.0) ** 0.5) and names == ["decode-b1", "conv"]
 
@@ -147,14 +154,15 @@ def test_a_refused_ceiling_leaves_a_speedup_unexplained_and_says_why():
     b = card(id="d" * 32, label="busy B", decode=150.0, bandwidth=None)
     b.refused["memory"] = "other processes used 1.2 of 2 cores (60%)"
     why = compare([a, b]).rows[0].cells[1].why
-    assert why == "decode-b1 1.5x faster; cannot explain it: no memory bandwidth on busy B: refused (why: below)"
+    assert why.startswith("decode-b1: 1.50x [") and \
+        why.endswith("; cannot explain it: no memory bandwidth on busy B: refused (why: below)")
     assert "busy B: no memory ceiling: other processes used 1.2 of 2 cores (60%)" in compare([a, b]).differs
 
 
 def test_a_speedup_below_the_ceilings_ratio_names_what_held_the_faster_machine():
     b = card(id="d" * 32, label="B", decode=120.0, bandwidth=40e9, bound="host")
-    assert compare([card(), b]).rows[0].cells[1].why == \
-        "decode-b1 1.2x faster; memory bandwidth 4.0x: host-bound on B"
+    assert compare([card(), b]).rows[0].cells[1].why.endswith("] faster (noise threshold ±5%; 95% interval from 40 "
+                                                              "and 40 steps); memory bandwidth 4.0x: host-bound on B")
 
 
 def test_cards_of_other_versions_or_variants_compare_on_shared_entries_and_say_so():
@@ -171,7 +179,8 @@ def test_this_card_against_the_article_shows_speedups_a_why_per_entry_and_the_ar
     done = run_cli("cards", "--db", str(db), "compare", "this", "article")
     assert done.returncode == 0, done.stderr
     out = " ".join(done.stdout.split())
-    assert "conv 1.5x slower; cannot explain it: no compute ceiling (float32 matmul) on Colab CPU (2018, published)" in out
+    assert "conv 1.5x slower (published figure, no interval); cannot explain it: no compute ceiling (float32 " \
+        "matmul) on Colab CPU (2018, published)" in out
     assert "conv: no speedup: Colab TPU v2-8 (2018, published)'s figure is an artifact, not a speed" in out
     assert "geometric mean of shared speedups" in out and "published figures, not measured here" in out
 
@@ -287,11 +296,13 @@ def on_jax(root: Path) -> RuntimeReport:
 
 @pytest.mark.slow
 def test_a_tiny_suite_benches_for_real_keeps_its_runs_and_a_failed_entry_leaves_the_card_whole(tmp_path):
+    """Its conv twice (the second after the other entry), its smoke roofline at its start and its end (the drift)."""
     db = tmp_path / "r.db"
     seen = []
     # On TensorFlow: a JAX roofline's steady part is long enough for the load beside it (another test, with -n 2)
     # to stop it early, at times before its copy
-    made = Bench(cpu_only(tmp_path / "m", packages=None), db, "tensorflow", quick=True, suite=TINY, budget_s=60,
+    suite = replace(TINY, drift=TINY.ceilings, repeats=2)
+    made = Bench(cpu_only(tmp_path / "m", packages=None), db, "tensorflow", quick=True, suite=suite, budget_s=60,
                  on_progress=seen.append, reuse_ceilings=False, devices="all").run()
     conv, resnet, scaling = made.entries
     assert (scaling.name, scaling.status, scaling.reason) == (  # no scaling entry on one device, and the card says why
@@ -303,12 +314,22 @@ def test_a_tiny_suite_benches_for_real_keeps_its_runs_and_a_failed_entry_leaves_
     assert conv.stopped and conv.stopped.split(":")[0] in ("stable", "budget")
     assert conv.command.startswith("tpulab --run conv --no-ui --backend tensorflow --device cpu")
     assert Store(db).get(conv.run_id).workload == "conv"  # kept like any other run
+    # two alike runs, their steps kept; the interval over both
+    assert conv.repeats == 2 and len(conv.runs) == 2 and "2 alike runs, interleaved" in conv.stopped
+    assert [len(r) for r in conv.samples] == [Store(db).get(r).summary.step_seconds.count for r in conv.runs]
+    assert conv.low is not None and conv.high is not None and conv.low <= conv.median <= conv.high
+    assert [(d.kind, bool(d.start), bool(d.end)) for d in made.drift] == [("compute", True, True),
+                                                                          ("memory", True, True)]
+    assert made.drifted() is not None and f"drift from start to end: {made.drift_words()}" in \
+        " ".join(view.stability_lines(made))
     assert resnet.status == "failed" and "--image-size must be" in resnet.reason and "\n" not in resnet.reason
     assert made.status == "failed" and made.exit_code == 1
     assert set(made.refused) == {"float32", "memory"}  # the smoke roofline sets no ceiling, and says why
     assert conv.ceiling_fraction is None
     assert Store(db).get_card(made.id).entries == made.entries
-    assert [p.what for p in seen if p.finished is None] == ["ceilings (roofline)", "conv", "resnet50"]
+    assert [p.what for p in seen if p.finished is None and p.repeated is None] == [
+        "the ceilings at the start (drift)", "ceilings (roofline)", "conv", "resnet50", "conv, run 2 of 2",
+        "the ceilings at the end (drift)"]
 
 
 def test_devices_all_runs_the_scaling_entry_across_every_gpu_with_the_batch_per_device_kept(tmp_path):
@@ -387,7 +408,8 @@ def test_the_notebook_compares_a_card_with_the_article_as_html_in_the_cell(db):
     result = tpulab.cards.compare(card(), "article", db=db)
     page = result._repr_html_()
     assert page.startswith('<div class="tpulab">') and "<svg" in page and "Colab K80 GPU (2018, published)" in page
-    assert "conv 5.8x faster; compute ceiling (float32 matmul) 43.7x, spec figures" in page and "artifact" in page
+    assert "conv 5.8x faster (published figure, no interval); compute ceiling (float32 matmul) 43.7x, spec figures" \
+        in page and "artifact" in page
     assert "geometric mean over conv (the entries Colab K80 GPU" in " ".join(repr(result).split())
 
 
@@ -421,7 +443,7 @@ def test_the_notebooks_bench_renders_its_card_in_the_cell_and_an_interrupt_keeps
         assert made.status == "partial" and "partial" in " ".join(repr(result).split())
     else:
         conv, resnet = made.entries
-        assert conv.status == "ok" and conv.median and f"<td>{view.figure(conv.median)}</td>" in page
+        assert conv.status == "ok" and conv.median and f"<td>{view.median_ci(conv)}</td>" in page
         assert resnet.status == "failed" and "--image-size must be" in resnet.reason and made.status == "failed"
         assert "[1/2 jax] conv" in capsys.readouterr().err  # its progress, as it went
 

@@ -98,9 +98,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
                            in FORMATS else "json")
 
     def progress(p: Progress) -> None:
-        if p.finished is not None:
-            e = p.finished
-            said = f"{view.figure(e.median)} {e.unit or ''} (p10-p90 {view.spread(e)}, n {e.n or '-'})" \
+        e = p.finished or p.repeated
+        if e is not None:
+            runs = f", {e.repeats} runs" if e.repeats and e.repeats > 1 else ""
+            said = f"{view.median_ci(e)} {e.unit or ''} (p10-p90 {view.spread(e)}, n {e.n or '-'}{runs})" \
                 if e.status == "ok" else f"{e.status}: {e.reason or ''}"
             err.print(safe.text(f"  {e.name} [{e.backend}]: {said}; {e.stopped or ''}"))
         else:

@@ -63,6 +63,8 @@ class Suite:
     ceilings: Entry  # the roofline: its matmul per dtype and its copy
     entries: tuple[Entry, ...]
     scaling: str | None = None  # the headline whose entry `--devices all` runs again across every device
+    drift: Entry | None = None  # a short roofline at a backend's start and at its end: how far the machine moved
+    repeats: int = 1  # alike runs of each entry, interleaved (A B, A B), where the budget allows
 
     def scales(self) -> Entry | None:
         """The entry of the `scaling` headline, on one device."""
@@ -122,4 +124,10 @@ SUITE = Suite(
               (Headline("decode-b8", "decode.decode_tokens_per_s", "tokens/s", ceiling="memory"),), ("gen_len",)),
     ),
     scaling="conv",  # the article's convolution, which its TPU ran over 8 cores (batch_parallel)
+    # One size past the L2 and a copy past most last-level caches, float32 on every device: a few seconds at the
+    # start and the end of a backend's part. Not a ceiling (the roofline above measures those): a yardstick of how
+    # far the machine moved while the card ran, against which a difference between two cards is read.
+    drift=Entry("roofline", {"min_size": 2048, "max_size": 2048, "dtypes": "float32", "copy_mib": 256, "iterations": 5,
+                             "warmup": 1, "rounds": 2}, {"min_size": 1024, "max_size": 1024, "copy_mib": 128}, (), ()),
+    repeats=2,  # two runs of each entry, interleaved: its interval then holds the spread between runs
 )

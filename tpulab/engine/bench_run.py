@@ -6,28 +6,36 @@ ceiling a ceiling (`engine.ceilings`): a busy machine's are refused, and its ent
 fraction, only the reason. An entry measures until its spread is stable or its share of the budget is spent
 (each rerun doubles its steps), and says which. A failed entry keeps its one-line reason and the rest runs; a
 cancelled bench keeps what it measured, as a partial card.
+
+Noise is not a finding, and a shared machine moves over minutes: a card measures its own stability. The suite's
+short roofline (`Suite.drift`) runs at the start of each backend's part and at its end, and the card states how
+far its ceilings drifted. Where the budget allows, every entry runs again at the steps it settled on, after all
+the others ran once (A B C, A B C: a neighbour's burst or a drift falls on several entries a little, not on one
+entry whole), and its figures and interval are taken over its repeats. Each entry keeps its timed steps, thinned
+(`card.KEPT`), for comparisons, and says when another process used the machine while it was timed.
 """
 
 from __future__ import annotations
 
 import math
 import platform
+import statistics
 import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from tpulab import backends
 from tpulab.base import fmt
 from tpulab.base.errors import TpulabError, first_line
-from tpulab.base.events import OTHER_OPS, PHASE_BANDWIDTH, PHASE_PREFILL, RunRecord, Summary
-from tpulab.base.timing import Stats
+from tpulab.base.events import OTHER_OPS, PHASE_PREDICT, RunRecord, Summary
+from tpulab.base.timing import Stats, median, summarize
 from tpulab.base.version import __version__
 from tpulab.engine import bench
-from tpulab.engine.card import Card, CardCeiling, CardEntry, CardSuite, Op
+from tpulab.engine.card import Card, CardCeiling, CardDrift, CardEntry, CardSuite, Op, kept
 from tpulab.engine.ceilings import MEMORY, Ceilings, load_of, of_record, verdicts
 from tpulab.engine.record import now_iso
 from tpulab.engine.runner import Run, run_job
@@ -39,7 +47,7 @@ from tpulab.workloads import get_workload
 from tpulab.workloads.base import BACKEND, DEVICE, PROFILE, PROFILE_STEPS
 
 HOST_BOUND = 0.5  # a traced step whose device waited on the host this much of the time is host-bound
-NOT_STEPS = (PHASE_PREFILL, PHASE_BANDWIDTH)  # a decode's prompt, a copy timed before the run: not its steady steps
+INFERENCE = "inference_step_seconds"  # a headline's statistics of the inference phase (PHASE_PREDICT)
 OVERRUN = 2.0  # a run still going at this many times its entry's share (and 30 s more) is stopped
 KILL_AFTER_S = 3.0  # a run asked to stop at its budget and still going this much later is killed
 LEAST_S = 5.0  # an entry that would start with less of the budget left than this is skipped, and says so; a run
@@ -57,6 +65,7 @@ class Progress:
     elapsed: float
     eta: float
     finished: CardEntry | None = None  # an entry just finished: a line of the running card
+    repeated: CardEntry | None = None  # an entry again, its figures now over one more repeat
 
 
 def installed(report: RuntimeReport) -> list[str]:
@@ -124,15 +133,13 @@ def spread(stats: Stats | None) -> float | None:
     return (stats.p90 - stats.p10) / stats.median if stats and stats.median > 0 else None
 
 
-def cv(record: RunRecord, stats_name: str, stats: Stats | None) -> float | None:
-    """The coefficient of variation of the timed steps the stats were taken over (None: they cannot be told apart)."""
-    w, inference = get_workload(record.workload), stats_name == "inference_step_seconds"
-    xs = [s.seconds for s in record.steps if not s.warmup and s.kernel is None and s.phase not in NOT_STEPS
-          and w.is_inference(s.phase) == inference]
-    if stats is None or len(xs) != stats.count or len(xs) < 2:
-        return None
-    mean = sum(xs) / len(xs)
-    return math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) / mean if mean > 0 else None
+def timed(record: RunRecord, h: bench.Headline) -> list[float]:
+    """The steady step times the headline's statistics were taken over, in order, as the workload counts them ([]
+    where they do not reproduce the statistics: then they cannot be told apart)."""
+    stats = getattr(record.summary, h.stats, None)
+    xs = get_workload(record.workload).timed_seconds(record.steps, PHASE_PREDICT if h.stats == INFERENCE else "")
+    same = stats is not None and len(xs) == stats.count and math.isclose(median(xs) or 0.0, stats.median, rel_tol=1e-9)
+    return xs if same else []
 
 
 def figures(h: bench.Headline, record: RunRecord, ceiling_known: bool) -> dict[str, Any]:
@@ -140,8 +147,7 @@ def figures(h: bench.Headline, record: RunRecord, ceiling_known: bool) -> dict[s
     s = record.summary
     value = field_of(s, h.path)
     stats = getattr(s, h.stats, None)
-    out: dict[str, Any] = {"median": value, "n": stats.count if stats else None, "cv": cv(record, h.stats, stats),
-                           "unit": h.unit or s.throughput_unit}
+    out: dict[str, Any] = {"median": value, "n": stats.count if stats else None, "unit": h.unit or s.throughput_unit}
     if value is not None and stats is not None and stats.p10 > 0:  # a rate is work over time: its p10 at the p90 time
         out["p10"], out["p90"] = value * stats.median / stats.p90, value * stats.median / stats.p10
     if h.ceiling == MEMORY:
@@ -160,6 +166,95 @@ def figures(h: bench.Headline, record: RunRecord, ceiling_known: bool) -> dict[s
     out["verdicts"] = [f"{f.code}: {f.message}" for f in [*s.flags, *(p.verdicts if p else []),
                                                           *(s.telemetry.verdicts if s.telemetry else [])]]
     return out
+
+
+def pooled(h: bench.Headline, records: list[RunRecord], ceiling_known: bool) -> dict[str, Any]:
+    """An entry's figures from its alike runs (the repeats): the first run's (`figures`), then its median, spread,
+    interval and fractions over every run's timed steps, the interval drawn over the runs as repeats so that it
+    holds the spread between them. A rate is the first run's work per step over the pooled step time (one run:
+    its own figure). A run whose steps do not give its statistics is left out of the pool."""
+    first = records[0]
+    out = figures(h, first, ceiling_known)
+    value, stats = out["median"], getattr(first.summary, h.stats, None)
+    pool = [(r, xs) for r in records if (xs := timed(r, h))]
+    if value is None or stats is None or not pool or pool[0][0] is not first:
+        return {**out, "repeats": 1, "runs": [first.id], "disturbed": disturbed([first])}
+    repeats = [xs for _, xs in pool]
+    flat = [x for xs in repeats for x in xs]
+    steps = summarize(flat, repeats)
+    assert steps is not None  # (the pool is not empty)
+    work = value * stats.median
+    mean = statistics.fmean(flat)
+    out.update(median=work / steps.median, n=steps.count, p10=work / steps.p90, p90=work / steps.p10,
+               cv=statistics.stdev(flat) / mean if len(flat) > 1 and mean > 0 else None,
+               low=work / steps.high if steps.high else None, high=work / steps.low if steps.low else None,
+               repeats=len(pool), runs=[r.id for r, _ in pool], samples=kept(repeats),
+               disturbed=disturbed([r for r, _ in pool]))
+    moved = stats.median / steps.median  # the pooled figure over the first run's: its fractions move with it
+    for key in ("ceiling_fraction", "spec_fraction"):
+        out[key] = out[key] * moved if out.get(key) is not None else None
+    return out
+
+
+def disturbed(records: list[RunRecord]) -> str | None:
+    """What else used the machine while these runs were timed (their `disturbed` flags: the load in short, else
+    the flag's words), each run named where several were pooled; None: none was."""
+    said = []
+    for i, r in enumerate(records, 1):
+        flag = next((f for f in r.summary.flags if f.code == "disturbed"), None)
+        load = load_of(r.summary.telemetry)
+        if flag is not None:
+            said.append((i, load.words() if load is not None and load.busy else flag.message))
+    if len(records) == 1:
+        return said[0][1] if said else None
+    return "; ".join(f"run {i} of {len(records)}: {m}" for i, m in said) or None
+
+
+@dataclass
+class Measuring:
+    """An entry as measured so far: its alike runs (the first settled their steps; each repeat runs them again),
+    what one more costs, and where its headlines sit on the card."""
+
+    entry: bench.Entry
+    values: dict[str, Any]  # the parameters every run of it is made with
+    records: list[RunRecord]
+    stopped: str  # how its first run's steps were settled
+    seconds: float  # wall time of its runs together
+    cost: float  # wall time of its last run: what one more takes
+    budget_stop: bool = False  # its first run was stopped at its share, with the steps it had timed
+    repeatable: bool = False  # its first run finished with every figure: a repeat can be pooled with it
+    at: list[int] = field(default_factory=list)  # its headlines' places among the card's entries
+    notes: list[str] = field(default_factory=list)  # its repeats: how many, and any left out
+
+
+def drifts(backend: str, start: RunRecord | str | None, end: RunRecord | str | None) -> list[CardDrift]:
+    """The drift probe's matmul and copy at a backend's start and end, or why either is missing."""
+    out = []
+    records = [r for r in (start, end) if isinstance(r, RunRecord)]
+    dtype = str(records[0].params.get("dtypes", "float32")).split("+")[0] if records else "float32"
+    for kind, key, unit, path in (("compute", dtype, "FLOP/s", "gflops_per_s"),
+                                  ("memory", MEMORY, "B/s", "gbytes_per_s")):
+        found = [_rate(r, path) for r in (start, end)]
+        why = [f"at the {at}: {f}" for f, at in zip(found, ("start", "end")) if isinstance(f, str)]
+        first, last = (f if isinstance(f, float) else None for f in found)
+        out.append(CardDrift(backend=backend, kind=kind, dtype=key, unit=unit, start=first, end=last,
+                             runs=[r.id for r in records], why="; ".join(why) or None))
+    return out
+
+
+def _rate(record: RunRecord | str | None, path: str) -> float | str:
+    """A drift probe's figure (FLOP/s or B/s), or why it has none. A probe stopped early on a busy machine (a
+    roofline stops itself there) keeps what it timed: the machine as it then was is what the drift is about."""
+    if record is None:
+        return "the card was stopped before it"
+    if isinstance(record, str):
+        return record
+    value = record.summary.figure(path)
+    if value:
+        return float(value) * 1e9
+    if record.status != "finished":
+        return first_line(record.error) if record.error else f"the roofline was {record.status}"
+    return f"it gave no {path.replace('_', ' ')}"
 
 
 class Bench:
@@ -183,7 +278,7 @@ class Bench:
         self.cancelled = False
         self.overran = False  # the run in flight was stopped at its share of the budget
         self.current: Run | None = None
-        self._loads: list[tuple[float, int, str]] = []  # (other cores, cores, entry)
+        self._loads: dict[str, tuple[float, int, str]] = {}  # run id -> (other cores, cores, entry)
         env = dict(os.environ if environ is None else environ)
         self.card = Card(id=uuid.uuid4().hex, created_at=_now(), suite=CardSuite(name=suite.name, version=suite.version,
                          quick=quick), machine=machine(report, env), backends=self.backends, budget_s=self.budget)
@@ -205,7 +300,7 @@ class Bench:
         c.wall_s, c.ended_at = time.monotonic() - start, _now()
         c.status = "partial" if self.cancelled else "failed" if any(e.status == "failed" for e in c.entries) \
             else "complete"
-        busiest = max(self._loads, default=None)
+        busiest = max(self._loads.values(), default=None)
         if busiest is not None:
             c.load = busiest[0]
             if busiest[0] > 0.25 * busiest[1]:
@@ -221,28 +316,70 @@ class Bench:
             entries += (scaled,)
         total = len(entries) + 1
         deadline = start + self.budget
+        began = self._probe(backend, "the ceilings at the start (drift)", 0, total, start, deadline)
+        end = deadline - (time.monotonic() - start)  # the end's probe takes as long as the start's
         self._progress(backend, "ceilings (roofline)", 0, total, start)
         ceilings = self._ceilings(backend, start + self.budget * bench.CEILINGS_SHARE * OVERRUN)
         weights = [e.weight for e in entries]
+        repeats = max(1, self.suite.repeats)
+        measured: list[Measuring] = []
         for i, entry in enumerate(entries):
             if self.cancelled:
                 break
-            left = max(0.0, deadline - time.monotonic())
-            share = left * entry.weight / sum(weights[i:])
+            left = max(0.0, end - time.monotonic())
+            # the repeats of those measured so far are kept back, short of starving this one's first run
+            reserved = sum(m.cost for m in measured) * (repeats - 1)
+            share = max(left - reserved, left / repeats) * entry.weight / sum(weights[i:]) / repeats
             self._progress(backend, entry.workload, i + 1, total, start)
-            made_here = self._entry(entry, backend, share, ceilings, deadline - LEAST_S) if left >= LEAST_S else [
-                CardEntry(name=h.name, workload=entry.workload, backend=backend, status="skipped", ceiling_kind=h.ceiling,
-                          reason=f"the {fmt.duration(self.budget)} budget was spent before it started",
-                          article=h.article) for h in entry.headlines]
+            if left >= LEAST_S:
+                made_here, m = self._entry(entry, backend, share, ceilings, end - LEAST_S)
+            else:
+                m, made_here = None, [CardEntry(
+                    name=h.name, workload=entry.workload, backend=backend, status="skipped", ceiling_kind=h.ceiling,
+                    reason=f"the {fmt.duration(self.budget)} budget was spent before it started", article=h.article)
+                    for h in entry.headlines]
             for made in made_here:
                 if entry is scaled:
                     made = scaling(made, devices, self.card.entries)
+                if m is not None:
+                    m.at.append(len(self.card.entries))
                 self.card.entries.append(made)
                 self._save()
                 self._progress(backend, made.name, i + 1, total, start, made)
+            if m is not None and m.repeatable:
+                measured.append(m)
+        for k in range(2, repeats + 1):  # A B C, A B C: each entry's next run after every other's
+            for m in measured:
+                if self.cancelled or time.monotonic() + m.cost + LEAST_S > end:
+                    continue
+                i = entries.index(m.entry)
+                self._progress(backend, f"{m.entry.workload}, run {k} of {repeats}", i + 1, total, start)
+                self._repeat(m, backend, ceilings, end - LEAST_S)
+                for made in self._remade(m, backend, ceilings, devices if m.entry is scaled else None):
+                    self._progress(backend, made.name, i + 1, total, start, repeated=made)
+        for m in measured:  # how many runs each got, now that no more will come
+            self._remade(m, backend, ceilings, devices if m.entry is scaled else None, repeats)
+        ended = None if self.cancelled else self._probe(backend, "the ceilings at the end (drift)", total - 1, total,
+                                                        start, max(deadline, time.monotonic() + 60))
+        if self.suite.drift is not None:
+            self.card.drift += drifts(backend, began, ended)
         if why_not is not None and not self.cancelled:
             self.card.entries.append(CardEntry(name=f"{self.suite.scaling}{bench.SCALING}", workload="", backend=backend,
                                                status="skipped", reason=why_not))
+        self._save()
+
+    def _probe(self, backend: str, what: str, done: int, total: int, start: float,
+               deadline: float) -> RunRecord | str | None:
+        """The suite's short roofline (`Suite.drift`), at a backend's start or end: its record, or why there is none
+        (None: the suite has no drift probe)."""
+        if self.suite.drift is None:
+            return None
+        self._progress(backend, what, done, total, start)
+        try:
+            return self._run(self.suite.drift.workload, self.suite.drift.values(self.quick), backend, Ceilings(),
+                             deadline)
+        except TpulabError as e:
+            return first_line(str(e))
 
     def _scaled(self, backend: str) -> tuple[bench.Entry | None, int, str | None]:
         """The suite's scaling entry across every device of the kind `backend`'s entries run on, with how many; or
@@ -263,10 +400,10 @@ class Bench:
         return self.suite.scaled(count, int(spec.params["batch_size"]), self.quick), count, None
 
     def _progress(self, backend: str, what: str, done: int, total: int, start: float,
-                  finished: CardEntry | None = None) -> None:
+                  finished: CardEntry | None = None, repeated: CardEntry | None = None) -> None:
         elapsed = time.monotonic() - start
         eta = max(0.0, self.budget - elapsed) if done < total else 0.0
-        self.on_progress(Progress(backend, what, done, total, elapsed, eta, finished))
+        self.on_progress(Progress(backend, what, done, total, elapsed, eta, finished, repeated))
 
     def _save(self) -> None:
         try:
@@ -314,7 +451,8 @@ class Bench:
                 unit="B/s" if memory else "FLOP/s", source=c.measured(), run_id=c.run_id, reused=reused))
 
     def _kept(self, backend: str) -> tuple[Ceilings, RunRecord] | None:
-        """The newest kept roofline that set a ceiling on this device with this backend and these versions."""
+        """The newest kept roofline that set a ceiling on this device with this backend and these versions (not a
+        card's drift probe: one size, no curve)."""
         from tpulab.engine.runindex import RunFilter
 
         version = backends.get(backend).version(self.report.packages)
@@ -322,25 +460,33 @@ class Bench:
             records = self.store.records(RunFilter(workload=self.suite.ceilings.workload, backend=backend))
         except StoreError:
             return None
+        probes = [{k: v for k, v in d.values(q).items() if k != "preset"} for d in (self.suite.drift, bench.SUITE.drift)
+                  if d is not None for q in (True, False)]
         for r in records:  # newest first
             same = r.versions is not None and version in r.versions.values() and \
                 r.versions.get("python") == self.report.python
-            if same and r.device is not None and r.device.kind == self.report.default_device and of_record(r):
+            probe = any(p and all(r.params.get(k) == v for k, v in p.items()) for p in probes)
+            if same and not probe and r.device is not None and r.device.kind == self.report.default_device \
+                    and of_record(r):
                 return Ceilings([r]), r
         return None
 
     # --- entries -----------------------------------------------------------------------------------
     def _entry(self, entry: bench.Entry, backend: str, share: float, ceilings: Ceilings,
-               limit: float) -> list[CardEntry]:
+               limit: float) -> tuple[list[CardEntry], Measuring | None]:
+        """An entry's first run: rerun at twice the steps until its spread is stable or its share is spent. Its
+        card entries, and what its repeats need (None: it gave no run to repeat)."""
         start = time.monotonic()
         values = entry.values(self.quick)
         w = get_workload(entry.workload)
         if PROFILE.name not in {p.name for p in w.params} or not PROFILE.applies(backend):  # no profiler: no top ops
             values = {k: v for k, v in values.items() if k not in (PROFILE.name, PROFILE_STEPS.name)}
         record: RunRecord | None = None
+        kept_values, cost = values, 0.0
         stopped = ""
         first = entry.headlines[0]
         while True:
+            began = time.monotonic()
             try:
                 got = self._run(entry.workload, values, backend, ceilings, min(start + share * OVERRUN + 30, limit))
             except TpulabError as e:
@@ -350,11 +496,11 @@ class Bench:
                 status = "skipped" if "does not run on" in str(e) else "failed"
                 return [CardEntry(name=h.name, workload=entry.workload, backend=backend, status=status,
                                   reason=first_line(str(e)), ceiling_kind=h.ceiling, article=h.article,
-                                  seconds=time.monotonic() - start) for h in entry.headlines]
+                                  seconds=time.monotonic() - start) for h in entry.headlines], None
             if self.overran and record is not None:
                 stopped = "budget: the rerun at twice the steps ran past its share: the last run's figures are kept"
                 break
-            record = got
+            record, kept_values, cost = got, values, time.monotonic() - began
             spent = time.monotonic() - start
             width = spread(getattr(record.summary, first.stats, None))
             if self.overran:
@@ -373,29 +519,64 @@ class Bench:
                            f"within {bench.STABLE:.0%})")
                 break
             values = {**values, **{k: int(record.params[k]) * 2 for k in entry.steps if k in record.params}}
-        budget_stop = self.overran and record is got
-        return [self._made(h, record, backend, stopped, time.monotonic() - start, ceilings, budget_stop)
-                for h in entry.headlines]
+        m = Measuring(entry, kept_values, [record], stopped, time.monotonic() - start, cost,
+                      budget_stop=self.overran and record is got)
+        made = [self._made(h, m, backend, ceilings) for h in entry.headlines]
+        m.repeatable = record.status == "finished" and all(e.status == "ok" for e in made)
+        return made, m
 
-    def _made(self, h: bench.Headline, record: RunRecord, backend: str, stopped: str, seconds: float,
-              ceilings: Ceilings, budget_stop: bool = False) -> CardEntry:
-        """The card's entry for one headline of a run; a run stopped at its budget share is an entry like any other
-        when it timed steps (its `stopped` says so)."""
-        load = load_of(record.summary.telemetry)
-        if load is not None:
-            self._loads.append((load.other, load.cores, h.name))
-        known = bool(ceilings.kept)
-        f = figures(h, record, known)
+    def _repeat(self, m: Measuring, backend: str, ceilings: Ceilings, limit: float) -> None:
+        """One more run of a measured entry at the steps it settled on: pooled with its others when it finished."""
+        began = time.monotonic()
+        try:
+            got = self._run(m.entry.workload, m.values, backend, ceilings, min(began + m.cost * OVERRUN + 30, limit))
+        except TpulabError as e:
+            m.notes.append(f"run {len(m.records) + 1} failed: {first_line(str(e))}")
+            return
+        m.seconds += time.monotonic() - began
+        if got.status == "finished" and not self.overran:
+            m.records.append(got)
+            m.cost = time.monotonic() - began
+        else:
+            m.notes.append(f"run {len(m.records) + 1} was {got.status}, left out"
+                           + (" (it ran past its share)" if self.overran else ""))
+
+    def _remade(self, m: Measuring, backend: str, ceilings: Ceilings, devices: int | None,
+                repeats: int | None = None) -> list[CardEntry]:
+        """A measured entry's card entries again, over its runs so far; `repeats`: as many as the suite asked, said
+        in how its measuring stopped (the last time it is made)."""
+        if repeats is not None and repeats > 1:
+            runs = len(m.records)
+            m.notes.append(f"{runs} alike runs, interleaved with the other entries" if runs > 1 else
+                           "one run: the budget left no time for a second" if not self.cancelled else
+                           "one run: stopped before its second")
+        out = []
+        for h, at in zip(m.entry.headlines, m.at):
+            made = self._made(h, m, backend, ceilings)
+            self.card.entries[at] = made = scaling(made, devices, self.card.entries) if devices else made
+            out.append(made)
+        self._save()
+        return out
+
+    def _made(self, h: bench.Headline, m: Measuring, backend: str, ceilings: Ceilings) -> CardEntry:
+        """The card's entry for one headline of an entry's runs; a run stopped at its budget share is an entry like
+        any other when it timed steps (its `stopped` says so)."""
+        record = m.records[0]
+        for r in m.records:
+            load = load_of(r.summary.telemetry)
+            if load is not None:
+                self._loads[r.id] = (load.other, load.cores, h.name)
+        f = pooled(h, m.records, bool(ceilings.kept))
         status = {"finished": "ok", "cancelled": "cancelled"}.get(record.status, "failed")
-        if budget_stop and f["median"] is not None:
+        if m.budget_stop and f["median"] is not None:
             status = "ok"
         reason = first_line(record.error) if record.error else None
         if status == "ok" and f["median"] is None:
             status, reason = "failed", f"the run gave no {h.path.replace('_', ' ')}"
         return CardEntry(name=h.name, workload=record.workload, backend=backend, status=status, reason=reason,
-                         device=record.device_label(), ceiling_kind=h.ceiling, stopped=stopped, seconds=seconds,
-                         params={k: v for k, v in record.params.items() if k not in (BACKEND.name, DEVICE.name)},
-                         run_id=record.id, command=command(record), article=h.article, **f)
+                         device=record.device_label(), ceiling_kind=h.ceiling, stopped="; ".join([m.stopped, *m.notes]),
+                         seconds=m.seconds, command=command(record), article=h.article, run_id=record.id,
+                         params={k: v for k, v in record.params.items() if k not in (BACKEND.name, DEVICE.name)}, **f)
 
     def _run(self, workload: str, values: dict[str, Any], backend: str, ceilings: Ceilings,
              deadline: float) -> RunRecord:

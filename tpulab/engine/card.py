@@ -5,6 +5,11 @@ from a file is checked field by field against their annotations (`tpulab.base.ty
 reads it, so a hostile card imports as text or is refused in one line. Every rate on a card is "higher is
 better"; a figure no run measured is None, never 0. `scrubbed` leaves the host name, the user name and home
 paths out of a card before it leaves the machine (an export, `-o FILE`); kept cards hold them as measured.
+
+Noise is not a finding: an entry keeps its timed steps (each repeat's, thinned evenly to at most `KEPT` numbers
+in all), so that a comparison works from both cards' samples, and its median's interval; a card keeps how far
+the machine's ceilings drifted between its start and its end. Cards written before either read as cards
+without them (every field added since has a default).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ FORMAT = "tpulab-card"
 SCHEMA = 1
 MAX_CARD_BYTES = 4 * 2**20  # a card is a few KiB: a larger file is refused before it is read
 STATUSES = ("ok", "failed", "cancelled", "skipped")
+KEPT = 240  # an entry's timed steps kept on the card, all repeats together: a few KiB, enough for an interval
 
 
 @dataclass(kw_only=True)
@@ -54,6 +60,11 @@ class CardEntry:
     p90: float | None = None
     n: int | None = None
     cv: float | None = None  # the timed steps' coefficient of variation
+    low: float | None = None  # the median's 95% interval (`tpulab.base.noise`), over the repeats where there are
+    high: float | None = None  # several; None: too few steps
+    repeats: int | None = None  # alike runs whose steps make the figures (None: a card from before repeats)
+    samples: list[list[float]] = field(default_factory=list)  # each repeat's timed step seconds, in order, thinned
+    disturbed: str | None = None  # other work used the machine while a run of it was timed: which, and how much
     ceiling_kind: str = "compute"  # which ceiling bounds it: compute (matmul) or memory (bandwidth)
     ceiling_fraction: float | None = None  # of this card's measured ceiling
     spec_fraction: float | None = None  # of the vendor's figure
@@ -64,7 +75,8 @@ class CardEntry:
     stopped: str | None = None  # why measuring stopped: 'stable: ...' or 'budget: ...'
     seconds: float | None = None  # wall time the entry took, its runs together
     params: dict[str, Any] = field(default_factory=dict)  # as run
-    run_id: str | None = None
+    run_id: str | None = None  # its first run
+    runs: list[str] = field(default_factory=list)  # every run its figures come from (its repeats), first first
     command: str | None = None
     article: str | None = None  # the article's entry it matches
     artifact: str | None = None  # a published figure that measured something else, and what
@@ -81,6 +93,31 @@ class CardCeiling:
     measured: bool = True  # False: a spec figure (the published reference cards)
     run_id: str | None = None
     reused: str | None = None  # kept from an earlier card's roofline, and why that was allowed
+
+
+@dataclass(kw_only=True)
+class CardDrift:
+    """One ceiling (the matmul's FLOP/s or the copy's bytes/s) measured by the same short roofline at the start
+    and at the end of a backend's part of the card: how far the machine itself moved while the card ran."""
+
+    backend: str
+    kind: str  # compute or memory
+    dtype: str  # the matmul's, or 'memory'
+    unit: str  # FLOP/s, B/s
+    start: float | None = None
+    end: float | None = None
+    runs: list[str] = field(default_factory=list)  # the two rooflines
+    why: str | None = None  # why there is no start or no end
+
+    def change(self) -> float | None:
+        """end / start - 1: +0.03 is 3% faster at the end; None where either was not measured."""
+        return self.end / self.start - 1 if self.start and self.end else None
+
+    def words(self) -> str:
+        """'float32 matmul +1.2%', 'copy -3.4%', or 'copy not measured (at the end: ...)'."""
+        what = "copy" if self.kind == "memory" else f"{self.dtype} matmul"
+        moved = self.change()
+        return f"{what} {moved:+.1%}" if moved is not None else f"{what} not measured ({self.why or 'no figure'})"
 
 
 @dataclass(kw_only=True)
@@ -108,6 +145,7 @@ class Card:
     wall_s: float | None = None
     budget_s: float | None = None
     published: str | None = None  # a reference card: where its figures were published (not measured here)
+    drift: list[CardDrift] = field(default_factory=list)  # its ceilings at its start and at its end
     entries: list[CardEntry] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -115,6 +153,7 @@ class Card:
             self.suite = _known(CardSuite, self.suite)
         self.ceilings = [c if isinstance(c, CardCeiling) else _known(CardCeiling, c) for c in self.ceilings]
         self.entries = [e if isinstance(e, CardEntry) else _known(CardEntry, e) for e in self.entries]
+        self.drift = [d if isinstance(d, CardDrift) else _known(CardDrift, d) for d in self.drift]
         for e in self.entries:
             e.top_ops = [o if isinstance(o, Op) else _known(Op, o) for o in e.top_ops]
 
@@ -130,6 +169,24 @@ class Card:
         """The ceiling of this kind (compute: the dtype's matmul) on `device` (None: the card's first)."""
         wanted = "memory" if kind == "memory" else dtype
         return next((c for c in self.ceilings if c.dtype == wanted and (device is None or c.device == device)), None)
+
+    def drifted(self) -> float | None:
+        """The most any of its ceilings moved from its start to its end, as a factor less one, either way (0.04:
+        4% faster or slower at the end); None where none was measured at both. A difference from another card
+        within it may be the machine's, not the work's."""
+        moved = [max(1 + c, 1 / (1 + c)) - 1 for c in (d.change() for d in self.drift) if c is not None and c > -1]
+        return max(moved) if moved else None
+
+    def drift_words(self) -> str:
+        """'float32 matmul +1.2%, copy -3.4%' from its start to its end ('(jax)' after each where several backends
+        ran); '' where the card has no drift probe."""
+        several = len({d.backend for d in self.drift}) > 1
+        return ", ".join(d.words() + (f" ({d.backend})" if several else "") for d in self.drift)
+
+    def which(self) -> str:
+        """Its label and, for a measured card, its id: 'Intel Xeon (2 threads) [c0ffee00]' (two cards of one
+        machine are told apart)."""
+        return self.label() if self.published else f"{self.label()} [{self.short_id}]"
 
     def label(self) -> str:
         """'Intel Xeon @ 2.20GHz (2 threads)', or a reference card's own name."""
@@ -205,6 +262,18 @@ def _user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return ""
+
+
+def kept(repeats: list[list[float]], most: int = KEPT) -> list[list[float]]:
+    """Each repeat's step times thinned evenly to its share of `most` in all (its order kept), in 6 significant
+    digits: what a card keeps for comparisons. A thinned sample gives a wider interval, never a narrower one."""
+    total = sum(len(r) for r in repeats)
+    out = []
+    for r in repeats:
+        k = len(r) if total <= most else max(1, most * len(r) // total)
+        picks = [r[round(i * (len(r) - 1) / (k - 1))] for i in range(k)] if k > 1 else r[:k]
+        out.append([float(f"{x:.6g}") for x in picks])
+    return out
 
 
 def finite(x: float | None) -> float | None:

@@ -1,5 +1,11 @@
 """Machine cards side by side: entries as rows, machines as columns, each speedup against the first card, and why.
 
+Noise is not a finding: each speedup comes with its interval, drawn from both cards' kept steps (each entry's
+repeats, `tpulab.base.noise`), and ends in one word: faster, slower or no difference detected, beyond a stated
+noise threshold. A card measures how far the machine drifted while it ran; a difference the larger drift of the
+two cards explains is no difference, and says so. A card that keeps no steps (a published card, or one from before
+cards kept them) gives a ratio and says it has no interval. A side timed while other work used the machine says so.
+
 A speedup alone is a division. Each card holds its own ceilings, so the ratio of the two machines' relevant
 ceiling (the matmul's FLOP/s for a compute-bound entry, the copy's bandwidth for decode) is set beside the ratio
 achieved: within `EXPLAINED` of each other the ceiling explains it; below, the slower side was held by something
@@ -11,10 +17,12 @@ Cards of different suites, versions or variants compare only on the entries they
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tpulab.base import fmt
 from tpulab.base.errors import UsageError
+from tpulab.base.noise import NOISE, SAME, Change, change
+from tpulab.base.timing import median
 from tpulab.engine.article_cards import ARTICLE, cards
 from tpulab.engine.card import Card, CardEntry
 from tpulab.engine.store import Store
@@ -23,6 +31,12 @@ EXPLAINED = 1.25  # a speedup within this factor of the ceilings' ratio is expla
 WORDS = {"compute": "compute ceiling (float32 matmul)", "memory": "memory bandwidth"}
 SHORT = {"compute": "compute", "memory": "bandwidth"}
 REFUSED = "why: below"  # a refused ceiling's reason is said once per card, after the rows
+PUBLISHED = "published figure, no interval"
+
+
+def alike(ratio: float) -> bool:
+    """Within the noise threshold of 1x: not a difference to explain."""
+    return 1 / (1 + NOISE) <= ratio <= 1 + NOISE
 
 
 @dataclass
@@ -30,6 +44,9 @@ class Cell:
     entry: CardEntry | None  # None: this card has no usable figure for the row
     speedup: float | None = None  # against the first card's
     why: str | None = None
+    change: Change | None = None  # the speedup's interval and its word, from both cards' kept steps
+    no_interval: str | None = None  # why the speedup has no interval ('published figure, no interval')
+    disturbed: list[str] = field(default_factory=list)  # either side timed under other work's load: which, how much
 
 
 @dataclass
@@ -82,12 +99,18 @@ def compare(cards: list[Card]) -> CardComparison:
         if sum(e is not None for e in entries) < 2 and len(cards) > 1:
             continue  # held by one card only: nothing to set it beside
         base = entries[0]
-        cells = [Cell(entries[0])]
+        cells = [Cell(entries[0], disturbed=[f"{first.which()}: {base.disturbed}"] if base and base.disturbed else [])]
         for card, e in zip(cards[1:], entries[1:]):
             s = e.median / base.median if e and base and e.median and base.median else None
             if e and base and (e.artifact or base.artifact):
                 s = None  # an artifact is no speed: said, never divided (nor in the geometric mean)
-            cells.append(Cell(e, s, why(name, first, base, card, e, s) if base and e else None))
+            cell = Cell(e, s)
+            if base and e:
+                cell.disturbed = [f"{c.which()}: {x.disturbed}" for c, x in ((first, base), (card, e)) if x.disturbed]
+                found = verdict(first, base, card, e) if s is not None else None
+                cell.change, cell.no_interval = (found, None) if isinstance(found, Change) else (None, found)
+                cell.why = why(name, first, base, card, e, cell)
+            cells.append(cell)
         unit = next((e.unit for e in entries if e is not None and e.unit), "")
         rows.append(Row(name, unit or "", cells, notes(entries)))
     geomeans: list[tuple[float | None, list[str]]] = [(None, []), *(geomean(rows, i) for i in range(1, len(cards)))]
@@ -102,14 +125,50 @@ def geomean(rows: list[Row], i: int) -> tuple[float | None, list[str]]:
 
 
 def faster(s: float) -> str:
-    return f"{s:.1f}x faster" if s >= 1 else f"{1 / s:.1f}x slower"
+    """'3.1x faster', '1.5x slower'; within the noise threshold the ratio alone ('1.02x'), which calls nothing."""
+    return f"{s:.2f}x" if alike(s) else f"{s:.1f}x faster" if s >= 1 else f"{1 / s:.1f}x slower"
 
 
-def why(name: str, a: Card, ea: CardEntry, b: Card, eb: CardEntry, s: float | None) -> str:
-    """'decode-b1 3.1x faster; memory bandwidth 3.3x: explained by bandwidth', or why it cannot be explained."""
+def verdict(a: Card, ea: CardEntry, b: Card, eb: CardEntry) -> Change | str:
+    """`eb` against `ea` from both entries' kept steps (their repeats drawn as such): the speedup's interval and its
+    word, the noise threshold widened by the cards' larger drift where that alone makes a difference none; or
+    why there is no interval."""
+    if a.published or b.published:
+        return PUBLISHED
+    bare = [c.label() for c, e in ((a, ea), (b, eb)) if not e.samples]
+    if bare or not ea.median or not eb.median:
+        return f"no interval: {' and '.join(bare)} kept no steps, made before cards kept them"
+    mid_a, mid_b = (median([x for r in e.samples for x in r]) or 0.0 for e in (ea, eb))
+    scale = eb.median * mid_b / (ea.median * mid_a)  # the ratio of their work per step: the speedup is of rates
+    found = change([], [], scale, base_repeats=ea.samples, other_repeats=eb.samples)
+    if found is None:
+        return "no interval: no steps timed"
+    drift = max((d for d in (a.drifted(), b.drifted()) if d is not None), default=0.0)
+    if found.word != SAME and drift > 0:  # the threshold, a factor either way, times the drift's
+        wider = change([], [], scale, (1 + NOISE) * (1 + drift) - 1, base_repeats=ea.samples, other_repeats=eb.samples)
+        if wider is not None and wider.word == SAME:
+            return replace(wider, why=f"{wider.why}; within the cards' drift (±{drift:.1%})")
+    return found
+
+
+def why(name: str, a: Card, ea: CardEntry, b: Card, eb: CardEntry, cell: Cell) -> str:
+    """'decode-b1: 0.97x [0.93x, 1.01x] no difference detected (noise threshold ±5%; ...)', or a difference and
+    what explains it ('...; memory bandwidth 3.3x: explained by bandwidth'), or why it cannot be explained."""
+    s = cell.speedup
     if s is None:
         return f"{name}: no speedup: {(b if eb.artifact else a).label()}'s figure is an artifact, not a speed"
-    said = f"{name} {faster(s)}"
+    said = f"{name}: {cell.change.words()}" if cell.change else f"{name} {faster(s)} ({cell.no_interval})"
+    if cell.disturbed:
+        said += "; disturbed: " + "; ".join(cell.disturbed)
+    same = cell.change.word == SAME if cell.change else alike(s)
+    if same:
+        return said  # nothing to explain
+    return f"{said}; {explained(a, ea, b, eb, s)}"
+
+
+def explained(a: Card, ea: CardEntry, b: Card, eb: CardEntry, s: float) -> str:
+    """'memory bandwidth 3.3x: explained by bandwidth': the machines' ratio of the entry's ceiling beside its
+    speedup; a ratio within noise explains nothing."""
     kind = eb.ceiling_kind
     ca, cb = a.ceiling(kind), b.ceiling(kind)
     if ca is None or cb is None:
@@ -117,11 +176,11 @@ def why(name: str, a: Card, ea: CardEntry, b: Card, eb: CardEntry, s: float | No
         refused = "memory" if kind == "memory" else "float32"
         because = f": refused ({REFUSED})" if any(k.split(" (")[0] == refused for k in missing.refused) else \
             " (published cards give none)" if missing.published else ""
-        return f"{said}; cannot explain it: no {WORDS[kind]} on {missing.label()}{because}"
+        return f"cannot explain it: no {WORDS[kind]} on {missing.label()}{because}"
     r = cb.value / ca.value
     spec = "" if ca.measured and cb.measured else ", spec figures"
-    head = f"{said}; {WORDS[kind]} {r:.1f}x{spec}"
-    if 1 / EXPLAINED <= s / r <= EXPLAINED:
+    head = f"{WORDS[kind]} {r:.1f}x{spec}"
+    if not alike(r) and 1 / EXPLAINED <= s / r <= EXPLAINED:
         return f"{head}: explained by {SHORT[kind]}"
     if s < r:
         held = f"{eb.bound}-bound" if eb.bound else f"at {fmt.percent(eb.ceiling_fraction)} of its ceiling" \
@@ -162,4 +221,5 @@ def differences(cards: list[Card]) -> list[str]:
             out.append(f"{c.label()}: no {', '.join(k for k, v in c.refused.items() if v == why)} ceiling: {why}")
     out += [f"{c.label()} is {c.status}" for c in cards if c.status == "partial"]
     out += [f"{c.label()} is noisy: {c.noisy}" for c in cards if c.noisy]
+    out += [f"{c.which()} drifted from its start to its end: {c.drift_words()}" for c in cards if c.drift]
     return out

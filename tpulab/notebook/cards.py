@@ -65,8 +65,8 @@ def bench(quick: bool = False, backend: str = "auto", db: str | Path | None = No
     from tpulab.machine.detect import detect
 
     def progress(p: Progress) -> None:
-        said = (f"  {p.finished.name}: {view.figure(p.finished.median)} {p.finished.unit or ''} "
-                f"({p.finished.stopped or p.finished.reason or p.finished.status})" if p.finished else
+        e = p.finished or p.repeated
+        said = (f"  {e.name}: {view.median_ci(e)} {e.unit or ''} ({e.stopped or e.reason or e.status})" if e else
                 f"[{p.done}/{p.total - 1} {p.backend}] {p.what}, about {p.eta:.0f} s left")
         print(said, file=sys.stderr, flush=True)
 

@@ -3,6 +3,9 @@ figures, more with `full`), Markdown, CSV and a self-contained HTML page with in
 
 A card may come from anyone's file: every field from it goes through `tpulab.base.safe` for its medium (Rich
 text built with `safe.text`, HTML through `views.html.table`/`safe.html`, Markdown with its pipes escaped).
+
+A figure stands with its interval ('1,234 ±2.1%'), a comparison's cell with its ratio's interval and its word
+('0.97x [0.93x, 1.01x] no difference detected'): words wrap at a narrow terminal, a figure is never cut.
 """
 
 from __future__ import annotations
@@ -18,12 +21,15 @@ from rich.table import Table
 from rich.text import Text
 
 from tpulab.base import fmt, safe
+from tpulab.base.noise import FASTER, NOISE, SAME, SLOWER
+from tpulab.base.timing import Stats
 from tpulab.engine.card import Card, CardEntry
-from tpulab.engine.card_compare import CardComparison
+from tpulab.engine.card_compare import CardComparison, Cell
 from tpulab.views import html
 
-CSV_FIELDS = ("card", "workload", "entry", "backend", "status", "median", "p10", "p90", "n", "cv", "unit",
-              "ceiling_fraction", "spec_fraction", "bound", "host_gap_share", "stopped", "run_id", "command", "reason")
+CSV_FIELDS = ("card", "workload", "entry", "backend", "status", "median", "low", "high", "p10", "p90", "n", "repeats",
+              "cv", "unit", "ceiling_fraction", "spec_fraction", "bound", "host_gap_share", "stopped", "disturbed",
+              "run_id", "command", "reason")
 
 
 def figure(x: float | None) -> str:
@@ -31,6 +37,18 @@ def figure(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.3g}"
+
+
+def plus_minus(e: CardEntry) -> str:
+    """'±2.1%': the larger half of the median's 95% interval ('' without one: a published or an older card), as
+    a run's figure says it (only the median and its interval are read)."""
+    m = e.median
+    return "" if m is None else fmt.plus_minus(Stats(e.n or 0, m, m, m, m, m, m, e.low, e.high))
+
+
+def median_ci(e: CardEntry) -> str:
+    """'1,234 ±2.1%': the median and its interval, for a cell."""
+    return f"{figure(e.median)} {plus_minus(e)}".strip()
 
 
 def spread(e: CardEntry) -> str:
@@ -56,12 +74,22 @@ def ceilings_line(card: Card, whole: bool = True) -> str:
     return out + (f"; refused: {'; '.join(refused)}" if refused else "")
 
 
+def stability_lines(card: Card) -> list[str]:
+    """How far the machine moved while the card ran, and which entries were timed under other work's load."""
+    out = [f"drift from start to end: {card.drift_words()}"] if card.drift else []
+    hit = [e.name for e in card.entries if e.disturbed]
+    if hit:
+        out.append(f"disturbed (other work used the machine while timed): {', '.join(hit)}: their figures are this "
+                   "machine under that load")
+    return out
+
+
 def entry_row(e: CardEntry) -> list[str]:
     """A row of the entries' table (`HEADER`); an entry that gave no figure shows its status (its reason is said
     below the table, whole)."""
     if e.status != "ok":
         return [e.name, e.backend, "-", e.status, "", "", "", "", ""]
-    return [e.name, e.backend, figure(e.median), e.unit or "", spread(e), str(e.n or "-"),
+    return [e.name, e.backend, median_ci(e), e.unit or "", spread(e), str(e.n or "-"),
             fmt.percent(e.ceiling_fraction) if e.ceiling_fraction is not None else "-", e.bound or "-",
             (e.run_id or "")[:8]]
 
@@ -93,6 +121,7 @@ def terminal(card: Card, full: bool = False) -> RenderableType:
     if card.noisy:
         parts.append(safe.text(f"noisy: {card.noisy}", "yellow"))
     parts.append(t)
+    parts += [safe.text(line, "yellow") for line in stability_lines(card)]
     parts += [safe.text(f"{e.name}: {e.status}: {e.reason or ''}", "red") for e in card.entries if e.status != "ok"]
     parts += [safe.text(f"{e.name}: {e.artifact}", "bold red") for e in card.entries if e.artifact]
     if not full:  # a scaling entry's speedup over one device (its first verdict), which no column holds
@@ -102,6 +131,7 @@ def terminal(card: Card, full: bool = False) -> RenderableType:
         for e in card.entries:
             parts.append(safe.text(f"{e.name} ({e.backend}, {e.device or '-'})", "bold"))
             lines = [f"stopped: {e.stopped}" if e.stopped else None,
+                     f"disturbed: {e.disturbed}" if e.disturbed else None,
                      f"cv {fmt.percent(e.cv)}" if e.cv is not None else None,
                      f"of spec {fmt.percent(e.spec_fraction)}" if e.spec_fraction is not None else None,
                      f"host gap {fmt.percent(e.host_gap_share)}" if e.host_gap_share is not None else None,
@@ -153,6 +183,7 @@ def markdown(card: Card) -> str:
         out += [f"*{_md(card.published)}*", ""]
     if card.noisy:
         out += [f"**noisy**: {_md(card.noisy)}", ""]
+    out += [x for line in stability_lines(card) for x in (_md(line), "")]
     out += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     out += ["| " + " | ".join(_md(c) for c in entry_row(e)) + " |" for e in card.entries]
     out += ["", "| machine | |", "|---|---|"] + [f"| {_md(k)} | {_md(v)} |" for k, v in machine_rows(card)]
@@ -178,7 +209,9 @@ def bars(rows: Sequence[tuple[str, float | None, str]], what: str, scale: float 
     known = [v for _, v, _ in rows if v is not None]
     top = scale or max(known, default=1.0) or 1.0
     height, width, left = 18, 560, 170
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width + left + 90}" height="{height * len(rows) + 26}" '
+    right = 20 + 6 * max((len(shown) for _, _, shown in rows), default=10)  # the figure beside a full bar, whole
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width + left + right}" '
+             f'height="{height * len(rows) + 26}" '
              f'role="img"><title>{safe.html(what)}</title>'
              f'<text x="0" y="12" font-size="12" font-weight="600">{safe.html(what)}</text>']
     for i, (label, value, shown) in enumerate(rows):
@@ -203,7 +236,7 @@ def card_body(card: Card) -> str:
                       else "no measured ceiling") for e in ok], "fraction of the measured ceiling", scale=1.0)
     extra = [[e.name, e.stopped or "", ", ".join(f"{o.name} {fmt.percent(o.share)}" for o in e.top_ops),
               "; ".join(e.verdicts), e.command or ""] for e in card.entries]
-    notes = [card.published or "", f"noisy: {card.noisy}" if card.noisy else ""]
+    notes = [card.published or "", f"noisy: {card.noisy}" if card.noisy else "", *stability_lines(card)]
     notes += [f"{e.name}: {e.artifact}" for e in card.entries if e.artifact]
     return (html.lines([title(card), ceilings_line(card)]) + html.lines([n for n in notes if n], "warn")
             + html.table([entry_row(e) for e in card.entries], HEADER, "entries")
@@ -216,8 +249,11 @@ def card_html(card: Card) -> str:
 
 
 # --- comparisons ------------------------------------------------------------------------------------
-def column(card: Card) -> str:
-    return card.label() if card.published else f"{card.label()} [{card.short_id}]"
+def verdict(cell: Cell) -> str:
+    """'0.97x [0.93x, 1.01x] no difference detected', '5.75x no interval', or '' without a speedup."""
+    if cell.change is not None:
+        return cell.change.cell()
+    return f"{cell.speedup:.2f}x no interval" if cell.speedup else ""
 
 
 def comparison_rows(cmp: CardComparison) -> list[list[str]]:
@@ -228,18 +264,36 @@ def comparison_rows(cmp: CardComparison) -> list[list[str]]:
             if cell.entry is None:
                 cells.append("-")
             else:
-                shown = f"{figure(cell.entry.median)}" + (f" ({cell.speedup:.2f}x)" if cell.speedup else "")
-                cells.append(shown + (" artifact" if cell.entry.artifact else ""))
+                said = [median_ci(cell.entry), verdict(cell), "artifact" if cell.entry.artifact else "",
+                        "disturbed" if cell.disturbed else ""]
+                cells.append(" ".join(x for x in said if x))
         out.append([f"{row.name} [{row.unit}]", *cells])
     gm = ["geometric mean of shared speedups", "1.00x"] + [
         f"{g:.2f}x over {len(names)}" if g else "-" for g, names in cmp.geomeans[1:]]
     return out + [gm]
 
 
+def tally(cmp: CardComparison, i: int) -> str | None:
+    """'B [d1e2f3a4] against A [c0ffee00]: 0 faster, 1 slower, 6 no difference detected (noise threshold ±5%)';
+    None where no entry had an interval (each line says why)."""
+    cells = [r.cells[i] for r in cmp.rows if r.cells[i].speedup]
+    changes = [c.change for c in cells if c.change]
+    if not changes:
+        return None
+    words = [c.word for c in changes]
+    said = ", ".join(f"{words.count(w)} {w}" for w in (FASTER, SLOWER, SAME))
+    drift = sum(c.threshold > NOISE for c in changes)
+    notes = [f"{drift} of them within the cards' drift" if drift else "",
+             f"{len(cells) - len(changes)} without an interval" if len(cells) > len(changes) else ""]
+    return (f"{cmp.cards[i].which()} against {cmp.cards[0].which()}: {said} (noise threshold ±{NOISE:.0%})"
+            + "".join(f"; {n}" for n in notes if n))
+
+
 def comparison_lines(cmp: CardComparison) -> list[str]:
-    lines = [f"{card.label()}: {c.why}" for r in cmp.rows for card, c in zip(cmp.cards, r.cells) if c.why]
+    lines = [f"{card.which()}: {c.why}" for r in cmp.rows for card, c in zip(cmp.cards, r.cells) if c.why]
+    lines += [t for t in (tally(cmp, i) for i in range(1, len(cmp.cards))) if t]
     lines += [f"{r.name}: parameters differ: {'; '.join(r.notes)}" for r in cmp.rows if r.notes]
-    lines += [f"geometric mean over {', '.join(names)} (the entries {column(c)} shares with the first)"
+    lines += [f"geometric mean over {', '.join(names)} (the entries {c.which()} shares with the first)"
               for c, (g, names) in zip(cmp.cards[1:], cmp.geomeans[1:]) if g]
     return lines + cmp.differs
 
@@ -249,7 +303,7 @@ class ComparisonTables:
     entries' column): words wrap, a figure or a speedup is never cut."""
 
     def __init__(self, cmp: CardComparison) -> None:
-        self.headers = [column(c) for c in cmp.cards]
+        self.headers = [c.which() for c in cmp.cards]
         self.rows = comparison_rows(cmp)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -289,10 +343,10 @@ def comparison_body(cmp: CardComparison) -> str:
     charts = []
     top = max([1.0, *(cell.speedup for r in cmp.rows for cell in r.cells if cell.speedup)])  # one scale for all
     for i, c in enumerate(cmp.cards[1:], 1):
-        rows = [(r.name, r.cells[i].speedup, f"{r.cells[i].speedup:.2f}x" if r.cells[i].speedup else "-")
-                for r in cmp.rows]
-        charts.append(bars(rows, f"{column(c)} against {column(cmp.cards[0])}", scale=top, mark=1.0))
-    return (html.table(comparison_rows(cmp), ["entry", *(column(c) for c in cmp.cards)], "speedups against the first card")
+        rows = [(r.name, r.cells[i].speedup, verdict(r.cells[i]) or "-") for r in cmp.rows]
+        charts.append(bars(rows, f"{c.which()} against {cmp.cards[0].which()}", scale=top, mark=1.0))
+    return (html.table(comparison_rows(cmp), ["entry", *(c.which() for c in cmp.cards)],
+                       "speedups against the first card")
             + "".join(charts) + html.lines(comparison_lines(cmp)))
 
 
