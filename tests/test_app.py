@@ -294,7 +294,8 @@ async def test_compare_at_80_columns_keeps_every_speedup_readable(store, db, cpu
         assert "…" not in shown and all(r.short_id in shown for r in runs)
         lines = [line for line in shown.splitlines() if line.strip()]
         assert "speedup = the first run's median time" in lines[0]  # the basis, then the answer
-        assert "speedup" in lines[4] and "1.00x" in lines[4] and "median" in lines[5]  # after the run ids
+        assert "speedup" in lines[4] and "1.00x" in lines[4] and "verdict" in lines[5]  # after the run ids
+        assert "median" in lines[6]  # the figure the speedup is the ratio of
 
 
 async def test_results_tab_shows_a_page_of_a_large_store_at_once(store, db, cpu_machine):
