@@ -87,6 +87,16 @@ def stream(seed: int, count: int, keys: list[str]) -> list[str]:
     return [rng.choice(keys) for _ in range(count)]
 
 
+def seasoned(seed: int, count: int, keys: list[str], must: tuple[str, ...], every: int = 40) -> list[str]:
+    """`count` keys drawn from `keys`, with `must` at about one place in `every`, a drawn key after its first (`/`, a
+    key typed, Escape): keys a uniform draw from some 70 would seldom bring together. The same for the same seed."""
+    rng = random.Random(seed)
+    drawn: list[str] = []
+    while len(drawn) < count:
+        drawn += [must[0], rng.choice(keys), *must[1:]] if rng.random() < 1 / every else [rng.choice(keys)]
+    return drawn[:count]
+
+
 def character(key: str) -> str | None:
     """What a terminal sends with the key: a letter itself, a named one by its name (question_mark: ?), else none."""
     if len(key) == 1:
@@ -139,13 +149,16 @@ def lab_leave() -> tuple[str, ...]:
     return ("escape",) * 4 + ("alt+1",)
 
 
-def cheap_runs(patch: Callable[[object, str, object], None]) -> None:
+def cheap_runs(patch: Callable[[object, str, object], None], held: bool = False) -> None:
     """Make every run random keys start a short fixed replay of its own workload, and keep no worker waiting
-    beside the form: the edge is the worker process, which would import a framework for each (seconds)."""
-    from .helpers import ReplayedWorker
+    beside the form: the edge is the worker process, which would import a framework for each (seconds). With
+    `held`, each run, its steps given, stays in flight until it is cancelled (x): under every key, on no CPU."""
+    from .helpers import HeldWorker, ReplayedWorker
 
     def replayed(run: Run) -> None:
-        run.handles = [ReplayedWorker(short_run(run.workload.name))]  # type: ignore[list-item]
+        events = short_run(run.workload.name)
+        worker = HeldWorker(events[:-1]) if held else ReplayedWorker(events)  # held: no Finished
+        run.handles = [worker]  # type: ignore[list-item]
 
     patch(Run, "_start", replayed)
     patch(Standby, "want", lambda standby, spec, report: None)

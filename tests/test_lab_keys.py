@@ -56,9 +56,9 @@ async def test_help_opens_with_its_keys_and_escape_closes_it(lab, key):
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         shown = text(app.screen.query_one("#help-text", Static))
-        for line in ("ctrl+r  Start run", "?  these keys (h too; F1 from a text field)", "x  stop the run after its",
-                     "x again kills the run", "enter  Select: the workload list", "ctrl+o  How the run is made",
-                     "enter, space  Toggle: a tick box",
+        for line in ("ctrl+r  start the form's run or sweep", "?  these keys (h too; F1 from a text field)",
+                     "x  stop the run after its", "x again kills the run", "enter  Select: the workload list",
+                     "ctrl+o  How the run is made", "enter, space  Toggle: a tick box",
                      "alt+1..5  the tabs, from inside a text field too", "g  Glossary of terms",
                      "z  the focused pane fills the screen"):
             assert line in shown

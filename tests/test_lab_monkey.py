@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Checkbox, OptionList
 
+from tpulab.engine.runner import Run
 from tpulab.engine.sweep import DEFAULT_STEPS
 from tpulab.lab.app import TpulabApp
+from tpulab.lab.panes.confirm import ConfirmRun
 from tpulab.lab.panes.run import RunPane
 from tpulab.lab.panes.workloads import WorkloadsPane
 from tpulab.lab.top import TopApp
@@ -14,7 +16,7 @@ from tpulab.lab.widgets.param_form import ParamForm
 from tpulab.workloads import registry
 
 from .helpers import Replay, decode_events, wait_for
-from .monkey import cheap_runs, lab_keys, lab_leave, monkey, run_in_flight, stream, top_keys
+from .monkey import cheap_runs, lab_keys, lab_leave, monkey, run_in_flight, seasoned, stream, top_keys
 
 SMALL, LARGE = (80, 24), (120, 40)
 # Keys per seed: the suite's share (a lab key costs 30-60 ms of CPU here, with a run in flight more). Longer streams
@@ -172,3 +174,40 @@ async def test_a_select_given_its_value_before_its_label_is_composed_shows_it_on
         await app.mount(current)
         await pilot.pause()
         assert str(current.query_one("#label", Static).render()) == "jax"
+
+
+# Keys the issue met (57): `/` then Escape (which stayed in the filter: what came next was typed there), and ctrl+r
+# during a run (which asked to run again). Each is in the stream 3 times at least, among keys of every tab.
+MUST = ("slash", "escape", "ctrl+r")
+
+
+async def test_random_keys_with_slash_escape_and_ctrl_r_during_a_run_leave_the_lab_alive(db, cpu_machine, monkeypatch):
+    """A run held in flight throughout (on no CPU), 160 of the lab's keys with `/`, Escape and ctrl+r among them: the
+    lab lives, the run stays the one in flight, no key asks to run again, and x then stops it."""
+    cheap_runs(monkeypatch.setattr, held=True)
+    app = TpulabApp(probe=False, report=cpu_machine, db=db)
+    keys = seasoned(57, 160, lab_keys(running=True), MUST)
+    assert all(keys.count(k) >= 3 for k in MUST)
+    first: list[Run | None] = []
+    asked: list[ConfirmRun] = []
+
+    async def start(pilot) -> None:
+        await wait_for(pilot, lambda: bool(app.query(WorkloadsPane)), 10)
+        await pilot.press("ctrl+r")  # from the Runtime tab: it says what it will run first, Enter runs it
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRun), 10)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.run_pane.running, 10)
+        first.append(app.run_pane.run)
+        push = app.push_screen
+        monkeypatch.setattr(app, "push_screen", lambda screen, *a, **k: (
+            asked.append(screen) if isinstance(screen, ConfirmRun) else None, push(screen, *a, **k))[1])
+
+    async def stop(pilot) -> None:
+        alone = app.run_pane.running and app.run_pane.run is first[0] and not app.records
+        await pilot.press(*lab_leave(), "x")  # stopped before anything is checked: a held run would hold the exit
+        await wait_for(pilot, lambda: bool(app.records), 10)
+        assert alone and not asked, f"asked to run again during the run {len(asked)} time(s)"
+        assert app.records[0].status == "cancelled"
+
+    done = await monkey(app, SMALL, keys, lab_leave(), before=start, after=stop)
+    print(f"/, escape and ctrl+r during a run: {done.per_second:.0f} keys/s")

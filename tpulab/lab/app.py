@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable
 
 from textual import events, on, work
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.lazy import Lazy
 from textual.screen import Screen
 from textual.widget import Widget
@@ -32,7 +32,8 @@ from tpulab.lab import mends  # noqa: F401 - Textual's OptionList pages safely b
 from tpulab.lab.failure import Failure, FailsInOneLine
 from tpulab.lab.panes import Candidates
 from tpulab.lab.panes.glossary import GlossaryScreen
-from tpulab.lab.panes.help import HelpScreen, rows, widget_rows
+from tpulab.lab.panes.confirm import ConfirmRun
+from tpulab.lab.panes.help import HelpScreen, Rows, rows, widget_rows
 from tpulab.lab.panes.results import ResultsPane
 from tpulab.lab.panes.run import RunPane
 from tpulab.lab.panes.runtime import RuntimePane
@@ -52,6 +53,11 @@ ALT_TABS = {**{f"alt+{i}": tab for i, tab in enumerate(TABS, 1)}, **dict(zip(SEN
 # What takes the focus when a tab opens, so arrows and Enter work at once.
 FIRST_CONTROL = {"runtime": "#runtime-pane", "workloads": "#workload-list", "run": "#run-log",
                  "sweep": "#sweep-table", "results": "#results-table"}
+# Each tab's pane, whose bindings `?` lists under the tab (with the app's whose id starts with the tab's name: run.)
+PANES: dict[str, type[Widget]] = {"runtime": RuntimePane, "workloads": WorkloadsPane, "run": RunPane,
+                                  "results": ResultsPane, "sweep": SweepPane}
+DIALOGS: tuple[tuple[str, type[Screen[Any]]], ...] = (
+    ("The question before a run", ConfirmRun), ("The glossary", GlossaryScreen), ("These keys", HelpScreen))
 
 
 def pane_of(widget: Widget) -> Widget:
@@ -70,7 +76,8 @@ class TpulabApp(FailsInOneLine):
     SUB_TITLE = "how fast is this machine for deep learning, and why"
     CSS_PATH = Path(__file__).with_name("tpulab.tcss")  # absolute, so subclasses elsewhere find it
     BINDINGS = [  # the footer shows those with show=True, in this order: what matters most first
-        Binding("ctrl+r", "start_run", "Start run", id="run.start"),
+        Binding("ctrl+r", "start_run", "Start run", tooltip="start the form's run or sweep; from another tab it says "
+                "first what it will run", id="run.start"),
         Binding("x", "cancel_run", "Cancel", tooltip="stop the run after its current step (a sweep: after its point); "
                 "x again kills the run", id="run.cancel"),
         Binding("q", "quit", "Quit", id="app.quit"),
@@ -80,7 +87,8 @@ class TpulabApp(FailsInOneLine):
         *(Binding(str(i), f"show_tab('{tab}')", f"{tab.capitalize()} tab (outside a text field)", show=False,
                   id=f"tab.{tab}") for i, tab in enumerate(TABS, 1)),
         Binding("g", "glossary", "Glossary of terms", show=False, id="app.glossary"),
-        Binding("escape", "hide_help_panel", "Close a panel, a zoom or a dialog", show=False, id="app.close"),
+        Binding("escape", "leave", "Leave a text field (it keeps what was typed); close a panel, a zoom or a dialog",
+                show=False, id="app.close"),
         Binding("slash", "filter", "Filter the kept runs (Results tab)", key_display="/", show=False,
                 id="app.filter"),
         Binding("ctrl+t", "change_theme", "Theme", show=False, id="app.theme"),
@@ -261,14 +269,37 @@ class TpulabApp(FailsInOneLine):
         elif tab in FIRST_CONTROL:  # a lazy pane not mounted yet: try after the next refresh
             self.call_after_refresh(self._focus_first, tab)
 
+    def action_leave(self) -> None:
+        """Out of a text field, to its tab's first control (a table, a list): in a field every letter is typed (q
+        too), so Escape is the way back to the lab's keys; the field keeps its text. Elsewhere it closes the keys
+        panel (a zoom and the dialogs take Escape before the lab does)."""
+        if isinstance(self.focused, Input) and len(self.screen_stack) == 1:
+            tab = self.query_one("#tabs", TabbedContent).active
+            found = self.query(FIRST_CONTROL[tab]) if tab in FIRST_CONTROL else None
+            self.set_focus(found.first() if found else None)
+        else:
+            self.action_hide_help_panel()
+
     def action_glossary(self) -> None:
         self.push_screen(GlossaryScreen())
 
     def action_help(self) -> None:
-        workloads = rows(WorkloadsPane.BINDINGS) + widget_rows(OptionList, "the workload list") + \
-            widget_rows(Checkbox, "a tick box, on/off field") + widget_rows(Select, "a choice: opens its list")
-        self.push_screen(HelpScreen([("Everywhere", rows(self.BINDINGS)), ("Workloads tab", workloads),
-                                     ("Results tab", rows(ResultsPane.BINDINGS)), ("Sweep tab", rows(SweepPane.BINDINGS))]))
+        self.push_screen(HelpScreen(self.help_sections()))
+
+    def help_sections(self) -> list[tuple[str, Rows]]:
+        """Every key the lab takes, read from the bindings themselves (so the list cannot fall behind them): the
+        app's, each tab's (its pane's, and the app's named for it: ctrl+r and x are the Run tab's from anywhere),
+        then each dialog's."""
+        def of_tab(b: BindingType) -> str | None:
+            tab = ((b.id or "") if isinstance(b, Binding) else "").split(".")[0]
+            return tab if tab in PANES else None
+
+        widgets = {"workloads": widget_rows(OptionList, "the workload list") + widget_rows(Checkbox, "a tick box, "
+                   "on/off field") + widget_rows(Select, "a choice: opens its list")}
+        tabs = [(f"{tab.capitalize()} tab", rows(b for b in self.BINDINGS if of_tab(b) == tab)
+                 + rows(pane.BINDINGS) + widgets.get(tab, [])) for tab, pane in PANES.items()]
+        return [("Everywhere", rows(b for b in self.BINDINGS if of_tab(b) is None)), *tabs,
+                *((title, rows(dialog.BINDINGS)) for title, dialog in DIALOGS)]
 
     def action_zoom(self) -> None:
         """The focused pane fills the screen; again (or escape) puts it back."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import unicodedata
+from typing import Iterable
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -20,10 +23,23 @@ MOVING: Rows = [("alt+1..5", "the tabs, from inside a text field too"),
                 ("ctrl+p", "the command palette: type help, glossary, choose conv...")]
 
 
-def rows(bindings: list[BindingType]) -> Rows:
-    """Each described binding: its shown key (or its first), and what it does (its tooltip says more)."""
-    return [(b.key_display or b.key.split(",")[0], b.tooltip or b.description) for b in bindings
-            if isinstance(b, Binding) and b.description]
+def key_text(binding: Binding) -> str:
+    """A binding's keys as the help shows them: its own display, else every key it takes ('escape, ?, q')."""
+    return binding.key_display or ", ".join(_named(k.strip()) for k in binding.key.split(","))
+
+
+def _named(key: str) -> str:
+    """A key named for a character by its character (question_mark: ?); the others by name (escape, f1, space)."""
+    try:
+        char = unicodedata.lookup(key.replace("_", " ").upper())
+    except KeyError:
+        return key
+    return char if char.isprintable() and not char.isspace() and len(key) > 1 else key
+
+
+def rows(bindings: Iterable[BindingType]) -> Rows:
+    """Each described binding: its keys, and what it does (its tooltip says more)."""
+    return [(key_text(b), b.tooltip or b.description) for b in bindings if isinstance(b, Binding) and b.description]
 
 
 def widget_rows(widget: type[Widget], where: str) -> Rows:

@@ -33,6 +33,8 @@ AHEAD = 20  # the next page is fetched when the cursor or the scroll comes this 
 FILTER_PAUSE_S = 0.2  # typing in the filter field: the store is asked once the keys pause this long
 ROOFLINE_POINTS = 200  # the newest runs of a device drawn on its roofline
 MARK = "*"  # a marked run, in a column of its own: it never takes a figure's room
+NO_CARD = ("no machine card of your own yet: c on the Runtime tab makes one (or tpulab bench --quick); "
+           "until then, the 2018 article's published cards:")
 
 
 class ResultsPane(Vertical):
@@ -251,7 +253,7 @@ class ResultsPane(Vertical):
     @work(thread=True, exclusive=True, exit_on_error=False, group="results-cards")
     def _cards(self) -> None:
         """The kept machine cards, and the newest set beside the 2018 article's machines (`tpulab cards compare
-        this article`)."""
+        this article`); with none kept yet, the article's cards themselves, and how to make one's own."""
         from rich.console import Group
 
         from tpulab.engine.article_cards import cards as article
@@ -264,7 +266,7 @@ class ResultsPane(Vertical):
             self.app.call_from_thread(self._show_view, safe.text(e))
             return
         if not kept:
-            said: Any = safe.text("no machine card kept yet: c on the Runtime tab makes one (tpulab bench --quick)")
+            said: Any = Group(safe.text(NO_CARD, "cyan"), *(card_view.terminal(c) for c in article()))
         else:
             said = Group(card_view.listing(kept), card_view.comparison_terminal(compare_cards([kept[0], *article()])))
         self.app.call_from_thread(self._show_view, said)

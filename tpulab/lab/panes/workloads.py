@@ -117,10 +117,12 @@ class WorkloadsPane(Horizontal):
 
     async def _replace_form(self, values: dict[str, object] | None = None) -> None:
         async with self._replacing:
-            preset = NO_PRESET
+            preset: str | None = NO_PRESET
             for old in self.query(ParamForm):
                 self.kept[old.workload.name] = old.text_values()
-                preset = old.preset if old.workload is self.workload else preset  # its values stay: so does its name
+                # the form names the preset its values hold; where two hold them (conv's article is its defaults),
+                # the one shown before stays
+                preset = old.preset if old.workload is self.workload else preset
             await self.query(ParamForm).remove()
             form = ParamForm(self.workload, self.report, values, sweep=self.sweeping, id="param-form", preset=preset)
             await self.query_one("#workload-main").mount(form, after="#sweep-mode")
@@ -230,7 +232,11 @@ class WorkloadsPane(Horizontal):
         self.request_run()
 
     def request_run(self, ask: bool = False) -> None:
-        """Run what the form holds, asking first when `ask` or when the estimate is over ASK_OVER_S."""
+        """Run what the form holds, asking first when `ask` or when the estimate is over ASK_OVER_S. While a run, a
+        sweep or the card is in flight, one line says so and how to stop it: no question about a run that cannot
+        start."""
+        if lab(self).busy():
+            return
         form = self.form
         compute: Estimator
         if form.sweep and form.planned is not None:

@@ -29,6 +29,7 @@ PALETTE = ((80, 160, 255), (255, 165, 0), (90, 200, 110), (220, 110, 220), (0, 2
 LINE_COLOUR = (230, 60, 60)  # a reference line (a peak) and its name in the header
 LEAST_PLOT = 4  # a header that needs the rows takes them, down to two rows of data: no title or legend is cut
 IN_RANGE = 2.0  # a reference line is drawn when at most this many times the data's top: the data keeps half the height
+NARROW = 0.05  # a y range under this share of its values' size is named: fitted to the height, a wobble looks a cliff
 
 
 @dataclass
@@ -127,14 +128,18 @@ class SeriesPlot(PlotextPlot):
                                     integer_ticks([x for pts in view.series.values() for x, _ in pts], max(3, width // 8))]
             if along:
                 plt.xticks([x for x, _ in along], [label for _, label in along])
-            head = header(view, shown, width, max(1, height - LEAST_PLOT))
-            for side in ("left", "right"):  # labels at the digits the data carry, as many as the rows allow
+            ranges: dict[str, tuple[float, float]] = {}  # each y axis's, from the data and the lines drawn
+            for side in ("left", "right"):
                 on_side = [y for name, pts in view.series.items() if (name in view.right) == (side == "right")
                            for _, y in pts] + (list(shown.values()) if side == "left" else [])
                 if on_side:
-                    lo, hi = view.ylim or (min(on_side), max(on_side))
-                    at = ticks(lo, hi, max(2, (height - len(head) - 2) // 2))
-                    plt.yticks([y for y, _ in at], [label for _, label in at], yside=side)  # type: ignore[arg-type]
+                    ranges[side] = view.ylim or (min(on_side), max(on_side))
+            notes = [] if view.ylim else [note for side, (lo, hi) in ranges.items()
+                                          if (note := narrow_note(lo, hi, "axis" if side == "left" else "right axis"))]
+            head = header(view, shown, width, max(1, height - LEAST_PLOT), notes)
+            for side, (lo, hi) in ranges.items():  # labels at the digits the data carry, as many as the rows allow
+                at = ticks(lo, hi, max(2, (height - len(head) - 2) // 2))
+                plt.yticks([y for y, _ in at], [label for _, label in at], yside=side)  # type: ignore[arg-type]
             plt.plotsize(width, height - len(head))
             plt._set_size(width, height - len(head))  # as PlotextPlot.render does: plotsize alone does not stick
             plt.theme(theme)
@@ -157,11 +162,25 @@ def _colours():
         yield from PALETTE
 
 
-def header(view: View, shown: dict[str, float], width: int, most: int) -> list[Text]:
-    """The title, then each series in its colour (those on the right axis say so), then the reference lines:
-    drawn ones in their colour, the others said to be off scale; on as many lines as needed, at most `most`."""
-    title = view.title.split(" ")
-    pieces = [Text(word, style="bold") for word in title]  # a long title wraps between its words
+def narrow_note(lo: float, hi: float, axis: str = "axis") -> str | None:
+    """What a y axis fitted to data that barely move says: where it starts, and how far the data swing. A 0.7%
+    wobble drawn over the chart's height looks like a cliff; an axis from zero would flatten it, and with it the
+    step-to-step detail (warm-up, a stall) the live charts are for: the axis stays fitted, and says so."""
+    size = max(abs(lo), abs(hi))
+    if not 0 < hi - lo < NARROW * size:
+        return None
+    digits = max(0, -math.floor(math.log10(hi - lo)))  # as many as the range needs: 1,430 or 10.5
+    swing = (hi - lo) / 2 / abs((hi + lo) / 2) * 100
+    return f"({axis} from {lo:,.{digits}f}: ±{swing:.2g}% swings)"
+
+
+def header(view: View, shown: dict[str, float], width: int, most: int, notes: list[str] | None = None) -> list[Text]:
+    """The title (with `notes` on its axes), then each series in its colour (those on the right axis say so), then
+    the reference lines: drawn ones in their colour, the others said to be off scale; on as many lines as needed,
+    at most `most`."""
+    said = [word for note in notes or () for word in note.split(" ")]
+    title = view.title.split(" ") + said  # a long title wraps between its words, the notes' too
+    pieces = [Text(word, style="yellow" if i >= len(title) - len(said) else "bold") for i, word in enumerate(title)]
     for name, colour in zip(view.series, _colours()):
         pieces.append(Text.assemble(("━ ", Style(color=Color.from_rgb(*colour))),
                                     name + (" (right)" if name in view.right else "")))

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tpulab.machine.detect import RuntimeReport
 
 NO_PRESET = "(defaults)"
+EDITED = "(edited)"  # what the preset field shows while the fields hold no preset's values
 
 
 class ParamForm(VerticalScroll, can_focus=False):
@@ -49,13 +50,13 @@ class ParamForm(VerticalScroll, can_focus=False):
             self.spec = spec
 
     def __init__(self, workload: Workload, report: RuntimeReport, values: dict[str, Any] | None = None,
-                 sweep: bool = False, preset: str = NO_PRESET, **kwargs: Any) -> None:
+                 sweep: bool = False, preset: str | None = NO_PRESET, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.workload = workload
         self.report = report
         self.sweep = sweep
         self.initial = {**workload.defaults(), **(values or {})}
-        self.preset = preset  # the preset the values came from, shown as chosen
+        self.preset: str | None = preset  # the preset whose values the fields hold (None: none's), shown as chosen
         self.params: Params | None = None
         self.planned: Sweep | None = None  # in sweep mode, when every value and some combination can run (`plan`)
         self.impossible: list[tuple[dict[str, Any], str]] = []
@@ -66,7 +67,9 @@ class ParamForm(VerticalScroll, can_focus=False):
         presets = [(NO_PRESET, NO_PRESET)] + [(name, name) for name in self.workload.presets]
         with Horizontal(classes="field"):
             yield Label("preset", classes="name")
-            yield Select(presets, value=self.preset, allow_blank=False, id="preset", compact=True)
+            # Blank (its prompt) while the fields hold no preset's values: the name shown is always what they hold
+            yield Select(presets, value=self._holds(self.initial) or Select.NULL, prompt=EDITED, id="preset",
+                         compact=True)
         for spec in sorted(self.workload.params, key=lambda s: s.advanced):
             with Vertical(classes="param", id=f"field-{spec.name}"):
                 with Horizontal(classes="field"):
@@ -111,8 +114,34 @@ class ParamForm(VerticalScroll, can_focus=False):
         return {name: value if isinstance(value, str) else self.workload.spec(name).show(value)
                 for name, value in self.raw_values().items()}
 
+    def _holds(self, values: dict[str, Any]) -> str | None:
+        """The preset whose values these are (the one chosen last first, then the defaults, then the others), read
+        as the run would read them (`08` is 8), or None. Each field's value is compared, not where it came from: the
+        command line's --preset, a workload left and come back to, a field edited, a sweep's best opened."""
+        def read(name: str, raw: Any) -> Any:
+            try:
+                return self.workload.spec(name).parse(raw)
+            except ParamError:
+                return raw  # a list (sweep mode) or a bad value: no preset's
+        held = {name: read(name, raw) for name, raw in values.items()}
+        for name in dict.fromkeys([self.preset or NO_PRESET, NO_PRESET, *self.workload.presets]):
+            if held == self.workload.preset(None if name == NO_PRESET else name):
+                return name
+        return None
+
+    def _show_preset(self) -> None:
+        """The preset field names what the fields now hold (a name shown is no preset chosen: nothing is filled in)."""
+        self.preset = self._holds(self.raw_values())
+        select = self.query_one("#preset", Select)
+        with select.prevent(Select.Changed):
+            if self.preset is None and not select.is_blank():
+                select.clear()
+            elif self.preset is not None and select.value != self.preset:
+                select.value = self.preset
+
     def revalidate(self) -> None:
         self.validated = self.raw_values()
+        self._show_preset()
         if self.sweep:
             self._revalidate_grid()
             return
@@ -212,9 +241,10 @@ class ParamForm(VerticalScroll, can_focus=False):
     def on_select_changed(self, event: Select.Changed) -> None:
         event.stop()
         if event.select.id == "preset":
-            if event.value != self.preset:  # Select also reports its first value on mount
-                self.preset = str(event.value)
-                self.set_values({**self.workload.defaults(), **self.workload.presets.get(self.preset, {})})
+            # Select also reports its first value on mount; blank is no preset's values, nothing to fill in
+            if isinstance(event.value, str) and event.value != self.preset:
+                self.preset = event.value
+                self.set_values(self.workload.preset(None if self.preset == NO_PRESET else self.preset))
         else:
             self._values_changed()
 
