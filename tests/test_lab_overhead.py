@@ -1,11 +1,8 @@
-"""The lab leaves the cores to the run it shows: a run on this CPU is measured on the cores the lab draws on.
-The real app under the pilot, a run replayed at its own pace (its worker takes no CPU: what is measured is the lab's)."""
+"""The lab leaves the cores to the run it shows: a chart out of sight is not drawn, and a status line lays the
+screen out again only when its height changes. The real app under the pilot, a run replayed at its own pace. What
+that saves, the lab's share of a core, is measured by `benchmarks/lab_overhead.py` (a share is a benchmark's)."""
 
 from __future__ import annotations
-
-import time
-
-import pytest
 
 from tpulab.lab.app import TpulabApp
 from tpulab.lab.panes.run import RunPane
@@ -13,20 +10,10 @@ from tpulab.lab.widgets.charts import SeriesPlot
 
 from .helpers import Replay, conv_events, wait_for
 
-pytestmark = pytest.mark.alone  # a share of a core: another test beside it would slow the lab, not load it
 
-
-async def lab_share(pilot, seconds: float) -> float:
-    """The lab's CPU over the next `seconds`, as a share of one core (its threads' too: the charts build in them)."""
-    t0, c0 = time.monotonic(), time.process_time()
-    await pilot.pause(seconds)
-    return (time.process_time() - c0) / (time.monotonic() - t0)
-
-
-async def test_a_streaming_run_costs_the_lab_a_fraction_of_a_core_and_none_of_a_chart_out_of_sight(db, cpu_machine):
-    """200 steps a second and telemetry twice a second, as a small conv streams them. Each progress message (ten a
-    second) laid the whole lab out again, in case its header had grown a line, and each chart was drawn in turn, in
-    sight or not: the lab took 38-40% of a core here on the run's tab and 20-23% on another (16-17% and 8% since)."""
+async def test_a_streaming_run_draws_no_chart_out_of_sight_and_draws_it_as_it_comes_back(db, cpu_machine):
+    """200 steps a second and telemetry twice a second, as a small conv streams them: each chart was drawn in turn,
+    in sight or not."""
     app = TpulabApp(probe=False, report=cpu_machine, db=db)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("3")
@@ -37,18 +24,15 @@ async def test_a_streaming_run_costs_the_lab_a_fraction_of_a_core_and_none_of_a_
         chart = pane.chart("busy %")
         assert isinstance(chart, SeriesPlot)
         drawn = chart.render()
-        in_sight = await lab_share(pilot, 2)
-        assert chart.render() is not drawn  # the charts moved on: the lab did its work
+        await wait_for(pilot, lambda: chart.render() is not drawn, 5)  # the charts move on in sight
         await pilot.press("1")
         await pilot.pause(0.5)
         drawn = chart.render()
-        elsewhere = await lab_share(pilot, 2)
+        await pilot.pause(2)
         assert chart.render() is drawn and chart.dirty  # new points, not drawn out of sight
         await pilot.press("3")
         await wait_for(pilot, lambda: chart.render() is not drawn, 2)  # drawn as it comes back
-        assert pane.running, "the run ended before the lab was measured"
-        print(f"the lab beside a streaming run: {in_sight:.0%} of a core on its tab, {elsewhere:.0%} elsewhere")
-        assert in_sight < 0.3 and elsewhere < 0.15, f"the lab took {in_sight:.0%} of a core, {elsewhere:.0%} elsewhere"
+        assert pane.running, "the run ended before the chart came back"
         pane.cancel()
 
 
