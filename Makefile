@@ -43,6 +43,7 @@ check: install
 	$(VENV)/bin/ruff check tpulab tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d build/site  # no -q: it hides the warnings --strict fails on
 
 # Every benchmark, each printing its goal as a ratio against a baseline measured in the same
 # run. `make bench`: each at its quick setting (one round, small sizes: about 10 minutes on 2
