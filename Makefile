@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 .PHONY: install bytecode run test quick check bench device-check clean
 
 # PyPI's default torch on Linux is a CUDA build of several GB: with no NVIDIA GPU here, the CPU build
-# goes in first and satisfies tpulab[torch]'s range (the README tells users how to choose theirs).
+# goes in first and satisfies tpulab[torch]'s range (docs/how-to/install.md tells users how to choose theirs).
 TORCH_CPU ?= 2.13.0
 GPU := $(shell command -v nvidia-smi 2>/dev/null)
 
@@ -47,7 +47,7 @@ check: install
 
 # Every benchmark, each printing its goal as a ratio against a baseline measured in the same
 # run. `make bench`: each at its quick setting (one round, small sizes: about 10 minutes on 2
-# cores); `make bench FULL=1`: each at its own defaults, as the README's figures were measured.
+# cores); `make bench FULL=1`: each at its own defaults, as the docs' figures were measured.
 # benchmarks/device_check.py is no benchmark: it installs tpulab offline on a lent GPU machine
 # and runs every path once, with no baseline to set a figure against (`make device-check`).
 quick = $(if $(FULL),,$(1))

@@ -1,6 +1,6 @@
 """tpulab on a lent GPU machine, offline: install from carried wheels, run every path once.
 
-The lent machine (see the README's Development section) has Python 3.12, JAX with CUDA,
+The lent machine (see CONTRIBUTING.md) has Python 3.12, JAX with CUDA,
 psutil and nvidia-ml-py, but no Keras, Textual or TensorFlow, and no network. So the check
 has two phases:
 

@@ -1,6 +1,6 @@
 """tpulab: how fast is this machine for deep learning, and why.
 
-The Python API (see the README)::
+The Python API (docs/how-to/notebooks.md)::
 
     import tpulab
     tpulab.detect()                                   # this machine, and what to fix

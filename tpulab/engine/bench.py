@@ -98,7 +98,7 @@ DECODE = {"preset": "gpt2-small", "prompt_len": 16, "gen_len": 64, **PROFILED}
 
 SUITE = Suite(
     NAME, VERSION,
-    ceilings=Entry("roofline", {},  # the roofline's defaults: the sizes its README section explains
+    ceilings=Entry("roofline", {},  # the roofline's defaults: the sizes docs/concepts/ceilings.md explains
                    {"max_size": 2048, "copy_mib": 128, "iterations": 3, "rounds": 2},
                    (), ()),
     entries=(

@@ -1,6 +1,6 @@
 """The machine card as data: what one bench found on one machine, in a versioned JSON form meant to be shared.
 
-The schema (`SCHEMA`, documented in the README's "The machine card" section) is these dataclasses: a card read
+The schema (`SCHEMA`, documented in docs/concepts/machine-card.md) is these dataclasses: a card read
 from a file is checked field by field against their annotations (`tpulab.base.typed.problem`) before anything
 reads it, so a hostile card imports as text or is refused in one line. Every rate on a card is "higher is
 better"; a figure no run measured is None, never 0. `scrubbed` leaves the host name, the user name and home

@@ -148,7 +148,7 @@ def notes(p: Profile) -> list[str]:
     elif any(is_spec(op.ceiling) for op in p.ops):
         out.append(f"{SPEC_MARK}: a share of the spec figure (no such ceiling measured here)")
     if p.trace_path:
-        out.append(f"raw trace: {p.trace_path} (Perfetto or XProf open it: see the README)")
+        out.append(f"raw trace: {p.trace_path} (Perfetto or XProf open it: see docs/concepts/op-profile.md)")
     return out
 
 
