@@ -5,6 +5,7 @@ and a real Ctrl+C."""
 from __future__ import annotations
 
 import io
+import dataclasses
 import json
 import os
 import shutil
@@ -182,7 +183,7 @@ def test_this_card_against_the_article_shows_speedups_a_why_per_entry_and_the_ar
     assert "conv 1.5x slower (published figure, no interval); cannot explain it: no compute ceiling (float32 " \
         "matmul) on Colab CPU (2018, published)" in out
     assert "conv: no speedup: Colab TPU v2-8 (2018, published)'s figure is an artifact, not a speed" in out
-    assert "geometric mean of shared speedups" in out and "published figures, not measured here" in out
+    assert "geometric mean, entries of alike work" in out and "published figures, not measured here" in out
 
 
 @pytest.mark.parametrize("width", [80, 60])
@@ -410,7 +411,7 @@ def test_the_notebook_compares_a_card_with_the_article_as_html_in_the_cell(db):
     assert page.startswith('<div class="tpulab">') and "<svg" in page and "Colab K80 GPU (2018, published)" in page
     assert "conv 5.8x faster (published figure, no interval); compute ceiling (float32 matmul) 43.7x, spec figures" \
         in page and "artifact" in page
-    assert "geometric mean over conv (the entries Colab K80 GPU" in " ".join(repr(result).split())
+    assert "geometric mean over conv (the entries of alike work Colab K80 GPU" in " ".join(repr(result).split())
 
 
 @pytest.mark.slow
@@ -570,3 +571,66 @@ def test_quick_reuses_a_kept_roofline_of_the_same_device_and_versions_and_says_s
     assert {(c.dtype, c.value) for c in made.ceilings} == {("float32", 100e9), ("memory", 20e9)}
     assert all(c.reused and "ffffffff" in c.reused and "same device and versions" in c.reused for c in made.ceilings)
     assert "(reused)" in view.ceilings_line(made)
+
+
+def test_a_comparison_with_the_article_leads_with_alike_work_and_averages_no_other_work():
+    """A quick card's conv (batch 32 at 128 px) and CNN (batch 64) against the article's (128 at 256 px, 1024): each
+    said to be other work, not in the geometric mean; an entry of alike work leads and is the mean."""
+    from tpulab.engine.article_cards import cards
+    from tpulab.views.card import comparison_lines, comparison_rows
+
+    mine = card()
+    conv = next(e for e in mine.entries if e.name == "conv")
+    conv.params = {"batch_size": 32, "image_size": 128, "channels": 3, "filters": 64, "kernel_size": 5, "stride": 2}
+    cnn = CardEntry(name="fashion-mnist", workload="fashion-mnist", backend="jax", status="ok", unit="examples/s",
+                    median=400.0, params={"batch_size": 64})
+    alike = CardEntry(name="fashion-mnist", workload="fashion-mnist", backend="jax", status="ok", unit="examples/s",
+                      median=400.0, params={"batch_size": 1024})
+    k80 = cards()[1]
+    result = compare([dataclasses.replace(mine, entries=[*mine.entries, cnn]), k80])
+    rows = comparison_rows(result)
+    assert rows[0][0] == "conv [GFLOP/s] (other work)" and rows[1][0] == "fashion-mnist [examples/s] (other work)"
+    assert rows[-1][:1] == ["geometric mean, entries of alike work"] and rows[-1][-1] == "none alike"
+    said = " ".join(comparison_lines(result))
+    assert "conv: other work (batch_size 32 / 128; image_size 128 / 256; filters 64 / 256): its ratio is not of the " \
+        "same work, and no mean holds it" in said
+    assert "fashion-mnist: other work (batch_size 64 / 1024)" in said
+
+    result = compare([dataclasses.replace(mine, entries=[*mine.entries, alike]), k80])
+    rows = comparison_rows(result)
+    assert rows[0][0] == "fashion-mnist [examples/s]" and rows[1][0] == "conv [GFLOP/s] (other work)"  # alike leads
+    assert rows[-1][-1] == f"{k80.entries[1].median / 400.0:.2f}x over 1 entry"
+
+
+@pytest.mark.slow
+def test_a_run_the_card_stops_at_its_budget_is_kept_finished_with_its_steps_not_cancelled(tmp_path):
+    """A conv far longer than the card's budget: the card stops it after its current step, and the run it keeps is
+    the card's measurement, finished with the steps it timed and a note saying why it stopped (it had read as
+    `cancelled` in `tpulab results`)."""
+    db = tmp_path / "r.db"
+    endless = replace(TINY, entries=(bench.Entry("conv", {"preset": "smoke"}, {"iterations": 100_000},
+                                                 (bench.Headline("conv", "gflops_per_s", "GFLOP/s"),), ()),))
+    made = Bench(on_jax(tmp_path / "m"), db, "jax", quick=True, suite=endless, budget_s=8, reuse_ceilings=False).run()
+    [conv] = [e for e in made.entries if e.name == "conv"]
+    assert conv.status == "ok" and conv.stopped and conv.stopped.startswith("budget: stopped at its share")
+    run = Store(db).get(conv.run_id)
+    assert run.status == "finished" and run.error is None and run.summary.step_seconds is not None
+    assert run.note and "stopped by its machine card at its share of the card's budget" in run.note
+    assert "cancelled" not in {r.status for r in Store(db).records()}
+
+
+def test_an_inference_entry_lists_no_training_ops_as_its_own():
+    """A ResNet-50 run trains, then infers, and traces its training step: the train entry lists those ops, the
+    inference entry none (they were 'gradient_tape/... Conv2DBackpropInput'), and says where the trace is."""
+    from tpulab.base.events import OpRow, Profile
+    from tpulab.engine.bench_run import figures
+
+    traced = Profile(steps=2, step_seconds=0.1, host_gap=0.01, host_gap_share=0.1, ops=[
+        OpRow(name="gradient_tape/conv/Conv2DBackpropInput", type="Conv2DBackpropInput", category="matmul/conv",
+              calls=1, seconds=0.05, share=0.5)])
+    record = make_record(workload="resnet50", profile=traced)
+    train, infer = bench.SUITE.entries[2].headlines
+    assert [o.name for o in figures(train, record, False)["top_ops"]] == ["gradient_tape/conv/Conv2DBackpropInput"]
+    said = figures(infer, record, False)
+    assert said["top_ops"] == [] and said["host_gap_share"] is None and said["bound"] is None
+    assert said["verdicts"][0].startswith("op profile: the run traced its training step, not this phase")

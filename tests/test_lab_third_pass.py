@@ -215,3 +215,49 @@ def test_snapshot_chart_of_a_narrow_range(snap_compare):
         await drawn(pilot, plot)
 
     assert snap_compare(ChartHost(), run_before=plotted, terminal_size=SMALL)
+
+
+# --- 5. the sweep's table at 80 columns -------------------------------------------------------------------------
+def three_axis_sweep(cpu_machine):
+    """A replayed sweep over batch, image size and filters (8 points), each point's rate from its batch."""
+    from tpulab.engine.sweep import build_grid
+    from tpulab.workloads import registry
+
+    from .helpers import ReplayedSweep, make_record
+
+    grid, _ = build_grid(registry()["conv"], {"batch_size": "8,16", "image_size": "32,64", "filters": "16,32",
+                                              "device": "cpu"}, cpu_machine, steps=3)
+    sweep = ReplayedSweep(grid, cpu_machine, lambda p: make_record(batch=p.values["batch_size"],
+                                                                   median=p.values["batch_size"] / 1600.0))
+    sweep.id = "5eed" * 8  # the same header in every snapshot
+    return sweep
+
+
+async def test_the_sweep_table_fits_its_width_and_cuts_no_figure(db, cpu_machine):
+    """At 80x24 the sweep's table (half the width, beside its chart) scrolled sideways and cut its last figures
+    ('GF', '5.'): now the figures a rate needs least are left out instead, and every cell shown is whole."""
+    from textual.widgets import DataTable
+
+    from .helpers import sweep_tab
+
+    app = TpulabApp(probe=False, db=db, report=cpu_machine)
+    async with app.run_test(size=SMALL) as pilot:
+        pane = await sweep_tab(pilot, three_axis_sweep(cpu_machine))
+        table = pane.query_one("#sweep-table", DataTable)
+        await pilot.pause()
+        assert table.virtual_size.width <= table.scrollable_content_region.width  # nothing past the edge
+        headers = [str(c.label).replace("\n", " ") for c in table.columns.values()]
+        assert headers[:4] == ["", "batch size", "image size", "filters"] and "throughput" in headers
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert len(rows) == sum(bool(p.records) for p in pane.sweep.points) >= 8  # (with the article's, where added)
+        assert all("…" not in c for r in rows for c in r[:headers.index("throughput") + 1])
+        assert all(r[headers.index("throughput")].endswith("ex/s") for r in rows)
+
+
+def test_snapshot_sweep_table_at_80x24(snap_compare, cpu_machine):
+    from .helpers import sweep_tab
+
+    async def swept(pilot):
+        await sweep_tab(pilot, three_axis_sweep(cpu_machine))
+
+    assert snap_compare(TpulabApp(probe=False, report=cpu_machine), run_before=swept, terminal_size=SMALL)

@@ -98,20 +98,23 @@ def gflop(flops: float | None) -> str:
     return f"{g:.0f}" if g >= 100 else f"{g:.3g}"
 
 
-def fit(rows: list[tuple[str, ...]], width: int, columns: tuple[str, ...] = LIST_COLUMNS) -> list[tuple[str, ...]]:
-    """Rows whose cells fit `width` (one space between columns): the SHRINKABLE columns are shortened
-    with "…", the first first; when that is not enough, OPTIONAL columns are left out (from every row,
+def fit(rows: list[tuple[str, ...]], width: int, columns: tuple[str, ...] = LIST_COLUMNS,
+        optional: tuple[str, ...] = OPTIONAL, shrinkable: tuple[str, ...] = SHRINKABLE) -> list[tuple[str, ...]]:
+    """Rows whose cells fit `width` (one space between columns): the `shrinkable` columns are shortened
+    with "…", the first first; when that is not enough, `optional` columns are left out (from every row,
     the header too), the first first. An id and a figure are always kept whole."""
     widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
-    least = [min(w, max(MIN_SHRUNK, len(c))) if c in SHRINKABLE else w for w, c in zip(widths, columns)]
+    least = [min(w, max(MIN_SHRUNK, len(c))) if c in shrinkable else w for w, c in zip(widths, columns)]
     kept = list(range(len(columns)))
-    for name in OPTIONAL:
+    for name in optional:
         if sum(least[i] + 1 for i in kept) - 1 <= width:
             break
         if name in columns:
             kept.remove(columns.index(name))
     excess = sum(widths[i] + 1 for i in kept) - 1 - width
-    for name in SHRINKABLE:
+    for name in shrinkable:
+        if name not in columns:
+            continue
         i = columns.index(name)
         cut = min(max(excess, 0), widths[i] - least[i]) if i in kept else 0
         widths[i] -= cut

@@ -157,14 +157,18 @@ def figures(h: bench.Headline, record: RunRecord, ceiling_known: bool) -> dict[s
     elif h.stats == "step_seconds":  # the summary's fractions are of its training (or only) steps
         out["ceiling_fraction"] = s.ceiling_fraction if ceiling_known else None
         out["spec_fraction"] = s.peak_fraction
-    p = s.profile
+    own = h.stats == "step_seconds"  # the profile, the bound and the ceiling's side are of the run's own steps
+    p = s.profile if own else None  # (a run that trains, then infers, traces its training step: not inference's)
     gap = p.host_gap_share if p else None
     out["host_gap_share"] = gap
-    out["bound"] = "host" if gap is not None and gap >= HOST_BOUND else s.bound
+    out["bound"] = "host" if gap is not None and gap >= HOST_BOUND else s.bound if own else None
     out["top_ops"] = [Op(name=o.name, category=o.category, share=o.share) for o in (p.ops if p else [])
                       if o.name != OTHER_OPS][:3]
-    out["verdicts"] = [f"{f.code}: {f.message}" for f in [*s.flags, *(p.verdicts if p else []),
-                                                          *(s.telemetry.verdicts if s.telemetry else [])]]
+    traced = [] if own or s.profile is None else [
+        f"op profile: the run traced its training step, not this phase: `tpulab results show {record.short_id} "
+        "--profile` shows it"]
+    out["verdicts"] = [*traced, *(f"{f.code}: {f.message}" for f in [*s.flags, *(p.verdicts if p else []),
+                                                                    *(s.telemetry.verdicts if s.telemetry else [])])]
     return out
 
 
@@ -522,7 +526,7 @@ class Bench:
         m = Measuring(entry, kept_values, [record], stopped, time.monotonic() - start, cost,
                       budget_stop=self.overran and record is got)
         made = [self._made(h, m, backend, ceilings) for h in entry.headlines]
-        m.repeatable = record.status == "finished" and all(e.status == "ok" for e in made)
+        m.repeatable = record.status == "finished" and not m.budget_stop and all(e.status == "ok" for e in made)
         return made, m
 
     def _repeat(self, m: Measuring, backend: str, ceilings: Ceilings, limit: float) -> None:
@@ -607,7 +611,12 @@ class Bench:
             self.current = None
         record = run.recorder.record()
         if self.overran and record.status == "cancelled":
-            record.error = "stopped: it ran past its share of the budget"
+            if record.summary.step_seconds is not None:  # the card's own measurement, settled by its budget
+                record.status, record.error = "finished", None
+                record.note = ("stopped by its machine card at its share of the card's budget: its figures are of "
+                               "the steps it had timed")
+            else:
+                record.error = "stopped by its machine card at its share of the budget, before a step was timed"
         try:
             self.store.save(record)
         except StoreError as e:

@@ -26,6 +26,7 @@ from tpulab.base.timing import median
 from tpulab.engine.article_cards import ARTICLE, cards
 from tpulab.engine.card import Card, CardEntry
 from tpulab.engine.store import Store
+from tpulab.workloads import registry
 
 EXPLAINED = 1.25  # a speedup within this factor of the ceilings' ratio is explained by them
 WORDS = {"compute": "compute ceiling (float32 matmul)", "memory": "memory bandwidth"}
@@ -55,6 +56,7 @@ class Row:
     unit: str
     cells: list[Cell]
     notes: list[str] = field(default_factory=list)  # what differs between the cards' runs of this entry
+    work: list[str] = field(default_factory=list)  # ... of that, what sets the work of a step: the batch, the sizes
 
 
 @dataclass
@@ -112,13 +114,17 @@ def compare(cards: list[Card]) -> CardComparison:
                 cell.why = why(name, first, base, card, e, cell)
             cells.append(cell)
         unit = next((e.unit for e in entries if e is not None and e.unit), "")
-        rows.append(Row(name, unit or "", cells, notes(entries)))
+        rows.append(Row(name, unit or "", cells, notes(entries), notes(entries, work_keys(entries))))
+    rows.sort(key=lambda r: bool(r.work))  # the entries whose work is alike lead; a stable sort keeps the suite's order
     geomeans: list[tuple[float | None, list[str]]] = [(None, []), *(geomean(rows, i) for i in range(1, len(cards)))]
     return CardComparison(cards, rows, geomeans, differences(cards))
 
 
 def geomean(rows: list[Row], i: int) -> tuple[float | None, list[str]]:
-    pairs = [(r.name, r.cells[i].speedup) for r in rows if r.cells[i].speedup]
+    """The geometric mean of card `i`'s speedups over the entries whose work is alike on it and the first: a ratio of
+    other work (another batch or size) is shown, never averaged in."""
+    pairs = [(r.name, r.cells[i].speedup) for r in rows
+             if r.cells[i].speedup and not notes([r.cells[0].entry, r.cells[i].entry], work_keys([r.cells[0].entry]))]
     if not pairs:
         return None, []
     return math.exp(sum(math.log(s) for _, s in pairs if s) / len(pairs)), [n for n, _ in pairs]
@@ -143,7 +149,11 @@ def verdict(a: Card, ea: CardEntry, b: Card, eb: CardEntry) -> Change | str:
     found = change([], [], scale, base_repeats=ea.samples, other_repeats=eb.samples)
     if found is None:
         return "no interval: no steps timed"
-    drift = max((d for d in (a.drifted(), b.drifted()) if d is not None), default=0.0)
+    # A card's drift is the machine's own moving, read where nothing else ran: beside other work it reads that
+    # work's coming and going (a card beside a busy core drifted 57% here), and a disturbed side's difference is
+    # what that load did, said beside the verdict, never widened away.
+    quiet = not (ea.disturbed or eb.disturbed)
+    drift = max((d for d in (a.drifted(), b.drifted()) if d is not None), default=0.0) if quiet else 0.0
     if found.word != SAME and drift > 0:  # the threshold, a factor either way, times the drift's
         wider = change([], [], scale, (1 + NOISE) * (1 + drift) - 1, base_repeats=ea.samples, other_repeats=eb.samples)
         if wider is not None and wider.word == SAME:
@@ -191,12 +201,21 @@ def explained(a: Card, ea: CardEntry, b: Card, eb: CardEntry, s: float) -> str:
     return f"{head}: beyond it: {a.label()} reached {frac_a} of its ceiling"
 
 
-def notes(entries: list[CardEntry | None]) -> list[str]:
-    """The parameters the cards' runs of one entry differ in ('batch_size 32 / 128')."""
+def work_keys(entries: list[CardEntry | None]) -> tuple[str, ...]:
+    """The parameters that set the work of one step of these entries' workload: its batch and its declared sizes."""
+    w = next((registry().get(e.workload) for e in entries if e is not None), None)
+    return ("batch_size", *(w.sizes if w else ()))
+
+
+def notes(entries: list[CardEntry | None], only: tuple[str, ...] | None = None) -> list[str]:
+    """The parameters the cards' runs of one entry differ in ('batch_size 32 / 128'), of `only` where given; a
+    parameter one side does not name is not a difference."""
     present = [e for e in entries if e is not None]
-    keys = dict.fromkeys(k for e in present for k in e.params)
+    keys = dict.fromkeys(k for e in present for k in e.params if only is None or k in only)
     out = []
     for k in keys:
+        if any(k not in e.params for e in present):
+            continue
         values = [e.params.get(k) for e in present]
         if any(v != values[0] for v in values):
             out.append(f"{k} " + " / ".join("-" if v is None else str(v) for v in values))

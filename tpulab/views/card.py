@@ -267,9 +267,10 @@ def comparison_rows(cmp: CardComparison) -> list[list[str]]:
                 said = [median_ci(cell.entry), verdict(cell), "artifact" if cell.entry.artifact else "",
                         "disturbed" if cell.disturbed else ""]
                 cells.append(" ".join(x for x in said if x))
-        out.append([f"{row.name} [{row.unit}]", *cells])
-    gm = ["geometric mean of shared speedups", "1.00x"] + [
-        f"{g:.2f}x over {len(names)}" if g else "-" for g, names in cmp.geomeans[1:]]
+        out.append([f"{row.name} [{row.unit}]" + (" (other work)" if row.work else ""), *cells])
+    gm = ["geometric mean, entries of alike work", "1.00x"] + [
+        f"{g:.2f}x over {len(names)} entr{'y' if len(names) == 1 else 'ies'}" if g else "none alike"
+        for g, names in cmp.geomeans[1:]]
     return out + [gm]
 
 
@@ -292,8 +293,11 @@ def tally(cmp: CardComparison, i: int) -> str | None:
 def comparison_lines(cmp: CardComparison) -> list[str]:
     lines = [f"{card.which()}: {c.why}" for r in cmp.rows for card, c in zip(cmp.cards, r.cells) if c.why]
     lines += [t for t in (tally(cmp, i) for i in range(1, len(cmp.cards))) if t]
-    lines += [f"{r.name}: parameters differ: {'; '.join(r.notes)}" for r in cmp.rows if r.notes]
-    lines += [f"geometric mean over {', '.join(names)} (the entries {c.which()} shares with the first)"
+    lines += [f"{r.name}: other work ({'; '.join(r.work)}): its ratio is not of the same work, and no mean "
+              "holds it" for r in cmp.rows if r.work]
+    lines += [f"{r.name}: parameters differ: {'; '.join(x for x in r.notes if x not in r.work)}" for r in cmp.rows
+              if set(r.notes) - set(r.work)]
+    lines += [f"geometric mean over {', '.join(names)} (the entries of alike work {c.which()} shares with the first)"
               for c, (g, names) in zip(cmp.cards[1:], cmp.geomeans[1:]) if g]
     return lines + cmp.differs
 

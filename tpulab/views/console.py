@@ -131,6 +131,7 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
                   f"{record.device.replicas if record.device else 1} shard(s)") if record.batch else None,
         ("problem size", w.size_words(record.params)) if w else None,
         ("data", record.dataset or "-"),
+        ("note", record.note) if record.note else None,
         ("first call (compiled (cache))" if s.cache_hit else "first call (trace+compile)", compile_text(s)),
         (f"steady {unit} time", fmt.spread(s.step_seconds)),
         ("throughput", fmt.rate(s.throughput or s.examples_per_s, s.throughput_unit)) if record.batch else None,

@@ -42,6 +42,8 @@ from tpulab.views.sweep import (
     x_values,
 )
 
+SWEEP_OPTIONAL = ("ceiling", "peak", "GFLOP/s", "median", "flags")  # left out of a narrow table, the first first
+
 
 class SweepPane(Vertical):
     BINDINGS = [Binding("o", "open_best", "Open best in form", show=False, id="sweep.open_best")]  # said in its status
@@ -77,7 +79,7 @@ class SweepPane(Vertical):
         with Horizontal(id="sweep-body"):
             yield SeriesPlot("throughput against the first swept parameter", id="sweep-chart")
             with Vertical(id="sweep-side"):
-                yield DataTable(id="sweep-table", cursor_type="row", zebra_stripes=True)
+                yield DataTable(id="sweep-table", cursor_type="row", zebra_stripes=True, header_height=2)
                 yield Static(id="sweep-findings")
 
     @property
@@ -111,7 +113,7 @@ class SweepPane(Vertical):
         chart.configure(chart_title(axes, "examples/s"))
         table = self.query_one("#sweep-table", DataTable)
         table.clear(columns=True)
-        table.add_columns("", *(safe.text(axis_text(a)) for a in axes), *FIGURES)
+        table.add_columns("", *(safe.text(axis_text(a).replace(" ", "\n", 1)) for a in axes), *FIGURES)
         self.query_one("#sweep-findings", Static).update("")
         bar = self.query_one("#sweep-progress", ProgressBar)
         bar.update(total=len(sweep.points) * sweep.repeat, progress=0)
@@ -191,18 +193,31 @@ class SweepPane(Vertical):
             for pts in chart_series([best], axes, x_values(self.sweep.points, axes[0]), found.by).values():
                 chart.add("best", *pts[0])
         chart.replot()
-        table = self.query_one("#sweep-table", DataTable)
-        table.clear()
         listed = ranked([p for p in self.sweep.points if p.records], found.by)
         prefix = rate_prefix(listed)
-        for p in listed:
-            cells = figures(p, prefix)
-            table.add_row(*map(safe.text, (marks(p, found), *(value_text(p.values[a]) for a in axes),
-                                           *(cells[f] for f in FIGURES))))
+        header = ("", *(axis_text(a) for a in axes), *FIGURES)
+        rows = [(marks(p, found), *(value_text(p.values[a]) for a in axes), *(cells[f] for f in FIGURES))
+                for p in listed for cells in (figures(p, prefix),)]
+        self._table(header, rows)
         legend = marks_legend(found)  # what the first column's marks mean
         self.query_one("#sweep-findings", Static).update(
             "\n".join(([f"[dim]{legend}[/]"] if legend else []) + [safe.markup(line) for line in
                                                                    findings_lines(found, axes)]))
+
+    def _table(self, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+        """The points' rows, fitted to the table's width as the results listing is: a parameter's name on two
+        lines, the flags shortened, then the figures a rate needs least left out (the ceiling's fraction first), so
+        no figure is cut and the table never scrolls sideways (at 80 columns the table has about half of them)."""
+        table = self.query_one("#sweep-table", DataTable)
+        names = tuple(h.replace(" ", "\n", 1) for h in header)  # 'batch\nsize': the header is two lines high
+        widest = tuple(max(n.split("\n"), key=len) for n in names)  # what a column's header needs
+        region = table.scrollable_content_region.width or self.size.width // 2 - 2
+        room = region - (2 * table.cell_padding - 1) * len(header) - 1  # `fit` counts one space between columns
+        fitted = fmt.fit([widest, *rows], room, widest, optional=SWEEP_OPTIONAL, shrinkable=("flags",))
+        table.clear(columns=True)
+        table.add_columns(*(safe.text(names[widest.index(w)]) for w in fitted[0]))
+        for cells in fitted[1:]:
+            table.add_row(*map(safe.text, cells))
 
     @on(Done)
     def _finished(self, message: Done) -> None:
