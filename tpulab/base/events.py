@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
+from functools import cache
 from typing import Annotated, Any, Callable, ClassVar, Mapping, TypeVar
 
 from tpulab.base.timing import Flag, Stats
@@ -29,9 +30,16 @@ T = TypeVar("T")
 Measured = Annotated[float, MAY_BE_NAN]  # what the model computed (a loss, a checksum): NaN when training diverged
 
 
+@cache
+def _names(cls: type) -> frozenset[str]:
+    """A dataclass's field names, read once: a record of 100,000 steps builds 100,000 of them (`fields` each time
+    took 1.1 s of a 3.4 s `results compare` of two such runs)."""
+    return frozenset(f.name for f in fields(cls))
+
+
 def _known(cls: type[T], data: Mapping[str, Any]) -> T:
     """Build a dataclass from a mapping, ignoring keys it does not know (older or newer writers)."""
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    names = _names(cls)  # type: ignore[arg-type]
     return cls(**{k: v for k, v in data.items() if k in names})
 
 
