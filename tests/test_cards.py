@@ -595,6 +595,8 @@ def test_a_comparison_with_the_article_leads_with_alike_work_and_averages_no_oth
     assert "conv: other work (batch_size 32 / 128; image_size 128 / 256; filters 64 / 256): its ratio is not of the " \
         "same work, and no mean holds it" in said
     assert "fashion-mnist: other work (batch_size 64 / 1024)" in said
+    assert f"conv: {k80.entries[0].median / conv.median:.2f}x of other work (batch_size 32 / 128; " in said
+    assert "neither faster nor slower" in said and "slower (published" not in said and "faster (published" not in said
 
     result = compare([dataclasses.replace(mine, entries=[*mine.entries, alike]), k80])
     rows = comparison_rows(result)

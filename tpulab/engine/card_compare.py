@@ -33,6 +33,7 @@ WORDS = {"compute": "compute ceiling (float32 matmul)", "memory": "memory bandwi
 SHORT = {"compute": "compute", "memory": "bandwidth"}
 REFUSED = "why: below"  # a refused ceiling's reason is said once per card, after the rows
 PUBLISHED = "published figure, no interval"
+OTHER_WORK = "other work"  # a ratio of two entries whose batch or sizes differ: shown, never judged nor averaged
 
 
 def alike(ratio: float) -> bool:
@@ -107,7 +108,11 @@ def compare(cards: list[Card]) -> CardComparison:
             if e and base and (e.artifact or base.artifact):
                 s = None  # an artifact is no speed: said, never divided (nor in the geometric mean)
             cell = Cell(e, s)
-            if base and e:
+            other = notes([base, e], work_keys([base])) if base and e else []
+            if base and e and other and s is not None:  # other work: a ratio, never a verdict nor a why
+                cell.no_interval = OTHER_WORK
+                cell.why = f"{name}: {s:.2f}x of other work ({'; '.join(other)}): neither faster nor slower"
+            elif base and e:
                 cell.disturbed = [f"{c.which()}: {x.disturbed}" for c, x in ((first, base), (card, e)) if x.disturbed]
                 found = verdict(first, base, card, e) if s is not None else None
                 cell.change, cell.no_interval = (found, None) if isinstance(found, Change) else (None, found)

@@ -24,7 +24,7 @@ from tpulab.base import fmt, safe
 from tpulab.base.noise import FASTER, NOISE, SAME, SLOWER
 from tpulab.base.timing import Stats
 from tpulab.engine.card import Card, CardEntry
-from tpulab.engine.card_compare import CardComparison, Cell
+from tpulab.engine.card_compare import OTHER_WORK, CardComparison, Cell
 from tpulab.views import html
 
 CSV_FIELDS = ("card", "workload", "entry", "backend", "status", "median", "low", "high", "p10", "p90", "n", "repeats",
@@ -253,6 +253,8 @@ def verdict(cell: Cell) -> str:
     """'0.97x [0.93x, 1.01x] no difference detected', '5.75x no interval', or '' without a speedup."""
     if cell.change is not None:
         return cell.change.cell()
+    if cell.no_interval == OTHER_WORK:
+        return f"{cell.speedup:.2f}x {OTHER_WORK}" if cell.speedup else ""
     return f"{cell.speedup:.2f}x no interval" if cell.speedup else ""
 
 
