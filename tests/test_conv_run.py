@@ -146,8 +146,8 @@ def test_a_cancel_as_the_worker_starts_reaches_it_once(monkeypatch):
     """Ctrl+C between the worker's start and the run holding its handle (here: at that moment, always): the worker
     is asked once, as soon as the run holds it, and the run ends cancelled, not killed and not run to its end."""
     report = detect()
-    params = {**registry()["conv"].defaults(), "batch_size": 2, "image_size": 8, "filters": 2, "iterations": 200,
-              "backend": "jax"}
+    params = {**registry()["conv"].defaults(), "batch_size": 2, "image_size": 8, "filters": 2, "iterations": 100_000,
+              "backend": "jax"}  # more steps than a loaded machine reads its stdin in: only the cancel ends it
     run = run_job(resolve("conv", params, report), report)
     start = RunHandle.start
 

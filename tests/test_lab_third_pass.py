@@ -244,6 +244,7 @@ async def test_the_sweep_table_fits_its_width_and_cuts_no_figure(db, cpu_machine
     async with app.run_test(size=SMALL) as pilot:
         pane = await sweep_tab(pilot, three_axis_sweep(cpu_machine))
         table = pane.query_one("#sweep-table", DataTable)
+        await wait_for(pilot, lambda: table.row_count == sum(bool(p.records) for p in pane.sweep.points))
         await pilot.pause()
         assert table.virtual_size.width <= table.scrollable_content_region.width  # nothing past the edge
         headers = [str(c.label).replace("\n", " ") for c in table.columns.values()]
@@ -258,6 +259,12 @@ def test_snapshot_sweep_table_at_80x24(snap_compare, cpu_machine):
     from .helpers import sweep_tab
 
     async def swept(pilot):
-        await sweep_tab(pilot, three_axis_sweep(cpu_machine))
+        from textual.widgets import DataTable
+
+        pane = await sweep_tab(pilot, three_axis_sweep(cpu_machine))
+        table = pane.query_one("#sweep-table", DataTable)
+        done = sum(bool(p.records) for p in pane.sweep.points)  # every point's row in, its marks final
+        await wait_for(pilot, lambda: table.row_count == done and "finished:" in text(pane.query_one("#sweep-header")))
+        await pilot.pause()
 
     assert snap_compare(TpulabApp(probe=False, report=cpu_machine), run_before=swept, terminal_size=SMALL)
