@@ -93,3 +93,9 @@ def lab_with(store, db, cpu_machine) -> Callable[[list[RunRecord]], TpulabApp]:
             store.save(r)
         return TpulabApp(probe=False, db=db, report=cpu_machine)
     return lab
+
+
+@pytest.fixture
+def lab(db, cpu_machine) -> Callable[..., TpulabApp]:
+    """The lab on this test's store and a CPU-only machine (keywords go to TpulabApp)."""
+    return lambda **kwargs: TpulabApp(probe=False, report=cpu_machine, db=db, **kwargs)

@@ -338,6 +338,20 @@ async def paste_into(pilot, app, name: str, value: str) -> None:
     await pilot.pause()
 
 
+def notes(app) -> list[str]:
+    """What the app has notified, oldest first."""
+    return [n.message for n in app._notifications]
+
+
+async def form_open(pilot):
+    """The Workloads tab's form, once its parameters are read."""
+    from tpulab.lab.widgets.param_form import ParamForm
+
+    await pilot.press("2")
+    await wait_for(pilot, lambda: bool(pilot.app.query(ParamForm)) and pilot.app.query_one(ParamForm).params, 5)
+    return pilot.app.query_one(ParamForm)
+
+
 async def wait_for(pilot, condition, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 
 import pytest
 from textual.command import CommandList, CommandPalette
@@ -16,24 +15,9 @@ from tpulab.lab.panes.run import RunLog, RunPane
 from tpulab.lab.panes.sweep import SweepPane
 from tpulab.lab.widgets.param_form import ParamForm
 
-from .helpers import Replay, conv_events, run_tiny_conv, text, type_into, wait_for
+from .helpers import Replay, conv_events, form_open, notes, run_tiny_conv, text, type_into, wait_for
 
 SMALL = (80, 24)
-
-
-@pytest.fixture
-def lab(db, cpu_machine) -> Callable[..., TpulabApp]:
-    """The lab on this test's store and a CPU-only machine (keywords go to TpulabApp)."""
-    return lambda **kwargs: TpulabApp(probe=False, report=cpu_machine, db=db, **kwargs)
-
-
-def notes(app) -> list[str]:
-    return [n.message for n in app._notifications]
-
-
-async def form_open(pilot) -> None:
-    await pilot.press("2")
-    await wait_for(pilot, lambda: bool(pilot.app.query(ParamForm)) and pilot.app.query_one(ParamForm).params, 5)
 
 
 @pytest.mark.parametrize("tab", ["1", "2", "4", "5"])

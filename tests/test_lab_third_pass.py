@@ -17,26 +17,11 @@ from tpulab.lab.widgets.charts import SeriesPlot, narrow_note
 from tpulab.lab.widgets.param_form import EDITED, ParamForm
 from tpulab.workloads import registry
 
-from .helpers import Replay, conv_events, make_record, results_tab, text, type_into, wait_for
+from .helpers import (Replay, conv_events, form_open, make_record, notes, results_tab, text, type_into,
+                      wait_for)
 from .monkey import lab_classes
 
 SMALL = (80, 24)
-
-
-@pytest.fixture
-def lab(db, cpu_machine):
-    """The lab on this test's store and a CPU-only machine (keywords go to TpulabApp)."""
-    return lambda **kwargs: TpulabApp(probe=False, report=cpu_machine, db=db, **kwargs)
-
-
-def notes(app) -> list[str]:
-    return [n.message for n in app._notifications]
-
-
-async def form_open(pilot) -> ParamForm:
-    await pilot.press("2")
-    await wait_for(pilot, lambda: bool(pilot.app.query(ParamForm)) and pilot.app.query_one(ParamForm).params, 5)
-    return pilot.app.query_one(ParamForm)
 
 
 # --- 4: Escape leaves a text field ---------------------------------------------------------------------------
