@@ -442,7 +442,13 @@ def test_the_notebooks_bench_renders_its_card_in_the_cell_and_an_interrupt_keeps
             return made_job(spec, *args, **kwargs)
 
         monkeypatch.setattr(bench_run, "run_job", interrupting)
-    result = tpulab.bench(quick=True, backend="jax", db=db)
+    # Python's own Ctrl+C, as a kernel has it: a suite started in the background inherits SIGINT ignored, and
+    # interrupt_main then does nothing
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        result = tpulab.bench(quick=True, backend="jax", db=db)
+    finally:
+        signal.signal(signal.SIGINT, before)
     timer.cancel()
     made = result.card
     assert Store(db).cards()[0].id == made.id and made.suite.name == "test"  # kept like any card

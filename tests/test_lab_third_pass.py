@@ -250,6 +250,7 @@ def test_snapshot_sweep_table_at_80x24(snap_compare, cpu_machine):
         table = pane.query_one("#sweep-table", DataTable)
         done = sum(bool(p.records) for p in pane.sweep.points)  # every point's row in, its marks final
         await wait_for(pilot, lambda: table.row_count == done and "finished:" in text(pane.query_one("#sweep-header")))
+        pane._show()  # drawn once more from the sweep as it ended: its last point's message may still be on its way
         await pilot.pause()
 
     assert snap_compare(TpulabApp(probe=False, report=cpu_machine), run_before=swept, terminal_size=SMALL)
