@@ -167,7 +167,7 @@ def verdict(a: Card, ea: CardEntry, b: Card, eb: CardEntry) -> Change | str:
 
 
 def why(name: str, a: Card, ea: CardEntry, b: Card, eb: CardEntry, cell: Cell) -> str:
-    """'decode-b1: 0.97x [0.93x, 1.01x] no difference detected (noise threshold ±5%; ...)', or a difference and
+    """'decode-b1: 0.97x [0.93x, 1.01x] no difference detected (noise threshold ±10%; ...)', or a difference and
     what explains it ('...; memory bandwidth 3.3x: explained by bandwidth'), or why it cannot be explained."""
     s = cell.speedup
     if s is None:

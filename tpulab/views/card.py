@@ -277,7 +277,7 @@ def comparison_rows(cmp: CardComparison) -> list[list[str]]:
 
 
 def tally(cmp: CardComparison, i: int) -> str | None:
-    """'B [d1e2f3a4] against A [c0ffee00]: 0 faster, 1 slower, 6 no difference detected (noise threshold ±5%)';
+    """'B [d1e2f3a4] against A [c0ffee00]: 0 faster, 1 slower, 6 no difference detected (noise threshold ±10%)';
     None where no entry had an interval (each line says why)."""
     cells = [r.cells[i] for r in cmp.rows if r.cells[i].speedup]
     changes = [c.change for c in cells if c.change]

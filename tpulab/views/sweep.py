@@ -269,7 +269,7 @@ def findings_lines(found: Findings, axes: list[str]) -> list[str]:
 
 
 def near_words(found: Findings, axes: list[str]) -> str:
-    """'; not detectably slower: batch_size 64 (0.98x [0.95x, 1.02x]), ... (within the noise threshold ±5%)': the
+    """'; not detectably slower: batch_size 64 (0.98x [0.95x, 1.02x]), ... (within the noise threshold ±10%)': the
     points a sweep names with its best, never ranked below it by noise ('' for a sweep of one point)."""
     if found.near:
         named = ", ".join(f"{label(p, axes)} ({c.cell() if (c := found.change(p)) else '-'})" for p in found.near)
@@ -289,7 +289,7 @@ def untold_lines(found: Findings) -> list[str]:
 
 
 def speedup_words(c: Change | None, ratio: float) -> str:
-    """'1.97x [1.90x, 2.05x] faster (noise threshold ±5%; ...)': a speedup with its interval and verdict where the
+    """'1.97x [1.90x, 2.05x] faster (noise threshold ±10%; ...)': a speedup with its interval and verdict where the
     steps gave one; else the ratio of the rates and why it has no verdict."""
     if c is None or c.low is None:
         return f"{ratio:.2f}x" + (f" (no verdict: {c.why})" if c is not None and c.why else "")
