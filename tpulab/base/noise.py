@@ -31,7 +31,7 @@ LEVEL = 0.95
 NOISE = 0.10  # a speedup within 1/1.1..1.1 is "no difference detected": see the module's docstring
 MIN_SAMPLES = 5  # fewer samples (a side) give no interval
 RESAMPLES = 500  # enough for a 95% interval's tails (12 draws beyond each end)
-SEGMENTS = 4  # a run timed once: its steps as this many stretches (repeats), where each has MIN_SAMPLES or more
+SEGMENTS = 8  # a run timed once: its steps as this many stretches (repeats), where each has MIN_SAMPLES or more
 MAX_SAMPLES = 1000  # more steps are thinned evenly to this many: a wider interval, never a narrower one
 SEED = 20181011  # the article's date: any fixed seed makes the verdicts repeatable
 
