@@ -17,7 +17,6 @@ entry whole), and its figures and interval are taken over its repeats. Each entr
 
 from __future__ import annotations
 
-import math
 import platform
 import statistics
 import socket
@@ -31,8 +30,8 @@ from typing import Any, Callable
 from tpulab import backends
 from tpulab.base import fmt
 from tpulab.base.errors import TpulabError, first_line
-from tpulab.base.events import OTHER_OPS, PHASE_PREDICT, RunRecord, Summary
-from tpulab.base.timing import Stats, median, summarize
+from tpulab.base.events import OTHER_OPS, RunRecord, Summary
+from tpulab.base.timing import Stats, summarize
 from tpulab.base.version import __version__
 from tpulab.engine import bench
 from tpulab.engine.card import Card, CardCeiling, CardDrift, CardEntry, CardSuite, Op, kept
@@ -40,14 +39,13 @@ from tpulab.engine.ceilings import MEMORY, Ceilings, load_of, of_record, verdict
 from tpulab.engine.record import now_iso
 from tpulab.engine.runner import Run, run_job
 from tpulab.engine.spec import resolve
-from tpulab.engine.store import Store, StoreError
+from tpulab.engine.store import Store, StoreError, timed
 from tpulab.machine import fingerprint
 from tpulab.machine.detect import RuntimeReport
 from tpulab.workloads import get_workload
 from tpulab.workloads.base import BACKEND, DEVICE, PROFILE, PROFILE_STEPS
 
 HOST_BOUND = 0.5  # a traced step whose device waited on the host this much of the time is host-bound
-INFERENCE = "inference_step_seconds"  # a headline's statistics of the inference phase (PHASE_PREDICT)
 OVERRUN = 2.0  # a run still going at this many times its entry's share (and 30 s more) is stopped
 KILL_AFTER_S = 3.0  # a run asked to stop at its budget and still going this much later is killed
 LEAST_S = 5.0  # an entry that would start with less of the budget left than this is skipped, and says so; a run
@@ -133,15 +131,6 @@ def spread(stats: Stats | None) -> float | None:
     return (stats.p90 - stats.p10) / stats.median if stats and stats.median > 0 else None
 
 
-def timed(record: RunRecord, h: bench.Headline) -> list[float]:
-    """The steady step times the headline's statistics were taken over, in order, as the workload counts them ([]
-    where they do not reproduce the statistics: then they cannot be told apart)."""
-    stats = getattr(record.summary, h.stats, None)
-    xs = get_workload(record.workload).timed_seconds(record.steps, PHASE_PREDICT if h.stats == INFERENCE else "")
-    same = stats is not None and len(xs) == stats.count and math.isclose(median(xs) or 0.0, stats.median, rel_tol=1e-9)
-    return xs if same else []
-
-
 def figures(h: bench.Headline, record: RunRecord, ceiling_known: bool) -> dict[str, Any]:
     """An entry's figures from its run's record, read through the summary's public fields."""
     s = record.summary
@@ -180,7 +169,7 @@ def pooled(h: bench.Headline, records: list[RunRecord], ceiling_known: bool) -> 
     first = records[0]
     out = figures(h, first, ceiling_known)
     value, stats = out["median"], getattr(first.summary, h.stats, None)
-    pool = [(r, xs) for r in records if (xs := timed(r, h))]
+    pool = [(r, xs) for r in records if (xs := timed(r, h.stats))]
     if value is None or stats is None or not pool or pool[0][0] is not first:
         return {**out, "repeats": 1, "runs": [first.id], "disturbed": disturbed([first])}
     repeats = [xs for _, xs in pool]

@@ -24,7 +24,7 @@ from tpulab.backends import article
 from tpulab.base.basis import GFLOPS, TIME, Work, basis, differ
 from tpulab.base.ceilings import RENAMED_FLAGS
 from tpulab.base.errors import EXIT_USAGE, NO_SPACE, TpulabError, first_line, why_unwritten
-from tpulab.base.events import STATUSES, RunRecord, SweepRecord, Telemetry
+from tpulab.base.events import PHASE_PREDICT, STATUSES, RunRecord, SweepRecord, Telemetry
 from tpulab.base.noise import NOISE, Change, change
 from tpulab.base.timing import median
 from tpulab.base.home import home, traces
@@ -687,13 +687,14 @@ class Comparison:
     changes: list[Change | None] = field(default_factory=list)  # each run against the first, from both sides' steps
 
 
-def timed(r: RunRecord) -> list[float]:
-    """The steady step times a run's median came from, in order ([] where the kept steps do not give it: a
-    workload tpulab does not know, or one whose figure is not its steps')."""
+def timed(r: RunRecord, stats: str = "step_seconds") -> list[float]:
+    """The steady step times a run's `stats` (its steps', or `inference_step_seconds`) came from, in order ([] where
+    the kept steps do not give them: a workload tpulab does not know, or one whose figure is not its steps')."""
     w = registry().get(r.workload)
-    xs = w.timed_seconds(r.steps) if w is not None else []
-    mid = median(xs)
-    return xs if mid is not None and r.median and math.isclose(mid, r.median, rel_tol=1e-9) else []
+    xs = w.timed_seconds(r.steps, PHASE_PREDICT if stats == "inference_step_seconds" else "") if w is not None else []
+    kept = getattr(r.summary, stats, None)
+    same = kept is not None and len(xs) == kept.count and math.isclose(median(xs) or 0.0, kept.median, rel_tol=1e-9)
+    return xs if same else []
 
 
 def changes(records: list[RunRecord], values: list[float | None], by: str) -> list[Change | None]:
