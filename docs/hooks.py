@@ -170,10 +170,8 @@ def _flag(action: argparse.Action) -> str:
     return ", ".join(f"{s} {value}" for s in action.option_strings)
 
 
-def _help(action: argparse.Action, fallback: dict[str, str]) -> str:
+def _help(action: argparse.Action) -> str:
     text = str(action.help) if action.help not in (None, argparse.SUPPRESS) else ""
-    if not text and action.option_strings:  # a command's own --db, --json: said once, at the top
-        text = fallback.get(action.option_strings[-1], "")
     if action.choices is not None and not text:
         text = "one of " + ", ".join(str(c) for c in action.choices)
     text = text.replace("%(default)s", str(action.default)).replace("%%", "%")
@@ -183,7 +181,7 @@ def _help(action: argparse.Action, fallback: dict[str, str]) -> str:
     return text
 
 
-def _options_table(parser: argparse.ArgumentParser, fallback: dict[str, str]) -> list[str]:
+def _options_table(parser: argparse.ArgumentParser) -> list[str]:
     """The parser's arguments, the plain ones in one table, each titled group in its own."""
     out: list[str] = []
     plain: list[argparse.Action] = []
@@ -202,12 +200,11 @@ def _options_table(parser: argparse.ArgumentParser, fallback: dict[str, str]) ->
             continue
         if title:
             out += [f"*{title[0].upper() + title[1:]}*", ""]
-        out += table(["argument", "what it does"], ((code(_flag(a)), _help(a, fallback)) for a in actions))
+        out += table(["argument", "what it does"], ((code(_flag(a)), _help(a)) for a in actions))
     return out
 
 
-def _command(path: str, help_line: str, parser: argparse.ArgumentParser, fallback: dict[str, str],
-             depth: int) -> list[str]:
+def _command(path: str, help_line: str, parser: argparse.ArgumentParser, depth: int) -> list[str]:
     out = ["#" * depth + f" {path}", ""]
     if help_line:
         out += [help_line[0].upper() + help_line[1:] + ("" if help_line.endswith(".") else "."), ""]
@@ -215,9 +212,9 @@ def _command(path: str, help_line: str, parser: argparse.ArgumentParser, fallbac
         out += [" ".join(parser.description.split()), ""]
     usage = " ".join(parser.format_usage().split()).replace("usage: ", "", 1)  # one line, whatever the terminal
     out += [f"```\n{usage}\n```", ""]
-    out += _options_table(parser, fallback)
+    out += _options_table(parser)
     for name, sub_help, sub in _subparsers(parser):
-        out += _command(f"{path} {name}", sub_help, sub, fallback, min(depth + 1, 4))
+        out += _command(f"{path} {name}", sub_help, sub, min(depth + 1, 4))
     return out
 
 
@@ -225,8 +222,6 @@ def commands_page() -> str:
     from tpulab.cli.main import build_parser
 
     parser = build_parser()
-    top = {s: str(a.help) for a in parser._actions for s in a.option_strings if a.help not in (None, argparse.SUPPRESS)}
-    fallback = {"--db": top.get("--db", ""), "--json": "print JSON rather than text"}
     out = ["# Commands", "",
            GENERATED_NOTE.format(what="the command line's own argparse parser (`tpulab/cli/`)"),
            "`tpulab` alone opens [the lab](../how-to/lab.md). A workload's own parameters are flags too, after "
@@ -239,9 +234,9 @@ def commands_page() -> str:
         out.append(f"| [`tpulab {name}`](#{anchor('tpulab ' + name)}) | {cell(help_line)} |")
     out += ["", "## tpulab", "", " ".join((parser.description or "").split()), "",
             "The options before a command (and of `--run WORKLOAD`, the headless run with `--no-ui`):", ""]
-    out += _options_table(parser, fallback)
+    out += _options_table(parser)
     for name, help_line, sub in commands:
-        out += _command(f"tpulab {name}", help_line, sub, fallback, 2)
+        out += _command(f"tpulab {name}", help_line, sub, 2)
     return "\n".join(out)
 
 

@@ -31,7 +31,7 @@ def test_processes_are_jax_only_and_share_the_devices_evenly(capsys, monkeypatch
     with pytest.raises(ParamError, match="--mode naive runs one device after another on one host"):
         conv.resolve({"processes": "2", "shards": "2", "mode": "naive", "backend": "jax"}, CPU)
     from tpulab.cli.main import main
-    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_only(tmp_path, {"jax": "0.10.2"}))
+    monkeypatch.setattr("tpulab.cli.run.fast_report", lambda: cpu_only(tmp_path, {"jax": "0.10.2"}))
     with pytest.raises(SystemExit) as exc:
         main(["--run", "conv", "--no-ui", "--processes", "2", "--shards", "2", "--backend", "tensorflow"])
     err = capsys.readouterr().err

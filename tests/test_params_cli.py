@@ -41,18 +41,18 @@ def bad(capsys, *argv: str) -> str:
 ])
 def test_bad_values_give_one_line_naming_the_parameter(capsys, monkeypatch, cpu_machine, argv, expected):
     # A machine with no accelerator, with TensorFlow installed.
-    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_machine)
+    monkeypatch.setattr("tpulab.cli.run.fast_report", lambda: cpu_machine)
     assert expected in bad(capsys, *argv)
 
 
 def test_a_backend_that_is_not_installed_names_its_install_command(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_only(tmp_path, {"jax": None}))
+    monkeypatch.setattr("tpulab.cli.run.fast_report", lambda: cpu_only(tmp_path, {"jax": None}))
     line = bad(capsys, "--backend", "jax", "--preset", "smoke")
     assert "--backend jax: JAX is not installed; install it with: pip install 'tpulab[jax]'" in line
 
 
 def test_a_switch_the_backend_ignores_is_refused(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_only(tmp_path, {"jax": "0.10.2"}))
+    monkeypatch.setattr("tpulab.cli.run.fast_report", lambda: cpu_only(tmp_path, {"jax": "0.10.2"}))
     with pytest.raises(SystemExit) as exc:
         main(["--run", "fashion-mnist", "--no-ui", "--backend", "jax", "--xla", "--dataset", "synthetic"])
     assert exc.value.code == 2
@@ -121,6 +121,24 @@ def test_sweep_takes_no_ui_like_every_command():
     assert args.command == "sweep" and args.no_ui and args.batch_size == "4,8"
 
 
+@pytest.mark.parametrize("before, after", [
+    (["--db", "x.db", "results", "list"], ["results", "list", "--db", "x.db"]),
+    (["--db", "x.db", "--json", "results"], ["results", "--db", "x.db", "--json"]),
+    (["--db", "x.db", "cards", "show", "this"], ["cards", "show", "this", "--db", "x.db"]),
+    (["--json", "detect"], ["detect", "--json"]),
+    (["--json", "top"], ["top", "--json"]),
+    (["--no-save", "--json", "--telemetry", "off", "sweep", "conv"],
+     ["sweep", "conv", "--no-save", "--json", "--telemetry", "off"]),
+])
+def test_a_shared_option_reads_alike_before_and_after_the_command(before, after):
+    from tpulab.cli.main import _workload_named, build_parser
+
+    def parsed(argv: list[str]) -> dict:
+        return vars(build_parser(_workload_named(argv), argv).parse_args(argv))
+
+    assert parsed(before) == parsed(after)
+
+
 def refused(capsys, *argv: str) -> str:
     """The one line a command line that cannot be read gets, with exit code 2."""
     with pytest.raises(SystemExit) as exc:
@@ -150,7 +168,7 @@ def test_a_mistyped_option_or_name_is_named_with_the_nearest_known_one(capsys, a
 
 
 def test_values_that_look_like_options_are_read_as_values(capsys, monkeypatch, cpu_machine):
-    monkeypatch.setattr("tpulab.cli.main.fast_report", lambda: cpu_machine)
+    monkeypatch.setattr("tpulab.cli.run.fast_report", lambda: cpu_machine)
     assert "--batch-size must be an integer from 1 to 4096 (got '-8')" in refused(capsys, "run", "conv", "--no-ui",
                                                                                    "--batch-size", "-8")
 

@@ -1,4 +1,4 @@
-"""`tpulab bench` (run the suite into a machine card) and `tpulab cards` (list, show, export, import, compare).
+"""`tpulab cards`: list, show, export, import and compare machine cards (`tpulab bench` measures this machine's).
 
 A card's id may be given by its first characters; `this` is the newest card measured here; `article` the 2018
 article's three published cards (`article-cpu`, `article-k80`, `article-tpu-v2` one by one).
@@ -8,64 +8,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from tpulab.base import fmt, safe
+from tpulab.base import safe
 from tpulab.base.errors import EXIT_OK, UsageError
-from tpulab.engine.card import Card
+from tpulab.cli.command import DB, Command, on_store
+from tpulab.cli.usage import Parser
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tpulab.engine.card import Card
+    from tpulab.engine.store import Store
 
 FORMATS = ("md", "csv", "json", "html")
-
-
-def add_parsers(sub: Any) -> None:
-    """The `bench` and `cards` commands on the command line's subparsers."""
-    from tpulab.engine import bench
-
-    b = sub.add_parser("bench", help="run the fixed suite and write this machine's card (how fast, and why)",
-                       description=f"Runs the suite {bench.NAME} v{bench.VERSION}: the ceilings (a roofline), the "
-                       "article's convolution and CNN, ResNet-50 training and inference, the transformer and LLM "
-                       "decode at batch 1 and 8. Each entry is a run kept in the results. --quick takes at most "
-                       f"{bench.QUICK_BUDGET_S / 60:.0f} minutes per backend, the default "
-                       f"{bench.FULL_BUDGET_S / 60:.0f}. Ctrl+C keeps a partial card (exit 130); a failed entry "
-                       "exits 1.")
-    b.add_argument("--quick", action="store_true", help="smaller sizes; reuses ceilings kept with the same versions")
-    b.add_argument("--backend", default="auto", metavar="NAME", help="a backend, `all` (each installed one) or auto")
-    b.add_argument("--devices", choices=("one", "all"), default="one",
-                   help="one: every entry on one device; all: also the article's convolution across every device, "
-                        "with its speedup over one (a scaling entry)")
-    b.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the card (host, user and home left out)")
-    b.add_argument("--format", choices=FORMATS, help="of the file (default: its suffix, else json)")
-    b.add_argument("--full", action="store_true", help="on the terminal: the machine, and each entry's details")
-    b.add_argument("--db", type=Path, dest="db", default=argparse.SUPPRESS)
-    c = sub.add_parser("cards", help="list, show, export, import and compare machine cards")
-    c.add_argument("--db", type=Path, dest="db", default=argparse.SUPPRESS)
-    cs = c.add_subparsers(dest="action", metavar="ACTION")
-    cs.add_parser("list", help="kept cards, newest first, and the article's")
-    show = cs.add_parser("show", help="one card")
-    show.add_argument("id")
-    show.add_argument("--full", action="store_true")
-    show.add_argument("--html", type=Path, metavar="FILE", help="write it as a self-contained HTML page")
-    show.add_argument("--format", choices=FORMATS, help="print it in this form")
-    ex = cs.add_parser("export", help="a card to a JSON file (host, user and home left out)")
-    ex.add_argument("id")
-    ex.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.json")
-    im = cs.add_parser("import", help="cards from JSON files (another machine's)")
-    im.add_argument("files", type=Path, nargs="+", metavar="FILE.json")
-    cmp = cs.add_parser("compare", help="cards side by side: speedups against the first, and why")
-    cmp.add_argument("ids", nargs="+", metavar="ID", help="card ids, `this` (the newest here) or `article`")
-    cmp.add_argument("--html", type=Path, metavar="FILE", help="write it as a self-contained HTML page")
-    for each in cs.choices.values():
-        each.add_argument("--db", type=Path, dest="db", default=argparse.SUPPRESS)
-    c.set_defaults(action="list")
-
-
-def _store(args: argparse.Namespace) -> Any:
-    from tpulab.engine.store import Store, default_path
-
-    return Store(getattr(args, "db", None) or default_path())
 
 
 def rendered(card: Card, form: str) -> str:
@@ -86,80 +44,27 @@ def write(path: Path, text: str) -> None:
         raise UsageError(f"cannot write {path}: {e.strerror}") from None
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from tpulab.engine.bench_run import Bench, Progress
-    from tpulab.machine.detect import detect
+def _list(args: argparse.Namespace, store: Store, console: Console) -> int:
+    from tpulab.engine.article_cards import cards
     from tpulab.views import card as view
 
-    out, err = Console(), Console(stderr=True, highlight=False)
-    form = args.format or (args.output.suffix.lstrip(".") if args.output and args.output.suffix.lstrip(".")
-                           in FORMATS else "json")
-
-    def progress(p: Progress) -> None:
-        e = p.finished or p.repeated
-        if e is not None:
-            runs = f", {e.repeats} runs" if e.repeats and e.repeats > 1 else ""
-            said = f"{view.median_ci(e)} {e.unit or ''} (p10-p90 {view.spread(e)}, n {e.n or '-'}{runs})" \
-                if e.status == "ok" else f"{e.status}: {e.reason or ''}"
-            err.print(safe.text(f"  {e.name} [{e.backend}]: {said}; {e.stopped or ''}"))
-        else:
-            err.print(safe.text(f"[{p.done}/{p.total - 1} {p.backend}] {p.what} · {fmt.duration(p.elapsed)} in, "
-                                f"about {fmt.duration(p.eta)} left"), style="cyan")
-
-    from tpulab.engine.store import default_path
-
-    bench = Bench(detect(), getattr(args, "db", None) or default_path(), args.backend, args.quick, on_progress=progress,
-                  devices=args.devices)
-    err.print(safe.text(f"tpulab bench{' --quick' if args.quick else ''}: {', '.join(bench.backends)}, "
-                        f"budget {fmt.duration(bench.budget)} per backend; Ctrl+C keeps a partial card"))
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        err.print("[yellow]stopping: the card is kept as partial (Ctrl+C again kills the run)[/]")
-        bench.cancel()
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        card = bench.run()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    out.print(view.terminal(card, args.full))
-    if args.output:
-        write(args.output, rendered(card, form))
-        err.print(safe.text(f"card {card.short_id} written to {args.output} ({form}) and kept in {bench.store.path}"))
-    return card.exit_code
+    console.print(view.listing([*store.cards(), *cards()]))
+    return EXIT_OK
 
 
-def cmd_cards(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def _show_arguments(parser: Parser) -> None:
+    parser.add_argument("id")
+    parser.add_argument("--full", action="store_true")
+    parser.add_argument("--html", type=Path, metavar="FILE", help="write it as a self-contained HTML page")
+    parser.add_argument("--format", choices=FORMATS, help="print it in this form")
+    DB.add(parser)
 
-    from tpulab.engine.card_compare import compare, named
+
+def _show(args: argparse.Namespace, store: Store, console: Console) -> int:
+    from tpulab.engine.card_compare import named
     from tpulab.views import card as view
 
-    console, store = Console(), _store(args)
-    if args.action == "list":
-        from tpulab.engine.article_cards import cards
-
-        console.print(view.listing([*store.cards(), *cards()]))
-        return EXIT_OK
-    if args.action == "import":
-        return cmd_import(args.files, store, console)
-    if args.action == "compare":
-        found = named(args.ids, store)
-        if len(found) < 2:
-            raise UsageError("cards compare needs at least two cards (`article` alone names three)")
-        result = compare(found)
-        console.print(view.comparison_terminal(result))
-        if args.html:
-            write(args.html, view.comparison_html(result))
-            console.print(safe.text(f"written to {args.html}"))
-        return EXIT_OK
     card = named([args.id], store)[0]
-    if args.action == "export":
-        write(args.output, rendered(card, "json"))
-        console.print(safe.text(f"card {card.short_id} written to {args.output}"))
-        return EXIT_OK
     if args.format:
         sys.stdout.write(rendered(card, args.format))
     else:
@@ -170,13 +75,33 @@ def cmd_cards(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_import(files: list[Path], store: Any, console: Any) -> int:
+def _export_arguments(parser: Parser) -> None:
+    parser.add_argument("id")
+    parser.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.json")
+    DB.add(parser)
+
+
+def _export(args: argparse.Namespace, store: Store, console: Console) -> int:
+    from tpulab.engine.card_compare import named
+
+    card = named([args.id], store)[0]
+    write(args.output, rendered(card, "json"))
+    console.print(safe.text(f"card {card.short_id} written to {args.output}"))
+    return EXIT_OK
+
+
+def _import_arguments(parser: Parser) -> None:
+    parser.add_argument("files", type=Path, nargs="+", metavar="FILE.json")
+    DB.add(parser)
+
+
+def _import(args: argparse.Namespace, store: Store, console: Console) -> int:
     """Each file checked whole before anything is kept: a bad one is refused in one line naming it (exit 2)."""
     from tpulab.engine.card import read
     from tpulab.engine.store import BadImport
 
     found = []
-    for path in files:
+    for path in args.files:
         try:
             found.append(read(path))
         except OSError as e:
@@ -188,3 +113,32 @@ def cmd_import(files: list[Path], store: Any, console: Any) -> int:
         console.print(safe.text(f"imported card {card.short_id}: {card.label()} ({len(card.entries)} entries)"))
     return EXIT_OK
 
+
+def _compare_arguments(parser: Parser) -> None:
+    parser.add_argument("ids", nargs="+", metavar="ID", help="card ids, `this` (the newest here) or `article`")
+    parser.add_argument("--html", type=Path, metavar="FILE", help="write it as a self-contained HTML page")
+    DB.add(parser)
+
+
+def _compare(args: argparse.Namespace, store: Store, console: Console) -> int:
+    from tpulab.engine.card_compare import compare, named
+    from tpulab.views import card as view
+
+    found = named(args.ids, store)
+    if len(found) < 2:
+        raise UsageError("cards compare needs at least two cards (`article` alone names three)")
+    result = compare(found)
+    console.print(view.comparison_terminal(result))
+    if args.html:
+        write(args.html, view.comparison_html(result))
+        console.print(safe.text(f"written to {args.html}"))
+    return EXIT_OK
+
+
+COMMAND = Command("cards", "list, show, export, import and compare machine cards", None, DB.add, actions=(
+    Command("list", "kept cards, newest first, and the article's", on_store(_list), DB.add),
+    Command("show", "one card", on_store(_show), _show_arguments),
+    Command("export", "a card to a JSON file (host, user and home left out)", on_store(_export), _export_arguments),
+    Command("import", "cards from JSON files (another machine's)", on_store(_import), _import_arguments),
+    Command("compare", "cards side by side: speedups against the first, and why", on_store(_compare),
+            _compare_arguments)))

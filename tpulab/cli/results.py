@@ -1,4 +1,4 @@
-"""`tpulab results`: list, show, compare, export, import, prune."""
+"""`tpulab results`: list, show, compare, sweep, export, import, report and prune kept runs."""
 
 from __future__ import annotations
 
@@ -9,35 +9,67 @@ import sys
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterable, Iterator
-
-from rich import box
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from tpulab.base import fmt, safe
 from tpulab.base.errors import EXIT_OK, NO_SPACE, UsageError, why_unwritten
 from tpulab.base.events import RunRecord
-from tpulab.engine.runindex import FILTERS, FilterError, RunFilter, make_filter
-from tpulab.engine.store import Store, StoreError, compare, default_path, export_csv, export_json, read_export, row
-from tpulab.views import listing
-from tpulab.views import profile as profile_view
-from tpulab.views.console import comparison_table, summary_title
+from tpulab.cli.command import DB, JSON, Command, on_store
+from tpulab.cli.usage import Parser
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tpulab.engine.runindex import RunFilter
+    from tpulab.engine.store import Store
 
 SCREEN_LINES = 7  # what a listing prints besides its rows: header, rule, a footer of two lines, the prompt
 
 
-def cmd_results(args: argparse.Namespace) -> int:
-    """A store that cannot be used raises `StoreError`: the command line's one handler words it."""
-    return ACTIONS[args.action](args, Store(args.db or default_path()), Console())
+def positive(text: str) -> int:
+    """`--limit N`'s type: argparse's own line names the flag and what it got."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def add_filter_flags(a: argparse.ArgumentParser) -> None:
+    """The filters `results list`, `export` and `prune` share (the lab's filter field takes them as key:value)."""
+    from tpulab.backends import registry as backend_registry
+    from tpulab.base.events import STATUSES
+    from tpulab.workloads import registry
+
+    g = a.add_argument_group("filters (each narrows the selection)")
+    g.add_argument("--workload", choices=list(registry()))
+    g.add_argument("--device", metavar="DEVICE", help="a kind (cpu, gpu, tpu) or part of the device's name")
+    g.add_argument("--backend", choices=tuple(backend_registry()))
+    g.add_argument("--status", choices=STATUSES)
+    g.add_argument("--sweep", metavar="ID", help="the runs of a sweep (its id or first characters)")
+    g.add_argument("--since", metavar="WHEN", help="started at or after: 2026-11-01, 2026-11-01T14:00, 7d, 12h")
+    g.add_argument("--before", metavar="WHEN", help="started before: a date, a time or an age, as --since")
 
 
 def filter_of(args: argparse.Namespace) -> RunFilter:
     """The filter flags shared by list, export and prune (absent when `results` runs its default list)."""
+    from tpulab.engine.runindex import FILTERS, make_filter
+
     return make_filter((), **{name: getattr(args, name, None) for name in FILTERS})
 
 
-def _list(args, store: Store, console: Console) -> int:
+def _list_arguments(a: Parser) -> None:
+    DB.add(a)
+    add_filter_flags(a)
+    JSON.add(a)
+    a.add_argument("--limit", type=positive, metavar="N", help="the newest N runs (default: what fits the screen)")
+    a.add_argument("--all", action="store_true", help="every run")
+
+
+def _list(args: argparse.Namespace, store: Store, console: Console) -> int:
+    from rich import box
+    from rich.table import Table
+
+    from tpulab.views import listing
+
     filt = filter_of(args)
     limit = None if getattr(args, "all", False) else getattr(args, "limit", None) or \
         max(5, console.size.height - SCREEN_LINES)
@@ -69,7 +101,14 @@ def _list(args, store: Store, console: Console) -> int:
     return EXIT_OK
 
 
-def _show(args, store: Store, console: Console) -> int:
+def _show_arguments(a: Parser) -> None:
+    DB.add(a)
+    JSON.add(a)
+    a.add_argument("--profile", action="store_true", help="the run's whole profile, op by op (a run profiled with --profile)")
+    a.add_argument("id")
+
+
+def _show(args: argparse.Namespace, store: Store, console: Console) -> int:
     from tpulab.views.console import summary_table
     from tpulab.views.roofline import roofline_view
 
@@ -86,9 +125,11 @@ def _show(args, store: Store, console: Console) -> int:
     return EXIT_OK
 
 
-
 def show_ops(record: RunRecord, as_json: bool, console: Console) -> int:
     """The run's whole op table (its profile as JSON), or the line that says to profile it."""
+    from tpulab.views import profile as profile_view
+    from tpulab.views.console import summary_title
+
     profile = profile_view.profile_of(record)
     if as_json:
         print(json.dumps(asdict(profile), indent=1))
@@ -99,6 +140,8 @@ def show_ops(record: RunRecord, as_json: bool, console: Console) -> int:
 
 def compare_ops(records: list[RunRecord], as_json: bool, console: Console) -> int:
     """Where the time moved between the first run's ops and each other's."""
+    from tpulab.views import profile as profile_view
+
     first, *others = records
     if not others:
         raise UsageError("compare --profile needs two runs or more: the first is A, each other B")
@@ -114,7 +157,18 @@ def compare_ops(records: list[RunRecord], as_json: bool, console: Console) -> in
     return EXIT_OK
 
 
-def _compare(args, store: Store, console: Console) -> int:
+def _compare_arguments(a: Parser) -> None:
+    DB.add(a)
+    JSON.add(a)
+    a.add_argument("--profile", action="store_true",
+                   help="where the time moved: ops matched by name, then by category, each against the first")
+    a.add_argument("ids", nargs="+", metavar="ID")
+
+
+def _compare(args: argparse.Namespace, store: Store, console: Console) -> int:
+    from tpulab.engine.store import compare, row
+    from tpulab.views.console import comparison_table
+
     if args.profile:
         return compare_ops([store.get(i) for i in args.ids], args.json, console)
     result = compare([store.get(i) for i in args.ids])
@@ -132,6 +186,8 @@ def _compare(args, store: Store, console: Console) -> int:
 def written(path: Path) -> Iterator[Path]:
     """The path to write `path`'s new content to: a file beside it, renamed over it once whole, so that a failed
     write (a full disk) leaves what was there as it was; the failure said in one line, naming its cause."""
+    from tpulab.engine.store import StoreError
+
     if path.exists() and not path.is_file():  # a device or a pipe (-o /dev/stdout) is written as it is
         yield path
         return
@@ -147,8 +203,10 @@ def written(path: Path) -> Iterator[Path]:
         part.unlink(missing_ok=True)  # gone once renamed; what a failed write left of it
 
 
-def export_ops(args, store: Store, console: Console) -> int:
+def export_ops(args: argparse.Namespace, store: Store, console: Console) -> int:
     """One run's op table alone: CSV, a line per op; or its whole profile as JSON."""
+    from tpulab.views import profile as profile_view
+
     if len(args.ids) != 1:
         raise UsageError("export --profile writes one run's profile: give one run's ID")
     record = store.get(args.ids[0])
@@ -163,8 +221,20 @@ def export_ops(args, store: Store, console: Console) -> int:
     return EXIT_OK
 
 
-def _export(args, store: Store, console: Console) -> int:
+def _export_arguments(a: Parser) -> None:
+    DB.add(a)
+    add_filter_flags(a)
+    a.add_argument("--profile", action="store_true",
+                   help="one run's profile alone, its op table (a run profiled with --profile)")
+    a.add_argument("ids", nargs="*", metavar="ID", help="runs or sweeps to export (default: all)")
+    a.add_argument("--format", choices=("json", "csv"), default="json")
+    a.add_argument("-o", "--output", type=Path, required=True)
+
+
+def _export(args: argparse.Namespace, store: Store, console: Console) -> int:
     """Runs by id, or sweeps by id with all their runs; everything when no id is given."""
+    from tpulab.engine.store import StoreError, export_csv, export_json
+
     if args.profile:
         return export_ops(args, store, console)
     records: Iterable[RunRecord]
@@ -195,15 +265,31 @@ def _export(args, store: Store, console: Console) -> int:
     return EXIT_OK
 
 
-def _import(args, store: Store, console: Console) -> int:
+def _import_arguments(a: Parser) -> None:
+    DB.add(a)
+    a.add_argument("file", type=Path)
+
+
+def _import(args: argparse.Namespace, store: Store, console: Console) -> int:
+    from tpulab.engine.store import read_export
+
     done = store.import_records(read_export(args.file))
     console.print(f"from {args.file}: {done.runs} run(s) and {done.sweeps} sweep(s) added"
                   + (f", {done.present} already present" if done.present else ""), highlight=False)
     return EXIT_OK
 
 
-def _sweep(args, store: Store, console: Console) -> int:
+def _sweep_arguments(a: Parser) -> None:
+    DB.add(a)
+    JSON.add(a)
+    a.add_argument("id", nargs="?", help="a sweep's id (or its first characters); none lists them")
+
+
+def _sweep(args: argparse.Namespace, store: Store, console: Console) -> int:
     """Sweeps listed, or one shown again: its table sorted by throughput, its findings and its chart."""
+    from rich import box
+    from rich.table import Table
+
     from tpulab.views.sweep import sweep_report, sweep_summary_json
 
     if not args.id:
@@ -234,8 +320,17 @@ def _sweep(args, store: Store, console: Console) -> int:
     return EXIT_OK
 
 
-def _prune(args, store: Store, console: Console) -> int:
+def _prune_arguments(a: Parser) -> None:
+    DB.add(a)
+    add_filter_flags(a)
+    a.add_argument("--all", action="store_true", help="every run, when no filter is given")
+    a.add_argument("--yes", action="store_true", help="do not ask first (for scripts)")
+
+
+def _prune(args: argparse.Namespace, store: Store, console: Console) -> int:
     """Runs matching the filters removed, after a question (--yes answers it), and the space reclaimed."""
+    from tpulab.engine.runindex import FilterError
+
     filt = filter_of(args)
     if not filt and not args.all:
         raise FilterError("prune removes the runs a filter picks: give --workload, --device, --backend, --status, "
@@ -258,7 +353,13 @@ def _prune(args, store: Store, console: Console) -> int:
     return EXIT_OK
 
 
-def _report(args, store: Store, console: Console) -> int:
+def _report_arguments(a: Parser) -> None:
+    DB.add(a)
+    a.add_argument("ids", nargs="+", metavar="ID", help="runs or sweeps (their ids or first characters)")
+    a.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html", help="the page to write")
+
+
+def _report(args: argparse.Namespace, store: Store, console: Console) -> int:
     from tpulab.views.report import report_page
 
     page = report_page(store, args.ids)
@@ -269,5 +370,19 @@ def _report(args, store: Store, console: Console) -> int:
     return EXIT_OK
 
 
-ACTIONS = {"list": _list, "prune": _prune, "show": _show, "compare": _compare, "export": _export, "import": _import,
-           "sweep": _sweep, "report": _report}
+def _arguments(parser: Parser) -> None:
+    DB.add(parser)
+    JSON.add(parser)
+
+
+COMMAND = Command("results", "list, show, compare, export, import and prune kept runs", None, _arguments, actions=(
+    Command("list", "runs, newest first", on_store(_list), _list_arguments),
+    Command("show", "one run in full", on_store(_show), _show_arguments),
+    Command("compare", "runs side by side, with speedups against the first", on_store(_compare), _compare_arguments),
+    Command("sweep", "sweeps, newest first, or one again: its table, findings and chart", on_store(_sweep),
+            _sweep_arguments),
+    Command("export", "runs (and sweeps, whole) to a file", on_store(_export), _export_arguments),
+    Command("import", "runs and sweeps from an exported JSON file", on_store(_import), _import_arguments),
+    Command("report", "runs (compared) or sweeps as one self-contained HTML page to share", on_store(_report),
+            _report_arguments),
+    Command("prune", "remove the runs a filter picks, and reclaim their space", on_store(_prune), _prune_arguments)))

@@ -7,38 +7,61 @@ import json
 import signal
 from types import FrameType
 
-from rich.console import Console
-
 from tpulab.base import safe
 from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
-from tpulab.engine.store import Store, StoreError, default_path
-from tpulab.engine.sweep import PointFinished, PointStarted, Unkept, plan
-from tpulab.machine.detect import detect
-from tpulab.views.sweep import (
-    article_note,
-    findings_lines,
-    impossible_lines,
-    label,
-    live_header,
-    live_line,
-    point_count,
-    point_json,
-    summary_json,
-    sweep_table,
-    telemetry_table,
-    text_chart,
-)
-from tpulab.workloads import get_workload
+from tpulab.cli.command import DB, JSON, NO_SAVE, NO_UI, PRESET, TELEMETRY, Command, flag_values
+from tpulab.cli.usage import Parser
 from tpulab.workloads.base import ParamError
 
 
+def _arguments(parser: Parser) -> None:
+    """Its own flags; `main` adds the named workload's, each taking a list."""
+    from tpulab.workloads import registry
+
+    parser.add_argument("workload", choices=list(registry()), help=f"one of {', '.join(registry())}")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps per point (training: one epoch of this "
+                        "many steps, no validation); the first call is extra and excluded; default 12")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per point, to show the spread; default 1")
+    parser.add_argument("--max-minutes", type=float, default=None, help="stop after the point running at this budget")
+    parser.add_argument("--max-itl", type=float, default=None, metavar="MS", help="a decode sweep names, per prompt "
+                        "length, the largest batch whose inter-token latency (p50) stays within this many ms")
+    PRESET.add(parser)
+    JSON.add(parser, "print a JSON line per finished point, then the sweep's summary")
+    DB.add(parser)
+    NO_SAVE.add(parser, "do not keep the sweep or its runs")
+    NO_UI.add(parser, "accepted for symmetry: a sweep from the command line always runs headless (the lab's Sweep "
+              "tab is the other way)")
+    TELEMETRY.add(parser)
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tpulab.engine.store import Store, StoreError, default_path
+    from tpulab.engine.sweep import PointFinished, PointStarted, Unkept, plan
+    from tpulab.machine.detect import detect
+    from tpulab.views.sweep import (
+        article_note,
+        findings_lines,
+        impossible_lines,
+        label,
+        live_header,
+        live_line,
+        point_count,
+        point_json,
+        summary_json,
+        sweep_table,
+        telemetry_table,
+        text_chart,
+    )
+    from tpulab.workloads import get_workload
+
     w = get_workload(args.workload)
     if args.max_itl is not None and not args.max_itl > 0:
         raise ParamError("max_itl", f"--max-itl must be a positive number of ms (got {args.max_itl:g})")
     console = Console(stderr=args.json)
-    db = getattr(args, "db", None) or default_path()
-    sweep, impossible = plan(w, {s.name: getattr(args, s.name) for s in w.params}, detect(), args.preset,
+    db = args.db or default_path()
+    sweep, impossible = plan(w, flag_values(args), detect(), args.preset,
                              args.steps, args.repeat, args.max_minutes, db)
     grid = sweep.grid
     axes = list(grid.axes)
@@ -106,3 +129,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if found.best is None:
         return EXIT_FAILED
     return EXIT_CANCELLED if sweep.stopping is not None and sweep.stopping.by_user else EXIT_OK
+
+
+COMMAND = Command("sweep", "run a grid of a workload's parameters and find the fastest configuration", cmd_sweep,
+                  _arguments, description="Every parameter flag takes a comma list (--batch-size 32,64,128) or, for "
+                  "integers, a doubling range (--batch-size 16..1024). Each point is a run, kept in the results with "
+                  "the sweep's id; the article's configuration is run too when the grid lacks it and holds the "
+                  "article's other values.")

@@ -13,20 +13,29 @@ import json
 import sys
 import time
 
-from rich.console import Console
-
 from tpulab.base import safe
-from tpulab.base.errors import EXIT_OK
-from tpulab.engine.telemetry import Sampler, probes_for
+from tpulab.base.errors import EXIT_OK, UsageError
+from tpulab.cli.command import JSON, Command
+from tpulab.cli.usage import Parser
 
 
-def cmd_top(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _arguments(parser: Parser) -> None:
+    JSON.add(parser, "a JSON line per sample on stdout")
+    parser.add_argument("--count", type=int, metavar="N",
+                        help="take N samples, then exit (default: until q, or Ctrl+C with --json)")
+    parser.add_argument("--interval", type=float, metavar="S", default=1.0, help="seconds between samples; default 1")
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tpulab.engine.telemetry import Sampler, probes_for
     from tpulab.machine.detect import detect
 
     if args.count is not None and args.count < 1:
-        parser.error(f"--count must be a positive integer (got {args.count})")
+        raise UsageError(f"--count must be a positive integer (got {args.count})")
     if not 0.25 <= args.interval <= 60:
-        parser.error(f"--interval must be from 0.25 to 60 seconds (got {args.interval:g})")
+        raise UsageError(f"--interval must be from 0.25 to 60 seconds (got {args.interval:g})")
     report = detect()
     kinds = (["gpu"] if report.gpus else []) + (["tpu"] if report.tpu else [])
     if not args.json:
@@ -52,3 +61,8 @@ def cmd_top(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         pass
     sys.stdout.flush()
     return EXIT_OK
+
+
+COMMAND = Command("top", "live CPU, memory and device utilisation of every device detected, and the processes "
+                  "holding each accelerator, without a run", cmd_top, _arguments,
+                  description="Never holds a device a run may need: no framework is imported. q quits, ? shows the keys.")
