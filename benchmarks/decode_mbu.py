@@ -49,17 +49,17 @@ def run(p: dict[str, Any], busy: bool) -> tuple[float, bool]:
         if neighbour is not None:
             neighbour.kill()
             neighbour.wait()
-    d = rec.summary.decode
-    assert d is not None and d.mbu is not None, "the run has no MBU"
+    d: dict[str, Any] = dict(rec.summary.figures)
+    assert d.get("mbu") is not None, "the run has no MBU"
     disturbed = any(f.code == "disturbed" for f in rec.summary.flags)
-    c = d.copies
-    copies = (f"{c.count} copies, median {fmt.rate(c.median, 'B/s')}"
-              + (f" [{fmt.rate(c.low, 'B/s')}, {fmt.rate(c.high, 'B/s')}]" if c.low is not None and c.high else "")
-              if c else "no copies")
-    print(f"{'busy ' if busy else 'quiet'}  MBU {d.mbu:6.1%} of {fmt.rate(d.bandwidth, 'B/s')} "
-          f"({d.bandwidth_basis}: {copies}); ITL p50 {fmt.seconds(d.itl.p50)}; "
+    low, high = d.get("copies_low"), d.get("copies_high")
+    copies = (f"{d['copies_count']:.0f} copies, median {fmt.rate(d['copies_median'], 'B/s')}"
+              + (f" [{fmt.rate(low, 'B/s')}, {fmt.rate(high, 'B/s')}]" if low is not None and high else "")
+              if d.get("copies_count") else "no copies")
+    print(f"{'busy ' if busy else 'quiet'}  MBU {d['mbu']:6.1%} of {fmt.rate(d['bandwidth'], 'B/s')} "
+          f"({d['bandwidth_basis']}: {copies}); ITL p50 {fmt.seconds(d['itl_p50'])}; "
           f"{'disturbed' if disturbed else 'not flagged'}", flush=True)
-    return d.mbu, disturbed
+    return d["mbu"], disturbed
 
 
 def main() -> None:

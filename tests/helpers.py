@@ -415,7 +415,7 @@ def decode_events(prefill_s: float, token_s: list[float], copy_s: float | None =
                   name: str = "test CPU") -> list[Event]:
     """A decode run's events as its runner says them: (a copy timed first, where no ceiling is kept,) the
     compiles, the prefill that makes token 0, then one step per later token (index from 1), and the end."""
-    from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL
+    from tpulab.workloads.decode.figures import PHASE_DECODE, PHASE_PREFILL
     from tpulab.workloads.shared.kernels import Kernel
 
     copy = Kernel("copy", "float32", 64)

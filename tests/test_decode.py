@@ -109,7 +109,7 @@ def test_a_smoke_run_says_a_step_per_generated_token_and_verifies(smoke_run, bac
     assert tokens == [("prefill", 0)] + [("decode", i) for i in range(1, p["gen_len"])]  # one per token
     assert started["steps_total"] == len(compiled) + len(tokens)  # what progress counts
     assert result["status"] == "finished" and result["summary"]["step_seconds"]["count"] == p["gen_len"] - 1
-    assert 0 <= result["summary"]["decode"]["verified"] < 1e-5
+    assert 0 <= result["summary"]["figures"]["verified"] < 1e-5
     assert any(line.startswith("verify: cached against full-forward logits") for line in result["logs"])
 
 

@@ -4,6 +4,7 @@ it is set against (kept, else measured by the run), and figures above the hardwa
 from __future__ import annotations
 
 from dataclasses import fields
+from types import SimpleNamespace
 from typing import get_args
 
 import pytest
@@ -11,8 +12,6 @@ import pytest
 from tpulab.backends import Placement
 from tpulab.base.ceilings import MEASURED, Sourced
 from tpulab.base.events import (
-    PHASE_DECODE,
-    PHASE_PREFILL,
     Accel,
     Device,
     Event,
@@ -32,7 +31,7 @@ from tpulab.engine.spec import RunSpec
 from tpulab.machine.peaks import spec_bandwidth
 from tpulab.workloads.base import SummaryPart
 from tpulab.workloads.decode import DECODE, shape
-from tpulab.workloads.decode.figures import Shape, figures
+from tpulab.workloads.decode.figures import PHASE_DECODE, PHASE_PREFILL, Shape, figures
 from tpulab.workloads.shared.kernels import MIB, MIN_COPIES, Kernel, measure_bandwidth
 
 from .helpers import cpu_only, decode_events
@@ -48,14 +47,24 @@ def steps(prefill: float = 0.2, tokens: list[float] = TOKENS) -> list[Step]:
             + [Step(step=i, seconds=s, phase=PHASE_DECODE) for i, s in reversed(list(enumerate(tokens, 1)))])
 
 
+def own(r: RunRecord) -> SimpleNamespace:
+    """A record's own figures, by attribute."""
+    return SimpleNamespace(**r.summary.figures)
+
+
+def figured(*args, **kwargs) -> tuple[SimpleNamespace, list]:
+    found, flags = figures(*args, **kwargs)
+    return SimpleNamespace(**found), flags
+
+
 def test_each_figure_from_known_step_timings():
-    d, flags = figures(steps(), SHAPE, Sourced(110_000.0, "copy", MEASURED), None, peak_flops=1e10)
+    d, flags = figured(steps(), SHAPE, Sourced(110_000.0, "copy", MEASURED), None, peak_flops=1e10)
     assert d.ttft_s == pytest.approx(0.2)  # the prefill makes the first token
     assert d.prompt_tokens_per_s == pytest.approx(2 * 4 / 0.2)
     assert d.tpot_s == pytest.approx(0.025)  # the mean of the four later tokens' latencies
     assert d.decode_tokens_per_s == pytest.approx(2 / 0.025)  # across the batch
     assert d.decode_tokens_per_s_per_seq == pytest.approx(1 / 0.025)
-    assert (d.itl.p50, d.itl.p90, d.itl.p99) == pytest.approx((0.025, 0.037, 0.0397))
+    assert (d.itl_p50, d.itl_p90, d.itl_p99) == pytest.approx((0.025, 0.037, 0.0397))
     assert d.e2e_s == pytest.approx(0.2 + 0.1)  # = TTFT + TPOT x 4
     assert d.kv_cache_bytes == 2 * 16 * 10  # sequences x positions x bytes per position
     # a step reads the weights and the whole static cache: 1000 + 320 bytes; per token, 132 kB/s down to 33 kB/s
@@ -68,18 +77,18 @@ def test_each_figure_from_known_step_timings():
 
 
 def test_figures_above_the_hardware_keep_their_value_and_are_flagged():
-    d, flags = figures(steps(), SHAPE, Sourced(40_000.0, "copy", MEASURED), spec_bandwidth("gpu", "NVIDIA L4"),
+    d, flags = figured(steps(), SHAPE, Sourced(40_000.0, "copy", MEASURED), spec_bandwidth("gpu", "NVIDIA L4"),
                        peak_flops=1e9)
     assert d.mbu == pytest.approx(55_000 / 40_000)
     assert [f.code for f in flags] == ["bandwidth-measured-low", "beats-peak"]
-    fast, flags = figures(steps(tokens=[1e-12] * 4), SHAPE, None, spec_bandwidth("gpu", "NVIDIA L4"))
+    fast, flags = figured(steps(tokens=[1e-12] * 4), SHAPE, None, spec_bandwidth("gpu", "NVIDIA L4"))
     assert fast.spec_bandwidth_fraction is not None and fast.spec_bandwidth_fraction > 1
     assert [f.code for f in flags] == ["beats-spec-bandwidth"]
 
 
 def test_before_any_token_there_is_nothing_to_divide_by():
-    d, flags = figures([], SHAPE, Sourced(1e9, "copy", MEASURED))
-    assert (d.ttft_s, d.tpot_s, d.itl.p50, d.gbytes_per_s, d.mbu) == (None, None, None, None, None)
+    d, flags = figured([], SHAPE, Sourced(1e9, "copy", MEASURED))
+    assert (d.ttft_s, d.tpot_s, d.itl_p50, d.gbytes_per_s, d.mbu) == (None, None, None, None, None)
     assert d.kv_cache_bytes == 320 and flags == []
 
 
@@ -97,7 +106,7 @@ def record(tmp_path, events, ceilings: Ceilings | None = None):
 
 def test_a_run_without_a_kept_ceiling_is_set_against_the_copy_it_measured(tmp_path):
     r = record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006], copy_s=0.01))
-    d = r.summary.decode
+    d = own(r)
     assert d is not None and d.bandwidth == pytest.approx(2 * 64 * MIB / 0.01)
     assert "measured by this run" in (d.bandwidth_source or "")
     step = shape(P).weight_bytes + 2 * 32 * shape(P).kv_bytes_per_position
@@ -110,8 +119,8 @@ def test_a_runs_tokens_per_s_is_one_figure_over_the_batch_at_the_mean_step(tmp_p
     """The summary's throughput (what a sweep ranks and draws), its decode tokens/s and a comparison's are one
     figure: the batch over TPOT (the mean step), not over the median step (p50 is the curve's other axis)."""
     r = record(tmp_path, decode_events(0.1, [0.004, 0.004, 0.010], copy_s=0.01))
-    assert r.summary.median == pytest.approx(0.004) and r.summary.decode.tpot_s == pytest.approx(0.006)
-    assert r.summary.throughput == r.summary.examples_per_s == r.summary.decode.decode_tokens_per_s
+    assert r.summary.median == pytest.approx(0.004) and r.summary.figures["tpot_s"] == pytest.approx(0.006)
+    assert r.summary.throughput == r.summary.examples_per_s == r.summary.figures["decode_tokens_per_s"]
     assert r.summary.throughput == pytest.approx(2 / 0.006)
 
 
@@ -137,7 +146,7 @@ def test_a_kept_ceiling_is_the_one_a_run_is_set_against(tmp_path):
     assert DECODE.worker_knows(P, kept)["bandwidth_kept_for"] == ["test CPU"]
     job = job_of(RunSpec(DECODE, P, "jax", "asked for", "cpu"), ceilings=kept)
     assert job.to_json()["knows"] == {"bandwidth_kept_for": ["test CPU"]} and "bandwidth_kept_for" not in job.spec.params
-    d = record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006]), kept).summary.decode
+    d = own(record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006]), kept))
     assert d is not None and d.bandwidth == 8e9 and "roofline run ab12cd34" in (d.bandwidth_source or "")
 
 
@@ -184,7 +193,7 @@ def test_a_runs_own_bandwidth_is_the_best_of_its_copies_and_its_mbu_is_set_again
     events = decode_events(0.1, [0.004, 0.005, 0.006])
     copies = [Step(step=i, seconds=x, phase="bandwidth", kernel=Kernel("copy", "float32", 64).to_json())
               for i, x in enumerate([0.02, 0.01, 0.016])]
-    d = record(tmp_path, events[:1] + copies + events[1:]).summary.decode
+    d = own(record(tmp_path, events[:1] + copies + events[1:]))
     best = 2 * 64 * MIB / 0.01  # 13.4 GB/s
     assert d is not None and d.bandwidth == pytest.approx(best)
     assert d.bandwidth_source == ("measured by this run before its prefill: the best of 3 copies of 64 MiB "
@@ -236,15 +245,15 @@ def test_without_a_kept_ceiling_the_record_says_mbu_is_against_its_own_copies_wi
     from tpulab.base.noise import interval
     from tpulab.base.timing import median
 
-    d = record(tmp_path, with_copies(COPY_S)).summary.decode
+    d = own(record(tmp_path, with_copies(COPY_S)))
     rates = [2 * 64 * MIB / x for x in COPY_S]
     assert d is not None and d.bandwidth_basis == "run" and d.bandwidth == pytest.approx(max(rates))
-    assert d.copies is not None and d.copy_mib == 64 and d.copies.count == 6
-    assert d.copies.median == pytest.approx(median(rates))
-    assert (d.copies.low, d.copies.high) == pytest.approx(interval(rates))  # the copies' median's 95% interval
-    few = record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006], copy_s=0.01)).summary.decode
-    assert few is not None and few.copies is not None and few.copies.count == 3 and few.copies.low is None
-    again = RunRecord.from_json(record(tmp_path, with_copies(COPY_S)).to_json()).summary.decode
+    assert d.copies_count is not None and d.copy_mib == 64 and d.copies_count == 6
+    assert d.copies_median == pytest.approx(median(rates))
+    assert (d.copies_low, d.copies_high) == pytest.approx(interval(rates))  # the copies' median's 95% interval
+    few = own(record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006], copy_s=0.01)))
+    assert few is not None and few.copies_count is not None and few.copies_count == 3 and few.copies_low is None
+    again = own(RunRecord.from_json(record(tmp_path, with_copies(COPY_S)).to_json()))
     assert again == d  # kept, and read back whole
 
 
@@ -257,9 +266,9 @@ def test_a_kept_ceiling_is_the_denominator_and_the_runs_copies_check_it(tmp_path
     from tpulab.workloads.decode.figures import BANDWIDTH_CHECK
 
     r = record(tmp_path, with_copies(COPY_S), kept_at(ceiling))
-    d = r.summary.decode
+    d = own(r)
     assert d is not None and d.bandwidth == ceiling and d.bandwidth_basis == "kept"
-    assert d.copies is not None and d.copies.count == 6  # kept, as the check
+    assert d.copies_count is not None and d.copies_count == 6  # kept, as the check
     flags = [f.message for f in r.summary.flags if f.code == BANDWIDTH_CHECK]
     assert flags == [] if says is None else len(flags) == 1 and says in flags[0] and "this run's 6 copies" in flags[0]
     no_copies = record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006]), kept_at(ceiling))
@@ -268,20 +277,20 @@ def test_a_kept_ceiling_is_the_denominator_and_the_runs_copies_check_it(tmp_path
 
 def test_joules_per_token_where_the_telemetry_reads_power(tmp_path):
     """A GPU drawing 300 W (its samples stand in for a GPU this machine lacks): each token step of 5 ms
-    makes 2 tokens, so a token costs 300 x 0.005 / 2 J."""
+    makes 2 tokens, so a token (a decode run's example) costs 300 x 0.005 / 2 J."""
     gpu = [Accel(kind="gpu", index=0, power_w=300.0)]
     events = decode_events(0.1, [0.005] * 4, copy_s=0.01)
     samples = [Sample(t=float(i), phase="steady", devices=gpu) for i in range(3)]
-    d = record(tmp_path, events[:-1] + samples + events[-1:]).summary.decode
-    assert d is not None and d.joules_per_token == pytest.approx(300 * 0.005 / 2)
-    assert record(tmp_path, events).summary.decode.joules_per_token is None  # no power read: unknown
+    d = record(tmp_path, events[:-1] + samples + events[-1:]).summary.telemetry
+    assert d.energy_per_example_j == pytest.approx(300 * 0.005 / 2)
+    assert record(tmp_path, events).summary.telemetry is None  # no sample, no power read: unknown
 
 
 def test_the_prefills_mfu_is_set_against_the_peak_of_the_machine_the_record_names(tmp_path):
     """The record computes its device's peak once, from the machine it was given (here a fake tree's CPU, not
     this host's), and decode's prefill MFU reads that very peak."""
     r = record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006], copy_s=0.01))
-    d, peak = r.summary.decode, r.summary.peak_flops
+    d, peak = own(r), r.summary.peak_flops
     assert d is not None and d.ttft_s and peak and d.prefill_mfu == pytest.approx(shape(P).prefill_flops / d.ttft_s / peak)
 
 
@@ -289,7 +298,7 @@ def test_a_decode_runs_tokens_per_second_is_its_examples_per_second_and_no_part_
     """Decode gives its own rate (tokens/s at the mean step) through its part's typed rate; a workload whose
     own fields name one the record fills is refused, naming the field, instead of silently winning."""
     r = record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006], copy_s=0.01))
-    d = r.summary.decode
+    d = own(r)
     assert d is not None and r.summary.examples_per_s == r.summary.throughput == d.decode_tokens_per_s
 
     class Greedy(type(DECODE)):  # type: ignore[misc]
@@ -325,7 +334,8 @@ def test_a_workload_declares_the_figures_it_leads_with(tmp_path):
     from tpulab.workloads.base import Workload
 
     r = RunResult(record(tmp_path, decode_events(0.1, [0.004, 0.005, 0.006], copy_s=0.01)))
-    d = r.record.summary.decode
-    assert d is not None and r.headlines == {"decode.decode_tokens_per_s": d.decode_tokens_per_s,
-                                             "decode.ttft_s": d.ttft_s, "decode.itl.p50": d.itl.p50, "decode.mbu": d.mbu}
-    assert Workload.headlines == ("throughput",) and r.record.summary.figure("decode.nothing.here") is None
+    d = own(r.record)
+    assert r.headlines == {"figures.decode_tokens_per_s": d.decode_tokens_per_s, "figures.ttft_s": d.ttft_s,
+                           "figures.itl_p50": d.itl_p50, "figures.mbu": d.mbu}
+    assert r.figures["ttft_s"] == d.ttft_s and list(r.timed) == [0.004, 0.005, 0.006]  # each token after the prefill
+    assert Workload.headlines == ("throughput",) and r.record.summary.figure("figures.nothing.here") is None

@@ -8,7 +8,7 @@ import pytest
 from tpulab.base import fmt
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
-from tpulab.engine.sweep import TOKENS, Point, baseline_of, findings
+from tpulab.engine.sweep import Point, baseline_of, findings
 from tpulab.views.sweep import curve_series, findings_lines, sweep_table, text_chart
 from tpulab.workloads.decode import DECODE
 from tpulab.workloads.conv import CONV
@@ -18,6 +18,7 @@ from .helpers import text as shown
 
 
 # ITL (s) by prompt length and batch: throughput = batch / ITL
+TOKENS = "tokens/s"  # what the decode workload counts, and so what its sweep ranks by
 ITL = {8: {1: 0.010, 2: 0.0105, 4: 0.012, 8: 0.023}, 16: {1: 0.011, 2: 0.012, 4: 0.016, 8: 0.030}}
 AXES = {"batch_size": [1, 2, 4, 8], "prompt_len": [8, 16]}
 
@@ -50,7 +51,7 @@ def test_the_curve_is_tokens_per_s_against_itl_one_series_per_prompt_length(poin
 
 def test_the_knee_the_speedup_over_batch_1_and_the_largest_batch_within_the_bound(points):
     found = findings(points, None, baseline_of(DECODE, AXES), max_itl_s=0.015)
-    assert found.by == TOKENS  # not GFLOP/s, though a longer prompt costs more per token
+    assert found.by == TOKENS and found.latency == "itl_p50"  # not GFLOP/s, though a longer prompt costs more per token
     assert found.best is at(points, 8, 8)
     assert found.knee is at(points, 4, 8)  # 333 tokens/s is within 5% of batch 8's 348, at half its latency
     assert found.baseline is at(points, 1, 8)
@@ -59,14 +60,14 @@ def test_the_knee_the_speedup_over_batch_1_and_the_largest_batch_within_the_boun
     assert found.within == [at(points, 4, 8), at(points, 2, 16)]  # ITL p50 <= 15 ms, per prompt length
     lines = findings_lines(found, list(AXES))
     # each point's tokens take one known time: the intervals are the ratios themselves
-    assert ("best against batch 1 at the same lengths (batch_size 1, prompt_len 8): 3.48x [3.48x, 3.48x] faster "
+    assert ("best against batch 1 at the same values (batch_size 1, prompt_len 8): 3.48x [3.48x, 3.48x] faster "
             "(noise threshold ±10%; 95% interval from 5 and 5 steps)") in lines
     assert found.near == [at(points, 4, 8)] and lines[1].endswith(
         "; not detectably slower: batch_size 4, prompt_len 8 (0.96x [0.96x, 0.96x] no difference detected) "
         "(within the noise threshold ±10%)")
     assert ("knee: batch 4 (ITL p50 12.0 ms), the smallest not detectably slower than the best tokens/s: 0.96x "
             "[0.96x, 0.96x] no difference detected (noise threshold ±10%; 95% interval from 5 and 5 steps)") in lines
-    assert f"within the ITL bound: batch 2 (prompt len 16): {fmt.rate(2 / 0.012, TOKENS)} at ITL p50 12.0 ms" in lines
+    assert f"within the latency bound: batch 2 (prompt len 16): {fmt.rate(2 / 0.012, TOKENS)} at ITL p50 12.0 ms" in lines
 
 
 def test_the_table_and_chart_mark_the_knee_and_the_bound(points):
@@ -97,7 +98,6 @@ async def test_the_lab_sweep_tab_draws_the_curve_and_its_knee(tmp_path, db, cpu_
     from tpulab.engine.sweep import build_grid
     from tpulab.lab.app import TpulabApp
     from tpulab.lab.widgets.charts import SeriesPlot
-    from tpulab.views.sweep import CURVE_TITLE
 
     from .helpers import ReplayedSweep, sweep_tab
 
@@ -108,7 +108,7 @@ async def test_the_lab_sweep_tab_draws_the_curve_and_its_knee(tmp_path, db, cpu_
         pane = await sweep_tab(pilot, ReplayedSweep(grid, cpu_machine,
                                                     lambda p: point(tmp_path, p.values["batch_size"], 8).records[0]))
         chart = pane.query_one("#sweep-chart", SeriesPlot)
-        assert chart.title == CURVE_TITLE
+        assert chart.title == "tokens/s against ITL p50 (ms)"  # one series: the prompt length is not swept
         assert [x for x, _ in chart.points(TOKENS)] == pytest.approx([10.0, 10.5, 12.0, 23.0])  # ITL p50, ms
         assert chart.points("knee") == [pytest.approx((12.0, 4 / 0.012))]
         assert "knee: batch 4" in text(pane.query_one("#sweep-findings", Static))

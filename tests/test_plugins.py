@@ -4,6 +4,7 @@ a third backend and a plugin workload run from the command line to the store, an
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -54,6 +55,39 @@ def test_the_hello_plugin_runs_from_the_cli_and_is_kept_with_its_name(tmp_path):
     assert record.workload == "hello" and record.status == "finished" and record.backend == "jax"
     assert record.plugins == {"workload": "tpulab-hello 0.1.0"}
     assert record.summary.flops_per_step == 2 * 64**3 and record.summary.step_seconds.count == 3
+
+
+@pytest.mark.slow
+def test_a_plugin_workloads_own_figures_show_in_every_front_end_with_no_core_edit(tmp_path):
+    """hello declares two figures of its own (`Workload.figures`): the sweep's table, the summary, a comparison,
+    the CSV export and the notebook's result each show them as declared, and no module of tpulab names them."""
+    import csv
+
+    site = dist_info(tmp_path / "site", "tpulab-hello", "0.1.0", {plugins.WORKLOADS: {"hello": "tpulab_hello:HELLO"}})
+    path = [EXAMPLE, site]
+    swept = tpulab("sweep", "hello", "--size", "32,64", "--steps", "3", "--backend", "jax", path=path, home=tmp_path)
+    assert swept.returncode == 0, swept.stderr[-2000:]
+    assert "slowest product" in " ".join(swept.stdout.split())  # a column of the sweep's table
+    records = sorted(Store(tmp_path / "results.db").records(), key=lambda r: r.params["size"])
+    for r in records:
+        steps = [s.seconds for s in r.steps if not s.warmup]
+        assert r.summary.figures == {"matrix_bytes": 4.0 * r.params["size"] ** 2, "slowest_s": max(steps)}
+    small, large = records
+    shown = tpulab("results", "show", small.id, path=path, home=tmp_path)
+    assert shown.returncode == 0 and "matrix" in shown.stdout and "4.0 KiB" in shown.stdout  # 32 x 32 x 4 bytes
+    assert "slowest product" in shown.stdout
+    compared = tpulab("results", "compare", small.id, large.id, path=path, home=tmp_path)
+    row = next(line for line in compared.stdout.splitlines() if "slowest product" in line)
+    assert row.count(" ms") + row.count(" us") + row.count(" s ") >= 2  # a cell per run, in seconds
+    out = tmp_path / "runs.csv"
+    assert tpulab("results", "export", "-o", str(out), "--format", "csv", path=path, home=tmp_path).returncode == 0
+    rows = sorted(csv.DictReader(out.open()), key=lambda row: int(json.loads(row["params"])["size"]))
+    assert [float(row["matrix_bytes"]) for row in rows] == [4.0 * 32**2, 4.0 * 64**2]
+    script = "import tpulab; r = tpulab.results()[0]; print(r.figures['matrix_bytes']); print(repr(r))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, [ROOT, *path])), "TPULAB_HOME": str(tmp_path)}
+    notebook = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert notebook.returncode == 0, notebook.stderr[-2000:]
+    assert notebook.stdout.split("\n")[0] == str(4.0 * 64**2) and "slowest product" in notebook.stdout
 
 
 @pytest.mark.slow
@@ -253,7 +287,8 @@ def test_the_backend_name_check_finds_a_planted_comparison():
 def test_a_workload_declares_what_its_charts_plot():
     """The lab knows no quantity by name: each chart of each workload plots from events alone."""
     from tpulab.base.charts import ChartContext
-    from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, PHASE_TRAIN, Step
+    from tpulab.base.events import PHASE_TRAIN, Step
+    from tpulab.workloads.decode.figures import PHASE_DECODE, PHASE_PREFILL
     from tpulab.workloads import registry
 
     phases = ("", PHASE_TRAIN, PHASE_PREFILL, PHASE_DECODE)  # a step of each phase a run's steps come in

@@ -12,7 +12,7 @@ import pytest
 
 from tpulab.base.basis import differ
 from tpulab.base.errors import EXIT_USAGE
-from tpulab.base.events import OpRow, Profile
+from tpulab.base.events import SCHEMA, OpRow, Profile
 from tpulab.engine.store import Imported, Store, StoreError, compare, export_csv, export_json, read_export
 
 from .helpers import ROOT, json_events, make_record, run_cli
@@ -54,7 +54,7 @@ def test_records_keep_every_step_and_the_runtime(store):
     store.save(r)
     got = store.get(r.id[:6])
     assert got == r and len(got.steps) == 4 and got.runtime["cpu"]["logical_cores"] >= 1
-    assert got.summary.step_seconds is not None and got.summary.step_seconds.count == 4 and got.schema == 4
+    assert got.summary.step_seconds is not None and got.summary.step_seconds.count == 4 and got.schema == SCHEMA
 
 
 def test_schema_is_versioned(tmp_path):

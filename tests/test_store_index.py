@@ -84,8 +84,8 @@ def test_a_schema_2_store_is_indexed_and_keeps_every_record(tmp_path):
 
 
 def test_a_schema_3_store_opens_as_the_current_schema_and_reads_its_records(tmp_path):
-    """Schema 4 adds the profile (and decode figures) to the summary and the host gap to the index: a schema-3
-    database gains the column, its records read back as they were written, with no profile and no decode."""
+    """Schema 4 adds the profile (and a workload's figures) to the summary and the host gap to the index: a schema-3
+    database gains the column, its records read back as they were written, with no profile and no figures."""
     path = tmp_path / "three.db"
     records = [dated(make_record(median=0.5), 1), dated(make_record(2, 0.25, backend="jax"), 2)]
     Store(path).page()  # the tables, as this tpulab makes them; then taken back to what schema 3 wrote
@@ -96,14 +96,14 @@ def test_a_schema_3_store_opens_as_the_current_schema_and_reads_its_records(tmp_
         for r in records:
             old = r.to_json()
             old["schema"] = 3
-            del old["summary"]["profile"], old["summary"]["decode"]
+            del old["summary"]["profile"], old["summary"]["figures"]
             row = {k: v for k, v in derive(r).items() if k in columns}
             con.execute(f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
             con.execute("INSERT INTO run_data VALUES (?, ?, ?)", (r.id, "{}", json.dumps(old)))
     store = Store(path)
     got = [store.get(r.id) for r in records]
     assert [g.schema for g in got] == [3, 3] and [g.summary.median for g in got] == [0.5, 0.25]
-    assert all(g.summary.profile is None and g.summary.decode is None for g in got)
+    assert all(g.summary.profile is None and g.summary.figures == {} for g in got)
     assert [r.host_gap_share for r in store.page().rows] == [None, None]
     with sqlite3.connect(path) as con:
         assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)

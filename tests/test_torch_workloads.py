@@ -129,5 +129,5 @@ def test_decode_on_torch_verified_from_the_command_line(tmp_path):
     assert out["backend"] == "torch" and out["status"] == "finished"
     assert events[0]["model"]["parameters"] == parameters(DECODE.preset("smoke"))
     assert [(w["code"], w["keras"], w["tensorflow"]) for w in worker_imports(tmp_path / "home")] == [(0, False, [])]
-    assert out["summary"]["decode"]["verified"] < 1e-3  # the cached logits against a full forward pass
+    assert out["summary"]["figures"]["verified"] < 1e-3  # the cached logits against a full forward pass
     assert out["summary"]["profile"]["profiler"] == "torch.profiler" and out["summary"]["profile"]["ops"]

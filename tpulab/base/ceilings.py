@@ -47,3 +47,10 @@ class MeasuredCeilings(Protocol):
     def memory_kept(self, kind: str) -> list[str]:
         """The names of the devices of `kind` with a kept bandwidth ceiling."""
         ...
+
+
+def rerun(sizes: tuple[int, int] | None = None, dtype: str = "float32", copy_mib: int | None = None) -> str:
+    """'tpulab --run roofline --min-size 256 --max-size 2048': the sizes to run, said in full."""
+    flags: dict[str, int | str | None] = {"min-size": sizes[0], "max-size": sizes[1]} if sizes else {}
+    flags |= {"dtypes": dtype if dtype != "float32" else None, "copy-mib": copy_mib}
+    return "tpulab --run roofline" + "".join(f" --{k} {v}" for k, v in flags.items() if v is not None)

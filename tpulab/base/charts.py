@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
-from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Epoch, Event, Step
+from tpulab.base.events import Epoch, Event, Step
 
 Point = tuple[str, float, float]  # (series, x, y)
 
@@ -99,19 +99,6 @@ def _peak(ctx: ChartContext) -> dict[str, float]:
     return {"peak": ctx.peak_flops / 1e9} if ctx.peak_flops else {}
 
 
-def _token(e: Event) -> Step | None:
-    """A decode run's token step: the prefill (token 0) or a decode step, timed."""
-    return e if isinstance(e, Step) and e.phase in (PHASE_PREFILL, PHASE_DECODE) and not e.warmup else None
-
-
-def _token_ms(e: Event, ctx: ChartContext) -> list[Point]:
-    return [(s.phase, s.step, s.seconds * 1e3)] if (s := _token(e)) else []
-
-
-def _token_rate(e: Event, ctx: ChartContext) -> list[Point]:
-    return [(s.phase, s.step, s.examples_per_s)] if (s := _token(e)) and s.examples_per_s else []
-
-
 def step_time(unit: str = "step") -> Chart:
     return Chart(f"ms per {unit}", _time)
 
@@ -120,8 +107,6 @@ STEP_TIME = step_time()
 GFLOPS = Chart("GFLOP/s", _gflops, _peak)
 THROUGHPUT = Chart("examples/s", _throughput)
 METRICS = Chart("loss, accuracy", _metrics, right=_rising)
-TOKEN_TIME = Chart("ms per token, by token (prefill: token 0)", _token_ms)
-TOKEN_RATE = Chart("tokens/s over the batch, by token", _token_rate)
 
 
 # --- axes: ticks at the precision the data carry ---------------------------------------------------

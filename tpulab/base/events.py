@@ -12,16 +12,16 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import cache
 from typing import Annotated, Any, Callable, ClassVar, Mapping, TypeVar
 
+from tpulab.base.figures import FigureValue
 from tpulab.base.timing import Flag, Stats
 from tpulab.base.typed import MAY_BE_NAN
 
-SCHEMA = 4  # 2: backend, backend_reason, sweep and hosts joined the record; 3: plugins, model, telemetry;
-# 4: the summary's profile (op table) and decode figures (older records read)
+SCHEMA = 5  # 2: backend, backend_reason, sweep and hosts joined the record; 3: plugins, model, telemetry;
+# 4: the summary's profile (op table) and a workload's own part; 5: a workload's figures, flat (older records read)
 STATUSES = ("finished", "failed", "cancelled")
 PHASE_COMPILE, PHASE_STEADY = "compile", "steady"  # a Sample's phase: before and after the first call
 PHASE_TRACED = "traced"  # a Sample's phase while --profile traces its extra steps: not the steady state's
 PHASE_TRAIN, PHASE_PREDICT = "train", "predict"  # a Step's phase in a run that trains, then infers
-PHASE_PREFILL, PHASE_DECODE = "prefill", "decode"  # a Step's phase in a decode run: the prompt, then one token each
 PHASE_BANDWIDTH = "bandwidth"  # a Step measuring the machine before a run (a timed copy): not one of the run's steps
 MARK_COMPILED = "compiled"  # the Sample taken as the first call ended
 MARK_TRACING = "tracing"  # the Sample taken as the traced steps began
@@ -354,51 +354,6 @@ class KernelFigure:
     bytes_per_s: float | None = None  # read and written
 
 
-@dataclass(kw_only=True)
-class Latency:
-    """Percentiles of a latency, seconds."""
-
-    p50: float | None = None
-    p90: float | None = None
-    p99: float | None = None
-
-
-@dataclass(kw_only=True)
-class Decode:
-    """A decode run's figures (the `decode` workload adds them): prefill, then one token per step."""
-
-    ttft_s: float | None = None  # time to first token: the prefill and the first generated token
-    prompt_tokens_per_s: float | None = None  # prefill, over the batch
-    decode_tokens_per_s: float | None = None  # generated tokens per second across the batch
-    decode_tokens_per_s_per_seq: float | None = None  # ... per sequence (1 / TPOT)
-    itl: Latency = field(default_factory=Latency)  # inter-token latency
-    tpot_s: float | None = None  # time per output token after the first
-    e2e_s: float | None = None  # prompt in, last token out
-    kv_cache_bytes: float | None = None
-    bytes_per_token_step: float | None = None  # weights and cache read per decode step
-    gbytes_per_s: float | None = None  # achieved, at the median step
-    bandwidth: float | None = None  # the measured ceiling it is set against, bytes/s
-    bandwidth_source: str | None = None
-    # what that is: "kept", this machine's roofline ceiling; "run", this run's own copies, whose MBU is not comparable
-    # across runs (None: a record from before the basis was kept)
-    bandwidth_basis: str | None = None
-    copies: Stats | None = None  # the bandwidths (bytes/s) of the run's own copies: the denominator, or a check
-    copy_mib: int | None = None  # each of those copies' size
-    mbu: float | None = None  # model bandwidth utilisation: of the measured ceiling
-    spec_bandwidth: float | None = None  # bytes/s, the vendor's figure
-    spec_bandwidth_source: str | None = None
-    spec_bandwidth_fraction: float | None = None
-    prefill_mfu: float | None = None
-    joules_per_token: float | None = None
-    verified: float | None = None  # the largest |difference| of cached against full-forward logits (--verify)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.itl, Mapping):
-            self.itl = _known(Latency, self.itl)
-        if isinstance(self.copies, Mapping):
-            self.copies = _known(Stats, self.copies)
-
-
 # --- the summary's typed parts: each a slice of its flat fields, made by one part of the recorder ----------
 @dataclass(frozen=True, kw_only=True)
 class TimingPart:
@@ -473,7 +428,7 @@ class Summary:
 
     compile_seconds: float | None = None
     compile_phases: dict[str, float] | None = None  # each program's first call, where a run compiles several apart
-    # (a decode's prefill and its step): `compile_seconds` is their sum
+    # (a prefill and the step after it): `compile_seconds` is their sum
     cache_hit: bool | None = None  # the first call loaded its programs from the compilation cache (None: no cache)
     step_seconds: Stats | None = None  # the steady state
     flops_per_step: float | None = None
@@ -503,13 +458,11 @@ class Summary:
     gbytes_per_s: float | None = None  # a roofline's copy: bytes read and written per second, best size
     kernels: list[KernelFigure] = field(default_factory=list)
     profile: Profile | None = None  # the op table of the traced steps (`--profile`)
-    decode: Decode | None = None  # a decode run's figures
+    figures: dict[str, FigureValue] = field(default_factory=dict)  # the workload's own (`Workload.figures`)
 
     def __post_init__(self) -> None:
         if isinstance(self.profile, Mapping):
             self.profile = _known(Profile, self.profile)
-        if isinstance(self.decode, Mapping):
-            self.decode = _known(Decode, self.decode)
         if isinstance(self.step_seconds, Mapping):
             self.step_seconds = _known(Stats, self.step_seconds)
         if isinstance(self.telemetry, Mapping):
@@ -539,10 +492,10 @@ class Summary:
         return any(f.code == code for f in self.flags)
 
     def figure(self, path: str) -> Any:
-        """A figure by its dotted path ('decode.decode_tokens_per_s'); None where a part is absent."""
+        """A figure by its dotted path ('figures.ttft_s', 'step_seconds.median'); None where a part is absent."""
         found: Any = self
         for part in path.split("."):
-            found = getattr(found, part, None)
+            found = found.get(part) if isinstance(found, Mapping) else getattr(found, part, None)
             if found is None:
                 return None
         return found

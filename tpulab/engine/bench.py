@@ -27,9 +27,11 @@ SCALING = "-scaling"  # the name of an entry run across every device, after the 
 class Headline:
     """One figure an entry reports on the card: a rate read from its run's summary (higher is better).
 
-    `path` is the summary's field, dotted into a part ("decode.decode_tokens_per_s"); `stats` the step-time
-    statistics its spread follows (a rate is work over time: its p10 is the work over the p90 time).
-    `ceiling`: which measured ceiling bounds it, compute (the dtype's matmul) or memory (the copy's bandwidth).
+    `path` is the summary's field, dotted into a part ("figures.decode_tokens_per_s", a workload's own figure);
+    `stats` the step-time statistics its spread follows (a rate is work over time: its p10 is the work over the p90
+    time). `ceiling`: which measured ceiling bounds it, compute (the dtype's matmul) or memory (the copy's
+    bandwidth); `fraction` and `spec` the summary's figures that say how much of that ceiling, and of the vendor's
+    figure, the run reached (by the same dotted paths).
     """
 
     name: str  # the entry's name on the card: "resnet50-train"
@@ -37,6 +39,8 @@ class Headline:
     unit: str | None = None  # None: the run's own throughput unit
     stats: str = "step_seconds"
     ceiling: str = "compute"
+    fraction: str = "ceiling_fraction"
+    spec: str = "peak_fraction"
     article: str | None = None  # the 2018 article's entry this one is comparable with
 
 
@@ -93,6 +97,8 @@ PROFILED = {"profile": True, "profile_steps": 2}  # a short profile for the top 
 # followed the cache's other tenants (on a 2-core VM with 32 MB of shared L3, one process to the next: cv 6.8% for
 # tiny, 2.6% for GPT-2 small). A short prompt keeps its prefill, which is compute-bound, within the quick budget.
 DECODE = {"preset": "gpt2-small", "prompt_len": 16, "gen_len": 64, **PROFILED}
+TOKENS: dict[str, Any] = {"path": "figures.decode_tokens_per_s", "unit": "tokens/s", "ceiling": "memory",
+                          "fraction": "figures.mbu", "spec": "figures.spec_bandwidth_fraction"}
 # The quick sizes fit the slowest backend's budget: Keras 3 on JAX runs these convolutions about 10x slower than
 # TensorFlow on a 2-core CPU (a step of the CNN at batch 256: 3.8 s against 0.35 s).
 
@@ -119,9 +125,9 @@ SUITE = Suite(
               {"steps_per_epoch": 12, "seq_len": 128, "batch_size": 4}, (Headline("transformer-train", "throughput"),),
               ("steps_per_epoch",), weight=1.5),
         Entry("decode", {**DECODE, "batch_size": 1}, {"gen_len": 32},
-              (Headline("decode-b1", "decode.decode_tokens_per_s", "tokens/s", ceiling="memory"),), ("gen_len",)),
+              (Headline("decode-b1", **TOKENS),), ("gen_len",)),
         Entry("decode", {**DECODE, "batch_size": 8}, {"gen_len": 32},
-              (Headline("decode-b8", "decode.decode_tokens_per_s", "tokens/s", ceiling="memory"),), ("gen_len",)),
+              (Headline("decode-b8", **TOKENS),), ("gen_len",)),
     ),
     scaling="conv",  # the article's convolution, which its TPU ran over 8 cores (batch_parallel)
     # One size past the L2 and a copy past most last-level caches, float32 on every device: a few seconds at the

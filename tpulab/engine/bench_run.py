@@ -122,7 +122,7 @@ def command(record: RunRecord) -> str:
 
 
 def field_of(summary: Summary, path: str) -> Any:
-    """A summary's figure by its dotted path ('decode.decode_tokens_per_s'); None where a part is absent."""
+    """A summary's figure by its dotted path ('figures.decode_tokens_per_s'); None where a part is absent."""
     return summary.figure(path)
 
 
@@ -139,13 +139,9 @@ def figures(h: bench.Headline, record: RunRecord, ceiling_known: bool) -> dict[s
     out: dict[str, Any] = {"median": value, "n": stats.count if stats else None, "unit": h.unit or s.throughput_unit}
     if value is not None and stats is not None and stats.p10 > 0:  # a rate is work over time: its p10 at the p90 time
         out["p10"], out["p90"] = value * stats.median / stats.p90, value * stats.median / stats.p10
-    if h.ceiling == MEMORY:
-        d = s.decode
-        out["ceiling_fraction"] = d.mbu if d and ceiling_known else None
-        out["spec_fraction"] = d.spec_bandwidth_fraction if d else None
-    elif h.stats == "step_seconds":  # the summary's fractions are of its training (or only) steps
-        out["ceiling_fraction"] = s.ceiling_fraction if ceiling_known else None
-        out["spec_fraction"] = s.peak_fraction
+    if h.stats == "step_seconds":  # the summary's fractions are of its training (or only) steps
+        out["ceiling_fraction"] = field_of(s, h.fraction) if ceiling_known else None
+        out["spec_fraction"] = field_of(s, h.spec)
     own = h.stats == "step_seconds"  # the profile, the bound and the ceiling's side are of the run's own steps
     p = s.profile if own else None  # (a run that trains, then infers, traces its training step: not inference's)
     gap = p.host_gap_share if p else None

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from tpulab.base import fmt
-from tpulab.base.ceilings import BANDWIDTH_LOW, CEILING_LOW, MEASURED, Sourced
+from tpulab.base.ceilings import BANDWIDTH_LOW, CEILING_LOW, MEASURED, Sourced, rerun
 from tpulab.base.events import CeilingsPart, Device, KernelFigure, RunRecord, Telemetry
 from tpulab.base.timing import Flag
 from tpulab.engine.runindex import RunFilter
@@ -188,13 +188,6 @@ def sizes_to(n: int) -> tuple[int, int]:
     """Four sizes up to n, or the default's four if they are larger: smaller ones time the dispatch."""
     top = max(n, int(ROOFLINE.defaults()["max_size"]))
     return top // 8, top
-
-
-def rerun(sizes: tuple[int, int] | None = None, dtype: str = "float32", copy_mib: int | None = None) -> str:
-    """'tpulab --run roofline --min-size 256 --max-size 2048': the sizes to run, said in full."""
-    flags: dict[str, int | str | None] = {"min-size": sizes[0], "max-size": sizes[1]} if sizes else {}
-    flags |= {"dtypes": dtype if dtype != "float32" else None, "copy-mib": copy_mib}
-    return "tpulab --run roofline" + "".join(f" --{k} {v}" for k, v in flags.items() if v is not None)
 
 
 def preset_of(params: dict[str, Any]) -> str | None:

@@ -115,7 +115,7 @@ class RunRecorder:
         self.compile_seconds: float | None = None
         self.inference_compile_seconds: float | None = None
         self.compile_steps = 0
-        self.compile_phases: dict[str, float] = {}  # the first call of each phase's program (a decode's two)
+        self.compile_phases: dict[str, float] = {}  # the first call of each phase's program (a prefill's and a token step's)
         self.cache_hit: bool | None = None
         self.steps: list[Step] = []
         self._counted: list[Step] = []  # the run's own steps (`counted`), kept as they come: a live view reads them
@@ -240,13 +240,12 @@ class RunRecorder:
         flags += [f for f in (disturbance(telemetry),) if f]
         try:
             summary = Summary.of(self.timing(stats), rates, against, self.inference(), self.metrics(), own.fields,
-                                 flags=[*flags, *beaten, *own.flags], profile=self.profile(), telemetry=telemetry)
+                                 flags=[*flags, *beaten, *own.flags], profile=self.profile(), telemetry=telemetry,
+                                 figures=dict(own.figures))
         except SummaryClash as e:  # the record's own parts are disjoint: the workload's named one of their fields
             raise TypeError(f"{self.workload.name}'s summary part sets {', '.join(e.names)}, which the record's own "
                             "parts fill: a workload adds its own fields (its rate goes in SummaryPart.examples_per_s)"
                             ) from None
-        if summary.decode is not None and summary.telemetry is not None:  # a decode step: a token per sequence
-            summary.decode.joules_per_token = summary.telemetry.energy_per_example_j
         return summary
 
     def telemetry_summary(self, median_step_s: float | None) -> Telemetry | None:
@@ -290,7 +289,7 @@ class RunRecorder:
     def rates(self, stats: Stats | None, work: tuple[float | None, float | None], own: SummaryPart,
               peak: Sourced | None) -> tuple[RatesPart, list[Flag]]:
         """The step's `work` (FLOPs, FLOP/s) against the device's spec `peak`, with the flags that say when a figure
-        cannot be trusted; the workload's own rate (decode's tokens/s) where it gives one."""
+        cannot be trusted; the workload's own rate (tokens/s at a token's mean step) where it gives one."""
         info, w = self.info, self.workload
         flops, flops_per_s = work
         peak_fraction = flops_per_s / peak.value if flops_per_s and peak else None

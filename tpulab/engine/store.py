@@ -23,6 +23,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from tpulab.backends import article
 from tpulab.base.basis import GFLOPS, TIME, Work, basis, differ
 from tpulab.base.ceilings import RENAMED_FLAGS
+from tpulab.base.figures import flat
 from tpulab.base.errors import EXIT_USAGE, NO_SPACE, TpulabError, first_line, why_unwritten
 from tpulab.base.events import PHASE_PREDICT, STATUSES, RunRecord, SweepRecord, Telemetry
 from tpulab.base.noise import NOISE, Change, change
@@ -435,18 +436,34 @@ def _insert_sweep(con: sqlite3.Connection, sweep: dict[str, Any], replace: bool)
                        (sweep["id"], sweep["workload"], sweep["started_at"], json.dumps(sweep))).rowcount
 
 
-def load_record(data: dict[str, Any]) -> RunRecord:
-    """A stored or imported record; one from before backends were named ran on the article's framework; one
-    from before a figure above a measured ceiling was called that ceiling measured low has its flags renamed."""
+OWN_PARTS = ("decode",)  # schema 4 kept a workload's own figures nested under its name: they read as `figures`
+
+
+def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored or imported record as this version writes it: one from before backends were named ran on the
+    article's framework; one from before a figure above a measured ceiling was called that ceiling measured low has
+    its flags renamed; one from schema 4 has its workload's own part read as its figures, flat."""
     if not data.get("backend"):
         legacy = article()
         data = {**data, "backend": legacy.name if legacy else ""}
-    flags = (data.get("summary") or {}).get("flags") or []
+    summary = data.get("summary")
+    if not isinstance(summary, dict):
+        return data
+    flags = summary.get("flags") or []
     if any(isinstance(f, dict) and f.get("code") in RENAMED_FLAGS for f in flags):
         renamed = [{**f, "code": RENAMED_FLAGS[f["code"]]} if isinstance(f, dict) and f.get("code") in RENAMED_FLAGS
                    else f for f in flags]
-        data = {**data, "summary": {**data["summary"], "flags": renamed}}
-    return RunRecord.from_json(data)
+        summary = {**summary, "flags": renamed}
+    if own := [k for k in OWN_PARTS if isinstance(summary.get(k), dict)]:
+        kept = figures if isinstance(figures := summary.get("figures"), dict) else {}
+        summary = {**{k: v for k, v in summary.items() if k not in own},
+                   "figures": {**{n: v for k in own for n, v in flat(summary[k]).items()}, **kept}}
+    return {**data, "summary": summary}
+
+
+def load_record(data: dict[str, Any]) -> RunRecord:
+    """A stored or imported record, read as this version writes it (`upgrade`)."""
+    return RunRecord.from_json(upgrade(data))
 
 
 REQUIRED: dict[str, type] = {
@@ -468,7 +485,7 @@ def validate(r: Any) -> str | None:
         return "'id' should be hexadecimal"
     if r["status"] not in STATUSES:
         return f"'status' should be one of {', '.join(STATUSES)}"
-    found = problem(r, RunRecord)
+    found = problem(upgrade(r), RunRecord)
     if found:
         return found
     try:  # every part must read back as the classes every view reads
@@ -508,6 +525,11 @@ def _metric_columns() -> list[tuple[str, str]]:
     return [*seen.items(), *((f"val_{label}", f"val_{key}") for label, key in seen.items())]
 
 
+def _figure_columns() -> list[str]:
+    """Every figure any workload declares (`Workload.figures`), in declared order: a column each."""
+    return list(dict.fromkeys(f.name for w in registry().values() for f in w.figures))
+
+
 def row(r: RunRecord) -> dict[str, Any]:
     """A run flat enough for a spreadsheet or a JSON listing: figures, metrics by their short names."""
     s = r.summary
@@ -529,6 +551,7 @@ def row(r: RunRecord) -> dict[str, Any]:
         "model": (r.model or {}).get("name"), "model_sha256": (r.model or {}).get("sha256"),
         "model_parameters": (r.model or {}).get("parameters"),
         **{column: figures.get(key) for column, key in _metric_columns()},
+        **{name: s.figures.get(name) for name in _figure_columns()},
         **telemetry_row(s.telemetry),
         "dataset": r.dataset, "sweep": r.sweep, "flags": [f.code for f in s.flags], "params": r.params,
     }

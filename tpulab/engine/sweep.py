@@ -38,12 +38,12 @@ from tpulab.engine.runner import Run, run_job
 from tpulab.engine.spec import RunSpec, resolve
 from tpulab.engine.store import StoreError, timed
 from tpulab.machine.detect import RuntimeReport
+from tpulab.workloads import registry
 from tpulab.workloads.base import BACKEND, BATCH_SIZE, PROCESSES, Limits, ParamError, Params, ParamSpec, Workload
 
 if TYPE_CHECKING:
     from tpulab.engine.store import Store
 
-TOKENS = "tokens/s"  # what a decode sweep ranks by: generated tokens per second over the batch
 DEFAULT_STEPS = 12  # timed steps per point; the first call is extra and excluded
 MAX_STEPS, MAX_REPEAT = 100000, 100
 
@@ -162,8 +162,8 @@ class Point:
 
     @property
     def throughput(self) -> float | None:
-        """examples/s as each run's summary gives it (at the median step; decode: over the batch at TPOT), the
-        median over repeats."""
+        """examples/s as each run's summary gives it (at the median step, or the workload's own rate: tokens/s over
+        the batch at TPOT), the median over repeats."""
         return median([r.summary.examples_per_s for r in self.finished if r.summary.examples_per_s])
 
     @property
@@ -224,14 +224,20 @@ class Point:
         return next((r.error for r in reversed(self.records) if r.error), None)
 
     @property
-    def decodes(self) -> bool:
-        """Its runs generate tokens (they carry decode figures): its sweep is a latency/throughput curve."""
-        return any(r.summary.decode is not None for r in self.finished)
+    def workload(self) -> Workload | None:
+        """Its runs' workload, where it is installed here (a kept sweep's may not be)."""
+        return registry().get(self.records[0].workload) if self.records else None
 
-    def decode_figure(self, name: str) -> float | None:
-        """A decode figure ('ttft_s', 'mbu') or an ITL percentile ('p50'), the median over repeats."""
-        found = [r.summary.decode for r in self.finished if r.summary.decode is not None]
-        return median([v for d in found if (v := getattr(d.itl if name in ("p50", "p90", "p99") else d, name)) is not None])
+    @property
+    def latency(self) -> str | None:
+        """Its workload's latency figure (`Workload.latency`): a sweep of such points is a latency/throughput curve."""
+        w = self.workload
+        return w.latency if w is not None and self.finished else None
+
+    def figure(self, name: str) -> float | None:
+        """One of its workload's own figures (`summary.figures`), the median over repeats."""
+        return median([v for r in self.finished if isinstance(v := r.summary.figures.get(name), (int, float))
+                       and not isinstance(v, bool)])
 
 
 @dataclass
@@ -256,6 +262,7 @@ class Findings:
     article_change: Change | None = None  # the best against the article's configuration
     slowest_change: Change | None = None  # ... against the slowest point
     baseline_change: Change | None = None  # ... against its baseline
+    latency: str | None = None  # the points' latency figure (`Point.latency`): the sweep is a curve, ranked by throughput
 
     def speedup(self, p: Point) -> float | None:
         return self.speedups.get(id(p))
@@ -270,11 +277,12 @@ def objective(points: list[Point]) -> str:
 
     Sweeping an image size or a filter count changes the work per example: the smallest problem would
     win on examples/s, so the points are compared by the rate at which they did their work instead.
-    Generated tokens are what a decode sweep is for, whatever their cost: it ranks by tokens/s.
+    A curve's points (a workload that declares a latency: generated tokens are what a decode sweep is for, whatever
+    their cost) rank by their throughput in its own unit (tokens/s).
     """
     done = [p for p in points if p.finished]
-    if done and all(p.decodes for p in done):
-        return TOKENS
+    if done and all(p.latency for p in done):
+        return done[0].finished[0].summary.throughput_unit
     return basis([Work(p.finished[0].summary.flops_per_step, p.finished[0].batch) for p in points if p.finished]).rate
 
 
@@ -285,11 +293,13 @@ def findings(points: list[Point], article_values: dict[str, Any] | None, baselin
              max_itl_s: float | None = None) -> Findings:
     """The best point and those not detectably slower than it, its speedups (over the article's configuration, or
     over its `baseline`'s values where the workload names one), the knee, the scaling and, with `max_itl_s`, the
-    largest batch of each series whose ITL p50 stays within it. Each comparison is drawn from both sides' steps."""
+    largest batch of each series whose latency figure (ITL p50) stays within it. Each comparison is drawn from both
+    sides' steps."""
     by = objective(points)
     done = sorted((p for p in points if p.rate(by)), key=lambda p: -(p.rate(by) or 0))
     if not done:
         return Findings(None, None, None, None, None, None, by=by)
+    latency = done[0].latency if all(p.latency for p in done) else None
     best, slowest = done[0], done[-1]
     article = next((p for p in done if p.article), None) or (
         next((p for p in done if article_values is not None and p.values == article_values), None))
@@ -307,7 +317,7 @@ def findings(points: list[Point], article_values: dict[str, Any] | None, baselin
                     speedups.get(id(best)), within_itl(done, max_itl_s) if max_itl_s is not None else [], speedups,
                     [p for p in done if id(p) in told and changes[id(p)].word != SLOWER],
                     [p for p in done[1:] if id(p) not in told], changes, against(article), against(slowest),
-                    against(base))
+                    against(base), latency)
 
 
 def versus(other: Point, base: Point, by: str) -> Change | None:
@@ -348,10 +358,11 @@ def series_key(p: Point) -> tuple[tuple[str, Any], ...]:
 
 
 def within_itl(points: list[Point], max_itl_s: float) -> list[Point]:
-    """Per series (the values but the batch), the largest batch whose ITL p50 is at most `max_itl_s`."""
+    """Per series (the values but the batch), the largest batch whose latency figure (ITL p50) is at most
+    `max_itl_s`."""
     out: dict[tuple[tuple[str, Any], ...], Point] = {}
     for p in points:
-        itl = p.decode_figure("p50")
+        itl = p.figure(p.latency) if p.latency else None
         if itl is None or itl > max_itl_s or BATCH_SIZE not in p.values:
             continue
         key = series_key(p)

@@ -11,10 +11,10 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from tpulab.base import fmt, safe
-from tpulab.base.events import Decode, RunRecord, SweepRecord
+from tpulab.base.events import RunRecord, SweepRecord
+from tpulab.base.figures import FigureValue
 from tpulab.engine.runindex import RunRow
 from tpulab.views import html, listing
-from tpulab.workloads.decode.figures import decode_steps
 
 if TYPE_CHECKING:
     import numpy as np
@@ -102,21 +102,20 @@ class RunResult:
         return batch / self.step_seconds
 
     @property
-    def decode(self) -> Decode | None:
-        """A decode run's figures (`summary.decode`): TTFT, tokens/s, ITL percentiles, MBU..."""
-        return self.record.summary.decode
+    def figures(self) -> dict[str, FigureValue]:
+        """Its workload's own figures (`Workload.figures` declares them): a decode run's TTFT, ITL p50, MBU..."""
+        return self.record.summary.figures
 
     @property
-    def ttft(self) -> float | None:
-        """A decode run's time to first token, seconds (the prefill, which makes it)."""
-        return self.decode.ttft_s if self.decode else None
-
-    @property
-    def itl(self) -> np.ndarray:
-        """A decode run's inter-token latencies, seconds, by token (1, 2, ...; the prefill made token 0)."""
+    def timed(self) -> np.ndarray:
+        """The step times its median is of, in order, as its workload times them (a decode run's: each token's
+        latency after the prefill); empty for a workload not installed here."""
         import numpy as np
 
-        return np.array([s.seconds for s in decode_steps(self.record.steps)], dtype=float)
+        from tpulab.workloads import registry
+
+        w = registry().get(self.record.workload)
+        return np.array(w.timed_seconds(self.record.steps) if w else [], dtype=float)
 
     @property
     def ops(self) -> Any:

@@ -24,8 +24,8 @@ from tpulab.engine.store import Comparison
 from tpulab.machine.detect import RuntimeReport
 from tpulab.views import profile as profile_view
 from tpulab.views import roofline
-from tpulab.views.decode import decode_columns, decode_rows
 from tpulab.views.narrate import backend_line, describe, load_words, sample_line, step_status, telemetry_rows, unavailable_lines
+from tpulab.base.figures import rows as figure_rows
 from tpulab.workloads import registry
 from tpulab.workloads.base import Workload
 
@@ -167,8 +167,8 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
     if w is None:  # a model tpulab does not declare (a FitTimer run): its metrics by Keras's names
         rows += [(f"final {k}", f"{v:.4f}") for k, v in (s.final_metrics or {}).items()]
         rows += [(f"validation {k.removeprefix('val_')}", f"{v:.4f}") for k, v in (s.validation or {}).items()]
-    if s.decode is not None:
-        rows += decode_rows(s.decode)
+    if s.figures:
+        rows += w.figure_rows(s.figures) if w else figure_rows((), s.figures)
     rows.append(("beside this run", load_words(s.telemetry)))
     if s.telemetry is not None:
         rows += telemetry_rows(s.telemetry, unit)
@@ -329,9 +329,17 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
         ("shards", [str(r.device.replicas if r.device else "-") for r in rs]),
         ("batch", [str(r.batch or "-") for r in rs]),
         *(f for f in figures if f not in basis),
-        *decode_columns(rs),
+        *own_columns(rs),
         *telemetry_columns(rs),
     ]
+
+
+def own_columns(records: list[RunRecord]) -> list[tuple[str, list[str]]]:
+    """The compared runs' own figures that their workloads set beside the rest (`Figure.compare`), a row each, when
+    any run has it."""
+    declared = {f.name: f for r in records if (w := workload_of(r)) for f in w.figures if f.compare}
+    return [(f.label, [f.cell(r.summary.figures) for r in records]) for name, f in declared.items()
+            if any(r.summary.figures.get(name) is not None for r in records)]
 
 
 def speedup_cell(x: float | None, c: Change | None) -> str:

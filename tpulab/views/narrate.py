@@ -9,13 +9,10 @@ repeats left out, so that a line never wraps a word onto a line of its own.
 from __future__ import annotations
 
 from tpulab.base import fmt, safe
-from tpulab.base.timing import median
 from tpulab.engine.telemetry_summary import load_of
 from tpulab.base.events import (
     OTHER_OPS,
     PHASE_BANDWIDTH,
-    PHASE_DECODE,
-    PHASE_PREFILL,
     Allocated,
     Cancelled,
     Compiled,
@@ -38,8 +35,7 @@ from tpulab.workloads.base import PHASE_COMPILED, PHASE_EAGER
 SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
 SYNTHETIC = ("[synthetic]", "yellow")  # what every step of a run on stand-in data ends with (short: there are many)
 Cell = tuple[str, str]  # (plain text, Rich style or "")
-TOKEN_LINE_EVERY = 16  # a decode run's line: every this many tokens (the summary has each one's figures)
-NAMED_CALLS = (PHASE_PREFILL, PHASE_DECODE, PHASE_EAGER, PHASE_COMPILED)  # first calls of a run's several programs
+NAMED_CALLS = (PHASE_EAGER, PHASE_COMPILED)  # first calls of a run's several programs (and each workload's `phases`)
 
 
 def fitted(cells: list[Cell], width: int | None, spare: tuple[int, ...] = ()) -> str:
@@ -66,16 +62,17 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
             return header(event, rec)
         case Compiled():
             what = "first predict call" if w.is_inference(event.phase) else \
-                f"first {event.phase} call" if event.phase in NAMED_CALLS else "first call"
+                f"first {event.phase} call" if event.phase in (*NAMED_CALLS, *w.phases) else "first call"
             how = {True: "compiled (cache)", False: "trace + compile", None: "trace + compile"}[event.cache_hit]
             return fitted([(f"{what} ({how}, {event.steps} {w.unit}(s)): {fmt.seconds(event.seconds)}", ""),
                            ("not in the steady state", "dim")], width, spare=(1,))
         case Step() if event.phase == PHASE_BANDWIDTH:
-            return None  # the copies timed before a decode run: its log line says what they measured
-        case Step() if event.phase in (PHASE_PREFILL, PHASE_DECODE):
-            return token_line(event, rec, width)
+            return None  # the copies timed before a run: its log line says what they measured
         case Step():
-            return step_line(event, rec, width)
+            own = w.step_cells(event, rec.steps[:-1] if rec.steps and rec.steps[-1] is event else rec.steps)
+            if own is None:
+                return step_line(event, rec, width)
+            return fitted(own + ([SYNTHETIC] if event.synthetic else []), width, spare=(1,)) if own else None
         case Epoch():
             return epoch_line(event, rec, width)
         case Failed():
@@ -146,22 +143,6 @@ def step_line(e: Step, rec: RunRecorder, width: int | None = None) -> str:
     cells += [("(warm-up)", "dim")] if e.warmup else []
     cells += [SYNTHETIC] if e.synthetic else []
     return fitted(cells, width, spare=(3, 2) if flops else (2,))
-
-
-def token_line(e: Step, rec: RunRecorder, width: int | None = None) -> str | None:
-    """A decode run's tokens: 'prefill (token 0)  52.1 ms: time to first token', then every 16 tokens
-    'token 32  4.1 ms  ITL p50 4.0 ms (tokens 17-32)  1.9 ktok/s' (the rate over the batch)."""
-    if e.phase == PHASE_PREFILL:
-        cells: list[Cell] = [("prefill (token 0)", ""), (f"{fmt.seconds(e.seconds)}: time to first token", "")]
-        return fitted(cells + ([SYNTHETIC] if e.synthetic else []), width)
-    if e.step % TOKEN_LINE_EVERY:
-        return None
-    last = [s.seconds for s in rec.steps[-TOKEN_LINE_EVERY:] if s.phase == PHASE_DECODE and not s.warmup]
-    itl = median(last)
-    cells = [(f"token {e.step}", ""), (fmt.seconds(e.seconds), ""),
-             (f"ITL p50 {fmt.seconds(itl)} (tokens {e.step - len(last) + 1}-{e.step})", ""),
-             (fmt.rate(e.examples_per_s, "tok/s"), "")]
-    return fitted(cells + ([SYNTHETIC] if e.synthetic else []), width, spare=(1,))
 
 
 def epoch_line(e: Epoch, rec: RunRecorder, width: int | None = None) -> str:

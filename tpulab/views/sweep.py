@@ -21,8 +21,8 @@ from tpulab.base.charts import ticks
 from tpulab.base.ceilings import CEILING_LOW
 from tpulab.base.events import RunRecord, SweepRecord
 from tpulab.base.noise import MIN_SAMPLES, NOISE, Change
+from tpulab.base.figures import Figure
 from tpulab.engine.sweep import (
-    TOKENS,
     Findings,
     Grid,
     Point,
@@ -157,9 +157,10 @@ def live_line(p: Point, axes: dict[str, list[Any]], width: int | None = None) ->
     """A finished point's line under `live_header`; at a `width`, what passes it wraps between words under the
     flags' column (never a flag alone at the start of a line)."""
     f = figures(p)
-    if p.decodes:  # the median is the ITL p50; tokens/s in the throughput's column, MBU in the flags'
-        f = {**f, "throughput": with_interval(fmt.rate(p.throughput, "tok/s"), p),
-             "flags": f"MBU {fmt.percent(p.decode_figure('mbu'))}"}
+    if p.latency:  # a curve's point: its rate in its own unit, its workload's fractions (MBU) in the flags' column
+        unit = p.finished[0].summary.throughput_unit.replace("tokens", "tok").replace("examples", "ex")
+        f = {**f, "throughput": with_interval(fmt.rate(p.throughput, unit), p),
+             "flags": ", ".join(f"{d.label} {d.show(p.figure(d.name))}" for d in compared(p) if d.unit == "%")}
     cells = [f"{value_text(p.values[name]):<{w}}" for name, w in axis_widths(axes).items()]
     cells += [f"{f[name]:<{WIDTHS.get(name, 0)}}" for name in FIGURES]
     line = " ".join(cells).rstrip() + (" (article)" if p.article else "")
@@ -216,7 +217,7 @@ def least_width(header: list[str], rows: list[list[str]], pad: int) -> int:
 def sweep_table(points: list[Point], axes: list[str], found: Findings, title: str) -> Fitted:
     """Every point, fastest first; * marks the best, ~ the points not detectably slower, A the article's
     configuration, K the knee."""
-    if found.by == TOKENS:
+    if found.latency:
         return Fitted(lambda interval: curve_table(points, axes, found, title, interval))
     return Fitted(lambda interval: _sweep_table(points, axes, found, title, interval))
 
@@ -224,10 +225,12 @@ def sweep_table(points: list[Point], axes: list[str], found: Findings, title: st
 def _sweep_table(points: list[Point], axes: list[str], found: Findings, title: str, interval: bool
                  ) -> tuple[Table, int]:
     prefix = rate_prefix(points)
-    rows = [(marks(p, found), *(value_text(p.values[n]) for n in axes), *figures(p, prefix, interval).values())
+    own = compared(next((p for p in points if p.finished), points[0])) if points else []
+    names = [*FIGURES[:-1], *(f.label for f in own), FIGURES[-1]]  # the workload's own figures before the flags
+    rows = [(marks(p, found), *(value_text(p.values[n]) for n in axes), *own_figures(figures(p, prefix, interval), p, own))
             for p in ranked(points, found.by)]
     # a column no point has a figure in is left out: its room goes to the flags, which wrap between flags
-    shown = [f for i, f in enumerate(FIGURES) if any(r[1 + len(axes) + i] not in ("", "-") for r in rows)]
+    shown = [f for i, f in enumerate(names) if any(r[1 + len(axes) + i] not in ("", "-") for r in rows)]
     # Light rules, one space between columns: four swept parameters and the figures fit 80 columns.
     t = Table(title=safe.markup(title), caption=marks_legend(found) or None, box=box.SIMPLE_HEAD, pad_edge=False,
               padding=0)
@@ -236,17 +239,24 @@ def _sweep_table(points: list[Point], axes: list[str], found: Findings, title: s
         t.add_column(safe.text(axis_text(name)), no_wrap=True)
     for f in shown:
         t.add_column(f, no_wrap=f != "flags", overflow="fold")
-    table = [list(row[:1 + len(axes)]) + [row[1 + len(axes) + FIGURES.index(f)] for f in shown] for row in rows]
+    table = [list(row[:1 + len(axes)]) + [row[1 + len(axes) + names.index(f)] for f in shown] for row in rows]
     for p, cells in zip(ranked(points, found.by), table):
         t.add_row(*map(safe.text, cells), style="bold" if p is found.best else None)
     return t, least_width(["", *map(axis_text, axes), *shown], table, 0)
+
+
+def own_figures(shown: dict[str, str], p: Point, own: list[Figure]) -> list[str]:
+    """A point's cells: the sweep's figures, then its workload's own compared ones (`Figure.compare`), then its
+    flags."""
+    cells = list(shown.values())
+    return [*cells[:-1], *(f.show(p.figure(f.name)) for f in own), cells[-1]]
 
 
 def findings_lines(found: Findings, axes: list[str]) -> list[str]:
     """What the sweep found, as lines of plain text."""
     if found.best is None:
         return ["no point finished: nothing to compare"]
-    if found.by == TOKENS:
+    if found.latency:
         return curve_lines(found, axes)
     by = found.by
     best = found.best
@@ -297,7 +307,7 @@ def speedup_words(c: Change | None, ratio: float) -> str:
 
 
 def knee_lines(found: Findings, what: str, at: str = "") -> list[str]:
-    """Where batch size stops paying (`what`: the rate's name; `at`: what it costs, for a decode curve): the
+    """Where batch size stops paying (`what`: the rate's name; `at`: what it costs, on a curve): the
     smallest batch not detectably slower than the best, with its verdict."""
     knee, best = found.knee, found.best
     if knee is None or best is None:
@@ -357,7 +367,7 @@ def text_chart(points: list[Point], axes: list[str], found: Findings, width: int
     """The chart as text (plotext), for the terminal."""
     import plotext as plt
 
-    if found.by == TOKENS:
+    if found.latency:
         return curve_chart(points, axes, found, width, height)
     series = chart_series(points, axes, by=found.by)
     plt.clear_figure()
@@ -424,7 +434,7 @@ def point_json(p: Point) -> dict[str, Any]:
             "gflops_per_s": p.gflops, "peak_fraction": p.peak_fraction,
             "ceiling_fraction": p.ceiling_fraction, "flags": p.flags, "error": p.error,
             "telemetry": asdict(p.records[-1].summary.telemetry) if p.records and p.records[-1].summary.telemetry else None,
-            "decode": asdict(d) if p.finished and (d := p.finished[-1].summary.decode) else None,
+            "figures": p.finished[-1].summary.figures if p.finished else None,
             "loss": next((r.summary.final_metrics or {}).get("loss") for r in p.finished) if p.finished else None}
 
 
@@ -460,22 +470,43 @@ def sweep_summary_json(sweep: SweepRecord, runs: dict[str, RunRecord]) -> dict[s
             "workload": sweep.workload, "axes": sweep.axes, "steps": sweep.steps}
 
 
-# --- a decode sweep: the latency/throughput curve -------------------------------------------------------
+# --- a curve: throughput against latency (a workload that declares one: decode's ITL) ---------------------------
 CURVE_COLORS = ("blue", "magenta", "cyan", "yellow")  # one per series (red and green mark K and W)
-CURVE_TITLE = "tokens/s against ITL p50 (ms), one line per prompt length"
+
+
+def compared(p: Point) -> list[Figure]:
+    """Its workload's figures that comparisons show, its latency first (none where the workload is not here)."""
+    w = p.workload
+    shown = [f for f in (w.figures if w else ()) if f.compare]
+    return sorted(shown, key=lambda f: f.name != p.latency)
+
+
+def latency_figure(found: Findings) -> Figure:
+    """The curve's latency figure as its workload declares it ('ITL p50', seconds)."""
+    best = found.best
+    assert best is not None and found.latency is not None
+    return next((f for f in compared(best) if f.name == found.latency), Figure(name=found.latency, label=found.latency,
+                                                                            unit="s"))
+
+
+def curve_title(found: Findings, axes: list[str]) -> str:
+    """'tokens/s against ITL p50 (ms), one line per prompt len' (per values of the axes but the batch)."""
+    others = " and ".join(axis_text(a) for a in axes if a != BATCH_SIZE)
+    return f"{found.by} against {latency_figure(found).label} (ms)" + (f", one line per {others}" if others else "")
+
 
 def curve_figures(p: Point, speedup: float | None, interval: bool = True) -> dict[str, str]:
-    """A decode point's figures: tokens/s over the batch (with its interval, but where there is no room), its ITL
-    p50, TTFT, MBU, and the speedup over its baseline (batch 1 at the same lengths)."""
+    """A point's figures on a curve: its rate (with its interval, but where there is no room), its workload's
+    compared figures (ITL p50, TTFT, MBU...), and the speedup over its baseline (batch 1 at the same values)."""
+    unit = p.finished[0].summary.throughput_unit if p.finished else ""
     rate = fmt.rate(p.throughput)
-    return {"tokens/s": with_interval(rate, p) if interval else rate, "ITL p50": fmt.seconds(p.decode_figure("p50")),
-            "TTFT": fmt.seconds(p.decode_figure("ttft_s")), "MBU": fmt.percent(p.decode_figure("mbu")),
-            "x b1": f"{speedup:.2f}x" if speedup else "-"}
+    return {unit: with_interval(rate, p) if interval else rate,
+            **{f.label: f.show(p.figure(f.name)) for f in compared(p)}, "x b1": f"{speedup:.2f}x" if speedup else "-"}
 
 
 def curve_table(points: list[Point], axes: list[str], found: Findings, title: str, interval: bool = True
                 ) -> tuple[Table, int]:
-    """A decode sweep's points, fastest first: * the best, ~ not detectably slower, K the knee, W the largest batch
+    """A curve's points, fastest first: * the best, ~ not detectably slower, K the knee, W the largest batch
     within --max-itl; and the least width it needs (`least_width`)."""
     t = Table(title=safe.markup(title), caption=curve_legend(found), box=box.SIMPLE_HEAD, pad_edge=False,
               padding=(0, 1, 0, 0))
@@ -503,20 +534,25 @@ def curve_legend(found: Findings) -> str:
 
 
 def curve_lines(found: Findings, axes: list[str]) -> list[str]:
-    """What a decode sweep found: its best, the speedup batching gives, the knee and the latency bound."""
+    """What a curve found: its best, the speedup batching gives, the knee and the latency bound."""
     best = found.best
     assert best is not None
-    lines = [f"ranked by {TOKENS} over the batch",
-             f"best: {label(best, axes)}: {with_interval(fmt.rate(best.throughput, TOKENS), best)} at ITL p50 "
-             f"{fmt.seconds(best.decode_figure('p50'))}" + near_words(found, axes)]
+    lat = latency_figure(found)
+
+    def at(p: Point) -> str:
+        return f"{lat.label} {lat.show(p.figure(lat.name))}"
+
+    lines = [f"ranked by {found.by} over the batch",
+             f"best: {label(best, axes)}: {with_interval(fmt.rate(best.throughput, found.by), best)} at {at(best)}"
+             + near_words(found, axes)]
     lines += untold_lines(found)
     if found.over_baseline is not None and found.baseline is not None and found.baseline is not best:
-        lines.append(f"best against batch 1 at the same lengths ({label(found.baseline, axes)}): "
+        lines.append(f"best against batch 1 at the same values ({label(found.baseline, axes)}): "
                      f"{speedup_words(found.baseline_change, found.over_baseline)}")
     if found.knee is not None:
-        lines += knee_lines(found, TOKENS, f" (ITL p50 {fmt.seconds(found.knee.decode_figure('p50'))})")
-    lines += [f"within the ITL bound: batch {p.values[BATCH_SIZE]} ({series_label(p) or 'this series'}): "
-              f"{fmt.rate(p.throughput, TOKENS)} at ITL p50 {fmt.seconds(p.decode_figure('p50'))}" for p in found.within]
+        lines += knee_lines(found, found.by, f" ({at(found.knee)})")
+    lines += [f"within the latency bound: batch {p.values[BATCH_SIZE]} ({series_label(p) or 'this series'}): "
+              f"{fmt.rate(p.throughput, found.by)} at {at(p)}" for p in found.within]
     return lines
 
 
@@ -526,13 +562,13 @@ def series_label(p: Point) -> str:
 
 
 def curve_series(points: list[Point]) -> dict[str, list[tuple[float, float]]]:
-    """Aggregate tokens/s against ITL p50 (ms), one series per prompt length (per values but the batch)."""
+    """Aggregate throughput against the latency figure (ms), one series per values but the batch (prompt length)."""
     series: dict[str, list[tuple[float, float]]] = {}
     for p in points:
-        itl = p.decode_figure("p50")
-        if itl is None or not p.throughput:
+        latency = p.figure(p.latency) if p.latency else None
+        if latency is None or not p.throughput:
             continue
-        series.setdefault(series_label(p) or TOKENS, []).append((itl * 1e3, p.throughput))
+        series.setdefault(series_label(p) or p.finished[0].summary.throughput_unit, []).append((latency * 1e3, p.throughput))
     return {k: sorted(v) for k, v in series.items()}
 
 
@@ -543,7 +579,7 @@ def curve_chart(points: list[Point], axes: list[str], found: Findings, width: in
 
     plt.clear_figure()
     plt.plotsize(max(40, min(width, 100)), height)
-    plt.title(CURVE_TITLE)
+    plt.title(curve_title(found, axes))
     series = curve_series(points)
     for pts, color in zip(series.values(), itertools.cycle(CURVE_COLORS)):
         plt.plot([x for x, _ in pts], [y for _, y in pts], marker="braille", color=color)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from tpulab.backends import choices, choose, registry
 from tpulab.base.errors import UsageError
 from tpulab.base.events import PHASE_BANDWIDTH, PHASE_PREDICT, Started, Step
+from tpulab.base.figures import Figure, FigureValue
+from tpulab.base.figures import rows as figure_rows
 from tpulab.base.timing import Flag
 from tpulab.workloads import running
 from tpulab.workloads.running import CancelToken, Runner, Sink  # the worker's side, importable here as before
@@ -173,9 +175,10 @@ class SummaryPart:
     seconds: list[float] | None = None  # the steady times the step statistics are of (None: every steady step)
     flops_per_step: float | None = None  # with `seconds`: the work of one of those steps
     flops_per_s: float | None = None  # with `seconds`: its rate
-    fields: Mapping[str, Any] = field(default_factory=dict)  # Summary fields only it fills (kernels, decode), by name
+    fields: Mapping[str, Any] = field(default_factory=dict)  # Summary fields only it fills (a roofline's kernels)
     flags: tuple[Flag, ...] = ()
     examples_per_s: float | None = None  # its own rate, where a step's is not it (decode: tokens/s at the mean step)
+    figures: Mapping[str, FigureValue] = field(default_factory=dict)  # its own figures (`Workload.figures`), by name
 
 
 # --- the parameters every workload takes: the `Workload` base appends them to each declaration -------
@@ -241,6 +244,10 @@ class Workload(ABC):
     runners: Mapping[str, Callable[[], Runner]] = {}  # backend name -> a function that imports its runner
     throughput_unit: str = "examples/s"  # what its throughput counts: "images/s", "tokens/s"
     headlines: tuple[str, ...] = ("throughput",)  # the summary's figures it leads with, by dotted path, first first
+    figures: tuple[Figure, ...] = ()  # its own figures (`summary_part` gives them): every front end shows them
+    phases: tuple[str, ...] = ()  # its steps' own phases, each a program of its own: their first calls are named
+    latency: str | None = None  # its figure of one step's latency (lower is better), where its steps are a user's
+    # wait (a token's): its sweep sets throughput against it, a curve, and `--max-itl` bounds it
     model_flops: bool = False  # `flops_per_step` are the model's FLOPs by the standard formula: shown as MFU
     flop_rates: bool = True  # its FLOP/s and their shares of peak and ceiling say how well it runs (a step bound by
     # memory, a decode's, says it by its bandwidth instead: comparisons leave them out)
@@ -357,6 +364,15 @@ class Workload(ABC):
                      peak: Sourced | None) -> SummaryPart | None:
         """This workload's own part of its summary (None: a step is one thing, timed as it comes); `peak`: the
         run's device's, as the record computed it once."""
+        return None
+
+    def figure_rows(self, values: Mapping[str, FigureValue]) -> list[tuple[str, str]]:
+        """(label, value) rows of its own figures in a run's summary: as declared, unless it has words to add."""
+        return figure_rows(self.figures, values)
+
+    def step_cells(self, step: Step, recent: list[Step]) -> list[tuple[str, str]] | None:
+        """Its own words for a step of its own phase, as (text, style) cells; [] to say nothing of it; None for
+        the step line every run prints (`recent`: the steps before it)."""
         return None
 
     def worker_knows(self, p: Params, ceilings: Ceilings) -> dict[str, Any]:

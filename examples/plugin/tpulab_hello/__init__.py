@@ -5,7 +5,10 @@ The declaration imports no framework; each runner is imported only in tpulab's w
 
 from __future__ import annotations
 
-from tpulab.workloads.base import BACKEND, DEVICE, Limits, Params, ParamSpec, Workload
+from typing import Any
+
+from tpulab.base.figures import LOWER, Figure
+from tpulab.workloads.base import BACKEND, DEVICE, Limits, Params, ParamSpec, SummaryPart, Workload
 from tpulab.workloads.running import Runner
 
 
@@ -35,6 +38,10 @@ class Hello(Workload):
     presets = {"smoke": {"size": 64, "iterations": 3}}
     unit = "product"
     runners = {"tensorflow": _tensorflow, "jax": _jax}
+    figures = (  # its own, beside the step time every run has: each front end shows them as declared here
+        Figure(name="matrix_bytes", label="matrix", unit="B"),
+        Figure(name="slowest_s", label="slowest product", unit="s", better=LOWER, compare=True),
+    )
 
     def flops_per_step(self, p: Params) -> float:
         return 2.0 * p["size"] ** 3  # a multiply and an add per term
@@ -47,6 +54,11 @@ class Hello(Workload):
 
     def check(self, p: Params, limits: Limits) -> None:
         """Nothing to check across parameters: one device, any size."""
+
+    def summary_part(self, steps: Any, started: Any, ceilings: Any, p: Params, peak: Any) -> SummaryPart:
+        """Its own figures: the matrix's size, and the slowest of its timed products."""
+        return SummaryPart(figures={"matrix_bytes": 4.0 * p["size"] ** 2,
+                                    "slowest_s": max(self.timed_seconds(steps), default=None)})
 
 
 HELLO = Hello()

@@ -20,11 +20,11 @@ from textual.worker import Worker, WorkerState
 from tpulab.base import fmt, safe
 from tpulab.base.events import RunRecord
 from tpulab.engine.estimate import Estimate
-from tpulab.engine.sweep import TOKENS, Point, PointFinished, PointStarted, Sweep, Unkept
+from tpulab.engine.sweep import Point, PointFinished, PointStarted, Sweep, Unkept
 from tpulab.lab.panes import lab
 from tpulab.views.sweep import (
     FIGURES,
-    CURVE_TITLE,
+    curve_title,
     axis_text,
     chart_series,
     curve_series,
@@ -178,8 +178,8 @@ class SweepPane(Vertical):
         found = self.sweep.findings()
         chart = self.query_one("#sweep-chart", SeriesPlot)
         chart.series.clear()
-        curve = found.by == TOKENS  # a decode sweep: its latency/throughput curve, the knee marked
-        chart.title = CURVE_TITLE if curve else chart_title(axes, found.by)
+        curve = found.latency is not None  # throughput against latency (decode's), the knee marked
+        chart.title = curve_title(found, axes) if curve else chart_title(axes, found.by)
         chart.xticks, chart.xlog = x_axis(self.sweep.points, axes[0]) if axes and not curve else (None, False)
         for name, pts in (curve_series(self.sweep.points) if curve
                           else chart_series(self.sweep.points, axes, by=found.by)).items():

@@ -1,4 +1,4 @@
-"""A decode run's figures, from its steps: what `summary.decode` keeps (no framework here).
+"""A decode run's figures, from its steps: what its summary's `figures` keep (no framework here).
 
 The runner says one `Step` for the prefill (`PHASE_PREFILL`: it reads the prompt and yields the
 first token) and one per later token (`PHASE_DECODE`, `step` = the token's index, `seconds` = its
@@ -20,12 +20,13 @@ A figure above what the hardware can do is flagged, never shown as a win.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Mapping
 
 from tpulab.base import fmt
 from tpulab.base.ceilings import BANDWIDTH_LOW, MEASURED, Sourced
-from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Decode, Latency, Started, Step
+from tpulab.base.events import Started, Step
+from tpulab.base.figures import HIGHER, LOWER, Figure, FigureValue, flat
 from tpulab.base.noise import NOISE
 from tpulab.base.timing import Flag, Stats, median, percentile, summarize
 from tpulab.machine.peaks import spec_bandwidth
@@ -49,8 +50,9 @@ class Shape:
     replicas: int = 1  # each replica reads every weight
 
 
+PHASE_PREFILL, PHASE_DECODE = "prefill", "decode"  # a Step's phase: the prompt (token 0), then one token each
 VERIFIED = "verified"  # the timed prefill's metric with --verify: the largest |difference| of the logits
-KEPT, RUN = "kept", "run"  # what MBU divides by (`Decode.bandwidth_basis`): the kept ceiling, or this run's copies
+KEPT, RUN = "kept", "run"  # what MBU divides by (`bandwidth_basis`): the kept ceiling, or this run's copies
 BANDWIDTH_CHECK = "bandwidth-disagrees"  # the run's copies and the kept ceiling differ beyond their interval and noise
 
 
@@ -69,8 +71,30 @@ def step_bytes(shape: Shape) -> float:
     return shape.weight_bytes * shape.replicas + shape.batch * shape.context * shape.kv_bytes_per_position
 
 
+ITL = "inter-token latency"
+FIGURES = (  # what comparisons and sweeps set beside a run's step time: TTFT, ITL p50, MBU
+    Figure(name="ttft_s", label="TTFT", unit="s", better=LOWER, compare=True),
+    Figure(name="prompt_tokens_per_s", label="prefill tokens/s", unit="tokens/s", better=HIGHER),
+    Figure(name="decode_tokens_per_s", label="tokens/s", unit="tokens/s", better=HIGHER),
+    Figure(name="decode_tokens_per_s_per_seq", label="tokens/s per sequence", unit="tokens/s", better=HIGHER),
+    Figure(name="itl_p50", label="ITL p50", unit="s", better=LOWER, group=ITL, compare=True),
+    Figure(name="itl_p90", label="ITL p90", unit="s", better=LOWER, group=ITL),
+    Figure(name="itl_p99", label="ITL p99", unit="s", better=LOWER, group=ITL),
+    Figure(name="tpot_s", label="TPOT", unit="s", better=LOWER, group=ITL),
+    Figure(name="e2e_s", label="end to end", unit="s", better=LOWER),
+    Figure(name="kv_cache_bytes", label="KV cache", unit="B"),
+    Figure(name="bytes_per_token_step", label="read per token step", unit="B"),
+    Figure(name="gbytes_per_s", label="achieved GB/s", better=HIGHER),
+    Figure(name="bandwidth", label="bandwidth MBU is of", unit="B/s"),
+    Figure(name="mbu", label="MBU", unit="%", better=HIGHER, compare=True, aside="mbu_against"),
+    Figure(name="spec_bandwidth_fraction", label="of spec bandwidth", unit="%", better=HIGHER),
+    Figure(name="prefill_mfu", label="prefill MFU", unit="%", better=HIGHER),
+    Figure(name="verified", label="largest logit difference, cached against full forward", better=LOWER),
+)
+
+
 def figures(steps: list[Step], shape: Shape, bandwidth: Sourced | None, spec: Sourced | None = None,
-            peak_flops: float | None = None) -> tuple[Decode, list[Flag]]:
+            peak_flops: float | None = None) -> tuple[dict[str, FigureValue], list[Flag]]:
     """The decode figures of `steps`, and the flags of any above the hardware (`bandwidth`: the measured
     copy's; `spec`: the vendor's; `peak_flops`: the device's peak, for the prefill's MFU)."""
     tokens = decode_steps(steps)
@@ -81,43 +105,51 @@ def figures(steps: list[Step], shape: Shape, bandwidth: Sourced | None, spec: So
     rates = sorted(moved / s.seconds for s in tokens if s.seconds > 0)
     achieved = percentile(rates, 0.5) if rates else None
     prefill_rate = shape.prefill_flops / prefill if shape.prefill_flops and prefill else None
-    d = Decode(
-        ttft_s=prefill,
-        prompt_tokens_per_s=shape.batch * shape.prompt_len / prefill if prefill else None,
-        decode_tokens_per_s=shape.batch / tpot if tpot else None,
-        decode_tokens_per_s_per_seq=1 / tpot if tpot else None,
-        itl=Latency(**{f"p{q}": percentile(sorted(itl), q / 100) for q in (50, 90, 99)}) if itl else Latency(),
-        tpot_s=tpot,
-        e2e_s=prefill + sum(s.seconds for s in tokens) if prefill is not None and tokens else None,
-        kv_cache_bytes=shape.batch * shape.context * shape.kv_bytes_per_position,
-        bytes_per_token_step=moved,
-        gbytes_per_s=achieved / 1e9 if achieved else None,
-        bandwidth=bandwidth.value if bandwidth else None,
-        bandwidth_source=bandwidth.source if bandwidth else None,
-        mbu=achieved / bandwidth.value if achieved and bandwidth else None,
-        spec_bandwidth=spec.value if spec else None,
-        spec_bandwidth_source=spec.source if spec else None,
-        spec_bandwidth_fraction=achieved / spec.value if achieved and spec else None,
-        prefill_mfu=prefill_rate / peak_flops if prefill_rate and peak_flops else None,
-        verified=next((s.metrics[VERIFIED] for s in steps if s.phase == PHASE_PREFILL and VERIFIED in s.metrics),
-                      None),
-    )
+    d: dict[str, FigureValue] = {
+        "ttft_s": prefill,
+        "prompt_tokens_per_s": shape.batch * shape.prompt_len / prefill if prefill else None,
+        "decode_tokens_per_s": shape.batch / tpot if tpot else None,
+        "decode_tokens_per_s_per_seq": 1 / tpot if tpot else None,
+        **{f"itl_p{q}": percentile(sorted(itl), q / 100) if itl else None for q in (50, 90, 99)},
+        "tpot_s": tpot,
+        "e2e_s": prefill + sum(s.seconds for s in tokens) if prefill is not None and tokens else None,
+        "kv_cache_bytes": shape.batch * shape.context * shape.kv_bytes_per_position,
+        "bytes_per_token_step": moved,
+        "gbytes_per_s": achieved / 1e9 if achieved else None,
+        "bandwidth": bandwidth.value if bandwidth else None,
+        "bandwidth_source": bandwidth.source if bandwidth else None,
+        "mbu": achieved / bandwidth.value if achieved and bandwidth else None,
+        "spec_bandwidth": spec.value if spec else None,
+        "spec_bandwidth_source": spec.source if spec else None,
+        "spec_bandwidth_fraction": achieved / spec.value if achieved and spec else None,
+        "prefill_mfu": prefill_rate / peak_flops if prefill_rate and peak_flops else None,
+        "verified": next((s.metrics[VERIFIED] for s in steps if s.phase == PHASE_PREFILL and VERIFIED in s.metrics),
+                         None),
+    }
     return d, beats(d, achieved, prefill_rate, peak_flops)
 
 
-def beats(d: Decode, achieved: float | None, prefill_rate: float | None, peak: float | None) -> list[Flag]:
+def number(d: Mapping[str, Any], name: str) -> float | None:
+    """A figure that is a number (a record read from a file may hold anything JSON does)."""
+    v = d.get(name)
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def beats(d: Mapping[str, FigureValue], achieved: float | None, prefill_rate: float | None,
+          peak: float | None) -> list[Flag]:
     """Flags for the figures above the hardware: the value stays (a fraction above 1), and says so."""
     flags = []
-    if d.mbu is not None and d.mbu > 1 and achieved:
+    mbu, spec, mfu = number(d, "mbu"), number(d, "spec_bandwidth_fraction"), number(d, "prefill_mfu")
+    if mbu is not None and mbu > 1 and achieved:
         flags.append(Flag(BANDWIDTH_LOW, f"a decode step read {fmt.rate(achieved, 'B/s')}, "
-                          f"{d.mbu:.0%} of the measured bandwidth ({d.bandwidth_source}): that bandwidth was "
+                          f"{mbu:.0%} of the measured bandwidth ({d.get('bandwidth_source')}): that bandwidth was "
                           "measured low, or the cache or the weights were read from a cache, or the bytes are "
                           "mis-counted; `tpulab --run roofline` on a quiet machine measures it again"))
-    if d.spec_bandwidth_fraction is not None and d.spec_bandwidth_fraction > 1:
-        flags.append(Flag("beats-spec-bandwidth", f"a decode step read {d.spec_bandwidth_fraction:.0%} of the "
+    if spec is not None and spec > 1:
+        flags.append(Flag("beats-spec-bandwidth", f"a decode step read {spec:.0%} of the "
                           "vendor's memory bandwidth, which the memory cannot do: do not trust this figure"))
-    if d.prefill_mfu is not None and d.prefill_mfu > 1 and prefill_rate and peak:
-        flags.append(Flag("beats-peak", f"the prefill ran at {d.prefill_mfu:.0%} of the device's peak "
+    if mfu is not None and mfu > 1 and prefill_rate and peak:
+        flags.append(Flag("beats-peak", f"the prefill ran at {mfu:.0%} of the device's peak "
                           f"({fmt.rate(prefill_rate, 'FLOP/s')} of {fmt.rate(peak, 'FLOP/s')}), which hardware "
                           "cannot do: the FLOP count or the peak is wrong"))
     return flags
@@ -163,11 +195,13 @@ def summary_part(steps: list[Step], started: Started, ceilings: MeasuredCeilings
     decode, flags = figures(steps, shape, found.times(d.replicas) if found else None, spec,
                             peak.value if peak else None)
     stats = summarize(own[0]) if own else None
-    decode = replace(decode, bandwidth_basis=KEPT if kept else RUN if found else None, copies=stats,
-                     copy_mib=own[1] if own else None)
+    decode |= {"bandwidth_basis": KEPT if kept else RUN if found else None, "copy_mib": own[1] if own else None,
+               "mbu_against": None if kept or not found else "own copies",  # not comparable across runs: said so
+               **flat(asdict(stats) if stats else {}, "copies_")}
     flags += check(kept, stats)
     seconds = [s.seconds for s in decode_steps(steps)]
     flops = started.flops_per_step
     mid = median(seconds)
-    rate = decode.decode_tokens_per_s  # over the batch, at the mean step (TPOT): the one tokens/s everywhere
-    return SummaryPart(seconds, flops, flops / mid if flops and mid else None, {"decode": decode}, tuple(flags), rate)
+    rate = number(decode, "decode_tokens_per_s")  # over the batch, at the mean step (TPOT): the one tokens/s everywhere
+    return SummaryPart(seconds, flops, flops / mid if flops and mid else None, figures=decode, flags=tuple(flags),
+                       examples_per_s=rate)

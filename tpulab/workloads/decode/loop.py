@@ -16,10 +16,10 @@ import numpy as np
 
 from tpulab.backends import Placement, Runtime
 from tpulab.base.errors import TpulabError
-from tpulab.base.events import PHASE_DECODE, PHASE_PREFILL, Compiled, Log, Step
+from tpulab.base.events import Compiled, Log, Step
 from tpulab.workloads.base import Workload
 from tpulab.workloads.decode.arithmetic import decode_step_bytes, tolerance
-from tpulab.workloads.decode.figures import VERIFIED
+from tpulab.workloads.decode.figures import PHASE_DECODE, PHASE_PREFILL, VERIFIED
 from tpulab.workloads.shared.kernels import BANDWIDTH_KEPT, measure_bandwidth
 from tpulab.workloads.running import CancelToken, Params, Programs, Sink, handed, place, profile_calls, started
 

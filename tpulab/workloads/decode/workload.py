@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from tpulab.base.charts import TOKEN_RATE, TOKEN_TIME
+from tpulab.base import fmt
 from tpulab.base.events import Started, Step
+from tpulab.base.figures import FigureValue
+from tpulab.base.timing import median
 from tpulab.workloads.decode import figures as decode_figures
 from tpulab.workloads.base import (
     BACKEND,
@@ -40,12 +42,16 @@ from tpulab.workloads.decode.arithmetic import (
     parameters,
     prefill_flops,
 )
+from tpulab.workloads.decode.charts import TOKEN_RATE, TOKEN_TIME
+from tpulab.workloads.decode.rows import decode_rows
 from tpulab.workloads.shared.kernels import bandwidth_kept
 from tpulab.workloads.running import RunnerAt
 
 if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings
     from tpulab.base.ceilings import Sourced
+
+TOKEN_LINE_EVERY = 16  # a run's narration: a line every this many tokens (the summary has each one's figures)
 
 PARAMS = (
     batch_size(1, 1024, unit="sequences", what="sequences generated together"),
@@ -105,7 +111,10 @@ class LLMDecode(Workload):
     unit = "token"
     charts = (TOKEN_TIME, TOKEN_RATE)
     throughput_unit = "tokens/s"
-    headlines = ("decode.decode_tokens_per_s", "decode.ttft_s", "decode.itl.p50", "decode.mbu")
+    headlines = ("figures.decode_tokens_per_s", "figures.ttft_s", "figures.itl_p50", "figures.mbu")
+    figures = decode_figures.FIGURES
+    latency = "itl_p50"
+    phases = (decode_figures.PHASE_PREFILL, decode_figures.PHASE_DECODE)
     synthetic_data = "random weights and prompts"
     model_flops = True
     flop_rates = False  # a token step reads every weight for little arithmetic: its figure is MBU
@@ -148,6 +157,25 @@ class LLMDecode(Workload):
     def timed_seconds(self, steps: Iterable[Step], phase: str = "") -> list[float]:
         """The decode steps' times: a run's one step is a token's (`summary_part`)."""
         return [s.seconds for s in decode_figures.decode_steps(list(steps))]
+
+    def figure_rows(self, values: Mapping[str, FigureValue]) -> list[tuple[str, str]]:
+        """Its figures in words: what each token cost, and what MBU divides by, said so."""
+        return decode_rows(values)
+
+    def step_cells(self, step: Step, recent: list[Step]) -> list[tuple[str, str]] | None:
+        """'prefill (token 0)  52.1 ms: time to first token', then every 16 tokens 'token 32  4.1 ms  ITL p50
+        4.0 ms (tokens 17-32)  1.9 ktok/s' (the rate over the batch); nothing of the tokens between."""
+        if step.phase == decode_figures.PHASE_PREFILL:
+            return [("prefill (token 0)", ""), (f"{fmt.seconds(step.seconds)}: time to first token", "")]
+        if step.phase != decode_figures.PHASE_DECODE:
+            return None
+        if step.step % TOKEN_LINE_EVERY:
+            return []
+        last = [s.seconds for s in [*recent, step][-TOKEN_LINE_EVERY:]
+                if s.phase == decode_figures.PHASE_DECODE and not s.warmup]
+        return [(f"token {step.step}", ""), (fmt.seconds(step.seconds), ""),
+                (f"ITL p50 {fmt.seconds(median(last))} (tokens {step.step - len(last) + 1}-{step.step})", ""),
+                (fmt.rate(step.examples_per_s, "tok/s"), "")]
 
     def sweep_baseline(self, point: Params, axes: Mapping[str, Any]) -> Params | None:
         """Batch 1 at the same lengths: what batching buys (the article's configuration means nothing here)."""

@@ -1,0 +1,87 @@
+"""A workload's own figures, declared once: every front end shows them without knowing the workload.
+
+A workload names each figure it adds to its run's summary (`Summary.figures`, a flat mapping): its label, unit,
+which way is better, the summary row it joins, and whether comparisons, sweeps and cards set it beside the run's
+other figures. The console, the lab, the notebook, the HTML page, `compare`, sweeps and the card read the
+declaration, as llama-bench's printers read its one list of fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from tpulab.base import fmt
+
+FigureValue = float | str | None  # a number, or the words a figure keeps beside its numbers (a source)
+HIGHER, LOWER = "higher", "lower"  # which way a figure is better ("": neither, a size or a check)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Figure:
+    """One figure a workload adds to its summary."""
+
+    name: str  # its key in `Summary.figures` and its CSV column: "ttft_s"
+    label: str  # what a person reads: "time to first token"
+    unit: str = ""  # "s", "B", "B/s", "%" (a fraction, shown as one), a rate's unit ("tokens/s"), or "" (a number)
+    better: str = ""  # HIGHER, LOWER or "" (neither)
+    group: str = ""  # the summary row it shares with the figures of the same group (their labels short)
+    compare: bool = False  # a column of comparisons and sweeps, a headline of cards
+    aside: str = ""  # the figure of words a comparison's cell adds after it (what it was measured against)
+
+    def show(self, value: Any) -> str:
+        """The value in its unit: '52.1 ms', '1.9k tokens/s', '61%', '12.0 MiB'; '-' where there is none."""
+        if value is None or isinstance(value, str):
+            return "-" if value is None else value
+        if self.unit == "s":
+            return fmt.seconds(value)
+        if self.unit == "%":
+            return fmt.percent(value)
+        if self.unit == "B":
+            return f"{value / 1024:.1f} KiB" if value < 2**20 else fmt.bytes_(value)
+        if self.unit:
+            return fmt.rate(value, self.unit)
+        return f"{value:.3g}"
+
+
+    def cell(self, values: Mapping[str, Any]) -> str:
+        """Its value in a comparison's cell, with its `aside` where the run has one: '61% own copies'."""
+        shown = self.show(values.get(self.name))
+        aside = values.get(self.aside) if self.aside else None
+        return f"{shown} {aside}" if isinstance(aside, str) and values.get(self.name) is not None else shown
+
+
+def rows(declared: Iterable[Figure], values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) rows of the figures a summary holds, in declared order; a group's figures share one row
+    ('inter-token latency: p50 4.0 ms, p90 4.4 ms'). A figure a summary holds that nothing declares (a plugin not
+    installed here) is shown by its name, as a number."""
+    out: list[tuple[str, str]] = []
+    groups: dict[str, list[str]] = {}
+    known = set()
+    for f in declared:
+        known.add(f.name)
+        if f.name not in values or values[f.name] is None:
+            continue
+        if f.group:
+            if f.group not in groups:
+                groups[f.group] = []
+                out.append((f.group, ""))
+            groups[f.group].append(f"{f.label} {f.show(values[f.name])}")
+        else:
+            out.append((f.label, f.show(values[f.name])))
+    out = [(label, value or ", ".join(groups[label])) for label, value in out]
+    return out + [(name, Figure(name=name, label=name).show(v)) for name, v in values.items()
+                  if name not in known and v is not None]
+
+
+def flat(part: Mapping[str, Any], prefix: str = "") -> dict[str, FigureValue]:
+    """A nested part's figures flat, their names joined by '_' ({'itl': {'p50': x}} -> {'itl_p50': x}): how an
+    older record's own part (schema 4 kept one nested, by the workload's name) reads as figures."""
+    out: dict[str, FigureValue] = {}
+    for key, value in part.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flat(value, name + "_"))
+        elif value is None or isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            out[name] = value
+    return out
