@@ -153,3 +153,28 @@ def test_the_summary_says_what_mbu_divides_by_and_how_far_to_trust_it(tmp_path):
     table = text(comparison_table(compare([own, checked]), 80))
     mbu = next(line for line in table.splitlines() if line.count("│") >= 3 and line.split("│")[1].strip() == "MBU")
     assert mbu.count("own copies") == 1 and len(mbu) <= 80
+
+
+def test_a_schema_4_records_nested_decode_part_reads_as_its_figures(tmp_path):
+    """Schema 4 kept decode's figures nested under `summary.decode` (`itl.p50`, `copies.count`): such a record, kept
+    or imported, reads as this version's flat figures and shows as they do; a non-finite one is refused by name."""
+    import math
+
+    from tpulab.base import fmt
+    from tpulab.engine.store import load_record, validate
+
+    new = recorded(tmp_path)
+    old = new.to_json()
+    f = old["summary"].pop("figures")
+    old["schema"] = 4
+    old["summary"]["decode"] = {"ttft_s": f["ttft_s"], "itl": {"p50": f["itl_p50"], "p90": f["itl_p90"], "p99": None},
+                                "mbu": f["mbu"], "copies": {"count": 1, "median": 2e9}, "joules_per_token": None}
+    assert validate(old) is None
+    r = load_record(old)
+    assert r.summary.figures == {"ttft_s": f["ttft_s"], "itl_p50": f["itl_p50"], "itl_p90": f["itl_p90"],
+                                 "itl_p99": None, "mbu": f["mbu"], "copies_count": 1, "copies_median": 2e9,
+                                 "joules_per_token": None}
+    said = dict((name, value) for name, value, _ in summary_rows(r))
+    assert said["inter-token latency"].startswith(f"p50 {fmt.seconds(f['itl_p50'])}")
+    old["summary"]["decode"]["itl"]["p50"] = math.nan
+    assert validate(old) == "summary.figures.itl_p50 should be a finite number, found nan"

@@ -7,7 +7,7 @@ two cards explains is no difference, and says so. A card that keeps no steps (a 
 cards kept them) gives a ratio and says it has no interval. A side timed while other work used the machine says so.
 
 A speedup alone is a division. Each card holds its own ceilings, so the ratio of the two machines' relevant
-ceiling (the matmul's FLOP/s for a compute-bound entry, the copy's bandwidth for decode) is set beside the ratio
+ceiling (the matmul's FLOP/s for a compute-bound entry, the copy's bandwidth for a memory-bound one) is set beside the ratio
 achieved: within `EXPLAINED` of each other the ceiling explains it; below, the slower side was held by something
 else (its bound, its top op); above, the first card's entry sat further below its own ceiling. Where a ceiling is
 missing (refused on a busy machine, never published), the line says it cannot explain the entry, and why.

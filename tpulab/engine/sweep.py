@@ -92,7 +92,7 @@ class Grid:
 
     def length(self) -> str:
         """How long each point runs, in words: the sweep's steps where the workload times its points over them
-        (`Workload.shorten`), else as long as each point's own parameters say (decode: its --gen-len)."""
+        (`Workload.shorten`), else as long as each point's own parameters say (a generation: its length in tokens)."""
         w = self.workload
         if w.set_by_sweeps(self.steps):
             return f"{self.steps} timed {w.unit}s each"

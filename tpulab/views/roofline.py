@@ -41,7 +41,7 @@ def ceiling_cell(s: Summary) -> str:
 
 def intensity_text(s: Summary) -> str | None:
     """'12.3 FLOP/byte accessed: compute-bound (ridge 8.1)', why it is unknown, or None (a roofline). The bytes
-    are XLA's count of a compiled step's, or the model's own (decode: its weights and cache)."""
+    are XLA's count of a compiled step's, or the model's own (a token step's: its weights and cache)."""
     if s.kernels:
         return None  # a roofline's kernels are the chart's points, each at its own intensity
     if s.intensity is None:

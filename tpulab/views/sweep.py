@@ -470,7 +470,7 @@ def sweep_summary_json(sweep: SweepRecord, runs: dict[str, RunRecord]) -> dict[s
             "workload": sweep.workload, "axes": sweep.axes, "steps": sweep.steps}
 
 
-# --- a curve: throughput against latency (a workload that declares one: decode's ITL) ---------------------------
+# --- a curve: throughput against latency (a workload that declares one: a token's) -----------------------------
 CURVE_COLORS = ("blue", "magenta", "cyan", "yellow")  # one per series (red and green mark K and W)
 
 

@@ -178,7 +178,7 @@ class SweepPane(Vertical):
         found = self.sweep.findings()
         chart = self.query_one("#sweep-chart", SeriesPlot)
         chart.series.clear()
-        curve = found.latency is not None  # throughput against latency (decode's), the knee marked
+        curve = found.latency is not None  # throughput against latency (a token's), the knee marked
         chart.title = curve_title(found, axes) if curve else chart_title(axes, found.by)
         chart.xticks, chart.xlog = x_axis(self.sweep.points, axes[0]) if axes and not curve else (None, False)
         for name, pts in (curve_series(self.sweep.points) if curve
