@@ -92,13 +92,13 @@ HOSTILE = {  # what each file holds, and a part of the one line that refuses it
         '"compile_seconds": 2.0', '"compile_seconds": 1e400') + "]}", "summary.compile_seconds should be a finite"),
     "a 5,000-digit number": ('{"records": [' + "9" * 5000 + "]}", "Exceeds the limit (4300 digits)"),
     "a 400-digit count": ({"format": "tpulab-results", "records": [damaged(lambda r: r.update(
-        per_replica_batch=10**400))]}, "per_replica_batch should be a whole number, found a number"),
+        per_replica_batch=10**400))]}, "per_replica_batch is too large a number"),
     "a huge number in params": ({"format": "tpulab-results", "records": [damaged(lambda r: r["params"].update(
         batch_size=10**30))]}, "params.batch_size is too large a number"),
     "a string for a figure": ({"format": "tpulab-results", "records": [damaged(lambda r: r["summary"].update(
         gflops_per_s="fast"))]}, "summary.gflops_per_s should be a number, found a string"),
     "a list for the summary": ({"format": "tpulab-results", "records": [damaged(lambda r: r.update(summary=[]))]},
-                               "'summary' should be dict, found list"),
+                               "summary should be an object, found a list"),
     "a number for the device": ({"format": "tpulab-results", "records": [damaged(lambda r: r.update(device=3))]},
                                 "device should be an object, found a number"),
     "a string for the stats": ({"format": "tpulab-results", "records": [damaged(lambda r: r["summary"].update(
@@ -110,12 +110,12 @@ HOSTILE = {  # what each file holds, and a part of the one line that refuses it
     "a string for a metric": ({"format": "tpulab-results", "records": [damaged(lambda r: r["steps"][0].update(
         metrics={"loss": "low"}))]}, "steps[0].metrics.loss should be a number, found a string"),
     "null for the workload": ({"format": "tpulab-results", "records": [damaged(lambda r: r.update(workload=None))]},
-                              "'workload' should be str, found NoneType"),
+                              "workload should be a str, found null"),
     "a string for the sweeps": ({"format": "tpulab-results", "records": [], "sweeps": "all"},
                                 "'sweeps' should be a list"),
     "a sweep's point as a number": ({"format": "tpulab-results", "records": [], "sweeps": [{
         "id": "5eed", "workload": "conv", "started_at": "2026", "status": "finished", "axes": {}, "base": {},
-        "steps": 3, "points": [7]}]}, "point 1 needs 'values'"),
+        "steps": 3, "points": [7]}]}, "points[0] should be an object, found a number"),
     "a sweep's steps as NaN": ({"format": "tpulab-results", "records": [], "sweeps": [{
         "id": "5eed", "workload": "conv", "started_at": "2026", "status": "finished", "axes": {"x": [float("nan")]},
         "base": {}, "steps": 3, "points": []}]}, "axes.x[0] should be a finite number, found nan"),

@@ -163,10 +163,10 @@ def test_export_ops_writes_the_op_table_alone(tmp_path, db, store):
     with path.open(newline="") as f:
         rows = list(csv.reader(f))
     assert rows[0] == list(CSV_FIELDS)
-    assert [r[:6] for r in rows[1:]] == [["dot.3", "dot", "matmul/conv", "1", "0.006", "0.6"],
-                                         ["fusion.1", "loop fusion", "elementwise", "2", "0.0015", "0.15"],
-                                         ["transpose.2", "transpose", "data movement", "1", "0.0005", "0.05"],
-                                         ["other", "", "other", "4", "0.0005", "0.05"]]
+    assert [r[:6] for r in rows[1:]] == [["dot.3", "dot", "matmul/conv", "1.0", "0.006", "0.6"],  # calls per step
+                                         ["fusion.1", "loop fusion", "elementwise", "2.0", "0.0015", "0.15"],
+                                         ["transpose.2", "transpose", "data movement", "1.0", "0.0005", "0.05"],
+                                         ["other", "", "other", "4.0", "0.0005", "0.05"]]
     assert rows[1][6:] == ["300000000.0", "1000000.0", "50.0", "0.167", "300.0", "0.28", "", "compute"]
     assert rows[2][6:] == [""] * 8  # unknown: empty, never 0
 

@@ -13,7 +13,7 @@ from tpulab.base.events import Device, Profile, RunRecord, SweepRecord
 from tpulab.base.home import traces
 from tpulab.engine.estimate import SIMILAR_WORK, estimate, wanted
 from tpulab.engine.runindex import COLUMNS, FilterError, RunFilter, RunRow, derive, make_filter, parse_filter
-from tpulab.engine.store import Store
+from tpulab.engine.store import SCHEMA_VERSION, Store
 from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 
@@ -76,7 +76,7 @@ def test_a_schema_2_store_is_indexed_and_keeps_every_record(tmp_path):
     assert [s.to_json() for s in store.sweeps()] == [SweepRecord.from_json(sweep).to_json()]
     assert set(store.sweep_runs(store.sweeps()[0])) == {records[1].id}
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
         assert [c[1] for c in con.execute("PRAGMA table_info(runs)")] == list(COLUMNS)  # no JSON in the listing
         indexes = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         assert {"runs_started", "runs_same", "runs_work"} <= indexes
@@ -106,7 +106,7 @@ def test_a_schema_3_store_opens_as_the_current_schema_and_reads_its_records(tmp_
     assert all(g.summary.profile is None and g.summary.figures == {} for g in got)
     assert [r.host_gap_share for r in store.page().rows] == [None, None]
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
         assert [c[1] for c in con.execute("PRAGMA table_info(runs)")] == list(COLUMNS)
     profiled = make_record(profile=Profile(steps=3, step_seconds=0.02, host_gap=0.005, host_gap_share=0.25))
     store.save(profiled)

@@ -474,7 +474,7 @@ def test_telemetry_survives_the_store_export_and_import(tmp_path, store):
     import csv
 
     (row,) = csv.DictReader((tmp_path / "x.csv").open())
-    assert float(row["device_util_mean_pct"]) == 20 and float(row["energy_per_step_j"]) == pytest.approx(5.0)
+    assert float(row["telemetry_device_util_mean"]) == 20 and float(row["telemetry_energy_per_step_j"]) == pytest.approx(5.0)
     assert row["telemetry_verdicts"] == "input-bound"
 
 

@@ -8,13 +8,12 @@ stored records keep one schema (`SCHEMA`), and display code asks typed objects, 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
-from functools import cache
+from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, Callable, ClassVar, Mapping, TypeVar
 
 from tpulab.base.figures import FigureValue
 from tpulab.base.timing import Flag, Stats
-from tpulab.base.typed import MAY_BE_NAN
+from tpulab.base.schema import CONFIG, MAY_BE_NAN, PLAIN, build, plain
 
 SCHEMA = 5  # 2: backend, backend_reason, sweep and hosts joined the record; 3: plugins, model, telemetry;
 # 4: the summary's profile (op table) and a workload's own part; 5: a workload's figures, flat (older records read)
@@ -28,19 +27,7 @@ MARK_TRACING = "tracing"  # the Sample taken as the traced steps began
 
 T = TypeVar("T")
 Measured = Annotated[float, MAY_BE_NAN]  # what the model computed (a loss, a checksum): NaN when training diverged
-
-
-@cache
-def _names(cls: type) -> frozenset[str]:
-    """A dataclass's field names, read once: a record of 100,000 steps builds 100,000 of them (`fields` each time
-    took 1.1 s of a 3.4 s `results compare` of two such runs)."""
-    return frozenset(f.name for f in fields(cls))
-
-
-def _known(cls: type[T], data: Mapping[str, Any]) -> T:
-    """Build a dataclass from a mapping, ignoring keys it does not know (older or newer writers)."""
-    names = _names(cls)  # type: ignore[arg-type]
-    return cls(**{k: v for k, v in data.items() if k in names})
+JSON = Annotated[Any, PLAIN]  # what a field leaves open (a parameter's value, the detection report): finite numbers
 
 
 @dataclass(kw_only=True)
@@ -90,11 +77,8 @@ class Started(Event):
     note: str | None = None  # e.g. why auto fell back to the CPU
     dataset: str | None = None  # what the inputs are and where they live
     bytes_per_step: float | None = None  # memory traffic of a step, as the compiler counts it (None: unknown)
-    model: dict[str, Any] | None = None  # what the worker learnt of the model it built (its parameter count)
+    model: dict[str, JSON] | None = None  # what the worker learnt of the model it built (its parameter count)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.device, Mapping):
-            self.device = _known(Device, self.device)
 
 
 @dataclass(kw_only=True)
@@ -118,7 +102,7 @@ class Step(Event):
     value: Measured | None = None  # the checksum that was fetched (conv)
     phase: str = ""  # PHASE_TRAIN, PHASE_PREDICT (the inference phase); "" for a workload with one phase
     host_seconds: list[float] | None = None  # per host, when several processes share the step
-    kernel: dict[str, Any] | None = None  # a run of several kernels: which one (kind, dtype, size, flops, bytes)
+    kernel: dict[str, JSON] | None = None  # a run of several kernels: which one (kind, dtype, size, flops, bytes)
 
 
 @dataclass(kw_only=True)
@@ -199,8 +183,6 @@ class Sample(Event):
     devices: list[Accel] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)  # what cannot be read, and why: said once
 
-    def __post_init__(self) -> None:
-        self.devices = [d if isinstance(d, Accel) else _known(Accel, d) for d in self.devices]
 
 
 @dataclass(kw_only=True)
@@ -245,9 +227,6 @@ class Profile:
     against: str | None = None  # the ceilings each op is set against, and where each came from (measured, spec)
     verdicts: list[Flag] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        self.ops = [o if isinstance(o, OpRow) else _known(OpRow, o) for o in self.ops]
-        self.verdicts = [f if isinstance(f, Flag) else _known(Flag, f) for f in self.verdicts]
 
 
 @dataclass
@@ -265,9 +244,6 @@ class Profiled(Event):
     name: ClassVar[str] = "profiled"
     profile: Profile = field(default_factory=Profile)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.profile, Mapping):
-            self.profile = _known(Profile, self.profile)
 
 
 EVENTS: dict[str, type[Event]] = {c.name: c for c in (Started, Compiled, Step, Epoch, Log, Finished, Cancelled, Failed,
@@ -279,7 +255,7 @@ def event_from_json(data: Mapping[str, Any]) -> Event:
     cls = EVENTS.get(str(data.get("event")))
     if cls is None:
         return Log(text=json.dumps(dict(data)), t=data.get("t"))
-    return _known(cls, data)
+    return build(cls, data)
 
 
 def from_dicts(sink: Callable[[Event], None], synthetic: bool = False) -> Callable[[Mapping[str, Any]], None]:
@@ -337,8 +313,6 @@ class Telemetry:
     unavailable: dict[str, str] = field(default_factory=dict)
     verdicts: list[Flag] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        self.verdicts = [f if isinstance(f, Flag) else _known(Flag, f) for f in self.verdicts]
 
 
 @dataclass(kw_only=True)
@@ -354,64 +328,7 @@ class KernelFigure:
     bytes_per_s: float | None = None  # read and written
 
 
-# --- the summary's typed parts: each a slice of its flat fields, made by one part of the recorder ----------
-@dataclass(frozen=True, kw_only=True)
-class TimingPart:
-    """The first call and the steady step."""
-
-    compile_seconds: float | None
-    cache_hit: bool | None
-    step_seconds: Stats | None
-    compile_phases: dict[str, float] | None
-    host_seconds: list[float] | None
-
-
-@dataclass(frozen=True, kw_only=True)
-class RatesPart:
-    """The step's work per second, against the device's spec peak."""
-
-    flops_per_step: float | None
-    gflops_per_s: float | None
-    peak_flops: float | None
-    peak_source: str | None
-    peak_fraction: float | None
-    mfu: float | None
-    examples_per_s: float | None
-    throughput: float | None
-    throughput_unit: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class CeilingsPart:
-    """The step against this device's measured ceilings."""
-
-    ceiling_flops: float | None
-    ceiling_source: str | None
-    ceiling_fraction: float | None
-    bandwidth: float | None
-    bytes_per_step: float | None
-    intensity: float | None
-    bound: str | None
-
-
-@dataclass(frozen=True, kw_only=True)
-class InferencePart:
-    """A training run's inference phase, timed apart."""
-
-    inference_compile_seconds: float | None
-    inference_step_seconds: Stats | None
-    inference_throughput: float | None
-
-
-@dataclass(frozen=True, kw_only=True)
-class MetricsPart:
-    """The model's last training metrics and its last validation."""
-
-    final_metrics: dict[str, Measured] | None
-    validation: dict[str, Measured] | None
-
-
-SummaryParts = TimingPart | RatesPart | CeilingsPart | InferencePart | MetricsPart
+SummaryFields = dict[str, Any]  # a slice of the summary's fields by name, as one part of the recorder makes it
 
 
 class SummaryClash(TypeError):
@@ -460,28 +377,15 @@ class Summary:
     profile: Profile | None = None  # the op table of the traced steps (`--profile`)
     figures: dict[str, FigureValue] = field(default_factory=dict)  # the workload's own (`Workload.figures`)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.profile, Mapping):
-            self.profile = _known(Profile, self.profile)
-        if isinstance(self.step_seconds, Mapping):
-            self.step_seconds = _known(Stats, self.step_seconds)
-        if isinstance(self.telemetry, Mapping):
-            self.telemetry = _known(Telemetry, self.telemetry)
-        self.kernels = [k if isinstance(k, KernelFigure) else _known(KernelFigure, k) for k in self.kernels]
-        if isinstance(self.inference_step_seconds, Mapping):
-            self.inference_step_seconds = _known(Stats, self.inference_step_seconds)
-        self.flags = [f if isinstance(f, Flag) else _known(Flag, f) for f in self.flags]
-
     @classmethod
-    def of(cls, *parts: SummaryParts | Mapping[str, Any], **rest: Any) -> Summary:
-        """A summary from its parts, flat as the record keeps it: a field that two parts both set is refused, by
-        name (a workload's own part, a mapping, cannot overwrite the record's)."""
+    def of(cls, *parts: Mapping[str, Any], **rest: Any) -> Summary:
+        """A summary from its parts (`SummaryFields`), flat as the record keeps it: a field that two parts both set
+        is refused, by name (a workload's own part cannot overwrite the record's)."""
         flat: dict[str, Any] = dict(rest)
         for part in parts:
-            own = dict(part) if isinstance(part, Mapping) else {f.name: getattr(part, f.name) for f in fields(part)}
-            if taken := sorted(flat.keys() & own.keys()):
+            if taken := sorted(flat.keys() & part.keys()):
                 raise SummaryClash(taken)
-            flat.update(own)
+            flat.update(part)
         return cls(**flat)
 
     @property
@@ -507,7 +411,7 @@ class RunRecord:
 
     id: str
     workload: str
-    params: dict[str, Any]
+    params: dict[str, JSON]
     status: str  # running, finished, failed, cancelled
     started_at: str
     schema: int = SCHEMA
@@ -521,7 +425,7 @@ class RunRecord:
     backend: str = ""  # schema-1 records have none: the store fills in the article's framework
     backend_reason: str | None = None
     note: str | None = None
-    runtime: dict[str, Any] = field(default_factory=dict)
+    runtime: dict[str, JSON] = field(default_factory=dict)
     summary: Summary = field(default_factory=Summary)
     steps: list[Step] = field(default_factory=list)
     epochs: list[Epoch] = field(default_factory=list)
@@ -529,26 +433,17 @@ class RunRecord:
     logs: list[str] = field(default_factory=list)
     sweep: str | None = None  # the sweep this run is a point of
     plugins: dict[str, str] = field(default_factory=dict)  # "workload"/"backend" -> the plugin's "name version"
-    model: dict[str, Any] | None = None  # what identifies a user's model (its file, function, hash, parameters)
+    model: dict[str, JSON] | None = None  # what identifies a user's model (its file, function, hash, parameters)
     telemetry: list[Sample] = field(default_factory=list)  # bounded: thinned evenly per host
-
-    def __post_init__(self) -> None:
-        if isinstance(self.device, Mapping):
-            self.device = _known(Device, self.device)
-        if isinstance(self.summary, Mapping):
-            self.summary = _known(Summary, self.summary)
-        if not (self.device is None or isinstance(self.device, Device)) or not isinstance(self.summary, Summary):
-            raise TypeError("'device' and 'summary' must be objects")
-        self.steps = [s if isinstance(s, Step) else _known(Step, s) for s in self.steps]
-        self.epochs = [e if isinstance(e, Epoch) else _known(Epoch, e) for e in self.epochs]
-        self.telemetry = [x if isinstance(x, Sample) else _known(Sample, x) for x in self.telemetry]
+    __pydantic_config__: ClassVar[dict[str, Any]] = CONFIG
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
-        return _known(cls, data)
+        """A record from the JSON object tpulab wrote (an import checks it first: `tpulab.base.schema.problem`)."""
+        return build(cls, data)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
     @property
     def short_id(self) -> str:
@@ -573,18 +468,11 @@ class RunRecord:
 
 
 # --- sweeps, kept ------------------------------------------------------------------------------------
-def _typed(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
-    value = data.get(key)
-    if not isinstance(value, kind):
-        raise ValueError(f"{key!r} should be {what}")
-    return value
-
-
 @dataclass(kw_only=True)
 class SweepPoint:
     """One configuration of a kept sweep: its values, and the ids of its runs (kept as runs)."""
 
-    values: dict[str, Any]
+    values: dict[str, JSON]
     runs: list[str]
     article: bool = False  # the article's configuration, run because the grid lacked it
 
@@ -597,35 +485,24 @@ class SweepRecord:
     workload: str
     started_at: str
     status: str
-    axes: dict[str, list[Any]]
-    base: dict[str, Any]
+    axes: dict[str, list[JSON]]
+    base: dict[str, JSON]
     steps: int
     points: list[SweepPoint]
     ended_at: str | None = None
     stopped: str | None = None
     repeat: int = 1
-    article_values: dict[str, Any] | None = None
-    findings: dict[str, Any] = field(default_factory=dict)
+    article_values: dict[str, JSON] | None = None
+    findings: dict[str, JSON] = field(default_factory=dict)
+    __pydantic_config__: ClassVar[dict[str, Any]] = CONFIG
 
     @classmethod
-    def from_json(cls, data: Any) -> SweepRecord:
-        """A sweep from its JSON object; a `ValueError` says what is wrong with one that is not."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"expected an object, found {type(data).__name__}")
-        for key, kind, what in (("id", str, "str"), ("workload", str, "str"), ("started_at", str, "str"),
-                                ("status", str, "str"), ("axes", dict, "dict"), ("base", dict, "dict"),
-                                ("steps", int, "int"), ("points", list, "list")):
-            _typed(data, key, kind, what)
-        points = []
-        for j, p in enumerate(data["points"], 1):
-            if not (isinstance(p, Mapping) and isinstance(p.get("values"), dict) and isinstance(p.get("runs"), list)
-                    and all(isinstance(i, str) for i in p["runs"])):
-                raise ValueError(f"point {j} needs 'values' and a list of run ids 'runs'")
-            points.append(_known(SweepPoint, p))
-        return _known(cls, {**data, "points": points})
+    def from_json(cls, data: Mapping[str, Any]) -> SweepRecord:
+        """A sweep from the JSON object tpulab wrote (an import checks it first: `tpulab.base.schema.problem`)."""
+        return build(cls, data)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
     @property
     def short_id(self) -> str:

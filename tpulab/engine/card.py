@@ -1,7 +1,7 @@
 """The machine card as data: what one bench found on one machine, in a versioned JSON form meant to be shared.
 
 The schema (`SCHEMA`, documented in docs/concepts/machine-card.md) is these dataclasses: a card read
-from a file is checked field by field against their annotations (`tpulab.base.typed.problem`) before anything
+from a file is checked field by field against their annotations (`tpulab.base.schema.problem`) before anything
 reads it, so a hostile card imports as text or is refused in one line. Every rate on a card is "higher is
 better"; a figure no run measured is None, never 0. `scrubbed` leaves the host name, the user name and home
 paths out of a card before it leaves the machine (an export, `-o FILE`); kept cards hold them as measured.
@@ -20,12 +20,12 @@ import math
 import os
 import re
 import socket
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from tpulab.base.events import _known
-from tpulab.base.typed import problem
+from tpulab.base.events import JSON
+from tpulab.base.schema import CONFIG, build, plain, problem
 
 FORMAT = "tpulab-card"
 SCHEMA = 1
@@ -74,7 +74,7 @@ class CardEntry:
     verdicts: list[str] = field(default_factory=list)
     stopped: str | None = None  # why measuring stopped: 'stable: ...' or 'budget: ...'
     seconds: float | None = None  # wall time the entry took, its runs together
-    params: dict[str, Any] = field(default_factory=dict)  # as run
+    params: dict[str, JSON] = field(default_factory=dict)  # as run
     run_id: str | None = None  # its first run
     runs: list[str] = field(default_factory=list)  # every run its figures come from (its repeats), first first
     command: str | None = None
@@ -132,7 +132,7 @@ class Card:
     id: str
     created_at: str
     suite: CardSuite
-    machine: dict[str, Any]
+    machine: dict[str, JSON]
     format: str = FORMAT
     schema: int = SCHEMA
     ended_at: str | None = None
@@ -147,15 +147,7 @@ class Card:
     published: str | None = None  # a reference card: where its figures were published (not measured here)
     drift: list[CardDrift] = field(default_factory=list)  # its ceilings at its start and at its end
     entries: list[CardEntry] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.suite, dict):
-            self.suite = _known(CardSuite, self.suite)
-        self.ceilings = [c if isinstance(c, CardCeiling) else _known(CardCeiling, c) for c in self.ceilings]
-        self.entries = [e if isinstance(e, CardEntry) else _known(CardEntry, e) for e in self.entries]
-        self.drift = [d if isinstance(d, CardDrift) else _known(CardDrift, d) for d in self.drift]
-        for e in self.entries:
-            e.top_ops = [o if isinstance(o, Op) else _known(Op, o) for o in e.top_ops]
+    __pydantic_config__: ClassVar[dict[str, Any]] = CONFIG
 
     @property
     def short_id(self) -> str:
@@ -163,7 +155,7 @@ class Card:
         return self.id if self.published else self.id[:8]
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
     def ceiling(self, kind: str, device: str | None = None, dtype: str = "float32") -> CardCeiling | None:
         """The ceiling of this kind (compute: the dtype's matmul) on `device` (None: the card's first)."""
@@ -208,10 +200,11 @@ def from_json(data: Any) -> Card:
     found = problem(data, Card)
     if found:
         raise ValueError(found)
-    bad = next((e.status for e in _known(Card, data).entries if e.status not in STATUSES), None)
+    card = build(Card, data)
+    bad = next((e.status for e in card.entries if e.status not in STATUSES), None)
     if bad is not None:
         raise ValueError(f"entry status {bad[:40]!r} is not one of {', '.join(STATUSES)}")
-    return _known(Card, data)
+    return card
 
 
 def read(path: Path) -> Card:
@@ -254,7 +247,7 @@ def scrubbed(card: Card, environ: dict[str, str] | None = None) -> Card:
             return [clean(v) for v in value]
         return value
 
-    return _known(Card, clean(card.to_json()))
+    return build(Card, clean(card.to_json()))
 
 
 def _user() -> str:

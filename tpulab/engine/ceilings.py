@@ -28,7 +28,7 @@ from typing import Any, Iterable
 
 from tpulab.base import fmt
 from tpulab.base.ceilings import BANDWIDTH_LOW, CEILING_LOW, MEASURED, Sourced, rerun
-from tpulab.base.events import CeilingsPart, Device, KernelFigure, RunRecord, Telemetry
+from tpulab.base.events import Device, KernelFigure, RunRecord, SummaryFields, Telemetry
 from tpulab.base.timing import Flag
 from tpulab.engine.runindex import RunFilter
 from tpulab.engine.store import Store, StoreError
@@ -255,7 +255,7 @@ class Ceilings:
         return [beats(bytes_per_s, bandwidth, "B/s")]
 
     def judge(self, device: Device | None, dtype: str | None, flops_per_s: float | None, flops: float | None,
-              nbytes: float | None) -> tuple[CeilingsPart, list[Flag]]:
+              nbytes: float | None) -> tuple[SummaryFields, list[Flag]]:
         """A run's part of its summary against this device's measured ceilings: the fraction of the FLOP/s
         ceiling it reached (a flag instead when it beat it), and which ceiling its intensity puts it under."""
         ceiling, bandwidth = self.flops(device, dtype), self.bandwidth(device)
@@ -269,7 +269,7 @@ class Ceilings:
         bound = None
         if intensity is not None and ceiling is not None and bandwidth is not None:
             bound = "compute" if intensity >= ceiling.value / bandwidth.value else "memory"
-        return CeilingsPart(ceiling_flops=ceiling.value if ceiling else None,
+        return dict(ceiling_flops=ceiling.value if ceiling else None,
                             ceiling_source=ceiling.source() if ceiling else None, ceiling_fraction=fraction,
                             bandwidth=bandwidth.value if bandwidth else None, bytes_per_step=nbytes,
                             intensity=intensity, bound=bound), flags

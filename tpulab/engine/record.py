@@ -14,12 +14,8 @@ from typing import Any
 from tpulab.base import plugins
 from tpulab.base.events import (
     PHASE_BANDWIDTH,
-    CeilingsPart,
-    InferencePart,
-    MetricsPart,
-    RatesPart,
     SummaryClash,
-    TimingPart,
+    SummaryFields,
     PHASE_PREDICT,
     Allocated,
     Cancelled,
@@ -266,9 +262,9 @@ class RunRecorder:
         return judge(self.profiled, roof(info.device, info.dtype, self.ceilings, self.runtime.cpu),
                      Levers.of(self.backend, info.device.kind, info.dtype, self.runtime.cpu))
 
-    def timing(self, stats: Stats | None) -> TimingPart:
+    def timing(self, stats: Stats | None) -> SummaryFields:
         """The first call and the steady step, on each host too."""
-        return TimingPart(compile_seconds=self.compile_seconds, cache_hit=self.cache_hit, step_seconds=stats,
+        return dict(compile_seconds=self.compile_seconds, cache_hit=self.cache_hit, step_seconds=stats,
                           compile_phases=dict(self.compile_phases) if len(self.compile_phases) > 1 else None,
                           host_seconds=self.host_medians())
 
@@ -287,7 +283,7 @@ class RunRecorder:
         return flops, flops / stats.median if stats and flops and stats.median > 0 else None
 
     def rates(self, stats: Stats | None, work: tuple[float | None, float | None], own: SummaryPart,
-              peak: Sourced | None) -> tuple[RatesPart, list[Flag]]:
+              peak: Sourced | None) -> tuple[SummaryFields, list[Flag]]:
         """The step's `work` (FLOPs, FLOP/s) against the device's spec `peak`, with the flags that say when a figure
         cannot be trusted; the workload's own rate (tokens/s at a token's mean step) where it gives one."""
         info, w = self.info, self.workload
@@ -301,12 +297,12 @@ class RunRecorder:
         step = stats.median if stats and stats.median > 0 else None
         examples = own.examples_per_s if own.examples_per_s is not None else batch / step if step and batch else None
         throughput = own.examples_per_s if own.examples_per_s is not None else items / step if step and items else None
-        return RatesPart(flops_per_step=flops, gflops_per_s=flops_per_s / 1e9 if flops_per_s else None,
+        return dict(flops_per_step=flops, gflops_per_s=flops_per_s / 1e9 if flops_per_s else None,
                          peak_flops=peak.value if peak else None, peak_source=peak.source if peak else None,
                          peak_fraction=peak_fraction, mfu=peak_fraction if w.model_flops else None,
                          examples_per_s=examples, throughput=throughput, throughput_unit=w.throughput_unit), flags
 
-    def against(self, work: tuple[float | None, float | None]) -> tuple[CeilingsPart, list[Flag]]:
+    def against(self, work: tuple[float | None, float | None]) -> tuple[SummaryFields, list[Flag]]:
         """The step's `work` (FLOPs, FLOP/s) against this device's measured ceilings (`Ceilings.judge`), with a flag
         where it beat one."""
         info = self.info
@@ -314,16 +310,16 @@ class RunRecorder:
         return self.ceilings.judge(info.device if info else None, info.dtype if info else None, flops_per_s, flops,
                                    info.bytes_per_step if info else None)
 
-    def inference(self) -> InferencePart:
+    def inference(self) -> SummaryFields:
         """The inference phase (a training run's `predict`), timed apart from training."""
         stats = summarize(self.steady_seconds(PHASE_PREDICT))
         items = self.workload.batch_size(self.params) * self.workload.items_per_example(self.params)
-        return InferencePart(inference_compile_seconds=self.inference_compile_seconds, inference_step_seconds=stats,
+        return dict(inference_compile_seconds=self.inference_compile_seconds, inference_step_seconds=stats,
                              inference_throughput=items / stats.median if stats and items and stats.median > 0 else None)
 
-    def metrics(self) -> MetricsPart:
+    def metrics(self) -> SummaryFields:
         """The model's last training metrics and its last validation."""
-        return MetricsPart(final_metrics=next((s.metrics for s in reversed(self.steps) if s.metrics), None),
+        return dict(final_metrics=next((s.metrics for s in reversed(self.steps) if s.metrics), None),
                            validation={k: v for k, v in (self.epochs[-1].metrics if self.epochs else {}).items()
                                        if k.startswith("val_")} or None)
 

@@ -25,18 +25,18 @@ from tpulab.base.basis import GFLOPS, TIME, Work, basis, differ
 from tpulab.base.ceilings import RENAMED_FLAGS
 from tpulab.base.figures import flat
 from tpulab.base.errors import EXIT_USAGE, NO_SPACE, TpulabError, first_line, why_unwritten
-from tpulab.base.events import PHASE_PREDICT, STATUSES, RunRecord, SweepRecord, Telemetry
+from tpulab.base.events import PHASE_PREDICT, SCHEMA, STATUSES, RunRecord, Summary, SweepRecord, Telemetry
 from tpulab.base.noise import NOISE, Change, change
-from tpulab.base.timing import median
+from tpulab.base.timing import Stats, median
 from tpulab.base.home import home, traces
-from tpulab.base.typed import problem
+from tpulab.base.schema import problem, read, scalars
 from tpulab.engine.card import Card
 from tpulab.engine.card import from_json as card_from_json
 from tpulab.engine.runindex import COLUMNS, RunFilter, RunRow, Wanted, derive, table_sql
 from tpulab.workloads import registry
 
-SCHEMA_VERSION = 5  # 2: sweeps; 3: records apart from their indexed columns; 4: profiles (the host gap indexed);
-# 5: machine cards
+SCHEMA_VERSION = 6  # 2: sweeps; 3: records apart from their indexed columns; 4: profiles (the host gap indexed);
+# 5: machine cards; 6: each run's flat row derived from the declarations (`row`)
 BUSY_TIMEOUT_S = 60  # how long a writer waits for another process's transaction
 EXPORT_FORMAT = "tpulab-results"
 MAX_IMPORT_BYTES = 64 * 2**20  # a file an import reads whole (an export of before, a run's --json): refused past it
@@ -182,8 +182,8 @@ class Store:
             _rebuild(con, "SELECT record FROM runs_old ORDER BY rowid", renamed=("runs",))
         elif version < 4 and "host_gap_share" not in _columns(con):  # no record of schema 3 has a profile
             con.execute("ALTER TABLE runs ADD COLUMN host_gap_share REAL")
-        if version >= 3 and _columns(con) != list(COLUMNS):
-            # RunRow gained or lost a column: derive the index again from the records.
+        if version >= 3 and (_columns(con) != list(COLUMNS) or version < 6):
+            # RunRow gained or lost a column, or the flat rows theirs: derive the index again from the records.
             _rebuild(con, "SELECT d.record FROM runs_old o JOIN run_data_old d USING (id) ORDER BY o.rowid",
                      renamed=("runs", "run_data"))
         for index in INDEXES:  # one added since this database was indexed is made now
@@ -262,7 +262,7 @@ class Store:
         with self._db() as con:
             found = con.execute(f"SELECT d.record FROM runs JOIN run_data d USING (id) WHERE {where} {ORDER}",
                                 args).fetchall()
-        return [load_record(json.loads(r[0])) for r in found]
+        return [stored(r[0]) for r in found]
 
     def each_record(self, filt: RunFilter = EVERY) -> Iterator[RunRecord]:
         """Runs matching `filt`, whole, newest first, read a few at a time (an export of 100,000 runs)."""
@@ -270,7 +270,7 @@ class Store:
         with self._db() as con:
             cur = con.execute(f"SELECT d.record FROM runs JOIN run_data d USING (id) WHERE {where} {ORDER}", args)
             while batch := cur.fetchmany(200):
-                yield from (load_record(json.loads(r[0])) for r in batch)
+                yield from (stored(r[0]) for r in batch)
 
     def _by_prefix(self, table: str, column: str, wanted: str, listing: str) -> Any:
         """One row's JSON by its id or a unique prefix of it; the error says how to list them."""
@@ -310,7 +310,7 @@ class Store:
         with self._db() as con:
             rows = con.execute(f"SELECT record FROM run_data WHERE id IN ({','.join('?' * len(wanted))})",
                                wanted).fetchall()
-        records = [load_record(json.loads(r[0])) for r in rows]
+        records = [stored(r[0]) for r in rows]
         return {r.id: r for r in records}
 
     def save_card(self, card: Card) -> None:
@@ -466,41 +466,30 @@ def load_record(data: dict[str, Any]) -> RunRecord:
     return RunRecord.from_json(upgrade(data))
 
 
-REQUIRED: dict[str, type] = {
-    "id": str, "workload": str, "params": dict, "status": str, "started_at": str,
-    "summary": dict, "steps": list, "epochs": list,
-}
+def stored(text: str) -> RunRecord:
+    """A kept record from its JSON text, read at once; one an older tpulab wrote, through `upgrade`."""
+    record = read(RunRecord, text)
+    if record.schema < SCHEMA or not record.backend:
+        return load_record(json.loads(text))
+    return record
 
 
 def validate(r: Any) -> str | None:
-    """Why a record cannot be imported, or None: every field as its dataclass declares it (`tpulab.base.typed`)."""
+    """Why a record cannot be imported, or None: every field as its dataclass declares it (`tpulab.base.schema`)."""
     if not isinstance(r, dict):
         return f"expected an object, found {type(r).__name__}"
-    for key, kind in REQUIRED.items():
-        if key not in r:
-            return f"missing {key!r}"
-        if not isinstance(r[key], kind):
-            return f"{key!r} should be {kind.__name__}, found {type(r[key]).__name__}"
+    found = problem(upgrade(r), RunRecord)
+    if found:
+        return found
     if not r["id"] or not all(c in "0123456789abcdef" for c in r["id"]):
         return "'id' should be hexadecimal"
     if r["status"] not in STATUSES:
         return f"'status' should be one of {', '.join(STATUSES)}"
-    found = problem(upgrade(r), RunRecord)
-    if found:
-        return found
-    try:  # every part must read back as the classes every view reads
-        load_record(r)
-    except (TypeError, ValueError, KeyError, AttributeError) as e:
-        return f"not a tpulab record ({e})"
     return None
 
 
 def validate_sweep(sw: Any) -> str | None:
-    """Why a sweep cannot be imported, or None."""
-    try:
-        SweepRecord.from_json(sw)
-    except (ValueError, TypeError) as e:
-        return str(e)
+    """Why a sweep cannot be imported, or None: every field as its dataclass declares it (`tpulab.base.schema`)."""
     return problem(sw, SweepRecord)
 
 
@@ -531,43 +520,22 @@ def _figure_columns() -> list[str]:
 
 
 def row(r: RunRecord) -> dict[str, Any]:
-    """A run flat enough for a spreadsheet or a JSON listing: figures, metrics by their short names."""
+    """A run flat enough for a spreadsheet or a JSON listing, every column derived from a declaration: the index's
+    (`RunRow`), the record's, the summary's and the step statistics' scalar fields, each declared metric and figure by its name,
+    the telemetry's (`telemetry_` and its field), and what identifies the model and the run's settings."""
     s = r.summary
-    st = s.step_seconds
-    d = r.device
-    figures = {**(s.final_metrics or {}), **(s.validation or {})}
-    return {
-        "id": r.id, "workload": r.workload, "status": r.status, "started_at": r.started_at,
-        "device": f"{d.kind} {d.name}" if d else "", "backend": r.backend, "dtype": r.dtype,
-        "shards": d.replicas if d else None, "batch_size": r.batch,
-        "per_replica_batch": r.per_replica_batch, "compile_s": s.compile_seconds,
-        "median_s": st.median if st else None, "p10_s": st.p10 if st else None, "p90_s": st.p90 if st else None,
-        "count": st.count if st else None, "examples_per_s": s.examples_per_s, "gflops_per_s": s.gflops_per_s,
-        "peak_fraction": s.peak_fraction, "ceiling_fraction": s.ceiling_fraction, "ceiling_flops": s.ceiling_flops,
-        "intensity": s.intensity, "bound": s.bound, "gbytes_per_s": s.gbytes_per_s, "mfu": s.mfu,
-        "throughput": s.throughput,
-        "throughput_unit": s.throughput_unit, "inference_throughput": s.inference_throughput,
-        "inference_median_s": s.inference_step_seconds.median if s.inference_step_seconds else None,
-        "model": (r.model or {}).get("name"), "model_sha256": (r.model or {}).get("sha256"),
-        "model_parameters": (r.model or {}).get("parameters"),
-        **{column: figures.get(key) for column, key in _metric_columns()},
-        **{name: s.figures.get(name) for name in _figure_columns()},
-        **telemetry_row(s.telemetry),
-        "dataset": r.dataset, "sweep": r.sweep, "flags": [f.code for f in s.flags], "params": r.params,
-    }
-
-
-TELEMETRY_COLUMNS = {"cpu_mean_pct": "cpu_mean", "worker_cpu_mean_pct": "process_mean", "worker_rss_peak_bytes": "rss_peak",
-                     "device_util_mean_pct": "device_util_mean", "device_mem_peak_bytes": "device_mem_peak",
-                     "device_power_mean_w": "power_mean_w", "energy_per_step_j": "energy_per_step_j",
-                     "energy_per_example_j": "energy_per_example_j"}
-
-
-def telemetry_row(t: Telemetry | None) -> dict[str, Any]:
-    """The telemetry summary's figures as flat columns (None where not measured), and its verdicts' codes."""
-    out: dict[str, Any] = {column: getattr(t, name) if t else None for column, name in TELEMETRY_COLUMNS.items()}
-    out["telemetry_verdicts"] = [f.code for f in t.verdicts] if t else []
-    return out
+    metrics = {**(s.final_metrics or {}), **(s.validation or {})}
+    flat = derive(r)
+    flat |= {k: v for k, v in scalars(RunRecord, r).items() if k not in flat}
+    flat |= {k: v for k, v in scalars(Summary, s).items() if k not in flat}
+    flat |= scalars(Stats, s.step_seconds, "step_") | scalars(Stats, s.inference_step_seconds, "inference_step_")
+    flat |= {column: metrics.get(key) for column, key in _metric_columns()}
+    flat |= {name: s.figures.get(name) for name in _figure_columns()}
+    flat |= scalars(Telemetry, s.telemetry, "telemetry_")
+    model = r.model or {}
+    return {**flat, "telemetry_verdicts": [f.code for f in s.telemetry.verdicts] if s.telemetry else [],
+            "model_sha256": model.get("sha256"), "model_parameters": model.get("parameters"),
+            "flags": [f.code for f in s.flags], "params": r.params}
 
 
 def csv_row(r: RunRecord) -> dict[str, Any]:
