@@ -114,17 +114,26 @@ def _hints(cls: type) -> dict[str, Any]:
     return _HINTS[cls]
 
 
-def problem(value: Any, cls: type) -> str | None:
-    """Why `value` (parsed JSON from someone else's file) cannot be a `cls`, naming where; None when it can."""
+def checked(value: Any, cls: type[T]) -> T:
+    """`value` (parsed JSON from someone else's file) as a `cls`; a `ValueError` in one line naming where it is not
+    one."""
     found = _bounds(value, "", 0)
     if found:
-        return found
+        raise ValueError(found)
     from pydantic import ValidationError
 
     try:
-        adapter(cls).validate_json(json.dumps(value), strict=True)
+        return adapter(cls).validate_json(json.dumps(value), strict=True)
     except ValidationError as e:
-        return words(e)
+        raise ValueError(words(e)) from None
+
+
+def problem(value: Any, cls: type) -> str | None:
+    """Why `value` cannot be a `cls` (`checked`), or None when it can."""
+    try:
+        checked(value, cls)
+    except ValueError as e:
+        return str(e)
     return None
 
 

@@ -29,7 +29,7 @@ from tpulab.base.events import PHASE_PREDICT, SCHEMA, STATUSES, RunRecord, Summa
 from tpulab.base.noise import NOISE, Change, change
 from tpulab.base.timing import Stats, median
 from tpulab.base.home import home, traces
-from tpulab.base.schema import problem, read, scalars
+from tpulab.base.schema import checked, problem, read, scalars
 from tpulab.engine.card import Card
 from tpulab.engine.card import from_json as card_from_json
 from tpulab.engine.runindex import COLUMNS, RunFilter, RunRow, Wanted, derive, table_sql
@@ -335,12 +335,13 @@ class Store:
         runs = kept_sweeps = seen = 0
         with self._db(write=True) as con:
             for seen, r in enumerate(exported.records, 1):
-                why = validate(r)
-                if why:
+                try:
+                    record = imported(r)
+                except ValueError as e:
                     rid = r.get("id") if isinstance(r, dict) else None
                     named = f" (id {rid})" if isinstance(rid, str) and len(rid) <= 64 and rid.isalnum() else ""
-                    raise BadImport(f"record {seen}{named}: {why}; nothing was imported")
-                runs += _insert(con, load_record(r), r, replace=False)
+                    raise BadImport(f"record {seen}{named}: {e}; nothing was imported") from None
+                runs += _insert(con, record, r, replace=False)
             sweeps = 0
             for sweeps, sw in enumerate(exported.sweeps, 1):
                 why = validate_sweep(sw)
@@ -474,17 +475,25 @@ def stored(text: str) -> RunRecord:
     return record
 
 
-def validate(r: Any) -> str | None:
-    """Why a record cannot be imported, or None: every field as its dataclass declares it (`tpulab.base.schema`)."""
+def imported(r: Any) -> RunRecord:
+    """A record from someone else's file, every field as its dataclass declares it (`tpulab.base.schema`), read as
+    this version writes it (`upgrade`); a `ValueError` in one line says why it is not one."""
     if not isinstance(r, dict):
-        return f"expected an object, found {type(r).__name__}"
-    found = problem(upgrade(r), RunRecord)
-    if found:
-        return found
-    if not r["id"] or not all(c in "0123456789abcdef" for c in r["id"]):
-        return "'id' should be hexadecimal"
-    if r["status"] not in STATUSES:
-        return f"'status' should be one of {', '.join(STATUSES)}"
+        raise ValueError(f"expected an object, found {type(r).__name__}")
+    record = checked(upgrade(r), RunRecord)
+    if not record.id or not all(c in "0123456789abcdef" for c in record.id):
+        raise ValueError("'id' should be hexadecimal")
+    if record.status not in STATUSES:
+        raise ValueError(f"'status' should be one of {', '.join(STATUSES)}")
+    return record
+
+
+def validate(r: Any) -> str | None:
+    """Why a record cannot be imported (`imported`), or None."""
+    try:
+        imported(r)
+    except ValueError as e:
+        return str(e)
     return None
 
 
