@@ -3,7 +3,8 @@
 A record of the shape a real run makes (`tests.helpers.make_record`, its steps multiplied) is saved to a fresh
 store, read back by id, exported and imported into another store (each field checked). Each is timed against
 its floor in the same round: `json.dumps` of the record's JSON object for a save, `json.loads` of its text for a
-read, both for an import (it parses the file and writes the record's text). Medians of the rounds, and their ratios to the floor, are printed (goal: none above 4x).
+read, both for an import (it parses the file and writes the record's text). Medians of the rounds, and their
+ratios to the floor, are printed (goal: none above 4x).
 
     python benchmarks/record_codec.py [--steps 100000] [--rounds 5]
 """
