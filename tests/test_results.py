@@ -311,3 +311,22 @@ def test_the_listing_shows_each_runs_work_and_its_sweep_at_80_columns(store, db)
     row = {line.split()[0]: line.split() for line in lines[2:4]}
     assert row[smoke.short_id][-6:-2] == ["128", "0.0786", "5eed0", "1.9"]
     assert row[article.short_id][-5:-2] == ["128", "80.5", "485.0"]  # no sweep: the cell is empty
+
+
+def test_a_kept_run_this_tpulab_cannot_read_is_one_line_naming_the_field(tmp_path):
+    """A record edited in the database by hand (a figure made a word) is refused where it is read, in one line that
+    names the field, and `results show` exits 1 with no traceback; the other runs still list."""
+    db = tmp_path / "r.db"
+    store, good, bad = Store(db), make_record(), make_record(2)
+    store.save(good), store.save(bad)
+    data = bad.to_json()
+    data["summary"]["step_seconds"]["median"] = "fast"
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE run_data SET record = ? WHERE id = ?", (json.dumps(data), bad.id))
+    with pytest.raises(StoreError, match=r"cannot be read by this tpulab \(summary\.step_seconds\.median "):
+        store.get(bad.id)
+    assert store.get(good.id) == good
+    shown = run_cli("results", "--db", str(db), "show", bad.id[:8])
+    assert shown.returncode == 1 and len(shown.stderr.splitlines()) == 1 and "Traceback" not in shown.stderr
+    assert "summary.step_seconds.median should be a number, found a string" in shown.stderr
+    assert bad.short_id in run_cli("results", "--db", str(db), "list").stdout

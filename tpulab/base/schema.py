@@ -152,7 +152,8 @@ def _bounds(value: Any, at: str, depth: int) -> str | None:
 
 
 UNION_TAGS = ("float", "str", "int", "bool")
-WANTED = {"float_type": "a number", "int_type": "a whole number", "int_from_float": "a whole number",
+WANTED = {"float_type": "a number", "float_parsing": "a number", "int_type": "a whole number",
+          "int_parsing": "a whole number", "int_from_float": "a whole number",
           "string_type": "a str", "bool_type": "a bool", "dict_type": "an object", "dataclass_type": "an object",
           "list_type": "a list", "none_required": "null"}
 

@@ -29,7 +29,7 @@ from tpulab.base.events import PHASE_PREDICT, SCHEMA, STATUSES, RunRecord, Summa
 from tpulab.base.noise import NOISE, Change, change
 from tpulab.base.timing import Stats, median
 from tpulab.base.home import home, traces
-from tpulab.base.schema import checked, problem, read, scalars
+from tpulab.base.schema import checked, problem, read, scalars, words
 from tpulab.engine.card import Card
 from tpulab.engine.card import from_json as card_from_json
 from tpulab.engine.runindex import COLUMNS, RunFilter, RunRow, Wanted, derive, table_sql
@@ -283,11 +283,11 @@ class Store:
             raise NotKept(f"no {noun} {wanted!r} in {self.path}: `{listing}` lists them")
         if len(rows) > 1:
             raise NotKept(f"{wanted!r} matches {len(rows)} {noun}s: give more of the id")
-        return json.loads(rows[0][0])
+        return rows[0][0]
 
     def get(self, run_id: str) -> RunRecord:
         """A run by its id or a unique prefix of it."""
-        return load_record(self._by_prefix("run_data", "record", run_id, "tpulab results"))
+        return stored(self._by_prefix("run_data", "record", run_id, "tpulab results"))
 
     def save_sweep(self, sweep: SweepRecord) -> None:
         """A sweep: its grid, its points' run ids and its findings (the runs are saved as runs)."""
@@ -302,7 +302,7 @@ class Store:
 
     def get_sweep(self, sweep_id: str) -> SweepRecord:
         """A sweep by its id or a unique prefix of it."""
-        return SweepRecord.from_json(self._by_prefix("sweeps", "sweep", sweep_id, "tpulab results sweep"))
+        return SweepRecord.from_json(json.loads(self._by_prefix("sweeps", "sweep", sweep_id, "tpulab results sweep")))
 
     def sweep_runs(self, sweep: SweepRecord) -> dict[str, RunRecord]:
         """The kept runs of a sweep's points, by id."""
@@ -327,7 +327,7 @@ class Store:
 
     def get_card(self, card_id: str) -> Card:
         """A card by its id or a unique prefix of it."""
-        return card_from_json(self._by_prefix("cards", "card", card_id, "tpulab cards"))
+        return card_from_json(json.loads(self._by_prefix("cards", "card", card_id, "tpulab cards")))
 
     def import_records(self, exported: Exported) -> Imported:
         """All or nothing: each record is checked as it is read, inside one transaction that a bad one leaves
@@ -468,11 +468,17 @@ def load_record(data: dict[str, Any]) -> RunRecord:
 
 
 def stored(text: str) -> RunRecord:
-    """A kept record from its JSON text, read at once; one an older tpulab wrote, through `upgrade`."""
-    record = read(RunRecord, text)
-    if record.schema < SCHEMA or not record.backend:
-        return load_record(json.loads(text))
-    return record
+    """A kept record from its JSON text, read at once; one an older tpulab wrote, through `upgrade`. One this
+    tpulab cannot read (a field it declares otherwise) is a `StoreError` in one line, never a traceback."""
+    try:
+        record = read(RunRecord, text)
+        return record if record.schema >= SCHEMA and record.backend else load_record(json.loads(text))
+    except ValueError as e:  # pydantic's ValidationError is one
+        from pydantic import ValidationError
+
+        found = words(e) if isinstance(e, ValidationError) else first_line(str(e))
+        raise StoreError(f"a kept run cannot be read by this tpulab ({found}); `tpulab results export` keeps the "
+                         "others") from None
 
 
 def imported(r: Any) -> RunRecord:
