@@ -22,6 +22,7 @@ from .helpers import ROOT, TF, json_events, run_cli, tree, watched, worker_impor
 MLP = "examples/models/torch_mlp.py:build"
 CNN = "examples/models/torch_cnn.py:build"
 TWO = "examples/models/torch_two_inputs.py:build"
+DICT = "examples/models/torch_dict_batch.py:build"
 
 
 @pytest.fixture(autouse=True)
@@ -75,6 +76,37 @@ def test_two_inputs_and_the_modules_own_loss():
     [started] = [e for e in events if isinstance(e, Started)]
     assert started.model["loss"] == "the module's own" and started.model["autocast"] == "bfloat16"
     assert [e.metrics["loss"] >= 0 for e in events if isinstance(e, Step) and e.phase == "train"] == [True, True]
+
+
+def test_a_dict_batch_is_passed_by_name_and_named_logits_are_trained_per_token():
+    """`module(**batch)`, as a Hugging Face model takes it; its output's `logits` (8 x 32 tokens x 9 tags here)
+    are scored by cross-entropy over their last dimension, a random tag per token, and the FLOPs are counted."""
+    events = run_here(DICT, batch_size=4)
+    [started] = [e for e in events if isinstance(e, Started)]
+    assert started.model["loss"] == "cross-entropy over the logits' last dimension" and started.synthetic
+    forward = 2 * 4 * 32 * (64 * 64 + 64 * 9)  # the two linear layers; the embedding is a lookup
+    assert started.flops_per_step is not None and started.flops_per_step > 2 * forward  # and the backward pass
+    train = [e for e in events if isinstance(e, Step) and e.phase == "train"]
+    assert len(train) == 2 and all(e.metrics["loss"] > 0 for e in train)
+    assert [e.phase for e in events if isinstance(e, Step) and e.phase != "train"] == ["predict"]
+
+
+def test_an_output_with_its_own_loss_attribute_is_trained_on_it(tmp_path):
+    """A `ModelOutput`-like object (not a dict: attributes `loss` and `logits`) from a dict batch with labels: the
+    module's own loss is what is trained, as transformers' own training does."""
+    (tmp_path / "own.py").write_text(
+        "import torch\nfrom torch import nn\nimport torch.nn.functional as F\n\n"
+        "class Out:\n    def __init__(self, loss, logits):\n        self.loss, self.logits = loss, logits\n\n"
+        "class LM(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.embed, self.head = nn.Embedding(50, 16), nn.Linear(16, 50)\n"
+        "    def forward(self, input_ids, labels):\n        logits = self.head(self.embed(input_ids))\n"
+        "        return Out(F.cross_entropy(logits.reshape(-1, 50), labels.reshape(-1)), logits)\n\n"
+        "def build():\n    ids = torch.randint(0, 50, (4, 10))\n"
+        "    return LM(), {'input_ids': ids, 'labels': ids}\n")
+    events = run_here(f"{tmp_path}/own.py:build", batch_size=4)
+    [started] = [e for e in events if isinstance(e, Started)]
+    assert started.model["loss"] == "the module's own" and started.flops_per_step
+    assert [e.metrics["loss"] > 0 for e in events if isinstance(e, Step) and e.phase == "train"] == [True, True]
 
 
 def test_a_module_alone_needs_its_input_shape(tmp_path):

@@ -1,12 +1,13 @@
 """The user's own `nn.Module` on PyTorch, inside the worker: load it, feed it, train it, eager or compiled.
 
-`build()` returns the module, or `(module, example_inputs)` (one batch: what `module(*inputs)` takes),
-or `(module, (x, y))` (their data: `x` what the module takes, `y` its targets). Random batches follow
-the example inputs (or `--input-shape`); the loss is the module's own where its output is one (a
-scalar, or a `loss` entry), else cross-entropy for a class per output column, else mean squared
-error. It trains with Adam; `--compile on` times `torch.compile(module)`, `both` times eager first,
-then compiled, from the same starting weights. A Keras model (a file that does not import torch
-alone) runs through the shared Keras runner instead, on Keras's torch backend.
+`build()` returns the module, or `(module, example_inputs)` (one batch: what `module(*inputs)` takes, or a
+dict of tensors, `module(**batch)`, as a Hugging Face model and most data loaders take them), or
+`(module, (x, y))` (their data: `x` what the module takes, `y` its targets). Random batches follow the example
+inputs (or `--input-shape`); the loss is the module's own where its output is one (a scalar, or a `loss` entry
+or attribute: a `transformers` `ModelOutput`), else cross-entropy for a class per output column or over the last
+dimension of named `logits`, else mean squared error. It trains with Adam; `--compile on` times
+`torch.compile(module)`, `both` times eager first, then compiled, from the same starting weights. A Keras model
+(a file that does not import torch alone) runs through the shared Keras runner instead, on Keras's torch backend.
 """
 
 from __future__ import annotations
@@ -93,10 +94,27 @@ def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
 
 
 # --- the user's module and its data ------------------------------------------------------------
-Batch = tuple[tuple[Any, ...], Any]  # (inputs, targets or None)
+Inputs = tuple[Any, ...] | dict[str, Any]  # what the module takes: positional, or by name (a dict batch)
+Batch = tuple[Inputs, Any]  # (inputs, targets or None)
 
 
-def load(t: Target, shape: tuple[int, ...] | None) -> tuple[nn.Module, tuple[Any, ...], Any, bool]:
+def forward(module: Callable[..., Any], x: Inputs) -> Any:
+    """The module on one batch: `module(**batch)` for a dict batch, else `module(*inputs)`."""
+    return module(**x) if isinstance(x, dict) else module(*x)
+
+
+def rows(x: Inputs, start: int, stop: int) -> Inputs:
+    """Rows `start` to `stop` of every input, as tensors."""
+    if isinstance(x, dict):
+        return {k: torch.as_tensor(v)[start:stop] for k, v in x.items()}
+    return tuple(torch.as_tensor(i)[start:stop] for i in x)
+
+
+def to(x: Inputs, device: Any) -> Inputs:
+    return {k: v.to(device) for k, v in x.items()} if isinstance(x, dict) else tuple(i.to(device) for i in x)
+
+
+def load(t: Target, shape: tuple[int, ...] | None) -> tuple[nn.Module, Inputs, Any, bool]:
     """The module, its inputs (examples or data), its targets (data only), and whether they are data."""
     try:
         result = call(t)
@@ -113,10 +131,14 @@ def load(t: Target, shape: tuple[int, ...] | None) -> tuple[nn.Module, tuple[Any
         return module, (torch.randn(1, *shape),), None, False
     if shape is not None:
         raise TpulabError(f"--input-shape: {t.label} returned its inputs, whose shape tpulab follows: leave it out")
+    if isinstance(rest, Mapping):  # a dict batch: the module takes it by name
+        return module, {str(k): torch.as_tensor(v) for k, v in rest.items()}, None, False
     items = tuple(rest) if isinstance(rest, (tuple, list)) else (rest,)
     if len(items) == 2 and not takes(module, items):
         x, y = items
-        return module, tuple(x) if isinstance(x, (tuple, list)) else (x,), torch.as_tensor(y), True
+        inputs = {str(k): v for k, v in x.items()} if isinstance(x, Mapping) else \
+            tuple(x) if isinstance(x, (tuple, list)) else (x,)
+        return module, inputs, torch.as_tensor(y), True
     return module, tuple(torch.as_tensor(i) for i in items), None, False
 
 
@@ -130,20 +152,22 @@ def takes(module: nn.Module, inputs: tuple[Any, ...]) -> bool:
     return True
 
 
-def feed(module: nn.Module, inputs: tuple[Any, ...], targets: Any, given: bool, batch: int, seed: int,
+def feed(module: nn.Module, inputs: Inputs, targets: Any, given: bool, batch: int, seed: int,
          device: Any) -> tuple[list[Batch], str]:
     """The batches a run cycles through, on the device, and what they are in words."""
     if given:
-        rows = len(inputs[0])
-        if rows < batch:
-            raise TpulabError(f"--batch-size {batch} is more than the {rows} examples your function returned")
-        xs = [tuple(torch.as_tensor(i)[k * batch:(k + 1) * batch].to(device) for i in inputs) for k in range(rows // batch)]
-        return [(x, torch.as_tensor(targets)[k * batch:(k + 1) * batch].to(device)) for k, x in enumerate(xs)], \
+        count = len(torch.as_tensor(targets))
+        if count < batch:
+            raise TpulabError(f"--batch-size {batch} is more than the {count} examples your function returned")
+        return [(to(rows(inputs, k * batch, (k + 1) * batch), device),
+                 torch.as_tensor(targets)[k * batch:(k + 1) * batch].to(device)) for k in range(count // batch)], \
             "the function's data"
     generator = torch.Generator().manual_seed(seed)
     out = []
     for _ in range(SYNTHETIC_BATCHES):
-        x = tuple(like(torch.as_tensor(i), batch, generator).to(device) for i in inputs)
+        x: Inputs = {k: like(torch.as_tensor(v), batch, generator) for k, v in inputs.items()} \
+            if isinstance(inputs, dict) else tuple(like(torch.as_tensor(i), batch, generator) for i in inputs)
+        x = to(x, device)
         out.append((x, synthetic_targets(module, x, generator)))
     return out, "synthetic inputs like the example inputs"
 
@@ -168,20 +192,38 @@ def own_loss(out: Any) -> Any:
     return first if torch.is_tensor(first) and first.dim() == 0 else None
 
 
+def logits(out: Any) -> Any:
+    """The output's named `logits` (a dict's entry, a `ModelOutput`'s attribute), or None."""
+    found = out.get("logits") if isinstance(out, Mapping) else getattr(out, "logits", None)
+    return found if torch.is_tensor(found) else None
+
+
 def prediction(out: Any) -> Any:
+    """What the module predicts: its `logits`, else its first tensor output."""
+    named = logits(out)
+    if named is not None:
+        return named
+    if isinstance(out, Mapping):
+        return next(v for v in out.values() if torch.is_tensor(v))
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
-def synthetic_targets(module: nn.Module, x: tuple[Any, ...], generator: Any) -> Any:
+def classes(out: Any) -> bool:
+    """Its prediction is a score per class: a 2-D output's columns, or named logits' last dimension."""
+    pred = prediction(out)
+    return pred.shape[-1] > 1 and (pred.dim() == 2 or logits(out) is not None)
+
+
+def synthetic_targets(module: nn.Module, x: Inputs, generator: Any) -> Any:
     """Targets as the output asks: none for a module's own loss, class labels below a 2-D output's width, else
     floats of its shape."""
     with torch.no_grad():
-        out = module(*x)
+        out = forward(module, x)
     if own_loss(out) is not None:
         return None
     pred = prediction(out)
-    if pred.dim() == 2 and pred.shape[1] > 1:
-        return torch.randint(0, pred.shape[1], (pred.shape[0],), generator=generator).to(pred.device)
+    if classes(out):
+        return torch.randint(0, pred.shape[-1], pred.shape[:-1], generator=generator).to(pred.device)
     return torch.randn(pred.shape, generator=generator).to(pred.device)
 
 
@@ -190,18 +232,26 @@ def loss_of(out: Any, y: Any) -> Any:
     if own is not None:
         return own
     pred = prediction(out)
-    if not y.is_floating_point() and pred.dim() == 2:
-        return F.cross_entropy(pred.float(), y)
+    if by_class(pred, y):
+        return F.cross_entropy(pred.float().reshape(-1, pred.shape[-1]), y.reshape(-1))
     return F.mse_loss(pred.float(), y.float().reshape(pred.shape))
+
+
+def by_class(pred: Any, y: Any) -> bool:
+    """Targets that are a class for each score vector of the prediction (its last dimension)."""
+    return not y.is_floating_point() and pred.dim() >= 2 and tuple(y.shape) == tuple(pred.shape[:-1])
 
 
 def loss_words(module: nn.Module, batch: Batch) -> str:
     x, y = batch
     with torch.no_grad():
-        out = module(*x)
+        out = forward(module, x)
     if own_loss(out) is not None:
         return "the module's own"
-    return "cross-entropy" if not y.is_floating_point() and prediction(out).dim() == 2 else "mean squared error"
+    pred = prediction(out)
+    if not by_class(pred, y):
+        return "mean squared error"
+    return "cross-entropy over the logits' last dimension" if pred.dim() > 2 else "cross-entropy"
 
 
 # --- steps -------------------------------------------------------------------------------------
@@ -221,7 +271,7 @@ class Trainer:
         self.calls += 1
         self.optimizer.zero_grad(set_to_none=True)
         with self.autocast():
-            loss = loss_of(self.forward(*x), y)
+            loss = loss_of(forward(self.forward, x), y)
         loss.backward()
         self.optimizer.step()
         return float(loss.detach())
@@ -230,7 +280,7 @@ class Trainer:
         x, _ = self.batches[self.calls % len(self.batches)]
         self.calls += 1
         with torch.inference_mode(), self.autocast():
-            out = prediction(self.forward(*x))
+            out = prediction(forward(self.forward, x))
         value = float(out.float().sum())
         synchronize(self.device)
         return value
@@ -290,8 +340,9 @@ def step_flops(module: nn.Module, batch: Batch, autocast: Any) -> float | None:
     probe = copy.deepcopy(module)
     x, y = batch
     counter = FlopCounterMode(display=False)
-    with counter, (torch.autocast(next(iter(x)).device.type, dtype=autocast) if autocast else nullcontext()):
-        loss_of(probe(*x), y).backward()
+    first = next(iter(x.values() if isinstance(x, dict) else x))
+    with counter, (torch.autocast(first.device.type, dtype=autocast) if autocast else nullcontext()):
+        loss_of(forward(probe, x), y).backward()
     return float(counter.get_total_flops()) or None
 
 
