@@ -54,7 +54,8 @@ def test_the_mlp_trains_on_batches_like_its_example_with_a_stated_optimiser_and_
     forward = 2 * 32 * (64 * 256 + 256 * 256 + 256 * 10)
     backward = 2 * 32 * (64 * 256 + 256 * 256 + 256 * 10) + 2 * 32 * (256 * 256 + 256 * 10)  # no grad of its input
     assert started.flops_per_step == forward + backward  # torch.utils.flop_counter's count
-    assert started.model == {"parameters": 85_002, "optimizer": "Adam(lr=0.001)", "loss": "cross-entropy",
+    assert started.model == {"parameters": 85_002, "trainable_parameters": 85_002, "optimizer": "Adam(lr=0.001)",
+                             "loss": "cross-entropy",
                              "compile": "off", "float32_matmul_precision": "highest", "autocast": None}
     assert started.synthetic and started.dataset == "synthetic inputs like the example inputs"
     assert [e.phase for e in events if isinstance(e, Compiled)] == ["train", "predict"]

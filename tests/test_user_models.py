@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tpulab.base.errors import EXIT_FAILED
-from tpulab.base.events import Failed
+from tpulab.base.events import Failed, RunRecord
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
 from tpulab.machine.detect import detect
@@ -148,6 +148,14 @@ def test_two_inputs_and_two_named_outputs_train_on_synthetic_data(backend):
     out = result(r.stdout)
     assert out["status"] == "finished" and out["synthetic"]
     assert {"loss", "topic_loss", "score_loss"} <= set(out["summary"]["final_metrics"])
+    # what was trained, and how: kept in the record, said in the summary
+    model = out["model"]
+    assert model["trainable_parameters"] == model["parameters"] > 0
+    assert model["loss"] == "topic: sparse_categorical_crossentropy, score: mse"
+    assert model["optimizer"] == "Adam(lr=0.001)"
+    said = dict((name, value) for name, value, _ in summary_rows(RunRecord.from_json(out)))
+    assert said["loss"] == model["loss"] and said["optimizer"] == "Adam(lr=0.001)"
+    assert said["model"].startswith(f"two_heads:build, {model['parameters']:,} parameters (all trained), sha256 ")
 
 
 @pytest.mark.slow

@@ -103,6 +103,17 @@ def compile_text(s: Summary) -> str:
     return fmt.seconds(s.compile_seconds) + (f" ({phases})" if phases else "")
 
 
+def model_rows(ident: dict[str, Any]) -> list[tuple[str, str]]:
+    """A user's model and what it was trained with: 'model: mlp:build, 85,002 parameters (all trained), sha256
+    ...', then its loss (and whose: the module's own, or chosen) and its optimizer, where the worker said them."""
+    count, trained = ident.get("parameters"), ident.get("trainable_parameters")
+    said = f", {count:,} parameters" if isinstance(count, int) else ""
+    if isinstance(count, int) and isinstance(trained, int):
+        said += " (all trained)" if trained == count else f" ({trained:,} trained)"
+    rows = [("model", f"{ident.get('name')}{said}, sha256 {ident.get('sha256') or '-'}")]
+    return rows + [(key, str(ident[key])) for key in ("loss", "optimizer") if ident.get(key)]
+
+
 def workload_of(record: RunRecord) -> Workload | None:
     return registry().get(record.workload)
 
@@ -150,9 +161,7 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
                  ("inference step time", fmt.spread(s.inference_step_seconds)),
                  ("inference throughput", fmt.rate(s.inference_throughput, s.throughput_unit))]
     if record.model:
-        ident = record.model
-        count = f", {ident['parameters']:,} parameters" if ident.get("parameters") else ""
-        rows.insert(0, ("model", f"{ident.get('name')}{count}, sha256 {ident.get('sha256') or '-'}"))
+        rows[:0] = model_rows(record.model)
     if s.host_seconds:
         slowest = max(range(len(s.host_seconds)), key=lambda i: s.host_seconds[i])  # type: ignore[index]
         rows.append(("per-host step", ", ".join(f"host {i} {fmt.seconds(x)}" for i, x in enumerate(s.host_seconds))

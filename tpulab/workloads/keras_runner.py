@@ -56,7 +56,7 @@ def run(w: KerasHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
     measured = w.measured_flops(flops)
     if measured is not None:
         first.flops_per_step = measured
-    first.model = {"parameters": int(model.count_params())}
+    first.model = described(model)
     if p.get(COMPILE.name) == "on":  # (only a backend that compiles with torch.compile takes --compile)
         first.note = "; ".join(n for n in (first.note, KERAS_TORCH_COMPILE) if n)
     sink(first)
@@ -78,6 +78,34 @@ def run(w: KerasHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
             raise TpulabError(f"the model does not fit in the device's memory at --batch-size {batch}: try a "
                               f"smaller batch (--batch-size {max(shards, batch // 2)})") from e
         raise
+
+
+def described(model: Any) -> dict[str, Any]:
+    """What a compiled Keras model trains with, for the record and the summary: its parameters (all, and those
+    trained), its loss and its optimizer, as Keras names them."""
+    trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    return {"parameters": int(model.count_params()), "trainable_parameters": trainable,
+            "loss": loss_words(getattr(model, "loss", None)), "optimizer": optimizer_words(model.optimizer)}
+
+
+def loss_words(loss: Any) -> str:
+    """'sparse_categorical_crossentropy', 'out_a: mse, out_b: binary_crossentropy'; '-' where none is set."""
+    if loss is None:
+        return "-"
+    if isinstance(loss, dict):
+        return ", ".join(f"{k}: {loss_words(v)}" for k, v in loss.items())
+    if isinstance(loss, (list, tuple)):
+        return ", ".join(loss_words(v) for v in loss)
+    return loss if isinstance(loss, str) else str(getattr(loss, "name", None) or type(loss).__name__)
+
+
+def optimizer_words(optimizer: Any) -> str:
+    """'Adam(lr=0.001)', or the optimizer's class alone where its rate is a schedule."""
+    name = type(optimizer).__name__
+    try:
+        return f"{name}(lr={float(np.asarray(optimizer.learning_rate)):.3g})"
+    except (TypeError, ValueError, AttributeError):
+        return name
 
 
 def profile_fit(model: Any, train: Any, p: Params, sink: Sink, runtime: Runtime, x: Any, y: Any) -> None:

@@ -46,6 +46,6 @@ def _eager(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def parameters(module: torch.nn.Module) -> int:
-    """A module's weight count, as the record keeps it."""
-    return sum(t.numel() for t in module.parameters())
+def parameters(module: torch.nn.Module, trainable: bool = False) -> int:
+    """A module's weight count (with `trainable`, of those it trains), as the record keeps it."""
+    return sum(t.numel() for t in module.parameters() if t.requires_grad or not trainable)

@@ -66,7 +66,8 @@ def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
     autocast = AUTOCAST.get(p["precision"])
     first = started(w, p, placement, runtime.versions(), data, synthetic=not given)
     first.flops_per_step = step_flops(module, batches[0], autocast)
-    first.model = {"parameters": parameters(module), "optimizer": OPTIMIZER,
+    first.model = {"parameters": parameters(module), "trainable_parameters": parameters(module, trainable=True),
+                   "optimizer": OPTIMIZER,
                    "loss": loss_name, "compile": p[COMPILE.name],
                    "float32_matmul_precision": torch.get_float32_matmul_precision(),
                    "autocast": str(autocast).removeprefix("torch.") if autocast else None}
