@@ -3,6 +3,9 @@ an ITL bound, from points whose runs have known token latencies."""
 
 from __future__ import annotations
 
+import io
+import re
+
 import pytest
 
 from tpulab.base import fmt
@@ -68,6 +71,24 @@ def test_the_knee_the_speedup_over_batch_1_and_the_largest_batch_within_the_boun
     assert ("knee: batch 4 (ITL p50 12.0 ms), the smallest not detectably slower than the best tokens/s: 0.96x "
             "[0.96x, 0.96x] no difference detected (noise threshold ±10%; 95% interval from 5 and 5 steps)") in lines
     assert f"within the latency bound: batch 2 (prompt len 16): {fmt.rate(2 / 0.012, TOKENS)} at ITL p50 12.0 ms" in lines
+
+
+def test_a_kept_records_unit_heads_the_curves_column_as_text(points):
+    """The throughput's unit comes from the records (an import from elsewhere): markup in it heads its column
+    literally, and neither the table nor a point's live line lets an escape sequence through."""
+    from rich.console import Console
+
+    from tpulab.views.sweep import live_line
+
+    hostile = "[bold red]X[/bold red]\x1b]0;t\x07"
+    for p in points:
+        p.records[0].summary.throughput_unit = hostile
+    found = findings(points, None, baseline_of(DECODE, AXES), max_itl_s=0.015)
+    console = Console(width=200, file=io.StringIO(), force_terminal=True)
+    console.print(sweep_table(points, list(AXES), found, "sweep"))
+    out = console.file.getvalue()
+    assert "[bold red]X[/bold red]" in re.sub(r"\x1b\[[0-9;]*m", "", out) and "\x1b]" not in out and "\x07" not in out
+    assert "\x1b" not in live_line(points[0], AXES) and "\x07" not in live_line(points[0], AXES)
 
 
 def test_the_table_and_chart_mark_the_knee_and_the_bound(points):

@@ -55,6 +55,7 @@ def hostile_record(other_name: str) -> RunRecord:
     r.model = {"name": HOSTILE, "path": HOSTILE, "sha256": HOSTILE}
     r.summary.flags = [Flag("beats-peak", HOSTILE), Flag(HOSTILE, HOSTILE)]
     r.summary.peak_source = HOSTILE
+    r.summary.figures = {HOSTILE: HOSTILE, f"n{HOSTILE}": 1.5}  # a workload's own, not installed here: by name
     return r
 
 

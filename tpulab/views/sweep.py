@@ -158,9 +158,10 @@ def live_line(p: Point, axes: dict[str, list[Any]], width: int | None = None) ->
     flags' column (never a flag alone at the start of a line)."""
     f = figures(p)
     if p.latency:  # a curve's point: its rate in its own unit, its workload's fractions (MBU) in the flags' column
-        unit = p.finished[0].summary.throughput_unit.replace("tokens", "tok").replace("examples", "ex")
+        unit = safe.visible(p.finished[0].summary.throughput_unit).replace("tokens", "tok").replace("examples", "ex")
         f = {**f, "throughput": with_interval(fmt.rate(p.throughput, unit), p),
-             "flags": ", ".join(f"{d.label} {d.show(p.figure(d.name))}" for d in compared(p) if d.unit == "%")}
+             "flags": ", ".join(f"{safe.visible(d.label)} {d.show(p.figure(d.name))}" for d in compared(p)
+                                if d.unit == "%")}
     cells = [f"{value_text(p.values[name]):<{w}}" for name, w in axis_widths(axes).items()]
     cells += [f"{f[name]:<{WIDTHS.get(name, 0)}}" for name in FIGURES]
     line = " ".join(cells).rstrip() + (" (article)" if p.article else "")
@@ -238,7 +239,7 @@ def _sweep_table(points: list[Point], axes: list[str], found: Findings, title: s
     for name in axes:
         t.add_column(safe.text(axis_text(name)), no_wrap=True)
     for f in shown:
-        t.add_column(f, no_wrap=f != "flags", overflow="fold")
+        t.add_column(safe.text(f), no_wrap=f != "flags", overflow="fold")  # a plugin's figure's label: text
     table = [list(row[:1 + len(axes)]) + [row[1 + len(axes) + names.index(f)] for f in shown] for row in rows]
     for p, cells in zip(ranked(points, found.by), table):
         t.add_row(*map(safe.text, cells), style="bold" if p is found.best else None)
@@ -515,7 +516,7 @@ def curve_table(points: list[Point], axes: list[str], found: Findings, title: st
         t.add_column(safe.text(axis_text(name)), no_wrap=True)
     names = list(curve_figures(points[0], None, False)) if points else []
     for name in names:
-        t.add_column(name, no_wrap=True, justify="right")
+        t.add_column(safe.text(name), no_wrap=True, justify="right")  # a kept record's unit, a figure's label
     t.add_column("flags", overflow="fold")
     rows = []
     for p in ranked(points, found.by):
