@@ -63,18 +63,13 @@ async def lab_share(seconds: float) -> tuple[float, float]:
     replayed streaming run: on the run's tab, then on the Runtime tab."""
     import time
 
-    from tests.helpers import Replay, conv_events, cpu_only, wait_for
-    from tpulab.lab.panes.run import RunPane
+    from tests.helpers import cpu_only, streaming
 
     folder = Path(tempfile.mkdtemp(prefix="tpulab-lab-share-"))
     app = TpulabApp(probe=False, report=cpu_only(folder), db=folder / "r.db")
     shares = []
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("3")
-        await wait_for(pilot, lambda: bool(app.query(RunPane)), 5)
-        pane = app.query_one(RunPane)
-        pane.start(Replay("conv", app.report, conv_events(4000, step_s=0.005, sample_every=100), paced=True))
-        await wait_for(pilot, lambda: pane.run is not None and pane.run.recorder.steps_done() > 50, 10)
+        pane = await streaming(app, pilot, 4000)
         for tab in ("3", "1"):
             await pilot.press(tab)
             await pilot.pause(0.5)

@@ -523,3 +523,14 @@ def watched(home: Path) -> dict[str, str]:
 def worker_imports(home: Path) -> list[dict]:
     """What each worker of the run kept in `home` said at its end (one report per worker)."""
     return [json.loads(f.read_text()) for f in sorted((home / "watch").iterdir())]
+
+
+async def streaming(app, pilot, steps: int) -> RunPane:
+    """The lab's Run tab showing a conv of `steps` replayed at its own pace (200 steps a second, telemetry twice a
+    second), past its 50th step."""
+    await pilot.press("3")
+    await wait_for(pilot, lambda: bool(app.query(RunPane)), 5)
+    pane = app.query_one(RunPane)
+    pane.start(Replay("conv", app.report, conv_events(steps, step_s=0.005, sample_every=100), paced=True))
+    await wait_for(pilot, lambda: pane.run is not None and pane.run.recorder.steps_done() > 50, 10)
+    return pane

@@ -5,10 +5,9 @@ that saves, the lab's share of a core, is measured by `benchmarks/lab_overhead.p
 from __future__ import annotations
 
 from tpulab.lab.app import TpulabApp
-from tpulab.lab.panes.run import RunPane
 from tpulab.lab.widgets.charts import SeriesPlot
 
-from .helpers import Replay, conv_events, wait_for
+from .helpers import streaming, wait_for
 
 
 async def test_a_streaming_run_draws_no_chart_out_of_sight_and_draws_it_as_it_comes_back(db, cpu_machine):
@@ -16,11 +15,7 @@ async def test_a_streaming_run_draws_no_chart_out_of_sight_and_draws_it_as_it_co
     in sight or not."""
     app = TpulabApp(probe=False, report=cpu_machine, db=db)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("3")
-        await wait_for(pilot, lambda: bool(app.query(RunPane)), 5)
-        pane = app.query_one(RunPane)
-        pane.start(Replay("conv", app.report, conv_events(2000, step_s=0.005, sample_every=100), paced=True))
-        await wait_for(pilot, lambda: pane.run is not None and pane.run.recorder.steps_done() > 50, 10)
+        pane = await streaming(app, pilot, 2000)
         chart = pane.chart("busy %")
         assert isinstance(chart, SeriesPlot)
         drawn = chart.render()
