@@ -78,7 +78,7 @@ def test_a_kept_records_unit_heads_the_curves_column_as_text(points):
     literally, and neither the table nor a point's live line lets an escape sequence through."""
     from rich.console import Console
 
-    from tpulab.views.sweep import live_line
+    from tpulab.views.sweep import curve_title, live_line
 
     hostile = "[bold red]X[/bold red]\x1b]0;t\x07"
     for p in points:
@@ -89,6 +89,10 @@ def test_a_kept_records_unit_heads_the_curves_column_as_text(points):
     out = console.file.getvalue()
     assert "[bold red]X[/bold red]" in re.sub(r"\x1b\[[0-9;]*m", "", out) and "\x1b]" not in out and "\x07" not in out
     assert "\x1b" not in live_line(points[0], AXES) and "\x07" not in live_line(points[0], AXES)
+    chart = text_chart(points, list(AXES), found, 120).plain
+    assert "\x1b" not in chart and "\x07" not in chart
+    title = curve_title(found, list(AXES))  # the chart's title here and in the lab
+    assert title.startswith("[bold red]X[/bold red]\\x1b]0;t\\x07 against ITL p50 (ms)") and "\x1b" not in title
 
 
 def test_the_table_and_chart_mark_the_knee_and_the_bound(points):
@@ -136,7 +140,7 @@ async def test_the_lab_sweep_tab_draws_the_curve_and_its_knee(tmp_path, db, cpu_
 
 
 def test_a_points_live_line_fits_80_columns_with_its_itl_tokens_per_s_and_mbu(points):
-    from tpulab.views.sweep import live_line
+    from tpulab.views.sweep import curve_title, live_line
 
     line = live_line(at(points, 4, 8), AXES)
     assert len(line) <= 80 and line.split()[2:5] == ["12.0", "ms", fmt.rate(4 / 0.012)] and "MBU " in line

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any, Callable, ClassVar, Mapping, TypeVar
+from typing import Annotated, Any, Callable, ClassVar, Mapping
 
 from tpulab.base.figures import FigureValue
 from tpulab.base.timing import Flag, Stats
@@ -25,7 +25,6 @@ PHASE_BANDWIDTH = "bandwidth"  # a Step measuring the machine before a run (a ti
 MARK_COMPILED = "compiled"  # the Sample taken as the first call ended
 MARK_TRACING = "tracing"  # the Sample taken as the traced steps began
 
-T = TypeVar("T")
 Measured = Annotated[float, MAY_BE_NAN]  # what the model computed (a loss, a checksum): NaN when training diverged
 JSON = Annotated[Any, PLAIN]  # what a field leaves open (a parameter's value, the detection report): finite numbers
 

@@ -9,12 +9,17 @@ declaration, as llama-bench's printers read its one list of fields.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypeGuard
 
 from tpulab.base import fmt
 
 FigureValue = float | str | None  # a number, or the words a figure keeps beside its numbers (a source)
 HIGHER, LOWER = "higher", "lower"  # which way a figure is better ("": neither, a size or a check)
+
+
+def is_number(value: Any) -> TypeGuard[float]:
+    """A number JSON holds (not a boolean, which Python counts as one)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +87,6 @@ def flat(part: Mapping[str, Any], prefix: str = "") -> dict[str, FigureValue]:
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
             out.update(flat(value, name + "_"))
-        elif value is None or isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        elif value is None or isinstance(value, str) or is_number(value):
             out[name] = value
     return out

@@ -92,26 +92,22 @@ def plain(obj: Any) -> dict[str, Any]:
 SCALARS = (float, int, str, bool, type(None))
 
 
+_SCALAR_FIELDS: dict[type, tuple[str, ...]] = {}  # each class's, read once: every saved or listed row asks
+
+
 def scalar_fields(cls: type) -> tuple[str, ...]:
     """The fields of a dataclass that hold one number, word or flag (not a list, a mapping or an object): what a
     flat listing of it is, column by column, by its own declaration."""
-    hints = _hints(cls)
-    return tuple(f.name for f in dataclasses.fields(cls)
-                 if all(a in SCALARS for a in (typing.get_args(hints[f.name]) or (hints[f.name],))))
+    if cls not in _SCALAR_FIELDS:
+        hints = typing.get_type_hints(cls)
+        _SCALAR_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls)
+                                    if all(a in SCALARS for a in (typing.get_args(hints[f.name]) or (hints[f.name],))))
+    return _SCALAR_FIELDS[cls]
 
 
 def scalars(cls: type, obj: Any, prefix: str = "") -> dict[str, Any]:
     """`obj`'s scalar fields (`scalar_fields`), each named `prefix` + its name; every one None where `obj` is."""
     return {prefix + name: getattr(obj, name) if obj is not None else None for name in scalar_fields(cls)}
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
 
 
 def checked(value: Any, cls: type[T]) -> T:

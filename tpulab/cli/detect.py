@@ -25,7 +25,8 @@ def probe_flags(p: argparse.ArgumentParser) -> None:
                      "GPU or TPU was found (by default only where one was: seconds each)")
 
 
-def _arguments(parser: Parser) -> None:
+def probe_arguments(parser: Parser) -> None:
+    """detect's and doctor's arguments: --json, and whether to probe the frameworks."""
     JSON.add(parser)
     probe_flags(parser)
 
@@ -87,4 +88,4 @@ def _detect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMAND = Command("detect", "what hardware is here, and what each installed backend makes of it", _detect, _arguments)
+COMMAND = Command("detect", "what hardware is here, and what each installed backend makes of it", _detect, probe_arguments)

@@ -6,14 +6,8 @@ import argparse
 import json
 
 from tpulab.base.errors import EXIT_OK
-from tpulab.cli.command import JSON, Command
-from tpulab.cli.detect import examine, probe_flags, say_broken_plugins
-from tpulab.cli.usage import Parser
-
-
-def _arguments(parser: Parser) -> None:
-    JSON.add(parser)
-    probe_flags(parser)
+from tpulab.cli.command import Command
+from tpulab.cli.detect import examine, probe_arguments, say_broken_plugins
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -43,4 +37,4 @@ def _doctor(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMAND = Command("doctor", "why an accelerator is not used, and the command that fixes it", _doctor, _arguments)
+COMMAND = Command("doctor", "why an accelerator is not used, and the command that fixes it", _doctor, probe_arguments)

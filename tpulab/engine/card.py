@@ -1,7 +1,7 @@
 """The machine card as data: what one bench found on one machine, in a versioned JSON form meant to be shared.
 
 The schema (`SCHEMA`, documented in docs/concepts/machine-card.md) is these dataclasses: a card read
-from a file is checked field by field against their annotations (`tpulab.base.schema.problem`) before anything
+from a file is checked field by field against their annotations (`tpulab.base.schema.checked`) before anything
 reads it, so a hostile card imports as text or is refused in one line. Every rate on a card is "higher is
 better"; a figure no run measured is None, never 0. `scrubbed` leaves the host name, the user name and home
 paths out of a card before it leaves the machine (an export, `-o FILE`); kept cards hold them as measured.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tpulab.base.events import JSON
-from tpulab.base.schema import CONFIG, build, plain, problem
+from tpulab.base.schema import CONFIG, build, checked, plain
 
 FORMAT = "tpulab-card"
 SCHEMA = 1
@@ -197,10 +197,7 @@ def from_json(data: Any) -> Card:
     schema = data.get("schema")
     if not isinstance(schema, int) or isinstance(schema, bool) or schema > SCHEMA:
         raise ValueError(f"card schema {schema!r}: this tpulab reads schema {SCHEMA} and older")
-    found = problem(data, Card)
-    if found:
-        raise ValueError(found)
-    card = build(Card, data)
+    card = checked(data, Card)
     bad = next((e.status for e in card.entries if e.status not in STATUSES), None)
     if bad is not None:
         raise ValueError(f"entry status {bad[:40]!r} is not one of {', '.join(STATUSES)}")

@@ -427,7 +427,7 @@ def _insert(con: sqlite3.Connection, record: RunRecord, data: dict[str, Any], re
                       list(values.values()))
     if cur.rowcount:
         con.execute("INSERT OR REPLACE INTO run_data VALUES (?, ?, ?)",
-                    (record.id, json.dumps(row(record)), json.dumps(data)))
+                    (record.id, json.dumps(row(record, values)), json.dumps(data)))
     return cur.rowcount
 
 
@@ -494,15 +494,6 @@ def imported(r: Any) -> RunRecord:
     return record
 
 
-def validate(r: Any) -> str | None:
-    """Why a record cannot be imported (`imported`), or None."""
-    try:
-        imported(r)
-    except ValueError as e:
-        return str(e)
-    return None
-
-
 def validate_sweep(sw: Any) -> str | None:
     """Why a sweep cannot be imported, or None: every field as its dataclass declares it (`tpulab.base.schema`)."""
     return problem(sw, SweepRecord)
@@ -534,13 +525,13 @@ def _figure_columns() -> list[str]:
     return list(dict.fromkeys(f.name for w in registry().values() for f in w.figures))
 
 
-def row(r: RunRecord) -> dict[str, Any]:
+def row(r: RunRecord, index: dict[str, Any] | None = None) -> dict[str, Any]:
     """A run flat enough for a spreadsheet or a JSON listing, every column derived from a declaration: the index's
     (`RunRow`), the record's, the summary's and the step statistics' scalar fields, each declared metric and figure by its name,
     the telemetry's (`telemetry_` and its field), and what identifies the model and the run's settings."""
     s = r.summary
     metrics = {**(s.final_metrics or {}), **(s.validation or {})}
-    flat = derive(r)
+    flat = dict(index) if index is not None else derive(r)  # (`_insert` has derived them already)
     flat |= {k: v for k, v in scalars(RunRecord, r).items() if k not in flat}
     flat |= {k: v for k, v in scalars(Summary, s).items() if k not in flat}
     flat |= scalars(Stats, s.step_seconds, "step_") | scalars(Stats, s.inference_step_seconds, "inference_step_")

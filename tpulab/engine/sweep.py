@@ -28,6 +28,7 @@ from tpulab.backends import BackendError
 from tpulab.backends import article as article_backend
 from tpulab.base.basis import GFLOPS, Work, basis
 from tpulab.base.events import Event, RunRecord, SweepPoint, SweepRecord
+from tpulab.base.figures import is_number
 from tpulab.base.noise import NOISE, SLOWER, Change, change
 from tpulab.base.timing import Stats, median, summarize
 from tpulab.engine.ceilings import Ceilings, kept_at
@@ -236,8 +237,7 @@ class Point:
 
     def figure(self, name: str) -> float | None:
         """One of its workload's own figures (`summary.figures`), the median over repeats."""
-        return median([v for r in self.finished if isinstance(v := r.summary.figures.get(name), (int, float))
-                       and not isinstance(v, bool)])
+        return median([v for r in self.finished if is_number(v := r.summary.figures.get(name))])
 
 
 @dataclass

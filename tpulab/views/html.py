@@ -12,6 +12,7 @@ import io
 import re
 from typing import TYPE_CHECKING, Any, Sequence
 
+from tpulab.base.figures import is_number
 from tpulab.base import fmt, safe
 from tpulab.base.charts import STEP_TIME, THROUGHPUT, ChartContext, Point
 from tpulab.base.events import OTHER_OPS
@@ -29,7 +30,6 @@ from tpulab.views.sweep import (
     figures,
     findings_lines,
     kept_findings,
-    is_number,
     marks,
     marks_legend,
     point_count,

@@ -69,7 +69,7 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
         case Step() if event.phase == PHASE_BANDWIDTH:
             return None  # the copies timed before a run: its log line says what they measured
         case Step():
-            own = w.step_cells(event, rec.steps[:-1] if rec.steps and rec.steps[-1] is event else rec.steps)
+            own = w.step_cells(event, rec.steps)
             if own is None:
                 return step_line(event, rec, width)
             return fitted(own + ([SYNTHETIC] if event.synthetic else []), width, spare=(1,)) if own else None

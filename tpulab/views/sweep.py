@@ -21,7 +21,7 @@ from tpulab.base.charts import ticks
 from tpulab.base.ceilings import CEILING_LOW
 from tpulab.base.events import RunRecord, SweepRecord
 from tpulab.base.noise import MIN_SAMPLES, NOISE, Change
-from tpulab.base.figures import Figure
+from tpulab.base.figures import Figure, is_number
 from tpulab.engine.sweep import (
     Findings,
     Grid,
@@ -329,10 +329,6 @@ def _rate(p: Point, by: str) -> str:
     return fmt.rate(p.gflops * 1e9, "FLOP/s") if by == "GFLOP/s" and p.gflops else fmt.rate(p.throughput, "examples/s")
 
 
-def is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def x_values(points: list[Point], name: str) -> list[Any]:
     """The first swept parameter's values in order: numbers by size, words as given."""
     seen = list(dict.fromkeys(p.values[name] for p in points))
@@ -493,7 +489,8 @@ def latency_figure(found: Findings) -> Figure:
 def curve_title(found: Findings, axes: list[str]) -> str:
     """'tokens/s against ITL p50 (ms), one line per prompt len' (per values of the axes but the batch)."""
     others = " and ".join(axis_text(a) for a in axes if a != BATCH_SIZE)
-    return f"{found.by} against {latency_figure(found).label} (ms)" + (f", one line per {others}" if others else "")
+    said = f"{found.by} against {latency_figure(found).label} (ms)"  # a kept record's unit, a plugin's label
+    return safe.visible(said) + (f", one line per {others}" if others else "")
 
 
 def curve_figures(p: Point, speedup: float | None, interval: bool = True) -> dict[str, str]:
@@ -569,7 +566,8 @@ def curve_series(points: list[Point]) -> dict[str, list[tuple[float, float]]]:
         latency = p.figure(p.latency) if p.latency else None
         if latency is None or not p.throughput:
             continue
-        series.setdefault(series_label(p) or p.finished[0].summary.throughput_unit, []).append((latency * 1e3, p.throughput))
+        name = series_label(p) or safe.visible(p.finished[0].summary.throughput_unit)
+        series.setdefault(name, []).append((latency * 1e3, p.throughput))
     return {k: sorted(v) for k, v in series.items()}
 
 

@@ -370,9 +370,9 @@ class Workload(ABC):
         """(label, value) rows of its own figures in a run's summary: as declared, unless it has words to add."""
         return figure_rows(self.figures, values)
 
-    def step_cells(self, step: Step, recent: list[Step]) -> list[tuple[str, str]] | None:
+    def step_cells(self, step: Step, steps: list[Step]) -> list[tuple[str, str]] | None:
         """Its own words for a step of its own phase, as (text, style) cells; [] to say nothing of it; None for
-        the step line every run prints (`recent`: the steps before it)."""
+        the step line every run prints (`steps`: the run's so far, this one last; read, never copied whole)."""
         return None
 
     def worker_knows(self, p: Params, ceilings: Ceilings) -> dict[str, Any]:

@@ -20,13 +20,14 @@ A figure above what the hardware can do is flagged, never shown as a win.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tpulab.base import fmt
 from tpulab.base.ceilings import BANDWIDTH_LOW, MEASURED, Sourced
 from tpulab.base.events import Started, Step
-from tpulab.base.figures import HIGHER, LOWER, Figure, FigureValue, flat
+from tpulab.base.figures import HIGHER, LOWER, Figure, FigureValue, is_number
+from tpulab.base.schema import scalars
 from tpulab.base.noise import NOISE
 from tpulab.base.timing import Flag, Stats, median, percentile, summarize
 from tpulab.machine.peaks import spec_bandwidth
@@ -132,7 +133,7 @@ def figures(steps: list[Step], shape: Shape, bandwidth: Sourced | None, spec: So
 def number(d: Mapping[str, Any], name: str) -> float | None:
     """A figure that is a number (a record read from a file may hold anything JSON does)."""
     v = d.get(name)
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return v if is_number(v) else None
 
 
 def beats(d: Mapping[str, FigureValue], achieved: float | None, prefill_rate: float | None,
@@ -197,7 +198,7 @@ def summary_part(steps: list[Step], started: Started, ceilings: MeasuredCeilings
     stats = summarize(own[0]) if own else None
     decode |= {"bandwidth_basis": KEPT if kept else RUN if found else None, "copy_mib": own[1] if own else None,
                "mbu_against": None if kept or not found else "own copies",  # not comparable across runs: said so
-               **flat(asdict(stats) if stats else {}, "copies_")}
+               **scalars(Stats, stats, "copies_")}
     flags += check(kept, stats)
     seconds = [s.seconds for s in decode_steps(steps)]
     flops = started.flops_per_step

@@ -162,7 +162,7 @@ class LLMDecode(Workload):
         """Its figures in words: what each token cost, and what MBU divides by, said so."""
         return decode_rows(values)
 
-    def step_cells(self, step: Step, recent: list[Step]) -> list[tuple[str, str]] | None:
+    def step_cells(self, step: Step, steps: list[Step]) -> list[tuple[str, str]] | None:
         """'prefill (token 0)  52.1 ms: time to first token', then every 16 tokens 'token 32  4.1 ms  ITL p50
         4.0 ms (tokens 17-32)  1.9 ktok/s' (the rate over the batch); nothing of the tokens between."""
         if step.phase == decode_figures.PHASE_PREFILL:
@@ -171,8 +171,7 @@ class LLMDecode(Workload):
             return None
         if step.step % TOKEN_LINE_EVERY:
             return []
-        last = [s.seconds for s in [*recent, step][-TOKEN_LINE_EVERY:]
-                if s.phase == decode_figures.PHASE_DECODE and not s.warmup]
+        last = [s.seconds for s in steps[-TOKEN_LINE_EVERY:] if s.phase == decode_figures.PHASE_DECODE and not s.warmup]
         return [(f"token {step.step}", ""), (fmt.seconds(step.seconds), ""),
                 (f"ITL p50 {fmt.seconds(median(last))} (tokens {step.step - len(last) + 1}-{step.step})", ""),
                 (fmt.rate(step.examples_per_s, "tok/s"), "")]

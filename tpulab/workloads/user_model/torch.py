@@ -104,15 +104,9 @@ def forward(module: Callable[..., Any], x: Inputs) -> Any:
     return module(**x) if isinstance(x, dict) else module(*x)
 
 
-def rows(x: Inputs, start: int, stop: int) -> Inputs:
-    """Rows `start` to `stop` of every input, as tensors."""
-    if isinstance(x, dict):
-        return {k: torch.as_tensor(v)[start:stop] for k, v in x.items()}
-    return tuple(torch.as_tensor(i)[start:stop] for i in x)
-
-
-def to(x: Inputs, device: Any) -> Inputs:
-    return {k: v.to(device) for k, v in x.items()} if isinstance(x, dict) else tuple(i.to(device) for i in x)
+def each(x: Inputs, f: Callable[[Any], Any]) -> Inputs:
+    """`f` on every input, the batch's form kept (a dict by name, a tuple in order)."""
+    return {k: f(v) for k, v in x.items()} if isinstance(x, dict) else tuple(f(v) for v in x)
 
 
 def load(t: Target, shape: tuple[int, ...] | None) -> tuple[nn.Module, Inputs, Any, bool]:
@@ -157,18 +151,18 @@ def feed(module: nn.Module, inputs: Inputs, targets: Any, given: bool, batch: in
          device: Any) -> tuple[list[Batch], str]:
     """The batches a run cycles through, on the device, and what they are in words."""
     if given:
-        count = len(torch.as_tensor(targets))
-        if count < batch:
-            raise TpulabError(f"--batch-size {batch} is more than the {count} examples your function returned")
-        return [(to(rows(inputs, k * batch, (k + 1) * batch), device),
-                 torch.as_tensor(targets)[k * batch:(k + 1) * batch].to(device)) for k in range(count // batch)], \
-            "the function's data"
+        ys = torch.as_tensor(targets)
+        if len(ys) < batch:
+            raise TpulabError(f"--batch-size {batch} is more than the {len(ys)} examples your function returned")
+
+        def part(k: int) -> Batch:
+            rows = slice(k * batch, (k + 1) * batch)
+            return each(inputs, lambda v: torch.as_tensor(v)[rows].to(device)), ys[rows].to(device)
+        return [part(k) for k in range(len(ys) // batch)], "the function's data"
     generator = torch.Generator().manual_seed(seed)
     out = []
     for _ in range(SYNTHETIC_BATCHES):
-        x: Inputs = {k: like(torch.as_tensor(v), batch, generator) for k, v in inputs.items()} \
-            if isinstance(inputs, dict) else tuple(like(torch.as_tensor(i), batch, generator) for i in inputs)
-        x = to(x, device)
+        x = each(inputs, lambda v: like(torch.as_tensor(v), batch, generator).to(device))
         out.append((x, synthetic_targets(module, x, generator)))
     return out, "synthetic inputs like the example inputs"
 
