@@ -140,7 +140,7 @@ async def test_the_lab_sweep_tab_draws_the_curve_and_its_knee(tmp_path, db, cpu_
 
 
 def test_a_points_live_line_fits_80_columns_with_its_itl_tokens_per_s_and_mbu(points):
-    from tpulab.views.sweep import curve_title, live_line
+    from tpulab.views.sweep import live_line
 
     line = live_line(at(points, 4, 8), AXES)
     assert len(line) <= 80 and line.split()[2:5] == ["12.0", "ms", fmt.rate(4 / 0.012)] and "MBU " in line
