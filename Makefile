@@ -4,15 +4,18 @@ PY := $(VENV)/bin/python
 
 .PHONY: install bytecode run test quick check bench device-check clean
 
-# PyPI's default torch on Linux is a CUDA build of several GB: with no NVIDIA GPU here, the CPU build
-# goes in first and satisfies tpulab[torch]'s range (docs/how-to/install.md tells users how to choose theirs).
-TORCH_CPU ?= 2.13.0
+# With no NVIDIA GPU here, a torch and torchvision pair that runs on the CPU goes in first, pinned, and
+# satisfies tpulab[torch]'s and tpulab[timm]'s ranges (docs/how-to/install.md tells users how to choose theirs).
+# timm needs torchvision, and PyPI has no CPU build of it: PyPI's torchvision fails to import beside torch's CPU
+# build ('operator torchvision::nms does not exist'), so the pair is PyPI's own, a CUDA build (2.7 GB of wheels)
+# that runs on the CPU; its import costs 0.2 s more than the CPU build's here.
+TORCH_CPU ?= torch==2.14.1 torchvision==0.29.1
 GPU := $(shell command -v nvidia-smi 2>/dev/null)
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(if $(GPU),,$(PY) -m pip install -q 'torch==$(TORCH_CPU)')
+	$(if $(GPU),,$(PY) -m pip install -q $(TORCH_CPU))
 	$(PY) -m pip install -q -e '.[all,test,dev]'
 	touch $@
 
@@ -66,6 +69,7 @@ bench: install
 	$(PY) benchmarks/models.py $(call quick,--rounds 1 --steps 4)
 	$(PY) benchmarks/profile_overhead.py $(call quick,--pairs 3 --iterations 10 --rounds 1 --profile-steps 5)
 	$(PY) benchmarks/torch_module.py $(call quick,--rounds 1 --steps 30)
+	$(PY) benchmarks/hf_models.py $(call quick,--rounds 1 --steps 10 --layers 2 --hidden 256 --seq-len 64)
 	$(PY) benchmarks/lab_overhead.py $(call quick,--rounds 1 --iterations 200)
 	$(PY) benchmarks/noise.py $(call quick,--pairs 3 --rounds 2 --iterations 500)
 
