@@ -534,3 +534,16 @@ async def streaming(app, pilot, steps: int) -> RunPane:
     pane.start(Replay("conv", app.report, conv_events(steps, step_s=0.005, sample_every=100), paced=True))
     await wait_for(pilot, lambda: pane.run is not None and pane.run.recorder.steps_done() > 50, 10)
     return pane
+
+
+def run_model_here(model: str, **values: object) -> list:
+    """The model workload's torch runner in this process, as a worker calls it, at the smoke preset: its events."""
+    from tpulab.backends.torch import TorchRuntime
+    from tpulab.workloads.running import CancelToken
+    from tpulab.workloads.user_model.torch import run
+
+    w = registry()["model"]
+    p = w.parse({"model": model, "backend": "torch", "device": "cpu", **values}, "smoke")
+    events: list = []
+    run(w, p, events.append, CancelToken(), TorchRuntime())
+    return events

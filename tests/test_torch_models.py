@@ -9,15 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tpulab.backends.torch import TorchRuntime
 from tpulab.base.errors import TpulabError, UsageError
 from tpulab.base.events import Compiled, Epoch, Started, Step
 from tpulab.engine.spec import resolve
 from tpulab.machine.detect import detect
 from tpulab.workloads import registry
-from tpulab.workloads.running import CancelToken
 
-from .helpers import ROOT, TF, json_events, run_cli, tree, watched, worker_imports
+from .helpers import ROOT, TF, json_events, run_cli, run_model_here, tree, watched, worker_imports
 
 MLP = "examples/models/torch_mlp.py:build"
 CNN = "examples/models/torch_cnn.py:build"
@@ -30,17 +28,6 @@ def in_the_repository(monkeypatch):
     monkeypatch.chdir(ROOT)
 
 
-def run_here(model: str, **values) -> list:
-    """The torch runner in this process, as a worker calls it: its events."""
-    from tpulab.workloads.user_model.torch import run
-
-    w = registry()["model"]
-    p = w.parse({"model": model, "backend": "torch", "device": "cpu", **values}, "smoke")
-    events: list = []
-    run(w, p, events.append, CancelToken(), TorchRuntime())
-    return events
-
-
 def test_an_nn_module_picks_the_torch_backend_by_itself(tmp_path):
     both = detect(tree(tmp_path), {}, {**TF, "torch": "2.13.0+cpu"})
     spec = resolve("model", {"model": MLP}, both, "smoke")
@@ -49,13 +36,17 @@ def test_an_nn_module_picks_the_torch_backend_by_itself(tmp_path):
 
 
 def test_the_mlp_trains_on_batches_like_its_example_with_a_stated_optimiser_and_counted_flops():
-    events = run_here(MLP, batch_size=32)
+    """No --batch-size: the example input's batch (32 rows) is the run's, and the record says so."""
+    events = run_model_here(MLP)
     [started] = [e for e in events if isinstance(e, Started)]
+    assert started.decided == {"batch_size": 32} and started.per_replica_batch == 32
     forward = 2 * 32 * (64 * 256 + 256 * 256 + 256 * 10)
     backward = 2 * 32 * (64 * 256 + 256 * 256 + 256 * 10) + 2 * 32 * (256 * 256 + 256 * 10)  # no grad of its input
     assert started.flops_per_step == forward + backward  # torch.utils.flop_counter's count
     assert started.model == {"parameters": 85_002, "trainable_parameters": 85_002, "optimizer": "Adam(lr=0.001)",
                              "loss": "cross-entropy",
+                             "loss_by": "tpulab's: the output has no loss, and scores a class per example",
+                             "batch_from": "your example input's", "inference": "torch.inference_mode, module.eval()",
                              "compile": "off", "float32_matmul_precision": "highest", "autocast": None}
     assert started.synthetic and started.dataset == "synthetic inputs like the example inputs"
     assert [e.phase for e in events if isinstance(e, Compiled)] == ["train", "predict"]
@@ -66,14 +57,14 @@ def test_the_mlp_trains_on_batches_like_its_example_with_a_stated_optimiser_and_
 
 
 def test_the_cnn_trains_on_its_own_data():
-    events = run_here(CNN, batch_size=64)
+    events = run_model_here(CNN, batch_size=64)
     [started] = [e for e in events if isinstance(e, Started)]
     assert not started.synthetic and started.dataset == "the function's data"
     assert started.model["loss"] == "cross-entropy" and started.flops_per_step > 0
 
 
 def test_two_inputs_and_the_modules_own_loss():
-    events = run_here(TWO, batch_size=16, precision="mixed_bfloat16")
+    events = run_model_here(TWO, batch_size=16, precision="mixed_bfloat16")
     [started] = [e for e in events if isinstance(e, Started)]
     assert started.model["loss"] == "the module's own" and started.model["autocast"] == "bfloat16"
     assert [e.metrics["loss"] >= 0 for e in events if isinstance(e, Step) and e.phase == "train"] == [True, True]
@@ -82,7 +73,7 @@ def test_two_inputs_and_the_modules_own_loss():
 def test_a_dict_batch_is_passed_by_name_and_named_logits_are_trained_per_token():
     """`module(**batch)`, as a Hugging Face model takes it; its output's `logits` (8 x 32 tokens x 9 tags here)
     are scored by cross-entropy over their last dimension, a random tag per token, and the FLOPs are counted."""
-    events = run_here(DICT, batch_size=4)
+    events = run_model_here(DICT, batch_size=4)
     [started] = [e for e in events if isinstance(e, Started)]
     assert started.model["loss"] == "cross-entropy over the logits' last dimension" and started.synthetic
     forward = 2 * 4 * 32 * (64 * 64 + 64 * 9)  # the two linear layers; the embedding is a lookup
@@ -104,7 +95,7 @@ def test_an_output_with_its_own_loss_attribute_is_trained_on_it(tmp_path):
         "        return Out(F.cross_entropy(logits.reshape(-1, 50), labels.reshape(-1)), logits)\n\n"
         "def build():\n    ids = torch.randint(0, 50, (4, 10))\n"
         "    return LM(), {'input_ids': ids, 'labels': ids}\n")
-    events = run_here(f"{tmp_path}/own.py:build", batch_size=4)
+    events = run_model_here(f"{tmp_path}/own.py:build", batch_size=4)
     [started] = [e for e in events if isinstance(e, Started)]
     assert started.model["loss"] == "the module's own" and started.flops_per_step
     assert [e.metrics["loss"] > 0 for e in events if isinstance(e, Step) and e.phase == "train"] == [True, True]
@@ -113,15 +104,15 @@ def test_an_output_with_its_own_loss_attribute_is_trained_on_it(tmp_path):
 def test_a_module_alone_needs_its_input_shape(tmp_path):
     (tmp_path / "bare.py").write_text("import torch\n\ndef build():\n    return torch.nn.Linear(5, 1)\n")
     with pytest.raises(TpulabError, match="returned a module alone: pass --input-shape"):
-        run_here(f"{tmp_path}/bare.py:build")
-    [started] = [e for e in run_here(f"{tmp_path}/bare.py:build", input_shape="5") if isinstance(e, Started)]
+        run_model_here(f"{tmp_path}/bare.py:build")
+    [started] = [e for e in run_model_here(f"{tmp_path}/bare.py:build", input_shape="5") if isinstance(e, Started)]
     assert started.model["loss"] == "mean squared error" and started.model["parameters"] == 6
 
 
 def test_something_else_than_a_module_is_one_line(tmp_path):
     (tmp_path / "nothing.py").write_text("import torch\n\ndef build():\n    return 42\n")
     with pytest.raises(TpulabError, match=r"nothing:build returned int, not a torch nn.Module"):
-        run_here(f"{tmp_path}/nothing.py:build")
+        run_model_here(f"{tmp_path}/nothing.py:build")
 
 
 def test_compile_both_names_each_first_call_by_its_pass(monkeypatch):
@@ -135,7 +126,7 @@ def test_compile_both_names_each_first_call_by_its_pass(monkeypatch):
     monkeypatch.setattr("torch.compile", lambda module: module)
     monkeypatch.setattr("tpulab.workloads.user_model.torch.can_compile", lambda mode, device: None)
     monkeypatch.setattr("tpulab.workloads.user_model.torch.graph_breaks", lambda: "torch.compile: stubbed")
-    events = run_here(MLP, compile="both", predict_steps=0)
+    events = run_model_here(MLP, compile="both", predict_steps=0)
     w = registry()["model"]
     rec = RunRecorder(RunSpec(w, w.parse({"model": MLP, "compile": "both", "device": "cpu"}, "smoke"), "torch",
                               "asked for", "cpu"), detect())
@@ -147,6 +138,28 @@ def test_compile_both_names_each_first_call_by_its_pass(monkeypatch):
     rec.finish("finished")
     [first] = [value for name, value, _ in summary_rows(rec.record()) if name.startswith("first call")]
     assert re.fullmatch(r"\S+ \S+ \(eager \S+ \S+, compiled \S+ \S+\)", first), first
+    [flag] = [f.message for f in rec.record().summary.flags if f.code == "eager-vs-compiled"]
+    assert "2 steady steps a side, too few for a verdict: 10 a side give one (--steps-per-epoch 11)" in flag
+
+
+def test_eager_against_compiled_gives_a_verdict_from_ten_steps_a_side(monkeypatch):
+    """The same module both ways (compile stubbed: the comparison is under test): with 10 steady steps a side, a
+    verdict with its interval; the first calls apart."""
+    from tpulab.engine.record import RunRecorder
+    from tpulab.engine.spec import RunSpec
+
+    monkeypatch.setattr("torch.compile", lambda module: module)
+    monkeypatch.setattr("tpulab.workloads.user_model.torch.can_compile", lambda mode, device: None)
+    monkeypatch.setattr("tpulab.workloads.user_model.torch.graph_breaks", lambda: "torch.compile: stubbed")
+    events = run_model_here(MLP, compile="both", predict_steps=0, steps_per_epoch=11)
+    w = registry()["model"]
+    rec = RunRecorder(RunSpec(w, w.parse({"model": MLP, "compile": "both", "device": "cpu", "steps_per_epoch": 11},
+                                         "smoke"), "torch", "asked for", "cpu"), detect())
+    for e in events:
+        rec.feed(e)
+    rec.finish("finished")
+    [flag] = [f.message for f in rec.record().summary.flags if f.code == "eager-vs-compiled"]
+    assert "compiled against eager" in flag and "too few" not in flag and "%" in flag
 
 
 @pytest.mark.slow
@@ -163,7 +176,7 @@ def test_compiling_on_a_cpu_without_a_cpp_compiler_is_refused_with_the_fix(monke
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no g++, clang++ or c++ there
     with pytest.raises(UsageError) as e:
-        run_here(MLP, compile="on")
+        run_model_here(MLP, compile="on")
     assert str(e.value) == ("--compile on: torch.compile on a CPU needs a C++ compiler and none was found (g++, "
                             "clang++ or $CXX): install one (sudo apt-get install g++; on a Mac, xcode-select "
                             "--install), or use --compile off")
@@ -190,8 +203,8 @@ def test_eager_against_compiled_with_the_profile_in_one_command(tmp_path):
     not this test's fresh home: cold, inductor first compiles and runs six probes of the CPU's vector
     instructions, 10 s here, then the step's kernels; from its cache, 2 s in all. Hit or missed, it is recorded."""
     cache = Path(tempfile.gettempdir()) / "tpulab-tests-torch-cache"
-    r = run_cli("run", "model", "--model", MLP, "--compile", "both", "--profile", "--preset", "smoke", "--no-ui",
-                "--no-save", "--json", timeout=600,
+    r = run_cli("run", "model", "--model", MLP, "--compile", "both", "--profile", "--preset", "smoke",
+                "--steps-per-epoch", "11", "--no-ui", "--no-save", "--json", timeout=600,  # 10 steady steps a side
                 env={**watched(tmp_path / "home"), "TORCHINDUCTOR_CACHE_DIR": str(cache)})
     assert r.returncode == 0, r.stderr[-3000:]
     assert [(w["code"], w["keras"], w["tensorflow"]) for w in worker_imports(tmp_path / "home")] == [(0, False, [])]
@@ -220,7 +233,7 @@ def test_a_graph_break_is_named_where_torch_compile_reports_it(tmp_path):
         "            h = h * 2\n        return self.b(h)\n\n\ndef build():\n    return Breaks(), torch.randn(8, 4)\n")
     from tpulab.base.events import Log
 
-    events = run_here(f"{tmp_path}/breaks.py:build", compile="on", predict_steps=0)
+    events = run_model_here(f"{tmp_path}/breaks.py:build", compile="on", predict_steps=0)
     [said] = [e.text for e in events if isinstance(e, Log) and e.text.startswith("torch.compile")]
     assert "graph break" in said and "no graph break" not in said and "item" in said.lower()
 
@@ -230,9 +243,10 @@ def test_a_keras_model_runs_on_keras_torch_backend_with_torchs_flop_count():
     """A file that imports Keras stays a Keras model on --backend torch: the shared Keras runner, eager; its
     step's FLOPs as torch.utils.flop_counter counts its matmuls (forward, and backward but for the input's)."""
     r = run_cli("run", "model", "--model", "examples/models/mlp.py:build", "--backend", "torch", "--preset", "smoke",
-                "--no-ui", "--no-save", "--json")
+                "--no-ui", "--no-save", "--json")  # no --batch-size: tpulab's 32, decided and said
     assert r.returncode == 0, r.stderr[-3000:]
     out = json_events(r.stdout)[-1]
     layers = 64 * 256 + 256 * 256 + 256 * 10
-    assert out["summary"]["flops_per_step"] == 2 * 8 * (2 * layers + 256 * 256 + 256 * 10)  # batch 8
+    assert out["summary"]["flops_per_step"] == 2 * 32 * (2 * layers + 256 * 256 + 256 * 10)  # batch 32
+    assert out["params"]["batch_size"] == 32 and out["model"]["batch_from"] == "tpulab's default (--batch-size sets it)"
     assert out["summary"]["final_metrics"]["loss"] > 0

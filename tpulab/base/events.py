@@ -77,6 +77,8 @@ class Started(Event):
     dataset: str | None = None  # what the inputs are and where they live
     bytes_per_step: float | None = None  # memory traffic of a step, as the compiler counts it (None: unknown)
     model: dict[str, JSON] | None = None  # what the worker learnt of the model it built (its parameter count)
+    decided: dict[str, JSON] = field(default_factory=dict)  # parameters only the worker could decide (a user's
+    # example input's batch), as run: the record's parameters take them
 
 
 

@@ -131,6 +131,7 @@ class RunRecorder:
         match event:
             case Started():
                 self.info = event
+                self.params.update(event.decided)
                 if self.model is not None and event.model:  # the identity the parent knew, and the worker's count
                     self.model = {**self.model, **event.model}
             case Compiled():

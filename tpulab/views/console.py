@@ -105,13 +105,17 @@ def compile_text(s: Summary) -> str:
 
 def model_rows(ident: dict[str, Any]) -> list[tuple[str, str]]:
     """A user's model and what it was trained with: 'model: mlp:build, 85,002 parameters (all trained), sha256
-    ...', then its loss (and whose: the module's own, or chosen) and its optimizer, where the worker said them."""
+    ...', then its loss (and whose: the module's own, or chosen and why), its optimizer, its batch (and where it
+    came from) and how inference ran, where the worker said them."""
     count, trained = ident.get("parameters"), ident.get("trainable_parameters")
     said = f", {count:,} parameters" if isinstance(count, int) else ""
     if isinstance(count, int) and isinstance(trained, int):
         said += " (all trained)" if trained == count else f" ({trained:,} trained)"
     rows = [("model", f"{ident.get('name')}{said}, sha256 {ident.get('sha256') or '-'}")]
-    return rows + [(key, str(ident[key])) for key in ("loss", "optimizer") if ident.get(key)]
+    if ident.get("loss"):
+        rows.append(("loss", f"{ident['loss']}" + (f" ({ident['loss_by']})" if ident.get("loss_by") else "")))
+    return rows + [(key.replace("_", " "), str(ident[key])) for key in ("optimizer", "batch_from", "inference", "built")
+                   if ident.get(key)]
 
 
 def workload_of(record: RunRecord) -> Workload | None:

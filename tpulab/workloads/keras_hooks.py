@@ -35,3 +35,8 @@ class KerasHooks(Workload):
         """The FLOPs of a training step, for a model whose FLOPs no formula gives, from what XLA `counted` (on
         JAX; None elsewhere). None: the declared `flops_per_step` stand."""
         return None
+
+    def model_words(self, model: Any) -> dict[str, Any]:
+        """What the record should say of the built model beyond its parameters, loss and optimizer (whose loss it
+        is, what built it); none by default."""
+        return {}

@@ -21,7 +21,7 @@ from tpulab.backends.keras_inputs import rows
 from tpulab.base.errors import TpulabError, UsageError, out_of_memory
 from tpulab.base.events import from_dicts
 from tpulab.callbacks import StepTimer
-from tpulab.workloads.base import COMPILE, Params
+from tpulab.workloads.base import BATCH_SIZE, COMPILE, Params
 from tpulab.workloads.keras_hooks import KerasHooks
 from tpulab.workloads.keras_params import (
     EPOCHS,
@@ -56,7 +56,10 @@ def run(w: KerasHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
     measured = w.measured_flops(flops)
     if measured is not None:
         first.flops_per_step = measured
-    first.model = described(model)
+    first.model = {**described(model), **w.model_words(model)}
+    if p.get(BATCH_SIZE) != w.batch_size(p):  # none given (a user's model): the workload's own, said as decided
+        first.decided = {BATCH_SIZE: w.batch_size(p)}
+        first.model["batch_from"] = "tpulab's default (--batch-size sets it)"
     if p.get(COMPILE.name) == "on":  # (only a backend that compiles with torch.compile takes --compile)
         first.note = "; ".join(n for n in (first.note, KERAS_TORCH_COMPILE) if n)
     sink(first)
@@ -85,7 +88,8 @@ def described(model: Any) -> dict[str, Any]:
     trained), its loss and its optimizer, as Keras names them."""
     trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
     return {"parameters": int(model.count_params()), "trainable_parameters": trainable,
-            "loss": loss_words(getattr(model, "loss", None)), "optimizer": optimizer_words(model.optimizer)}
+            "loss": loss_words(getattr(model, "loss", None)), "optimizer": optimizer_words(model.optimizer),
+            "inference": "model.predict (training=False)"}
 
 
 def loss_words(loss: Any) -> str:

@@ -23,16 +23,24 @@ from tpulab.workloads.user_model.source import call, user_traceback
 if TYPE_CHECKING:
     from tpulab.workloads.user_model.target import Target
 
-GIVEN: dict[int, tuple[Any, Any]] = {}  # id(model) -> the (x, y) the user's function returned with it
+GIVEN: dict[int, tuple[Any, Any, str]] = {}  # id(model) -> (x, y, what they are): the user's function's data, or
+# KerasHub's synthetic batch, made from its config
 SYNTHETIC_BATCHES = 2
 
 
-def load(t: Target, shape: tuple[int, ...] | None) -> Any:
-    """Import the user's module, call the function, and return the compiled model it built.
+def load(t: Target, shape: tuple[int, ...] | None, seq_len: int, batch: int) -> Any:
+    """Import the user's module, call the function, and return the compiled model it built (or KerasHub's,
+    with a batch made from its config).
 
     Without data of its own, the model is traced on its inputs here, in the distribution scope:
     a subclassed model builds its layers from `shape` (`--input-shape`).
     """
+    if t.library == "keras_hub":
+        from tpulab.workloads.user_model.keras_hub import load as from_preset
+
+        model, (x, y) = from_preset(t.source, seq_len, SYNTHETIC_BATCHES * batch)
+        GIVEN[id(model)] = x, y, "synthetic"
+        return model
     try:
         result = call(t)
     except ImportError as e:
@@ -55,7 +63,7 @@ def load(t: Target, shape: tuple[int, ...] | None) -> Any:
     if foreign:
         raise TpulabError(f"{t.label}: {foreign}")
     if data is not None:
-        GIVEN[id(model)] = data
+        GIVEN[id(model)] = data[0], data[1], "the function's data"
     else:
         signature(model, shape)
     return model
@@ -108,6 +116,6 @@ def data(model: Any, shape: tuple[int, ...] | None, batch: int, seed: int) -> Da
     given = GIVEN.pop(id(model), None)
     if given is not None:
         x, y = arrays(given[0]), arrays(given[1])
-        return Dataset(x, y, rows(x, slice(0)), rows(y, slice(0)), "the function's data")
+        return Dataset(x, y, rows(x, slice(0)), rows(y, slice(0)), given[2])
     x, y = synthetic(model, shape, SYNTHETIC_BATCHES * batch, seed)
     return Dataset(x, y, rows(x, slice(0)), rows(y, slice(0)), "synthetic")

@@ -1,5 +1,6 @@
-"""Where the user's model function lives: what the declaration checks (user_model.py) and the
-worker loads (user_model_keras.py)."""
+"""Where the user's model comes from: their function (`FILE.py:FUNCTION`, `module:function`), or a library that
+builds a model from its name (`hf:`, `timm:`, `keras_hub:`). What the declaration checks (workload.py) and the
+worker loads."""
 
 from __future__ import annotations
 
@@ -9,23 +10,54 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
+class Library:
+    """A library that builds models from a name or a folder: its module, the extra that installs it, the
+    framework its models are, and what its name may be."""
+
+    module: str
+    extra: str
+    models: str  # the module its models' classes come from: a backend's framework's, or Keras's (any backend)
+    names: str  # what may follow the prefix, in words
+
+    @property
+    def framework(self) -> str:
+        return self.models.split(".")[0]
+
+
+LIBRARIES = {
+    "hf": Library("transformers", "hf", "torch.nn", "a Hugging Face model's folder (its config.json) or a name in the "
+                  "local Hugging Face cache"),
+    "timm": Library("timm", "timm", "torch.nn", "a name timm.create_model knows (timm.list_models() lists them)"),
+    "keras_hub": Library("keras_hub", "keras-hub", "keras", "a KerasHub preset's folder (its config.json) or a "
+                         "preset name in the local cache"),
+}
+
+
+@dataclass(frozen=True)
 class Target:
-    """Where the user's function lives: a file (path) or a module (name), and the function's name."""
+    """Where the model comes from: a file (path) or a module (name) and the function that builds it; or a
+    library (`library`) and the name or folder it builds from (`source`)."""
 
     source: str
     function: str
-    path: Path | None  # the file, when a file was named; the module's own file otherwise, where found
+    path: Path | None  # the file, when a file was named; the module's own file, or a folder's config.json
+    library: str = ""  # a key of LIBRARIES, for a model no function of the user's builds
 
     @property
     def is_file(self) -> bool:
-        return self.source.endswith(".py") or "/" in self.source
+        return not self.library and (self.source.endswith(".py") or "/" in self.source)
 
     @property
     def label(self) -> str:
+        if self.library:
+            return f"{self.library}:{self.source}"
         return f"{Path(self.source).stem if self.is_file else self.source}:{self.function}"
 
     def imports(self) -> set[str]:
-        """The top-level modules its file imports (read with `ast`, nothing run); none known for a module."""
+        """The top-level modules its file imports (read with `ast`, nothing run); a library's framework; none
+        known for a module."""
+        if self.library:
+            return {LIBRARIES[self.library].framework}
         if self.path is None or self.path.suffix != ".py":
             return set()
         try:

@@ -2,19 +2,24 @@
 
 `build()` returns the module, or `(module, example_inputs)` (one batch: what `module(*inputs)` takes, or a
 dict of tensors, `module(**batch)`, as a Hugging Face model and most data loaders take them), or
-`(module, (x, y))` (their data: `x` what the module takes, `y` its targets). Random batches follow the example
-inputs (or `--input-shape`); the loss is the module's own where its output is one (a scalar, or a `loss` entry
-or attribute: a `transformers` `ModelOutput`), else cross-entropy for a class per output column or over the last
-dimension of named `logits`, else mean squared error. It trains with Adam; `--compile on` times
-`torch.compile(module)`, `both` times eager first, then compiled, from the same starting weights. A Keras model
-(a file that does not import torch alone) runs through the shared Keras runner instead, on Keras's torch backend.
+`(module, (x, y))` (their data: `x` what the module takes, `y` its targets); or a library builds it
+(`hf:`, `timm:`, torch_library.py) with random batches from its config. Random batches follow the example
+inputs (or `--input-shape`), at the example's own batch unless a flag sets one. The loss is the module's own
+where its output is one (a scalar, or a `loss` entry or attribute: a `transformers` `ModelOutput`; a causal
+LM's labels are its input ids, as transformers trains it), else cross-entropy for a class per output column
+or over the last dimension of named `logits`, else mean squared error; the record says which, and whose. It
+trains with Adam; `--compile on` times `torch.compile(module)`, `both` times eager first, then compiled, from
+the same starting weights. A Keras model (a file that imports Keras, or a KerasHub preset) runs through the
+shared Keras runner instead, on Keras's torch backend.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 import torch
@@ -22,13 +27,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from tpulab.backends.torch import synchronize
-from tpulab.base.errors import TpulabError, UserCodeError, out_of_memory
+from tpulab.base.errors import TpulabError, UserCodeError, one_line, out_of_memory
 from tpulab.base.events import PHASE_PREDICT, PHASE_TRAIN, Log, from_dicts
-from tpulab.workloads.base import COMPILE, PHASE_COMPILED, PHASE_EAGER, variants
+from tpulab.workloads.base import BATCH_SIZE, COMPILE, PHASE_COMPILED, PHASE_EAGER, variants
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
 from tpulab.workloads.running import CancelToken, Planned, Sink, place, profile_calls, started
 from tpulab.workloads.torch_steps import can_compile, parameters
 from tpulab.workloads.user_model.source import call, user_traceback
+from tpulab.workloads.user_model.torch_library import Draw, build
+from tpulab.workloads.user_model.workload import SEQ_LEN, WEIGHTS
 
 if TYPE_CHECKING:
     from tpulab.backends import Runtime
@@ -44,11 +51,15 @@ class ModelHooks(Planned, Protocol):
 
 OPTIMIZER = "Adam(lr=0.001)"
 SYNTHETIC_BATCHES = 2
+PROBE_ROWS = 2  # examples in the calls that learn the output's form and count a step's FLOPs (BatchNorm needs 2)
+DEFAULT_BATCH = 32
 AUTOCAST = {"mixed_bfloat16": torch.bfloat16, "mixed_float16": torch.float16}
+INFERENCE = "torch.inference_mode, module.eval()"
 
 def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
     """A Keras model (its file imports Keras) goes to the shared Keras runner; an `nn.Module` is timed here."""
-    if "keras" in w.target(p).imports():
+    t = w.target(p)
+    if "keras" in t.imports():
         from tpulab.workloads.keras_runner import run as keras_run
 
         keras_run(w, p, sink, cancel, runtime)  # type: ignore[arg-type]  # the model workload has both hooks
@@ -58,24 +69,26 @@ def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
     modes = variants(p[COMPILE.name])
     can_compile(p[COMPILE.name], device)
     torch.manual_seed(p[SEED.name])
-    module, inputs, targets, given = load(w.target(p), w.shape(p))
-    module = module.to(device)
-    batch = w.batch_size(p)
-    batches, data = feed(module, inputs, targets, given, batch, p[SEED.name], device)
-    loss_name = loss_words(module, batches[0])
+    loaded = load(t, w.shape(p), p)
+    module = loaded.module.to(device)
+    batch, batch_from = decided_batch(p[BATCH_SIZE], loaded)
+    asked, p = p, {**p, BATCH_SIZE: batch}
+    batches, few = feed(t, module, loaded, batch, p[SEED.name], device)
+    loss, whose = loss_words(batches[0][0], *few)
     autocast = AUTOCAST.get(p["precision"])
-    first = started(w, p, placement, runtime.versions(), data, synthetic=not given)
-    first.flops_per_step = step_flops(module, batches[0], autocast)
+    first = started(w, p, placement, runtime.versions(), loaded.said, synthetic=loaded.targets is None)
+    first.decided = {BATCH_SIZE: batch} if batch != asked[BATCH_SIZE] else {}
+    first.flops_per_step = step_flops(module, few, autocast, batch)
     first.model = {"parameters": parameters(module), "trainable_parameters": parameters(module, trainable=True),
-                   "optimizer": OPTIMIZER,
-                   "loss": loss_name, "compile": p[COMPILE.name],
+                   "optimizer": OPTIMIZER, "loss": loss, "loss_by": whose, "batch_from": batch_from,
+                   "inference": INFERENCE, "compile": p[COMPILE.name],
                    "float32_matmul_precision": torch.get_float32_matmul_precision(),
                    "autocast": str(autocast).removeprefix("torch.") if autocast else None}
     sink(first)
-    events = from_dicts(sink, not given)
+    events = from_dicts(sink, loaded.targets is None)
     try:
         for compiled in modes:
-            fresh = copy.deepcopy(module)
+            fresh = copy.deepcopy(module) if len(modes) > 1 else module  # both: each from the same weights
             step = Trainer(fresh, batches, autocast, compiled, device)
             phase = PHASE_EAGER if len(modes) > 1 and not compiled else PHASE_TRAIN
             named = PHASE_COMPILED if len(modes) > 1 and compiled else phase  # its compile, named beside eager's
@@ -99,6 +112,37 @@ Inputs = tuple[Any, ...] | dict[str, Any]  # what the module takes: positional, 
 Batch = tuple[Inputs, Any]  # (inputs, targets or None)
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """The module and what feeds it: example inputs (one batch), the user's data (`targets` too), or random
+    batches made without an example (`draw`: a library's, from the model's config; or of `--input-shape`)."""
+
+    module: nn.Module
+    inputs: Inputs
+    said: str  # what the inputs are, for the record
+    targets: Any = None
+    draw: Draw | None = None
+
+    @property
+    def example_rows(self) -> int | None:
+        """The batch of the user's example input (None for data, or a library's model)."""
+        if self.targets is not None or self.draw is not None or not self.inputs:
+            return None
+        first = next(iter(self.inputs.values() if isinstance(self.inputs, dict) else self.inputs))
+        return int(first.shape[0]) if getattr(first, "dim", lambda: 0)() > 0 else None
+
+
+def decided_batch(asked: int, loaded: Loaded) -> tuple[int, str]:
+    """The batch a run trains on and where it came from: a flag's (or a sweep's), else the example input's, else
+    32 (data, a library's model, or a module alone)."""
+    rows = loaded.example_rows
+    if asked:
+        return asked, "--batch-size" + (f" (your example input had {rows})" if rows and rows != asked else "")
+    if rows:
+        return rows, "your example input's"
+    return DEFAULT_BATCH, "tpulab's default (--batch-size sets it)"
+
+
 def forward(module: Callable[..., Any], x: Inputs) -> Any:
     """The module on one batch: `module(**batch)` for a dict batch, else `module(*inputs)`."""
     return module(**x) if isinstance(x, dict) else module(*x)
@@ -109,8 +153,13 @@ def each(x: Inputs, f: Callable[[Any], Any]) -> Inputs:
     return {k: f(v) for k, v in x.items()} if isinstance(x, dict) else tuple(f(v) for v in x)
 
 
-def load(t: Target, shape: tuple[int, ...] | None) -> tuple[nn.Module, Inputs, Any, bool]:
-    """The module, its inputs (examples or data), its targets (data only), and whether they are data."""
+def load(t: Target, shape: tuple[int, ...] | None, p: Params) -> Loaded:
+    """The module and what feeds it, from the user's function or a library."""
+    if t.library:
+        if shape is not None:
+            raise TpulabError(f"--input-shape: {t.label} makes its inputs from its config: leave it out")
+        built = build(t, p[WEIGHTS.name], p[SEQ_LEN.name])
+        return Loaded(built.module, (), built.said, draw=built.draw)
     try:
         result = call(t)
     except Exception as e:  # noqa: BLE001 - the user's code failed: they get their own traceback
@@ -119,22 +168,24 @@ def load(t: Target, shape: tuple[int, ...] | None) -> tuple[nn.Module, Inputs, A
     if not isinstance(module, nn.Module):
         raise TpulabError(f"{t.label} returned {type(module).__name__}, not a torch nn.Module: return the module, "
                           "(module, example_inputs) or (module, (x, y))")
+    like_examples = "synthetic inputs like the example inputs"
     if rest is None:
         if shape is None:
             raise TpulabError(f"{t.label} returned a module alone: pass --input-shape with one example's shape "
                               "(e.g. --input-shape 64), or return (module, example_inputs)")
-        return module, (torch.randn(1, *shape),), None, False
+        return Loaded(module, (), f"synthetic inputs of --input-shape {shape}",
+                      draw=lambda n, g: (torch.randn(n, *shape, generator=g),))
     if shape is not None:
         raise TpulabError(f"--input-shape: {t.label} returned its inputs, whose shape tpulab follows: leave it out")
     if isinstance(rest, Mapping):  # a dict batch: the module takes it by name
-        return module, {str(k): torch.as_tensor(v) for k, v in rest.items()}, None, False
+        return Loaded(module, {str(k): torch.as_tensor(v) for k, v in rest.items()}, like_examples)
     items = tuple(rest) if isinstance(rest, (tuple, list)) else (rest,)
     if len(items) == 2 and not takes(module, items):
         x, y = items
         inputs = {str(k): v for k, v in x.items()} if isinstance(x, Mapping) else \
             tuple(x) if isinstance(x, (tuple, list)) else (x,)
-        return module, inputs, torch.as_tensor(y), True
-    return module, tuple(torch.as_tensor(i) for i in items), None, False
+        return Loaded(module, inputs, "the function's data", targets=torch.as_tensor(y))
+    return Loaded(module, tuple(torch.as_tensor(i) for i in items), like_examples)
 
 
 def takes(module: nn.Module, inputs: tuple[Any, ...]) -> bool:
@@ -147,24 +198,62 @@ def takes(module: nn.Module, inputs: tuple[Any, ...]) -> bool:
     return True
 
 
-def feed(module: nn.Module, inputs: Inputs, targets: Any, given: bool, batch: int, seed: int,
-         device: Any) -> tuple[list[Batch], str]:
-    """The batches a run cycles through, on the device, and what they are in words."""
-    if given:
-        ys = torch.as_tensor(targets)
+def feed(t: Target, module: nn.Module, loaded: Loaded, batch: int, seed: int, device: Any
+         ) -> tuple[list[Batch], tuple[Any, Any]]:
+    """The batches a run cycles through, on the device: slices of the user's data, or random batches (a causal
+    language model's labels made from its input ids, as transformers' own training makes them); and the module's
+    output on the first batch's first rows with their targets, which say what the output is (and its loss)."""
+    if loaded.targets is not None:
+        ys = torch.as_tensor(loaded.targets)
         if len(ys) < batch:
             raise TpulabError(f"--batch-size {batch} is more than the {len(ys)} examples your function returned")
 
         def part(k: int) -> Batch:
             rows = slice(k * batch, (k + 1) * batch)
-            return each(inputs, lambda v: torch.as_tensor(v)[rows].to(device)), ys[rows].to(device)
-        return [part(k) for k in range(len(ys) // batch)], "the function's data"
+            return each(loaded.inputs, lambda v: torch.as_tensor(v)[rows].to(device)), ys[rows].to(device)
+        given = [part(k) for k in range(len(ys) // batch)]
+        x, y = given[0]
+        return given, (probe(t, module, x), y[:PROBE_ROWS])
     generator = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(SYNTHETIC_BATCHES):
-        x = each(inputs, lambda v: like(torch.as_tensor(v), batch, generator).to(device))
-        out.append((x, synthetic_targets(module, x, generator)))
-    return out, "synthetic inputs like the example inputs"
+    drawn = [labelled(module, each(loaded.draw(batch, generator) if loaded.draw else
+                                   each(loaded.inputs, lambda v: like(torch.as_tensor(v), batch, generator)),
+                                   lambda v: v.to(device)))
+             for _ in range(SYNTHETIC_BATCHES)]
+    out = probe(t, module, drawn[0])
+    rows = min(batch, PROBE_ROWS)
+    return [(x, targets(out, batch, rows, generator)) for x in drawn], (out, targets(out, rows, rows, generator))
+
+
+def probe(t: Target, module: nn.Module, x: Inputs) -> tuple[Inputs, Any]:
+    """The batch's first rows and the module's output on them (no gradients): the module's first call, on few
+    rows so that it costs little beside a step. What it cannot take is said in one line, with what to pass."""
+    few = each(x, lambda v: v[:PROBE_ROWS])
+    try:
+        with torch.no_grad():
+            return few, forward(module, few)
+    except Exception as e:  # noqa: BLE001 - whatever the module raised on inputs tpulab made, the user's fix is one
+        if out_of_memory(e):
+            raise
+        raise TpulabError(f"{t.label}: tpulab cannot call its forward on {shapes(x)}: {one_line(e)}; return "
+                          "(module, example_inputs) with what its forward takes, or (module, (x, y))") from None
+
+
+def labelled(module: nn.Module, x: Inputs) -> Inputs:
+    """A causal language model's batch with its labels: its input ids (the model shifts them itself), where the
+    batch has none and its forward takes them."""
+    if not isinstance(x, dict) or "labels" in x or "input_ids" not in x or not causal_lm(module):
+        return x
+    return {**x, "labels": x["input_ids"]}
+
+
+def causal_lm(module: nn.Module) -> bool:
+    """A transformers model of a causal-LM class, as transformers' own table of them names it."""
+    if not type(module).__module__.startswith("transformers."):
+        return False
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return type(module).__name__ in set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()) and \
+        "labels" in inspect.signature(module.forward).parameters
 
 
 def like(example: Any, batch: int, generator: Any) -> Any:
@@ -209,17 +298,17 @@ def classes(out: Any) -> bool:
     return pred.shape[-1] > 1 and (pred.dim() == 2 or logits(out) is not None)
 
 
-def synthetic_targets(module: nn.Module, x: Inputs, generator: Any) -> Any:
-    """Targets as the output asks: none for a module's own loss, class labels below a 2-D output's width, else
-    floats of its shape."""
-    with torch.no_grad():
-        out = forward(module, x)
+def targets(probed: tuple[Inputs, Any], batch: int, rows: int, generator: Any) -> Any:
+    """Random targets for `batch` examples as the output on `rows` of them asks: none for a module's own loss,
+    class labels below a 2-D output's width (or named logits' last dimension), else floats of its shape."""
+    _, out = probed
     if own_loss(out) is not None:
         return None
     pred = prediction(out)
+    lead = pred.shape[0] * batch // min(rows, PROBE_ROWS)  # its first dimension grows with the batch
     if classes(out):
-        return torch.randint(0, pred.shape[-1], pred.shape[:-1], generator=generator).to(pred.device)
-    return torch.randn(pred.shape, generator=generator).to(pred.device)
+        return torch.randint(0, pred.shape[-1], (lead, *pred.shape[1:-1]), generator=generator).to(pred.device)
+    return torch.randn((lead, *pred.shape[1:]), generator=generator).to(pred.device)
 
 
 def loss_of(out: Any, y: Any) -> Any:
@@ -237,16 +326,26 @@ def by_class(pred: Any, y: Any) -> bool:
     return not y.is_floating_point() and pred.dim() >= 2 and tuple(y.shape) == tuple(pred.shape[:-1])
 
 
-def loss_words(module: nn.Module, batch: Batch) -> str:
-    x, y = batch
-    with torch.no_grad():
-        out = forward(module, x)
+def shapes(x: Inputs) -> str:
+    """A batch in words: 'input_ids (4, 32) int64, attention_mask (4, 32) int64'."""
+    pairs = x.items() if isinstance(x, dict) else ((f"input {i + 1}", v) for i, v in enumerate(x))
+    return ", ".join(f"{k} {tuple(v.shape)} {str(v.dtype).removeprefix('torch.')}" for k, v in pairs)
+
+
+def loss_words(x: Inputs, probed: tuple[Inputs, Any], y: Any) -> tuple[str, str]:
+    """The loss trained, and whose it is: the module's own (and where its labels came from), or tpulab's and why,
+    from the module's output on a batch's first rows (`probed`) and their targets."""
+    _, out = probed
     if own_loss(out) is not None:
-        return "the module's own"
+        if isinstance(x, dict) and "labels" in x:
+            return "the module's own", ("its labels: the input ids, shifted by the model, as a causal LM trains"
+                                        if x["labels"] is x.get("input_ids") else "its labels: the batch's")
+        return "the module's own", "its output is its loss"
     pred = prediction(out)
     if not by_class(pred, y):
-        return "mean squared error"
-    return "cross-entropy over the logits' last dimension" if pred.dim() > 2 else "cross-entropy"
+        return "mean squared error", "tpulab's: the output has no loss, and its targets are not classes"
+    whose = "tpulab's: the output has no loss, and scores a class per " + ("token" if pred.dim() > 2 else "example")
+    return ("cross-entropy over the logits' last dimension" if pred.dim() > 2 else "cross-entropy"), whose
 
 
 # --- steps -------------------------------------------------------------------------------------
@@ -274,6 +373,8 @@ class Trainer:
     def infer(self) -> float:
         x, _ = self.batches[self.calls % len(self.batches)]
         self.calls += 1
+        if isinstance(x, dict) and x.get("labels") is x.get("input_ids"):  # labels tpulab made: inference needs none
+            x = {k: v for k, v in x.items() if k != "labels"}
         with torch.inference_mode(), self.autocast():
             out = prediction(forward(self.forward, x))
         value = float(out.float().sum())
@@ -328,17 +429,20 @@ def emit(events: Callable[[dict[str, Any]], None], phase: str, n: int, seconds: 
     events(event)
 
 
-def step_flops(module: nn.Module, batch: Batch, autocast: Any) -> float | None:
-    """FLOPs of one training step (forward and backward) as torch.utils.flop_counter counts them; None for none."""
+def step_flops(module: nn.Module, few: tuple[tuple[Inputs, Any], Any], autocast: Any, batch: int) -> float | None:
+    """FLOPs of one training step (forward and backward) as torch.utils.flop_counter counts them, None for none:
+    counted on the first rows of a batch and scaled to the whole (the ops it counts, matmuls, convolutions and
+    attention, each grow with the batch), so that counting costs little beside a step."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    probe = copy.deepcopy(module)
-    x, y = batch
+    (x, _), y = few
+    rows = next(iter(x.values() if isinstance(x, dict) else x)).shape[0]
     counter = FlopCounterMode(display=False)
     first = next(iter(x.values() if isinstance(x, dict) else x))
     with counter, (torch.autocast(first.device.type, dtype=autocast) if autocast else nullcontext()):
-        loss_of(forward(probe, x), y).backward()
-    return float(counter.get_total_flops()) or None
+        loss_of(forward(module, x), y).backward()
+    module.zero_grad(set_to_none=True)  # the count's gradients are no step's
+    return float(counter.get_total_flops()) * batch / rows or None
 
 
 def graph_breaks() -> str:

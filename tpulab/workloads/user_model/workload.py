@@ -1,12 +1,15 @@
-"""The user's own model: `tpulab --run model --model FILE.py:FUNCTION` (or `module:function`).
+"""The user's own model: `tpulab --run model --model FILE.py:FUNCTION` (or `module:function`), or one a library
+builds from its name: `hf:NAME_OR_DIR`, `timm:NAME`, `keras_hub:PRESET_OR_DIR`.
 
 Declaration only. The function returns a compiled Keras 3 model, or `(model, (x, y))` with its
 data; tpulab builds it in the worker on the chosen backend and shards (precision policy set
 first), times `fit` and `predict` like any Keras workload, on synthetic inputs and targets of
 the model's shapes unless data is given (`--input-shape` gives the shape Keras cannot see, as
-in a subclassed model). Its FLOPs come from the compiler's cost analysis where the backend
-has one (XLA's, on JAX); elsewhere they are unknown and no fraction of peak is shown. What the
-user names is checked here, before a worker starts, without importing their code.
+in a subclassed model). A torch `nn.Module` runs on PyTorch (user_model/torch.py). Its FLOPs
+come from the compiler's cost analysis where the backend has one (XLA's, on JAX;
+torch.utils.flop_counter on PyTorch); elsewhere they are unknown and no fraction of peak is
+shown. What the user names is checked here, before a worker starts, without importing their
+code or the library.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from tpulab.base.timing import Flag, median, summarize
 from tpulab.backends import registry
 from tpulab.workloads.base import (
     BACKEND,
+    BATCH_SIZE,
     COMPILE,
     DEVICE,
     PHASE_EAGER,
@@ -36,12 +40,11 @@ from tpulab.workloads.base import (
     Params,
     ParamSpec,
     SummaryPart,
-    batch_size,
 )
 from tpulab.workloads.keras import KerasWorkload
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
 from tpulab.workloads.running import Runner, RunnerAt
-from tpulab.workloads.user_model.target import Target
+from tpulab.workloads.user_model.target import LIBRARIES, Target
 
 if TYPE_CHECKING:
     from tpulab.backends import Backend
@@ -54,11 +57,21 @@ MODEL = "model"
 INPUT_SHAPE = ParamSpec("input_shape", str, "", "one example's shape without the batch axis, for a model whose "
                         "input Keras cannot see (a subclassed model)", tunes=False,
                         form="sizes separated by commas, e.g. 20 or 32,32,3")
+WEIGHTS = ParamSpec("weights", str, "random", "a library model's weights: random, from its config; or pretrained, "
+                    "from its files on disk (hf: only)", options=("random", "pretrained"), tunes=False)
+SEQ_LEN = ParamSpec("seq_len", int, 128, "tokens in each example of a library's text model (hf:, keras_hub:)", 1,
+                    65536, unit="tokens")
+DEFAULT_BATCH = 32
+COMPARED_STEPS = 10  # steady steps a side before eager and compiled are compared (fewer give no interval to trust)
 PARAMS = (
-    ParamSpec(MODEL, str, "", "the function that returns your compiled Keras model or your torch nn.Module: "
-              "FILE.py:FUNCTION or module:function", tunes=False, term="your model"),
+    ParamSpec(MODEL, str, "", "the function that returns your compiled Keras model or your torch nn.Module "
+              "(FILE.py:FUNCTION or module:function), or a library's model: hf:NAME_OR_DIR, timm:NAME, "
+              "keras_hub:PRESET_OR_DIR", tunes=False, term="your model"),
     INPUT_SHAPE,
-    batch_size(32, 65536, what="examples per training step"),
+    WEIGHTS,
+    SEQ_LEN,
+    ParamSpec(BATCH_SIZE, int, 0, "examples per training step, split evenly across the shards (global batch); 0: "
+              f"your example input's batch, else {DEFAULT_BATCH}", 0, 65536, unit="examples", term="batch"),
     EPOCHS,
     STEPS_PER_EPOCH,
     PREDICT_STEPS,
@@ -72,11 +85,14 @@ PARAMS = (
 
 def target(spec: str) -> Target:
     """`FILE.py:FUNCTION` or `module:function`, checked: the file or module exists and defines the function
-    at its top level (read with `ast`: nothing of the user's runs in this process)."""
+    at its top level (read with `ast`: nothing of the user's runs in this process); or a library's model."""
     source, sep, function = spec.strip().rpartition(":")
     if not spec.strip():
         raise ParamError(MODEL, "--model is required: FILE.py:FUNCTION or module:function (try "
-                         "examples/models/mlp.py:build)")
+                         "examples/models/mlp.py:build), or hf:DIR, timm:NAME, keras_hub:DIR")
+    prefix, _, name = spec.strip().partition(":")
+    if prefix in LIBRARIES:
+        return library_target(prefix, name.strip())
     if not sep or not source or not function.isidentifier():
         raise ParamError(MODEL, f"--model must be FILE.py:FUNCTION or module:function (got {spec!r})")
     t = Target(source, function, None)
@@ -98,6 +114,20 @@ def target(spec: str) -> Target:
     if t.path is not None and not _defines(t.path, function):
         raise ParamError(MODEL, f"--model {spec}: {t.path.name} has no top-level function {function!r}")
     return t
+
+
+def library_target(library: str, name: str) -> Target:
+    """A library's model by name or folder: a folder must hold its config.json (a name is looked up in the local
+    cache by the worker, which reaches no hub)."""
+    if not name:
+        raise ParamError(MODEL, f"--model {library}: needs {LIBRARIES[library].names} after the colon")
+    folder = Path(name).expanduser()
+    if library != "timm" and (folder.is_dir() or "/" in name or name.startswith((".", "~"))):
+        if not (folder / "config.json").is_file():
+            raise ParamError(MODEL, f"--model {library}:{name}: no config.json in {name} (a folder needs its model's "
+                             "config.json)")
+        return Target(str(folder.resolve()), "", folder.resolve() / "config.json", library)
+    return Target(name, "", None, library)
 
 
 def input_shape(text: str) -> tuple[int, ...] | None:
@@ -133,11 +163,13 @@ def _defines(path: Path, name: str) -> bool:
 class UserModel(KerasWorkload):
     name = "model"
     title = "Your model"
-    summary = ("Your own Keras model: --model FILE.py:FUNCTION (or module:function) returns it compiled; "
-               "tpulab times fit and predict on synthetic inputs of its shapes (or your data).")
+    summary = ("Your own model: --model FILE.py:FUNCTION (or module:function) returns a compiled Keras model or a "
+               "torch nn.Module; or a library's, from its config: hf:NAME_OR_DIR, timm:NAME, keras_hub:PRESET_OR_DIR. "
+               "tpulab times training and inference on synthetic inputs of its shapes (or your data).")
     params = PARAMS
     presets = {
-        "smoke": {"batch_size": 8, "epochs": 1, "steps_per_epoch": 3, "predict_steps": 2},
+        # the batch is the user's example input's (or a flag's): a preset never overrides it unsaid
+        "smoke": {"epochs": 1, "steps_per_epoch": 3, "predict_steps": 2},
     }
     metrics = (Metric("loss", "loss", higher_is_better=False, headline=True),)  # every compiled model has one
     charts = (STEP_TIME, THROUGHPUT, GFLOPS, METRICS)
@@ -155,7 +187,19 @@ class UserModel(KerasWorkload):
         if "keras" in found:
             return None
         b = next((b for b in registry().values() if found & set(b.distributions)), None)
-        return (b.name, f"{t.label} imports {b.title} and not Keras: it runs on {b.title}") if b else None
+        if b is None:
+            return None
+        return b.name, (f"{t.label} is a {b.title} model" if t.library else f"{t.label} imports {b.title} and not "
+                        f"Keras") + f": it runs on {b.title}"
+
+    def batch_size(self, p: Params) -> int:
+        """The batch as given; where none was (0), the worker's choice: a user's example input's own, else 32."""
+        return int(p[BATCH_SIZE]) or DEFAULT_BATCH
+
+    def work_words(self, p: Params, per_replica_batch: int) -> str:
+        if not p[BATCH_SIZE] and not per_replica_batch:
+            return "global batch: your example input's, else 32"
+        return super().work_words(p, per_replica_batch)
 
     def target(self, p: Params) -> Target:
         """Where the user's function lives (what a runner of its own loads)."""
@@ -184,11 +228,13 @@ class UserModel(KerasWorkload):
         stats = summarize(compiled)
         flops = started.flops_per_step
         flags: tuple[Flag, ...] = ()
-        found = change(eager, compiled)
-        if found is not None and stats:
-            flags = (Flag("eager-vs-compiled", f"eager {fmt.seconds(median(eager))} per step, compiled "
-                          f"{fmt.seconds(stats.median)}: compiled against eager {found.words()}; the first calls, "
-                          "its compile among them, apart"),)
+        found = change(eager, compiled) if min(len(eager), len(compiled)) >= COMPARED_STEPS else None
+        if stats and eager:
+            said = f"eager {fmt.seconds(median(eager))} per step, compiled {fmt.seconds(stats.median)}: "
+            flags = (Flag("eager-vs-compiled", said + (
+                f"compiled against eager {found.words()}; the first calls, its compile among them, apart" if found
+                else f"{min(len(eager), len(compiled))} steady steps a side, too few for a verdict: "
+                     f"{COMPARED_STEPS} a side give one (--steps-per-epoch {COMPARED_STEPS + 1})")),)
         return SummaryPart(seconds=compiled, flops_per_step=flops,
                            flops_per_s=flops / stats.median if flops and stats and stats.median > 0 else None, flags=flags)
 
@@ -200,23 +246,33 @@ class UserModel(KerasWorkload):
 
     def check(self, p: Params, limits: Limits) -> None:
         super().check(p, limits)
-        target(p[MODEL])
+        t = target(p[MODEL])
         input_shape(p[INPUT_SHAPE.name])
+        if p[WEIGHTS.name] == "pretrained" and t.library != "hf":
+            raise ParamError(WEIGHTS.name, f"{WEIGHTS.flag} pretrained: only an hf: model takes pretrained weights "
+                             "(from its files on disk); others run from their config with random weights")
+        framework = LIBRARIES[t.library].framework if t.library else ""
+        owner = next((b for b in registry().values() if framework in b.distributions), None)
+        if owner is not None and p.get(BACKEND.name, "auto") not in ("auto", owner.name):
+            raise ParamError(BACKEND.name, f"--model {t.label} is a {owner.title} model: run it with --backend "
+                             f"{owner.name} (or leave --backend out)")
 
     def model_info(self, p: Params) -> dict[str, Any] | None:
         """The file (or module) and function, and a hash of the file: another model is never the same work."""
         t = target(p[MODEL])
         digest = hashlib.sha256(t.path.read_bytes()).hexdigest()[:16] if t.path else None
+        if t.library:
+            return {"name": t.label, "source": t.source, "library": LIBRARIES[t.library].module, "sha256": digest}
         return {"name": t.label, "source": t.source, "function": t.function, "sha256": digest}
 
     def describe_data(self, p: Params) -> str:
-        return "synthetic inputs of the model's shapes, unless the function returns data"
+        return "synthetic inputs of the model's shapes (a library's: from its config), unless the function returns data"
 
     # --- in the worker ---------------------------------------------------------------------
     def build_model(self, p: Params) -> Any:
         from tpulab.workloads.user_model.keras import load
 
-        return load(target(p[MODEL]), input_shape(p[INPUT_SHAPE.name]))
+        return load(target(p[MODEL]), input_shape(p[INPUT_SHAPE.name]), p[SEQ_LEN.name], self.batch_size(p))
 
     def compile_model(self, model: Any, p: Params, jit_compile: bool | str) -> None:
         """The user compiled it: the optimizer, loss and metrics are theirs. A run that asks for a compiled step
@@ -231,6 +287,13 @@ class UserModel(KerasWorkload):
 
     def measured_flops(self, counted: float | None) -> float | None:
         return counted
+
+    def model_words(self, model: Any) -> dict[str, Any]:
+        """Whose loss a Keras model trains: the user's (their compile); or what KerasHub built, and whose loss."""
+        from tpulab.workloads.user_model.keras_hub import describe
+
+        built = describe(model)
+        return {"built": built} if built else {"loss_by": "yours: your model's compile"}
 
 
 MODEL_WORKLOAD = UserModel()
