@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+# A test process runs TensorFlow, JAX and PyTorch side by side (a worker never does: each backend's keeps the
+# others out). Triton, which PyTorch's FLOP counter imports where it is installed (beside a CUDA build), brings its
+# own LLVM, and imported after TensorFlow's it kills the process; before it, both load (0.15 s).
+if importlib.util.find_spec("triton") is not None:
+    import triton  # noqa: F401
 
 from tpulab.base.events import RunRecord
 from tpulab.engine.store import Store

@@ -221,7 +221,8 @@ def test_eager_against_compiled_with_the_profile_in_one_command(tmp_path):
     assert profile["profiler"] == "torch.profiler" and profile["ops"]
     assert any(op["flops"] for op in profile["ops"]) and all(op["bytes"] is None for op in profile["ops"])
     assert (Path(profile["trace_path"]) / "torch_trace.json").is_file()  # the Chrome trace Perfetto opens
-    assert "torch.compile: no graph break (the module compiled whole)" in out["logs"]
+    assert "torch.compile: compiled forward, graph 1 of 1 (5 ops); no graph break (the module compiled whole)" \
+        in out["logs"]  # the MLP's three linear layers and two ReLUs, as the op table names the graph
 
 
 @pytest.mark.slow
@@ -236,6 +237,7 @@ def test_a_graph_break_is_named_where_torch_compile_reports_it(tmp_path):
     events = run_model_here(f"{tmp_path}/breaks.py:build", compile="on", predict_steps=0)
     [said] = [e.text for e in events if isinstance(e, Log) and e.text.startswith("torch.compile")]
     assert "graph break" in said and "no graph break" not in said and "item" in said.lower()
+    assert re.match(r"torch.compile: compiled forward, graph 1 of [2-9] \(\d+ ops\)", said)  # the break: two or more
 
 
 @pytest.mark.slow

@@ -219,6 +219,12 @@ class Profiler(ABC):
         [] where the backend cannot give them."""
         return []
 
+    def untraced(self) -> AbstractContextManager[None] | None:
+        """Inside `trace`, where the profiler can pause: a context whose work runs untraced, timed, so that `read`
+        sets a traced step against the same step without the profiler (its own overhead); None where it cannot
+        (a JAX or TensorFlow trace runs until it stops)."""
+        return None
+
 
 @dataclass(frozen=True)
 class Fitness:

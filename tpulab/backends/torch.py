@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import platform
 import re
+import statistics
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from tpulab.backends import Backend, DeviceError, Fitness, Placement, Profiler, Runtime, keras_version
 from tpulab.backends.profile_table import (ELEMENTWISE, FRAMEWORK_OP, MATMUL, MOVEMENT, OTHER, REDUCTION, OpInfo, TraceEvent,
                                       TraceLine, TracePlane, build, category)
+from tpulab.base import fmt
 from tpulab.base.home import home
+from tpulab.base.timing import Flag
 from tpulab.machine.detect import detect
 from tpulab.machine.verdict import Verdict, version_tuple
 
@@ -63,6 +67,11 @@ class TorchBackend(Backend):
     distributions = ("torch",)
     install = "pip install 'tpulab[torch]'  # or: pip install torch --index-url https://download.pytorch.org/whl/cpu"
     keras = True  # Keras 3 on torch: eager unless --compile on (jit_compile=True)
+    # TensorFlow and triton (PyTorch's kernel compiler, which its FLOP counter and inductor import where it is
+    # installed, as beside a CUDA build) each bring their own LLVM: triton imported after TensorFlow kills the
+    # process (SIGSEGV: torch 2.14.1 with TF 2.21, seen here). Nothing a torch worker runs needs TensorFlow; Keras
+    # and KerasHub reach for it when it is installed, and do without.
+    excludes = ("tensorflow",)
     multi_host = "PyTorch runs in one process here: use --backend jax for a run over several processes"
     no_shards = NO_SHARDS  # refused when the run is resolved; its runtime refuses too, for a caller of its own
     no_flops = "torch.utils.flop_counter counted no FLOPs for this step"
@@ -288,12 +297,17 @@ def op_category(name: str) -> str:
 
 class TorchProfiler(Profiler):
     """`torch.profiler`: each aten op's self time from the nesting of its events, its FLOPs from the profiler's
-    own counts (attributed to the op that did the work), no bytes; the raw trace kept as a Chrome trace."""
+    own counts (attributed to the op that did the work), no bytes; each torch.compile graph by what it is
+    (`graph_names`); the profiler's own overhead on the step, timed in turn with the same step untraced
+    (`untraced`); the raw trace kept as a Chrome trace."""
 
     name = "torch.profiler"
 
     def __init__(self) -> None:
         self._prof: Any = None
+        self._live: tuple[Any, list[Any]] | None = None  # the running profile and its activities, while tracing
+        self._traced: list[float] = []  # each traced step's wall time, annotation included (s)
+        self._untraced: list[float] = []  # each step run with the profiler's collection paused (s)
 
     @contextmanager
     def trace(self, folder: Path) -> Iterator[None]:
@@ -302,29 +316,147 @@ class TorchProfiler(Profiler):
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
         with profile(activities=activities, with_flops=True, record_shapes=True) as prof:
-            yield
+            self._live = (prof, activities)
+            try:
+                yield
+            finally:
+                self._live = None
         self._prof = prof
         prof.export_chrome_trace(str(Path(folder) / CHROME_TRACE))
 
-    def step(self, number: int) -> Any:
+    @contextmanager
+    def step(self, number: int) -> Iterator[None]:
         from torch.profiler import record_function
 
-        return record_function(f"{STEP}{number}")
+        start = time.perf_counter()
+        with record_function(f"{STEP}{number}"):
+            yield
+        self._traced.append(time.perf_counter() - start)
+
+    @contextmanager
+    def untraced(self) -> Iterator[None]:
+        """The work inside runs with the profiler's collection paused (`toggle_collection_dynamic`: no event is
+        recorded, so it costs what an untraced step costs), timed: `read` sets the traced steps against these."""
+        if self._live is None:
+            raise DeviceError("torch.profiler: untraced() runs inside trace()")
+        prof, activities = self._live
+        prof.toggle_collection_dynamic(False, activities)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._untraced.append(time.perf_counter() - start)
+            prof.toggle_collection_dynamic(True, activities)
 
     def read(self, folder: Path, programs: list[Any] | None = None) -> Profile:
         if self._prof is None:
             raise DeviceError("torch.profiler: nothing was traced")
-        planes, flops = trace_planes(self._prof.events())
+        events = self._prof.events()
+        graphs = graph_names(events, captured_ops() if any(GRAPH.fullmatch(e.name) for e in events) else {})
+        planes, flops = trace_planes(events, graphs)
+        named = set(graphs.values())
 
         def lookup(module: str | None, name: str, kind: str) -> OpInfo | None:
+            if name in named:  # fused kernels and extern calls of one graph: no one category says what it does
+                return OpInfo("CompiledFxGraph", OTHER)
             return OpInfo(name.rpartition("::")[2], op_category(name), flops.get(name))
 
-        return build(planes, lookup, profiler=self.name, trace_path=str(folder),
-                     no_flops="torch.profiler counted no FLOPs for these ops")
+        profile = build(planes, lookup, profiler=self.name, trace_path=str(folder),
+                        no_flops="torch.profiler counted no FLOPs for these ops")
+        said = overhead(self._traced, self._untraced)
+        if said:
+            profile.verdicts.append(said)
+        return profile
 
 
-def trace_planes(events: list[Any]) -> tuple[list[TracePlane], dict[str, float]]:
-    """torch.profiler's events as the op table's neutral view, and each op's FLOPs per call.
+OVERHEAD = "profiler-overhead"  # the verdict that sets a traced step against the same step untraced
+
+
+def overhead(traced: list[float], untraced: list[float]) -> Flag | None:
+    """Why a traced step is slower than the steady one: the profiler's own cost (an event, with its inputs'
+    shapes, recorded at every op), from the medians of the same step timed traced and untraced in turn in this
+    run; None where no step ran untraced."""
+    if not traced or not untraced:
+        return None
+    t, u = statistics.median(traced), statistics.median(untraced)
+    timed = (f"a traced step took {fmt.seconds(t)}, the same step untraced {fmt.seconds(u)} (medians of "
+             f"{len(traced)} and {len(untraced)}, timed in turn in this run)")
+    if t <= u:
+        return Flag(OVERHEAD, f"{timed}: the profiler's own overhead was too small to measure")
+    return Flag(OVERHEAD, f"{timed}: the profiler's own overhead is {fmt.seconds(t - u)} a step ({(t - u) / t:.0%} "
+                "of a traced step), inside the op table's times and its time not attributed to any op; the steady "
+                "step time has none of it")
+
+
+# --- torch.compile's graphs, named --------------------------------------------------------------------
+GRAPH = re.compile(r"## Call CompiledFxGraph (\S+) ##")  # inductor's annotation of one graph's call (its cache key)
+REGION = "Torch-Compiled Region: "  # dynamo's annotation of a compiled frame's call, with its compile id ("0/0")
+FORWARD, BACKWARD = "CompiledFunction", "CompiledFunctionBackward"  # AOTAutograd's autograd.Function and its node
+
+
+def captured_ops() -> dict[str, int]:
+    """The ops dynamo captured in each compiled frame's graph, by compile id ("0/0"), as torch's own compilation
+    metrics keep them (`torch._dynamo.utils.get_compilation_metrics`); forward graphs only: a backward graph is
+    AOTAutograd's, and its metrics count no ops."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    return {m.compile_id: m.graph_op_count for m in get_compilation_metrics()
+            if m.compile_id and m.graph_op_count is not None and m.is_forward is not False}
+
+
+def graph_names(events: list[Any], ops: Mapping[str, int]) -> dict[int, str]:
+    """Each compiled graph's call in the trace (inductor's `## Call CompiledFxGraph <key> ##`), by the event object's
+    `id()`, named by what it is: "compiled forward, graph 1 of 2 (41 ops)", "compiled backward, graph 1".
+
+    From torch's own events only: a forward graph runs inside dynamo's `Torch-Compiled Region: <compile id>` (under
+    AOTAutograd's `CompiledFunction` when it trains), a backward graph under `CompiledFunctionBackward`, whose
+    sequence number is its forward's (autograd's own link from a node to the op that made it). Graphs are numbered
+    by their frame's compile id, in the order the trace first ran them (a graph break makes two); `ops`: the ops
+    dynamo captured per compile id (`captured_ops`). A graph no region encloses is named by its cache key.
+    """
+    regions: dict[tuple[int, int], str | None] = {}  # (thread, sequence number) of a CompiledFunction: compile id
+    calls: list[tuple[Any, str, str | None]] = []  # (event, "forward" or "backward", compile id)
+    for e in sorted(events, key=lambda e: e.time_range.start):
+        if e.name == FORWARD:
+            regions[(e.thread, e.sequence_nr)] = compile_id(e)
+        elif GRAPH.fullmatch(e.name):
+            wrapper = enclosing(e, lambda name: name in (FORWARD, BACKWARD))
+            if wrapper is not None and wrapper.name == BACKWARD:
+                calls.append((e, "backward", regions.get((wrapper.fwd_thread, wrapper.sequence_nr))))
+            else:
+                calls.append((e, "forward", compile_id(e)))
+    forward = list(dict.fromkeys(c for _, way, c in calls if way == "forward" and c))
+    order = forward + [c for c in dict.fromkeys(c for _, _, c in calls if c) if c not in forward]
+    out: dict[int, str] = {}
+    for e, way, c in calls:
+        if not c:
+            out[id(e)] = f"compiled {way}, graph {e.name.split()[3]}"  # its cache key: nothing tells more
+        elif way == "backward":
+            out[id(e)] = f"compiled backward, graph {order.index(c) + 1}"
+        else:
+            count = f" ({ops[c]} ops)" if c in ops else ""
+            out[id(e)] = f"compiled forward, graph {order.index(c) + 1} of {len(forward)}{count}"
+    return out
+
+
+def compile_id(event: Any) -> str | None:
+    """The compile id ("0/0") of the compiled frame whose call encloses `event`, or None."""
+    region = enclosing(event, lambda name: name.startswith(REGION))
+    return region.name[len(REGION):] if region is not None else None
+
+
+def enclosing(event: Any, wanted: Callable[[str], bool]) -> Any:
+    """The nearest event enclosing `event` whose name `wanted` accepts, or None."""
+    parent = event.cpu_parent
+    while parent is not None and not wanted(parent.name):
+        parent = parent.cpu_parent
+    return parent
+
+
+def trace_planes(events: list[Any], names: Mapping[int, str] | None = None) \
+        -> tuple[list[TracePlane], dict[str, float]]:
+    """torch.profiler's events as the op table's neutral view, and each op's FLOPs per call; `names`: an op's name
+    by its event object's `id()`, where it is not the event's own (a compiled graph's: `graph_names`).
 
     The profiler puts an op's FLOPs on the outer op (`aten::conv2d`) while the time is its kernel's
     (`aten::mkldnn_convolution`): each count goes down the call tree to the child that took the most
@@ -342,7 +474,7 @@ def trace_planes(events: list[Any]) -> tuple[list[TracePlane], dict[str, float]]
             continue
         on_device = str(getattr(e, "device_type", "")).endswith(("CUDA", "PrivateUse1"))
         (device if on_device else host).setdefault(e.thread, []).append(
-            TraceEvent(e.name, start, end - start, {FRAMEWORK_OP: e.name}))
+            TraceEvent(e.name, start, end - start, {FRAMEWORK_OP: names.get(id(e), e.name) if names else e.name}))
         if not on_device:
             calls[e.name] = calls.get(e.name, 0) + 1
             if getattr(e, "flops", 0):

@@ -30,6 +30,9 @@ MIN_NAME = 16  # the op column's narrowest, at any width
 MOVE_COLUMNS = ("op or category", "matched", "A ms", "B ms", "delta ms", "share change")
 CSV_FIELDS = tuple(f.name for f in fields(OpRow))
 NOT_PROFILED = "run {id} has no op profile: run it again with --profile (profile=True in Python)"
+UNATTRIBUTED = "not attributed to any op"  # the op table's last row: the step's time in which no op ran (the host gap)
+UNATTRIBUTED_SHORT = "not attributed"  # that row's name where the op column is narrower (never below MIN_NAME)
+OVERHEAD = "profiler-overhead"  # the verdict of a profiler that can pause (torch's): a traced step against an untraced
 
 
 def ms(seconds: float | None, sign: str = "") -> str:
@@ -118,10 +121,24 @@ def table_cells(p: Profile, width: int | None = None) -> list[tuple[str, ...]]:
     rows = [tuple(cells[i] for i in shown) for cells in (op_cells(op, mark_spec=mixed) for op in p.ops)]
     if width is None or not rows:
         return rows
-    # each column: its widest cell and one space of padding; between two columns a divider
-    others = sum(max(len(c), *(len(r[i]) for r in rows)) + 2 for i, c in enumerate(op_columns(p)) if i)
-    names = labels([op.name for op in p.ops], max(MIN_NAME, width - others - 1))
+    names = labels([op.name for op in p.ops], name_room(p, rows, width))
     return [(names[op.name], *row[1:]) for op, row in zip(p.ops, rows)]
+
+
+def name_room(p: Profile, rows: list[tuple[str, ...]], width: int) -> int:
+    """What `width` leaves the op column beside the others: each its widest cell and one space of padding, and
+    between two columns a divider."""
+    others = sum(max(len(c), *(len(r[i]) for r in rows)) + 2 for i, c in enumerate(op_columns(p)) if i)
+    return max(MIN_NAME, width - others - 1)
+
+
+def unattributed_cells(p: Profile) -> tuple[str, ...] | None:
+    """The table's row for the step's time no op explains (the host gap), named as such, in the columns shown;
+    None where the trace did not give the step's span."""
+    if p.host_gap is None:
+        return None
+    cells = (UNATTRIBUTED, "-", "-", ms(p.host_gap), fmt.percent(p.host_gap_share), "-", "-", "-")
+    return tuple(cells[i] for i in shown_columns(p))
 
 
 def host_gap_text(p: Profile) -> str:
@@ -134,8 +151,11 @@ def host_gap_text(p: Profile) -> str:
 def notes(p: Profile) -> list[str]:
     """What the table rests on: the steps traced, what traced them, the FLOPs, the raw trace."""
     out = [f"host gap: {host_gap_text(p)}",
+           f"{UNATTRIBUTED}: the host gap, the step's time no op ran (on the host: Python between ops and the "
+           "profiler's own bookkeeping)",
            f"a traced step: {ms(p.step_seconds)} ms (the median of {p.steps} traced after the timed ones, "
            f"by {p.profiler or '?'} on {p.where or '?'})"]
+    out += [f"{v.code}: {v.message}" for v in p.verdicts if v.code == OVERHEAD]  # why it is not the steady step
     if p.no_flops:
         out.append(f"FLOPs unknown: {p.no_flops}")
     if p.ops and all(op.bytes is None for op in p.ops):
@@ -172,8 +192,13 @@ class OpTable:
         for name in op_columns(p):
             t.add_column(name, overflow="fold", justify="left" if name in ("op", "category", "bound") else "right",
                          no_wrap=name != "op", min_width=8 if name == "op" else None)
-        for op, cells in zip(p.ops, table_cells(p, options.max_width)):
+        rows = table_cells(p, options.max_width)
+        for op, cells in zip(p.ops, rows):
             t.add_row(*map(safe.text, cells), style="dim" if op.name == OTHER_OPS else None)
+        last = unattributed_cells(p)
+        if last is not None:  # the time no op explains, named, below the ops whose times it completes
+            fits = len(UNATTRIBUTED) <= name_room(p, [*rows, last], options.max_width)
+            t.add_row(*map(safe.text, (last[0] if fits else UNATTRIBUTED_SHORT, *last[1:])), style="dim italic")
         yield t
 
 

@@ -174,7 +174,9 @@ def profiling(p: Params, sink: Sink, runtime: Runtime, programs: Programs | None
 def profile_calls(p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime, step: Callable[[], Any],
                   programs: Programs | None = None) -> None:
     """A runner's own loop, after its timed steps: with `--profile`, `profile_steps` more calls of `step`
-    traced, each in a step annotation, none timed; their op table said as `Profiled`.
+    traced, each in a step annotation, none timed; their op table said as `Profiled`. Where the profiler can
+    pause (`Profiler.untraced`), each traced call is followed by one untraced, so that the profile says what
+    the profiler itself added to the step.
 
     `step` runs one step and returns once its work is done (a value fetched to the host, as the timed
     steps do). A runner with a loop of its own (conv, the roofline, decode) calls this once its last
@@ -187,6 +189,10 @@ def profile_calls(p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime, 
         for n in range(int(p["profile_steps"])):
             with profiler.step(n):
                 step()
+            paused = profiler.untraced()
+            if paused is not None:  # the same step again, untraced: what the profiler itself adds to a step
+                with paused:
+                    step()
 
 
 def per_step(profile: Profile, steps_per_call: int) -> Profile:

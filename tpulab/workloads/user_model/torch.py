@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tpulab.backends.torch import synchronize
+from tpulab.backends.torch import captured_ops, synchronize
 from tpulab.base.errors import TpulabError, UserCodeError, one_line, out_of_memory
 from tpulab.base.events import PHASE_PREDICT, PHASE_TRAIN, Log, from_dicts
 from tpulab.workloads.base import BATCH_SIZE, COMPILE, PHASE_COMPILED, PHASE_EAGER, variants
@@ -89,6 +89,8 @@ def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
     try:
         for compiled in modes:
             fresh = copy.deepcopy(module) if len(modes) > 1 else module  # both: each from the same weights
+            if compiled:
+                forget_compiles()
             step = Trainer(fresh, batches, autocast, compiled, device)
             phase = PHASE_EAGER if len(modes) > 1 and not compiled else PHASE_TRAIN
             named = PHASE_COMPILED if len(modes) > 1 and compiled else phase  # its compile, named beside eager's
@@ -445,12 +447,24 @@ def step_flops(module: nn.Module, few: tuple[tuple[Inputs, Any], Any], autocast:
     return float(counter.get_total_flops()) * batch / rows or None
 
 
+def forget_compiles() -> None:
+    """Dynamo's counts of graphs and breaks start from this module's compile (they are the process's)."""
+    from torch._dynamo.utils import clear_compilation_metrics, counters
+
+    clear_compilation_metrics()
+    counters.clear()
+
+
 def graph_breaks() -> str:
-    """What torch.compile said of the graphs it made: each graph break's reason, as dynamo counts them."""
+    """What torch.compile made, in the op table's words: each forward graph with the ops dynamo captured in it
+    (each has its backward, AOTAutograd's), then each graph break's reason, as dynamo counts them."""
     from torch._dynamo.utils import counters
 
+    ops = captured_ops()
+    made = "torch.compile: " + ", ".join(f"compiled forward, graph {i} of {len(ops)} ({n} ops)"
+                                         for i, n in enumerate(ops.values(), 1)) if ops else "torch.compile"
     breaks = counters["graph_break"]
     if not breaks:
-        return "torch.compile: no graph break (the module compiled whole)"
+        return f"{made}; no graph break (the module compiled whole)"
     said = "; ".join(f"{reason} (x{n})" for reason, n in breaks.most_common(5))
-    return f"torch.compile: {sum(breaks.values())} graph break(s): {said}"
+    return f"{made}; {sum(breaks.values())} graph break(s): {said}"
