@@ -5,6 +5,9 @@ where it came from; and the one-line refusals where a model cannot be built or c
 from __future__ import annotations
 
 import json
+import re
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -167,3 +170,26 @@ def test_a_hugging_face_folder_through_the_command_keeps_what_was_timed(tmp_path
     assert s["flops_per_step"] > 0 and s["examples_per_s"] > 0
     shown = run_cli("results", "show", out["id"], env=env)
     assert "loss" in shown.stdout and "causal LM" in shown.stdout and "batch from" in shown.stdout
+
+
+@pytest.mark.slow
+def test_a_compiled_hugging_face_model_names_its_graphs_in_the_op_table(tmp_path):
+    """The issue's command: transformers' GPT-2 through `--compile both --profile` at smoke size. The record keeps
+    FLOPs, parameters, the loss and the optimizer; the op table names the compiled forward and backward graphs
+    (never inductor's hash), and the compile log names the same graphs and the breaks' reasons.
+
+    Inductor's cache is the one the torch tests share (test_torch_models.py says why)."""
+    cache = Path(tempfile.gettempdir()) / "tpulab-tests-torch-cache"
+    r = run_cli("run", "model", "--model", "examples/models/hf_causal_lm.py:build", "--compile", "both", "--profile",
+                "--preset", "smoke", "--no-ui", "--no-save", "--json", timeout=600,
+                env={**watched(tmp_path / "home"), "TORCHINDUCTOR_CACHE_DIR": str(cache)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json_events(r.stdout)[-1]
+    model, s = out["model"], out["summary"]
+    assert model["parameters"] > 0 and model["loss"] == "the module's own" and model["optimizer"] == "Adam(lr=0.001)"
+    assert s["flops_per_step"] > 0 and set(s["compile_phases"]) == {"eager", "compiled"}
+    names = [op["name"] for op in s["profile"]["ops"]]
+    assert any(re.fullmatch(r"compiled forward, graph 1 of \d+ \(\d+ ops\)", n) for n in names), names
+    assert "compiled backward, graph 1" in names and not any("CompiledFxGraph" in n for n in names)
+    [log] = [line for line in out["logs"] if line.startswith("torch.compile:")]
+    assert re.match(r"torch\.compile: compiled forward, graph 1 of \d+ \(\d+ ops\)", log)

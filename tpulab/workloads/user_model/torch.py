@@ -456,15 +456,16 @@ def forget_compiles() -> None:
 
 
 def graph_breaks() -> str:
-    """What torch.compile made, in the op table's words: each forward graph with the ops dynamo captured in it
-    (each has its backward, AOTAutograd's), then each graph break's reason, as dynamo counts them."""
+    """What torch.compile made, in the op table's words: each forward graph that holds ops, with the ops dynamo
+    captured in it (each has its backward, AOTAutograd's), then each graph break's reason (its first line: dynamo
+    explains at length), as dynamo counts them."""
     from torch._dynamo.utils import counters
 
-    ops = captured_ops()
-    made = "torch.compile: " + ", ".join(f"compiled forward, graph {i} of {len(ops)} ({n} ops)"
-                                         for i, n in enumerate(ops.values(), 1)) if ops else "torch.compile"
+    ops = [n for n in captured_ops().values() if n]  # a frame a break left empty compiles no graph
+    made = "torch.compile: compiled forward, " + ", ".join(f"graph {i} of {len(ops)} ({n} ops)"
+                                                           for i, n in enumerate(ops, 1)) if ops else "torch.compile"
     breaks = counters["graph_break"]
     if not breaks:
         return f"{made}; no graph break (the module compiled whole)"
-    said = "; ".join(f"{reason} (x{n})" for reason, n in breaks.most_common(5))
+    said = "; ".join(f"{reason.strip().splitlines()[0]} (x{n})" for reason, n in breaks.most_common(5))
     return f"{made}; {sum(breaks.values())} graph break(s): {said}"
