@@ -184,7 +184,7 @@ def test_the_transformer_is_the_model_its_formula_counts():
 def test_a_users_model_end_to_end_on_jax_with_2_shards(tmp_path):
     db = tmp_path / "runs.db"
     r = run_cli("--run", "model", "--model", MLP, "--preset", "smoke", "--backend", "jax", "--shards", "2",
-                "--no-ui", "--json", "--db", str(db))
+                "--batch-size", "8", "--no-ui", "--json", "--db", str(db))
     assert r.returncode == 0, r.stderr[-2000:]
     out = result(r.stdout)
     assert out["device"]["replicas"] == 2 and out["model"]["parameters"] == 85_002

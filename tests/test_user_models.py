@@ -23,7 +23,7 @@ from .helpers import EIGHT_CPUS, ROOT, json_events, recorder, run_cli
 TWO_HEADS = "examples/models/two_heads.py:build"
 SUBCLASSED = "examples/models/subclassed.py:build"
 JAX_STEP = "examples/models/jax_train_step.py:build"
-SMOKE = ("--preset", "smoke", "--no-ui", "--no-save")
+SMOKE = ("--preset", "smoke", "--batch-size", "8", "--no-ui", "--no-save")
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +73,7 @@ def keras():
 def load(spec: str, shape: tuple[int, ...] | None = None):
     from tpulab.workloads.user_model.keras import load as load_model
 
-    return load_model(target(spec), shape)
+    return load_model(target(spec), shape, seq_len=128, batch=32)
 
 
 @pytest.mark.slow
@@ -151,10 +151,10 @@ def test_two_inputs_and_two_named_outputs_train_on_synthetic_data(backend):
     # what was trained, and how: kept in the record, said in the summary
     model = out["model"]
     assert model["trainable_parameters"] == model["parameters"] > 0
-    assert model["loss"] == "topic: sparse_categorical_crossentropy, score: mse"
-    assert model["optimizer"] == "Adam(lr=0.001)"
+    assert model["loss"] == "topic: sparse_categorical_crossentropy, score: mse" and model["loss_by"] == "your compile's"
+    assert model["optimizer"] == "Adam(lr=0.001)" and model["inference"] == "model.predict (training=False)"
     said = dict((name, value) for name, value, _ in summary_rows(RunRecord.from_json(out)))
-    assert said["loss"] == model["loss"] and said["optimizer"] == "Adam(lr=0.001)"
+    assert said["loss"] == f"{model['loss']} (your compile's)" and said["optimizer"] == "Adam(lr=0.001)"
     assert said["model"].startswith(f"two_heads:build, {model['parameters']:,} parameters (all trained), sha256 ")
 
 

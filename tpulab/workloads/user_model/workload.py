@@ -293,7 +293,7 @@ class UserModel(KerasWorkload):
         from tpulab.workloads.user_model.keras_hub import describe
 
         built = describe(model)
-        return {"built": built} if built else {"loss_by": "yours: your model's compile"}
+        return {"built": built} if built else {"loss_by": "your compile's"}
 
 
 MODEL_WORKLOAD = UserModel()
