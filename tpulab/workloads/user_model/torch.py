@@ -28,7 +28,7 @@ from torch import nn
 
 from tpulab.backends.torch import captured_ops, synchronize
 from tpulab.base.errors import TpulabError, UserCodeError, one_line, out_of_memory
-from tpulab.base.events import PHASE_PREDICT, PHASE_TRAIN, Log, from_dicts
+from tpulab.base.events import PHASE_PREDICT, PHASE_TRAIN, Compiled, Epoch, Event, Log, Step
 from tpulab.workloads.base import BATCH_SIZE, COMPILE, PHASE_COMPILED, PHASE_EAGER, variants
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
 from tpulab.workloads.running import CancelToken, Planned, Sink, place, profile_calls, started
@@ -85,7 +85,11 @@ def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
                    "float32_matmul_precision": torch.get_float32_matmul_precision(),
                    "autocast": str(autocast).removeprefix("torch.") if autocast else None}
     sink(first)
-    events = from_dicts(sink, loaded.targets is None)
+    synthetic = loaded.targets is None
+
+    def events(e: Event) -> None:  # every event of a run on random inputs says so
+        e.synthetic = synthetic
+        sink(e)
     try:
         for compiled in modes:
             fresh = copy.deepcopy(module) if len(modes) > 1 else module  # both: each from the same weights
@@ -390,7 +394,7 @@ def timed(f: Callable[[], float]) -> tuple[float, float]:
     return value, time.perf_counter() - t0
 
 
-def train(step: Trainer, p: Params, events: Callable[[dict[str, Any]], None], cancel: CancelToken, batch: int,
+def train(step: Trainer, p: Params, events: Sink, cancel: CancelToken, batch: int,
           phase: str, first: str, epochs: bool) -> None:
     """Epochs of timed steps: the first call apart (its compile, said as `first`), then each step as it completes."""
     done = 0
@@ -404,11 +408,11 @@ def train(step: Trainer, p: Params, events: Callable[[dict[str, Any]], None], ca
             if cancel.is_set():
                 return
         if epochs:
-            events({"event": "epoch", "epoch": epoch + 1, "seconds": time.perf_counter() - start,
-                    "metrics": {"loss": loss} if loss is not None else {}})
+            events(Epoch(epoch=epoch + 1, seconds=time.perf_counter() - start,
+                         metrics={"loss": loss} if loss is not None else {}))
 
 
-def predict(step: Trainer, steps: int, events: Callable[[dict[str, Any]], None], cancel: CancelToken,
+def predict(step: Trainer, steps: int, events: Sink, cancel: CancelToken,
             batch: int) -> None:
     step.module.eval()
     for n in range(1, steps + 1):
@@ -418,17 +422,15 @@ def predict(step: Trainer, steps: int, events: Callable[[dict[str, Any]], None],
             return
 
 
-def emit(events: Callable[[dict[str, Any]], None], phase: str, n: int, seconds: float, batch: int,
-         metrics: dict[str, float], value: float | None = None, first: str = "") -> None:
-    """Step `n` of `phase`; the first is the compile, of the phase `first` names (by default `phase`)."""
+def emit(events: Sink, phase: str, n: int, seconds: float, batch: int, metrics: dict[str, float],
+         value: float | None = None, first: str = "") -> None:
+    """Step `n` of `phase`; the first is the compile, of the phase `first` names (by default `phase`). Typed events,
+    built as they are: no validation of what this runner made (its first costs 0.1 s, before the first step)."""
     if n == 1:
-        events({"event": "compiled", "phase": first or phase, "seconds": seconds, "steps": 1})
+        events(Compiled(phase=first or phase, seconds=seconds, steps=1))
         return
-    event: dict[str, Any] = {"event": "step", "phase": phase, "step": n, "steps": 1, "seconds": seconds,
-                             "examples_per_s": batch / seconds, "metrics": metrics}
-    if value is not None:
-        event["value"] = value
-    events(event)
+    events(Step(step=n, phase=phase, steps=1, seconds=seconds, examples_per_s=batch / seconds, metrics=metrics,
+                value=value))
 
 
 def step_flops(module: nn.Module, few: tuple[tuple[Inputs, Any], Any], autocast: Any, batch: int) -> float | None:
