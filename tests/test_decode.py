@@ -23,8 +23,26 @@ def test_the_presets_are_gpt2_small_and_llama_3_2_1b():
     gpt2, llama = DECODE.preset("gpt2-small"), DECODE.preset("llama-1b")
     assert parameters(gpt2) == 124_439_808 and weight_bytes(gpt2) == 4 * 124_439_808
     assert parameters(llama) == 1_235_814_400 and weight_bytes(llama) == 2 * 1_235_814_400  # bfloat16
-    # keys and values, 16 layers, 8 KV heads of 64, 2048 positions, 2 bytes
-    assert kv_cache_bytes(llama) == 2 * 16 * 8 * 2048 * 64 * 2
+    # keys and values, 16 layers, 8 KV heads of 64, 2 bytes, at the positions its work needs (128 + 128), or those given
+    assert kv_cache_bytes(llama) == 2 * 16 * 8 * 256 * 64 * 2
+    assert kv_cache_bytes({**llama, "kv_cache": 2048}) == 2 * 16 * 8 * 2048 * 64 * 2
+
+
+def test_a_card_entrys_cache_holds_its_prompt_and_generated_tokens_and_a_step_reads_no_more():
+    """The card's decode entries at their quick and full sizes: the cache holds the prompt and the generated tokens,
+    rounded up to 64 positions, not GPT-2's 1024 (at batch 8, a 576 MiB cache read every token measured the
+    padding); a token step reads the weights it multiplies by and that cache."""
+    from tpulab.engine.bench import SUITE
+    from tpulab.workloads.decode.arithmetic import cache_len, decode_step_bytes, matmul_parameters
+
+    entries = [e for e in SUITE.entries if e.workload == "decode"]
+    assert [e.values(quick)["batch_size"] for e in entries for quick in (True, False)] == [1, 1, 8, 8]
+    for entry in entries:
+        for quick, positions in ((True, 64), (False, 128)):  # 16 + 32, and 16 + 64 tokens
+            p = {**DECODE.preset("gpt2-small"), **{k: v for k, v in entry.values(quick).items() if k in DECODE.defaults()}}
+            assert cache_len(p) == positions
+            cache = 2 * 12 * p["batch_size"] * 12 * positions * 64 * 4  # keys and values, 12 layers and heads of 64
+            assert kv_cache_bytes(p) == cache and decode_step_bytes(p) == matmul_parameters(p) * 4 + cache
 
 
 @pytest.mark.parametrize("flags, line", [

@@ -33,7 +33,7 @@ from tpulab.workloads.shared.kernels import MIB, MIN_COPIES, Kernel, measure_ban
 
 from .helpers import cpu_only, decode_events
 
-SHAPE = Shape(batch=2, prompt_len=4, context=16, weight_bytes=1000.0, kv_bytes_per_position=10.0,
+SHAPE = Shape(batch=2, prompt_len=4, cache=16, weight_bytes=1000.0, kv_bytes_per_position=10.0,
               prefill_flops=1e9)
 TOKENS = [0.01, 0.02, 0.03, 0.04]  # tokens 1..4, after the prefill made token 0
 
@@ -343,3 +343,27 @@ def test_a_workload_declares_the_figures_it_leads_with(tmp_path):
                            "figures.itl_p50": d.itl_p50, "figures.mbu": d.mbu}
     assert r.figures["ttft_s"] == d.ttft_s and list(r.timed) == [0.004, 0.005, 0.006]  # each token after the prefill
     assert Workload.headlines == ("throughput",) and r.record.summary.figure("figures.nothing.here") is None
+
+
+def test_a_slow_token_is_named_where_tokens_per_s_says_less_than_the_steady_step(tmp_path):
+    """Constant tokens: tokens/s and the steady step agree, nothing to say. One slow token: the mean (TPOT, what
+    tokens/s counts) is above the median, and a flag says why, naming the token."""
+    even = record(tmp_path / "even", decode_events(0.1, [0.004] * 8, copy_s=0.01))
+    assert even.summary.throughput == pytest.approx(2 / even.summary.median)
+    assert not [f for f in even.summary.flags if f.code == "tokens-per-s-below-steady"]
+    slow = record(tmp_path / "slow", decode_events(0.1, [0.004] * 7 + [0.040], copy_s=0.01))
+    [flag] = [f.message for f in slow.summary.flags if f.code == "tokens-per-s-below-steady"]
+    assert "TPOT 8.5 ms, the mean of 8" in flag and "median (4.0 ms)" in flag and "token 8 40.0 ms" in flag
+
+
+def test_the_time_left_at_half_way_is_the_latest_tokens_not_the_warm_up(tmp_path):
+    """A replayed decode whose first tokens ran 10x slower (a warm-up, as seen on torch here): at half-way the time
+    left is within 20% of the tokens still to come at the steady time."""
+    tokens = [0.05] * 14 + [0.005] * 34  # the latest 20 at half-way: half of them warm-up
+    rec = RunRecorder(RunSpec(DECODE, P, "jax", "asked for", "cpu"), cpu_only(tmp_path))
+    events = decode_events(0.1, tokens, copy_s=0.01)
+    half = next(i for i, e in enumerate(events) if isinstance(e, Step) and e.phase == "decode" and e.step == 24)
+    for e in events[:half + 1]:
+        rec.feed(e)
+    left = rec.eta_seconds()
+    assert left == pytest.approx(24 * 0.005, rel=0.2)

@@ -262,7 +262,7 @@ def per_backend(rel: str) -> bool:
     """A backend's own module, or a workload file written for one backend (`conv_tf.py`, `decode/jax.py`,
     `user_model_torch.py`)."""
     return rel.startswith("tpulab/backends/") or rel.endswith(("_tf.py", "_jax.py", "_torch.py", "/tf.py", "/jax.py",
-                                                               "/torch.py"))
+                                                               "/torch.py", "_llamacpp.py", "/llamacpp.py"))
 
 
 def test_nothing_outside_backends_and_per_backend_files_keys_on_a_backend_name():
@@ -282,6 +282,7 @@ def test_the_backend_name_check_finds_a_planted_comparison():
     assert keyed_on_a_backend_name('runners = {"tensorflow": _tf, "jax": _jax}\n', names) == []
     assert per_backend("tpulab/workloads/conv_jax.py") and not per_backend("tpulab/workloads/conv.py")
     assert per_backend("tpulab/workloads/decode/jax.py") and not per_backend("tpulab/workloads/decode/loop.py")
+    assert per_backend("tpulab/workloads/decode/llamacpp.py") and not per_backend("tpulab/workloads/decode/gguf_writer.py")
 
 
 def test_a_workload_declares_what_its_charts_plot():

@@ -38,6 +38,7 @@ BUILTIN = {
     "tensorflow": "tpulab.backends.tensorflow:BACKEND",
     "jax": "tpulab.backends.jax:BACKEND",
     "torch": "tpulab.backends.torch:BACKEND",
+    "llamacpp": "tpulab.backends.llamacpp:BACKEND",
 }
 
 
@@ -251,6 +252,8 @@ class Backend:
     keras: bool = False  # Keras 3 runs on it: every Keras workload runs here through the shared runner
     keras_step_arguments: tuple[str, ...] = ("data",)  # what Keras passes a model's own train_step here
     article: bool = False  # the article's framework: what sweeps compare against, and what schema-1 records ran on
+    chosen_by_auto: bool = True  # False: it runs where asked for by name alone (a few workloads), so `auto` never
+    # takes it, and no "install one" hint offers it
     multi_host: str | None = None  # None: runs over several processes; else why not, and what to use instead
     no_shards: str | None = None  # None: splits a batch over several replicas (--shards); else why not, and instead
     tpu_install: str | None = None  # how to make it drive a TPU, where it can
@@ -352,8 +355,9 @@ def install_one(ranked: list[Backend]) -> tuple[str, str]:
 
 
 def choose(requested: str, report: RuntimeReport, device: str = "auto") -> tuple[str, str]:
-    """The backend a run uses, and why: `auto` takes the most preferred installed backend that drives the device."""
-    backends = registry()
+    """The backend a run uses, and why: `auto` takes the most preferred installed backend that drives the device
+    (of those it may choose: `Backend.chosen_by_auto`)."""
+    backends = {name: b for name, b in registry().items() if b.chosen_by_auto}
     if requested != "auto":
         b = get(requested)
         if not b.installed(report.packages):

@@ -20,15 +20,16 @@ def diagnose(report: RuntimeReport) -> list[Verdict]:
     # A backend that drives the TPU speaks first: the others' verdicts say it runs there instead.
     for b in sorted(backends, key=lambda b: b.fitness(report, "tpu").preference):
         out += b.verdicts(report, [o for o in backends if o is not b])
-    if report.tpu is not None and not any(b.installed(report.packages) for b in backends):
-        wants = max(backends, key=lambda b: bool(b.tpu_install))
-        names = " nor ".join(b.title for b in sorted(backends, key=lambda b: not b.tpu_install))
+    general = [b for b in backends if b.chosen_by_auto]  # those that run every workload: one of them is needed
+    if report.tpu is not None and not any(b.installed(report.packages) for b in general):
+        wants = max(general, key=lambda b: bool(b.tpu_install))
+        names = " nor ".join(b.title for b in sorted(general, key=lambda b: not b.tpu_install))
         out.append(Verdict("error", "tpu", f"TPU {report.tpu.generation or 'unknown generation'} found, but "
                            f"neither {names} is installed: install {wants.title} (what TPUs run today).",
                            wants.tpu_install, wants.name))
-    if report.tpu is None and not any(b.installed(report.packages) for b in backends):
+    if report.tpu is None and not any(b.installed(report.packages) for b in general):
         device = report.default_device
-        ranked = sorted(backends, key=lambda b: -b.fitness(report, device).preference)
+        ranked = sorted(general, key=lambda b: -b.fitness(report, device).preference)
         first, alternatives = install_one(ranked)
         out.append(Verdict("error", device, f"neither {' nor '.join(b.title for b in ranked)} is installed: tpulab "
                            f"runs nothing here until one is{alternatives}.", first))

@@ -88,6 +88,9 @@ def refused(workload: str, params: dict[str, Any], why: str, runtime: RuntimeRep
                      error=why, sweep=sweep)
 
 
+RECENT = 10  # the latest steady steps an estimate of the time left is taken from
+
+
 class RunRecorder:
     """One run's events, fed as they come, and the record and summary derived from them at any moment."""
 
@@ -205,12 +208,18 @@ class RunRecorder:
     def steps_done(self) -> int:
         return self.compile_steps + self._done
 
+    def recent_steady(self) -> list[float]:
+        """The latest steady steps' times (at most `RECENT`): what the time left is taken from, past any warm-up
+        of the first ones (a decode's first tokens ran 10x slower than its later ones here)."""
+        return self.workload.timed_seconds(self._counted[-4 * RECENT:])[-RECENT:]
+
     def eta_seconds(self) -> float | None:
+        """The steps still to come at the median of the latest steady ones (and the epochs' own overhead)."""
         own = self.workload.seconds_left(self.params, self.counted())
         if own is not None:
             return own
         total = self.steps_total
-        per_step = median([s.seconds for s in self._counted[-20:]])
+        per_step = median(self.recent_steady())
         if not total or per_step is None:
             return None
         left = max(0, total - self.steps_done())

@@ -29,7 +29,8 @@ from tpulab.base.figures import rows as figure_rows
 from tpulab.workloads import registry
 from tpulab.workloads.base import Workload
 
-ESTIMATE_AFTER = 3  # steady steps before the total-time estimate is printed
+ESTIMATE_AFTER = 3  # steady steps before the total-time estimate is printed: a quarter of the run's, 3 to 20
+ESTIMATE_BY = 20
 TELEMETRY_EVERY_S = 5.0  # a telemetry line this often, headless
 LEVEL_STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "error": "red"}
 
@@ -83,13 +84,13 @@ class RunPrinter:
         if self.estimated or not total or rec.steps_done() >= total:
             return
         steady = len(rec.steady_seconds())
-        if steady >= ESTIMATE_AFTER:
+        if steady >= min(max(ESTIMATE_AFTER, total // 4), ESTIMATE_BY):  # past the first steps' warm-up
             left = rec.eta_seconds()
             if left is None:  # no estimate yet: nothing said until there is one
                 return
             self.estimated = True
-            self.console.print(safe.text(f"estimate: about {fmt.duration(left)} more "
-                                         f"(from the first {steady} steady {rec.workload.unit}s)"))
+            self.console.print(safe.text(f"estimate: about {fmt.duration(left)} more (at the latest "
+                                         f"{len(rec.recent_steady())} steady {rec.workload.unit}s' median)"))
 
     def close(self) -> None:
         if self.progress is not None:

@@ -103,6 +103,8 @@ class RunnerAt:
     shards: bool = False  # it splits one run's work over several devices (a mesh); the others use one
     modes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # a mode of the workload it runs on some
     # devices only: {mode: those devices} (a mode not named runs on every device)
+    takes: tuple[str, ...] = ()  # parameters of the workload that only the runners naming them take (decode's
+    # --weight-format): a parameter's `backends` can be read from here, naming none
 
     def __call__(self) -> Runner:
         module, _, name = self.path.partition(":")

@@ -47,15 +47,59 @@ def weight_bytes(p: Params) -> int:
     return parameters(p) * BYTES[p["dtype"]]
 
 
+# --weight-format: the weights as a GGUF file holds them: the matrices in that format, the vectors (norms, biases) in
+# float32, as llama.cpp reads them. "dtype": --dtype's, counted as the framework decoders hold them, every weight in
+# --dtype (in a GGUF file its vectors are float32 still: 0.1% of GPT-2's weights, counted at --dtype).
+# q8_0 packs 32 weights as 32 int8 and a float16 scale (34 bytes), q4_0 as 32 4-bit and a float16 scale (18 bytes).
+WEIGHT_FORMATS = ("dtype", "f32", "f16", "bf16", "q8_0", "q4_0")
+FORMAT_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
+QUANT_BLOCK = 32  # a quantized row packs its weights in blocks of this many: a matrix's rows must be a multiple
+DTYPE_FORMATS = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+
+
+def weight_format(p: Params) -> str:
+    """The weights' format as a GGUF file holds them: --weight-format, or --dtype's where it is "dtype"."""
+    chosen = str(p.get("weight_format", "dtype"))
+    return DTYPE_FORMATS[p["dtype"]] if chosen == "dtype" else chosen
+
+
+def vector_parameters(p: Params) -> int:
+    """The weights a token multiplies by that are no matrix: the norms' scales (and shifts) and the biases."""
+    d, m, hd = p["width"], p["mlp_width"], head_dim(p)
+    if p["block"] == "gpt2":
+        per_block = p["heads"] * hd + 2 * p["kv_heads"] * hd + d + m + d + 2 * 2 * d
+        return p["layers"] * per_block + 2 * d
+    return p["layers"] * 2 * d + d
+
+
+def matmul_bytes(p: Params) -> float:
+    """The bytes of the weights a token is multiplied by, in the format they are read in (`WEIGHT_FORMATS`)."""
+    if p.get("weight_format", "dtype") == "dtype":
+        return float(matmul_parameters(p) * BYTES[p["dtype"]])
+    vectors = vector_parameters(p)
+    return (matmul_parameters(p) - vectors) * FORMAT_BYTES[weight_format(p)] + vectors * FORMAT_BYTES["f32"]
+
+
+CACHE_BLOCK = 64  # a cache sized by its work holds the prompt and the generated tokens, rounded up to this
+
+
+def cache_len(p: Params) -> int:
+    """Positions the KV cache holds: `--kv-cache` where given, else the prompt and the generated tokens rounded up
+    to CACHE_BLOCK, no more than the model's positions (a step reads the whole cache, masked: padding the cache to
+    the context measured the padding, not the machine)."""
+    need = p["prompt_len"] + p["gen_len"]
+    return int(p.get("kv_cache") or min(p["context"], -(-need // CACHE_BLOCK) * CACHE_BLOCK))
+
+
 def kv_cache_bytes(p: Params) -> int:
-    """The preallocated cache: keys and values, per layer, [batch, kv_heads, context, head_dim]."""
-    return 2 * p["layers"] * p["batch_size"] * p["kv_heads"] * p["context"] * head_dim(p) * BYTES[p["dtype"]]
+    """The preallocated cache: keys and values, per layer, [batch, kv_heads, cache_len, head_dim]."""
+    return 2 * p["layers"] * p["batch_size"] * p["kv_heads"] * cache_len(p) * head_dim(p) * BYTES[p["dtype"]]
 
 
-def decode_step_bytes(p: Params) -> int:
-    """What one decode step reads: every weight it multiplies by (one row of the position table) and
-    the whole cache, whose static shape the step reads in full, masked past the current position."""
-    return matmul_parameters(p) * BYTES[p["dtype"]] + kv_cache_bytes(p)
+def decode_step_bytes(p: Params) -> float:
+    """What one decode step reads: every weight it multiplies by, in its format (and one row of the position
+    table), and the whole cache, whose static shape the step reads in full, masked past the current position."""
+    return matmul_bytes(p) + kv_cache_bytes(p)
 
 
 def prefill_flops(p: Params) -> float:

@@ -44,7 +44,7 @@ class Shape:
 
     batch: int  # sequences, over all replicas
     prompt_len: int
-    context: int  # positions the cache holds (preallocated)
+    cache: int  # positions the cache holds (preallocated)
     weight_bytes: float  # every weight a token is multiplied by, in the dtype it is read in
     kv_bytes_per_position: float  # one sequence's keys and values at one position, every layer
     prefill_flops: float | None = None  # the prompt's forward pass, over the batch
@@ -69,7 +69,12 @@ def prefill_seconds(steps: list[Step]) -> float | None:
 def step_bytes(shape: Shape) -> float:
     """Bytes a decode step reads: the weights, and the whole preallocated cache of every sequence (the
     step reads its static shape, masked past the current position)."""
-    return shape.weight_bytes * shape.replicas + shape.batch * shape.context * shape.kv_bytes_per_position
+    return shape.weight_bytes * shape.replicas + cache_bytes(shape)
+
+
+def cache_bytes(shape: Shape) -> float:
+    """The whole preallocated cache, every sequence's."""
+    return shape.batch * shape.cache * shape.kv_bytes_per_position
 
 
 ITL = "inter-token latency"
@@ -84,6 +89,8 @@ FIGURES = (  # what comparisons and sweeps set beside a run's step time: TTFT, I
     Figure(name="tpot_s", label="TPOT", unit="s", better=LOWER, group=ITL),
     Figure(name="e2e_s", label="end to end", unit="s", better=LOWER),
     Figure(name="kv_cache_bytes", label="KV cache", unit="B"),
+    Figure(name="kv_cache_positions", label="KV cache positions", unit="tokens"),
+    Figure(name="weight_bytes_per_token_step", label="weights read per token step", unit="B"),
     Figure(name="bytes_per_token_step", label="read per token step", unit="B"),
     Figure(name="gbytes_per_s", label="achieved GB/s", better=HIGHER),
     Figure(name="bandwidth", label="bandwidth MBU is of", unit="B/s"),
@@ -114,7 +121,9 @@ def figures(steps: list[Step], shape: Shape, bandwidth: Sourced | None, spec: So
         **{f"itl_p{q}": percentile(sorted(itl), q / 100) if itl else None for q in (50, 90, 99)},
         "tpot_s": tpot,
         "e2e_s": prefill + sum(s.seconds for s in tokens) if prefill is not None and tokens else None,
-        "kv_cache_bytes": shape.batch * shape.context * shape.kv_bytes_per_position,
+        "kv_cache_bytes": cache_bytes(shape),
+        "kv_cache_positions": shape.cache,
+        "weight_bytes_per_token_step": shape.weight_bytes * shape.replicas,
         "bytes_per_token_step": moved,
         "gbytes_per_s": achieved / 1e9 if achieved else None,
         "bandwidth": bandwidth.value if bandwidth else None,
@@ -181,6 +190,24 @@ def check(kept: Sourced | None, own: Stats | None) -> list[Flag]:
     return []
 
 
+MEAN_ABOVE_MEDIAN = "tokens-per-s-below-steady"
+
+
+def apart(tokens: list[Step]) -> list[Flag]:
+    """Why tokens/s (the batch over TPOT, the mean token step) says less than the steady step time (the median
+    token): the slow tokens, named, where the mean is above the median by more than the noise threshold."""
+    itl = [s.seconds for s in tokens]
+    mid = median(itl)
+    if not itl or not mid or sum(itl) / len(itl) <= mid * (1 + NOISE):
+        return []
+    slow = sorted((s for s in tokens if s.seconds > 2 * mid), key=lambda s: -s.seconds)
+    named = ", ".join(f"token {s.step} {fmt.seconds(s.seconds)}" for s in slow[:3])
+    return [Flag(MEAN_ABOVE_MEDIAN, f"tokens/s counts every token step (TPOT {fmt.seconds(sum(itl) / len(itl))}, "
+                 f"the mean of {len(itl)}); the steady step time is their median ({fmt.seconds(mid)}): "
+                 + (f"{len(slow)} token(s) took over twice the median ({named})" if slow else
+                    "the slower half of the tokens spread further from it than the faster half"))]
+
+
 def summary_part(steps: list[Step], started: Started, ceilings: MeasuredCeilings, shape: Shape,
                  peak: Sourced | None) -> SummaryPart:
     """A decode run's part of its summary: the step statistics are of the decode steps (the inter-token
@@ -200,6 +227,7 @@ def summary_part(steps: list[Step], started: Started, ceilings: MeasuredCeilings
                "mbu_against": None if kept or not found else "own copies",  # not comparable across runs: said so
                **scalars(Stats, stats, "copies_")}
     flags += check(kept, stats)
+    flags += apart(decode_steps(steps))
     seconds = [s.seconds for s in decode_steps(steps)]
     flops = started.flops_per_step
     mid = median(seconds)

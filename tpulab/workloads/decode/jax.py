@@ -22,7 +22,7 @@ from jax.sharding import PartitionSpec as P
 from tpulab.backends import Placement, Runtime
 from tpulab.workloads.decode import loop as decode_loop
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.decode.arithmetic import head_dim
+from tpulab.workloads.decode.arithmetic import cache_len, head_dim
 from tpulab.workloads.shared.decoder_config import Config
 from tpulab.workloads.shared.decoder_keras import Decoder
 from tpulab.workloads.shared.kernels_jax import builder
@@ -46,7 +46,7 @@ class JaxCalls:
         self.model, self.variables = model, model.variables
         self.rows = NamedSharding(mesh, P("batch"))
         self.weights = jax.device_put([v.value for v in self.variables], NamedSharding(mesh, P()))
-        shape = (p["batch_size"], p["kv_heads"], p["context"], head_dim(p))
+        shape = (p["batch_size"], p["kv_heads"], cache_len(p), head_dim(p))
         zeros = jax.jit(lambda: [jnp.zeros(shape, p["dtype"]) for _ in range(2 * p["layers"])],
                         out_shardings=self.rows)
         self.cache = zeros()

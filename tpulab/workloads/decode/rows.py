@@ -29,12 +29,14 @@ def decode_rows(d: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("time to first token", f"{show(d, 'ttft_s')} (the prefill: {rate(d, 'prompt_tokens_per_s', 'tokens/s')}"
                                 " of prompt)"),
         ("decode tokens/s", f"{rate(d, 'decode_tokens_per_s', 'tokens/s')} over the batch, "
-                            f"{rate(d, 'decode_tokens_per_s_per_seq', 'tokens/s')} per sequence (1 / TPOT)"),
+                            f"{rate(d, 'decode_tokens_per_s_per_seq', 'tokens/s')} per sequence: the tokens the "
+                            "decode steps made over their time (1 / TPOT, the mean token step)"),
         ("inter-token latency", f"p50 {show(d, 'itl_p50')}, p90 {show(d, 'itl_p90')}, p99 {show(d, 'itl_p99')};"
                                 f" TPOT {show(d, 'tpot_s')}"),
         ("end to end", show(d, "e2e_s")),
-        ("KV cache", show(d, "kv_cache_bytes")),
-        ("read per token step", f"{show(d, 'bytes_per_token_step')} (weights and cache), "
+        ("KV cache", f"{show(d, 'kv_cache_bytes')}: {show(d, 'kv_cache_positions')} a sequence"),
+        ("read per token step", f"{show(d, 'bytes_per_token_step')}: weights {show(d, 'weight_bytes_per_token_step')}"
+                                f", cache {show(d, 'kv_cache_bytes')}; "
                                 f"{fmt.rate(achieved * 1e9 if achieved else None, 'B/s')} achieved"),
         *bandwidth_rows(d),
     ]

@@ -17,7 +17,7 @@ import tensorflow as tf
 from tpulab.backends import Placement, Runtime
 from tpulab.workloads.decode import loop as decode_loop
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.decode.arithmetic import head_dim
+from tpulab.workloads.decode.arithmetic import cache_len, head_dim
 from tpulab.workloads.shared.decoder_config import Config
 from tpulab.workloads.shared.decoder_keras import Decoder
 from tpulab.workloads.shared.kernels_tf import builder
@@ -41,7 +41,7 @@ class TfCalls:
     def __init__(self, model: Decoder, p: Params, device: str) -> None:
         self.model, self.device = model, device
         batch, prompt = p["batch_size"], p["prompt_len"]
-        shape = (batch, p["kv_heads"], p["context"], head_dim(p))
+        shape = (batch, p["kv_heads"], cache_len(p), head_dim(p))
         with tf.device(device):
             self.cache = [tf.Variable(tf.zeros(shape, p["dtype"]), trainable=False) for _ in range(2 * p["layers"])]
         self.prefill_fn = tf.function(self._prefill, input_signature=[tf.TensorSpec((batch, prompt), tf.int32)])

@@ -21,7 +21,7 @@ import torch
 from tpulab.backends import Placement, Runtime
 from tpulab.workloads.decode import loop as decode_loop
 from tpulab.workloads.base import COMPILE, Params, Workload
-from tpulab.workloads.decode.arithmetic import head_dim
+from tpulab.workloads.decode.arithmetic import cache_len, head_dim
 from tpulab.workloads.decode.torch_model import TorchDecoder
 from tpulab.workloads.shared.decoder_config import Config
 from tpulab.workloads.shared.kernels_torch import DTYPES, builder
@@ -57,7 +57,7 @@ class TorchCalls:
 
     def __init__(self, model: TorchDecoder, p: Params, device: Any, compiled: Callable[[Any], Any]) -> None:
         self.model, self.device = model, device
-        shape = (p["batch_size"], p["kv_heads"], p["context"], head_dim(p))
+        shape = (p["batch_size"], p["kv_heads"], cache_len(p), head_dim(p))
         self.cache = [torch.zeros(shape, dtype=DTYPES[p["dtype"]], device=device) for _ in range(2 * p["layers"])]
         self.prefill_fn, self.step_fn = compiled(self._prefill), compiled(self._step)
 

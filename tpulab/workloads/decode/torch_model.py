@@ -146,7 +146,7 @@ class TorchDecoder(nn.Module):
         if self.table is not None:
             h = h + self.table(positions)
         # once for every block: the keys are the tokens' own, or the whole cache's
-        keys = positions if past is None else torch.arange(self.cfg.context, device=tokens.device)
+        keys = positions if past is None else torch.arange(past[0][0].shape[2], device=tokens.device)
         hidden = positions[:, None] < keys[None, :]
         kvs = []
         for i, block in enumerate(self.blocks):

@@ -35,10 +35,13 @@ from tpulab.workloads.base import (
 )
 from tpulab.workloads.decode.arithmetic import (
     BYTES,
+    CACHE_BLOCK,
     DTYPES,
+    WEIGHT_FORMATS,
+    cache_len,
     decode_step_flops,
     head_dim,
-    matmul_parameters,
+    matmul_bytes,
     parameters,
     prefill_flops,
 )
@@ -59,8 +62,10 @@ PARAMS = (
               term="prefill"),
     ParamSpec("gen_len", int, 128, "tokens generated per sequence: the first by the prefill, then one per "
               "decode step", 2, 131072, unit="tokens"),
-    ParamSpec("context", int, 1024, "positions the model has, and the length of its KV cache", 2, 131072,
-              unit="tokens"),
+    ParamSpec("context", int, 1024, "positions the model has (its position table, where learned); the KV cache "
+              "holds no more", 2, 131072, unit="tokens"),
+    ParamSpec("kv_cache", int, 0, f"positions the KV cache holds; 0: the prompt and the generated tokens, rounded up "
+              f"to {CACHE_BLOCK} (no more than --context)", 0, 131072, unit="tokens"),
     ParamSpec("dtype", str, "float32", "number format of the weights, the cache and the math", options=DTYPES,
               term="precision"),
     ParamSpec("layers", int, 12, "decoder blocks (attention, then a feed-forward network)", 1, 128),
@@ -75,7 +80,16 @@ PARAMS = (
     ParamSpec("block", str, "gpt2", "gpt2: LayerNorm, biases, GELU feed-forward; llama: RMSNorm, no biases, "
               "SwiGLU feed-forward", options=("gpt2", "llama")),
     ParamSpec("verify", bool, False, "before the timed tokens, check that decoding with the cache gives a full "
-              "forward pass's logits (the run fails above the dtype's tolerance)", tunes=False),
+              "forward pass's logits (the run fails above the dtype's tolerance); on llama.cpp, that its greedy "
+              "tokens are the PyTorch decoder's on the same weights", tunes=False),
+    ParamSpec("weight_format", str, "dtype", "the weights' format in a GGUF file: dtype (--dtype's), f32, f16, bf16, or "
+              "quantized: q8_0 (8.5 bits a weight) or q4_0 (4.5 bits); the bytes a token reads follow it",
+              options=WEIGHT_FORMATS, term="precision", backends=lambda: _taking("weight_format"),
+              why_not=lambda backend: f"the weights are in --dtype on {backend}: use --backend "
+              f"{' or '.join(_taking('weight_format'))}"),
+    ParamSpec("threads", int, 0, "CPU threads that run the model (0: the machine's physical cores)", 0, 1024,
+              advanced=True, backends=lambda: _taking("threads"), why_not=lambda backend: f"{backend} sizes its own "
+              f"thread pools: --threads is for --backend {' or '.join(_taking('threads'))}"),
     ParamSpec("shards", int, 1, "replicas the sequences are split over (1 = no sharding)", 1, 64, term="shard",
               backends=lambda: _sharded(), why_not=lambda backend: f"decode runs on one device on {backend}: use "
               f"--backend {' or '.join(_sharded())}"),
@@ -89,6 +103,11 @@ PARAMS = (
 def _sharded() -> tuple[str, ...]:
     """The backends whose decode runner shards (by the runners' declaration: no name is compared here)."""
     return tuple(name for name, r in LLMDecode.runners.items() if isinstance(r, RunnerAt) and r.shards)
+
+
+def _taking(param: str) -> tuple[str, ...]:
+    """The backends whose decode runner takes `param` (by the runners' declaration: no name is compared here)."""
+    return tuple(name for name, r in LLMDecode.runners.items() if isinstance(r, RunnerAt) and param in r.takes)
 
 
 class LLMDecode(Workload):
@@ -120,7 +139,8 @@ class LLMDecode(Workload):
     flop_rates = False  # a token step reads every weight for little arithmetic: its figure is MBU
     runners = {"tensorflow": RunnerAt("tpulab.workloads.decode.tf:run"),
                "jax": RunnerAt("tpulab.workloads.decode.jax:run", shards=True),  # the sequences split over a mesh
-               "torch": RunnerAt("tpulab.workloads.decode.torch:run")}
+               "torch": RunnerAt("tpulab.workloads.decode.torch:run"),
+               "llamacpp": RunnerAt("tpulab.workloads.decode.llamacpp:run", takes=("weight_format", "threads"))}
 
     def flops_per_step(self, p: Params) -> float:
         return decode_step_flops(p)
@@ -144,6 +164,10 @@ class LLMDecode(Workload):
         if p["prompt_len"] + p["gen_len"] > p["context"]:
             raise ParamError("context", f"--prompt-len {p['prompt_len']} plus --gen-len {p['gen_len']} must fit "
                              f"--context {p['context']} (got {p['prompt_len'] + p['gen_len']})")
+        need = p["prompt_len"] + p["gen_len"]
+        if p["kv_cache"] and not need <= p["kv_cache"] <= p["context"]:
+            raise ParamError("kv_cache", f"--kv-cache must be from {need} (--prompt-len plus --gen-len) to "
+                             f"{p['context']} (--context), or 0 to size it by them (got {p['kv_cache']})")
 
     def describe_data(self, p: Params) -> str:
         return (f"random weights and prompts (seed {p['seed']}): {parameters(p) / 1e6:.1f}M parameters, "
@@ -189,8 +213,8 @@ class LLMDecode(Workload):
 def shape(p: Params) -> decode_figures.Shape:
     """What the figures need of the model: its sizes (above) at the run's batch and lengths."""
     per_position = 2 * p["layers"] * p["kv_heads"] * head_dim(p) * BYTES[p["dtype"]]
-    return decode_figures.Shape(batch=p["batch_size"], prompt_len=p["prompt_len"], context=p["context"],
-                                weight_bytes=matmul_parameters(p) * BYTES[p["dtype"]],
+    return decode_figures.Shape(batch=p["batch_size"], prompt_len=p["prompt_len"], cache=cache_len(p),
+                                weight_bytes=matmul_bytes(p),
                                 kv_bytes_per_position=per_position, prefill_flops=prefill_flops(p),
                                 replicas=p["shards"])
 

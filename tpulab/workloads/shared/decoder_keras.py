@@ -64,7 +64,7 @@ class Attention(keras.layers.Layer):
         if past is not None:
             assert write is not None, "a cache is written by its runner's write"
             k, v = write(past[0], k, start), write(past[1], v, start)
-            keys = ops.arange(c.context, dtype="int32")
+            keys = ops.arange(k.shape[2], dtype="int32")  # every position the cache holds
         scores = ops.einsum("btkgh,bksh->bkgts", q, k)  # [batch, kv_heads, groups, tokens, keys]
         s = ops.where(positions[:, None] >= keys[None, :], ops.cast(scores, "float32"), NEG)
         w = ops.cast(ops.softmax(s, axis=-1), v.dtype)

@@ -1,0 +1,152 @@
+"""llama.cpp as a decode backend: the GGUF file holds the PyTorch decoder's weights and the bytes the arithmetic
+counts, per format; llama.cpp's greedy tokens are the PyTorch decoder's on the same weights (GPT-2 and Llama
+blocks); its token times are its own clock's; it is refused in one line where it cannot run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tpulab.backends import BackendError, choose, get
+from tpulab.machine.detect import detect
+from tpulab.workloads.decode import DECODE
+from tpulab.workloads.decode.arithmetic import (FORMAT_BYTES, decode_step_bytes, kv_cache_bytes, matmul_bytes,
+                                                matmul_parameters, parameters, vector_parameters)
+
+from .helpers import ROOT, json_events, run_cli, tree
+
+gguf = pytest.importorskip("gguf")
+pytest.importorskip("xllamacpp")
+
+GPT2 = {"positions": "learned", "block": "gpt2", "kv_heads": 4}  # the smoke preset's shape with GPT-2's blocks
+
+
+@pytest.mark.parametrize("kind", [{}, GPT2], ids=["llama", "gpt2"])
+@pytest.mark.parametrize("fmt", ["f32", "f16", "q8_0", "q4_0"])
+def test_the_gguf_file_holds_the_bytes_the_arithmetic_counts(tmp_path, kind, fmt):
+    """A token reads every matrix in the format (the token table as the output projection) and the vectors in float32:
+    the file holds those, and the position table, which a token reads one row of."""
+    from tpulab.workloads.decode.gguf_writer import cached
+
+    p = {**DECODE.preset("smoke"), **kind, "weight_format": fmt}
+    path, wrote = cached(p, fmt)
+    assert wrote and cached(p, fmt) == (path, False)  # kept in tpulab's home by shape, seed and format
+    sizes = {t.name: int(t.n_bytes) for t in gguf.GGUFReader(path).tensors}
+    table = sizes.pop("position_embd.weight", 0)
+    assert table == (p["context"] * p["width"] * FORMAT_BYTES[fmt] if kind else 0)
+    assert sum(sizes.values()) == matmul_bytes(p)
+    assert decode_step_bytes(p) == matmul_bytes(p) + kv_cache_bytes(p)
+
+
+def test_bytes_per_token_follow_the_weight_format():
+    gpt2 = DECODE.preset("gpt2-small")
+    n, vectors = matmul_parameters(gpt2), vector_parameters(gpt2)
+    assert matmul_bytes(gpt2) == 4 * n  # --dtype's, as every backend holds them
+    assert matmul_bytes({**gpt2, "weight_format": "f32"}) == 4 * n
+    assert matmul_bytes({**gpt2, "weight_format": "f16"}) == 2 * (n - vectors) + 4 * vectors
+    assert matmul_bytes({**gpt2, "weight_format": "q8_0"}) == 34 / 32 * (n - vectors) + 4 * vectors
+    assert matmul_bytes({**gpt2, "weight_format": "q4_0"}) == 18 / 32 * (n - vectors) + 4 * vectors
+    assert 0.265 < matmul_bytes({**gpt2, "weight_format": "q8_0"}) / (4 * n) < 0.267  # 8.5 bits of 32
+
+
+def test_the_weights_are_the_pytorch_decoders_by_name_and_shape():
+    torch = pytest.importorskip("torch")
+    from tpulab.workloads.decode.gguf_writer import weights
+    from tpulab.workloads.decode.torch_model import TorchDecoder
+    from tpulab.workloads.shared.decoder_config import Config
+
+    for kind in ({}, GPT2):
+        p = {**DECODE.preset("smoke"), **kind}
+        model = TorchDecoder(Config.of(p))
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in weights(p).items()})  # strict: every name, shape
+        assert all((weights(p)[k] == v.numpy()).all() for k, v in model.state_dict().items())  # the seed's, again
+
+
+def test_its_token_times_are_the_slowest_sequences_gains_on_llama_cpps_clock():
+    from tpulab.workloads.decode.llamacpp import Timed
+
+    timed = Timed(prompt=[0.020, 0.021], tokens=[[0.0, 0.004, 0.009], [0.0, 0.005, 0.009]])
+    assert timed.prefill() == 0.021 and timed.steps() == pytest.approx([0.005, 0.005])
+
+
+def test_it_runs_where_asked_for_and_is_refused_in_one_line_without_its_bindings(tmp_path):
+    only = detect(tree(tmp_path), {}, {"xllamacpp": "2026.10.11549", "gguf": "0.19.0", "keras": "3.15.1"})
+    assert choose("llamacpp", only) == ("llamacpp", "you chose llamacpp")
+    with pytest.raises(BackendError, match=r"^neither TensorFlow nor JAX nor PyTorch is installed"):
+        choose("auto", only)  # it runs decode alone: auto never takes it
+    for packages in ({"keras": "3.15.1"}, {"xllamacpp": "2026.10.11549", "keras": "3.15.1"}):  # gguf writes its model
+        with pytest.raises(BackendError) as missing:
+            choose("llamacpp", detect(tree(tmp_path), {}, packages))
+        assert str(missing.value) == ("--backend llamacpp: llama.cpp is not installed; install it with: "
+                                      "pip install 'tpulab[llamacpp]'  # xllamacpp, llama.cpp's prebuilt CPU wheel, and gguf")
+
+
+@pytest.mark.parametrize("flags, line", [
+    (["--backend", "torch", "--weight-format", "q4_0"],
+     "--weight-format means nothing on --backend torch: the weights are in --dtype on torch: use --backend llamacpp"),
+    (["--backend", "jax", "--threads", "4"],
+     "--threads means nothing on --backend jax: jax sizes its own thread pools: --threads is for --backend llamacpp"),
+])
+def test_its_parameters_are_refused_on_the_other_backends(flags, line):
+    r = run_cli("--run", "decode", "--preset", "smoke", "--no-ui", "--no-save", *flags, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"tpulab: error: {line}"]
+
+
+GREEDY_AGAINST_PYTORCH = """
+import json
+from tpulab.workloads.decode import DECODE, loop
+from tpulab.workloads.decode.gguf_writer import cached
+from tpulab.workloads.decode.llamacpp import serve, verify
+
+out = {}
+for kind in ({}, {"positions": "learned", "block": "gpt2", "kv_heads": 4}):  # Llama's GQA and RoPE; GPT-2's
+    for fmt in ("f32", "q4_0"):
+        p = {**DECODE.preset("smoke"), **kind, "gen_len": 16, "context": 32, "weight_format": fmt, "threads": 0}
+        path, _ = cached(p, fmt)
+        logs = []
+        verify(p, serve(path, p, 2), loop.prompt(p), logs.append, fmt)
+        out[f"{p['block']} {fmt}"] = logs[0].text
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_llama_cpps_greedy_tokens_are_the_pytorch_decoders_on_the_same_weights():
+    """The GGUF file, written from the seed, run by llama.cpp: at f32 every greedy token is the PyTorch decoder's and
+    the log-probabilities agree to rounding; quantized to q4_0, the run says how far they part (it does not fail)."""
+    pytest.importorskip("torch")
+    r = subprocess.run([sys.executable, "-c", GREEDY_AGAINST_PYTORCH], capture_output=True, text=True, timeout=120,
+                       cwd=ROOT, env={**os.environ, **get("llamacpp").worker_env("cpu", 1, os.environ)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    for block in ("llama", "gpt2"):
+        assert "greedy tokens are the PyTorch decoder's: all 16 of each of 2 sequence(s)" in out[f"{block} f32"]
+        apart = float(out[f"{block} f32"].split("differ by at most ")[1].split(" ")[0])
+        assert apart < 1e-3  # float32 both sides: rounding, and llama.cpp's GELU table (GPT-2)
+        assert out[f"{block} q4_0"].startswith("verify: q4_0 weights, float32 cache")
+
+
+@pytest.mark.slow
+def test_a_smoke_run_times_each_token_on_llama_cpps_clock_and_verifies():
+    import psutil
+
+    r = run_cli("--run", "decode", "--preset", "smoke", "--backend", "llamacpp", "--verify", "--weight-format", "q8_0",
+                "--no-ui", "--json", "--no-save", timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    events = json_events(r.stdout)
+    started, result = events[0], events[-1]
+    p = {**DECODE.preset("smoke"), "weight_format": "q8_0"}
+    cores = psutil.cpu_count(logical=False)
+    assert started["device"]["strategy"] == f"llama.cpp on {cores} threads: the physical cores; q8_0 weights"
+    assert started["model"] == {"parameters": parameters(p), "weight_format": "q8_0", "threads": cores}
+    assert started["bytes_per_step"] == decode_step_bytes(p) < decode_step_bytes(DECODE.preset("smoke"))
+    compiled = [e["phase"] for e in events if e["event"] == "compiled"]
+    tokens = [(e["phase"], e["step"]) for e in events if e["event"] == "step" and e["phase"] in ("prefill", "decode")]
+    assert compiled == ["prefill", "decode"]
+    assert tokens == [("prefill", 0)] + [("decode", i) for i in range(1, p["gen_len"])]
+    assert any(e["event"] == "log" and e["text"].startswith("verify: q8_0 weights") for e in events)
+    assert result["status"] == "finished" and result["summary"]["figures"]["bytes_per_token_step"] == decode_step_bytes(p)
