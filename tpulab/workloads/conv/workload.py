@@ -79,8 +79,10 @@ def check(p: Params, limits: Limits) -> None:
 
 def batch_parallel_devices(backend: Backend) -> tuple[str, ...]:
     """The devices conv's runner on `backend` runs batch-parallel on, as the runner declares (one declared by a
-    function alone, a plugin's: every device)."""
+    function alone, a plugin's: every device; none where conv has no runner)."""
     runner = CONV.runner(backend)
+    if runner is None:  # conv does not run there at all (llama.cpp runs decode alone)
+        return ()
     return runner.modes.get(BATCH_PARALLEL, ALL_DEVICES) if isinstance(runner, RunnerAt) else ALL_DEVICES
 
 
