@@ -46,11 +46,14 @@ from tpulab.workloads.decode.arithmetic import (
     prefill_flops,
 )
 from tpulab.workloads.decode.charts import TOKEN_RATE, TOKEN_TIME
+from tpulab.workloads.decode.hf_shape import MODEL, with_model
 from tpulab.workloads.decode.rows import decode_rows
 from tpulab.workloads.shared.kernels import bandwidth_kept
+from tpulab.workloads.shared.model_source import hf_config
 from tpulab.workloads.running import RunnerAt
 
 if TYPE_CHECKING:
+    from tpulab.backends import RuntimeReport
     from tpulab.base.ceilings import MeasuredCeilings
     from tpulab.base.ceilings import Sourced
 
@@ -93,6 +96,15 @@ PARAMS = (
     ParamSpec("shards", int, 1, "replicas the sequences are split over (1 = no sharding)", 1, 64, term="shard",
               backends=lambda: _sharded(), why_not=lambda backend: f"decode runs on one device on {backend}: use "
               f"--backend {' or '.join(_sharded())}"),
+    ParamSpec(MODEL, str, "", "a transformers causal LM instead of tpulab's decoder: hf:DIR or hf:NAME (its "
+              "config.json, in that folder or the local Hugging Face cache; llama, mistral, qwen2 or gpt2): its "
+              "config sets the shape; \"\": tpulab's decoder of the shape above", tunes=False, term="your model",
+              backends=lambda: _taking(MODEL), why_not=lambda backend: f"a transformers model runs on PyTorch: use "
+              f"--backend {' or '.join(_taking(MODEL))}"),
+    ParamSpec("weights", str, "random", "--model's weights: random, from its config; or pretrained, from its files "
+              "on disk", options=("random", "pretrained"), tunes=False, backends=lambda: _taking("weights"),
+              why_not=lambda backend: f"only a transformers model (--model) takes pretrained weights: use --backend "
+              f"{' or '.join(_taking('weights'))}"),
     DEVICE,
     BACKEND,
     ParamSpec("seed", int, 0, "seed of the random weights and prompts", 0, 2**31 - 1, advanced=True, tunes=False),
@@ -139,7 +151,7 @@ class LLMDecode(Workload):
     flop_rates = False  # a token step reads every weight for little arithmetic: its figure is MBU
     runners = {"tensorflow": RunnerAt("tpulab.workloads.decode.tf:run"),
                "jax": RunnerAt("tpulab.workloads.decode.jax:run", shards=True),  # the sequences split over a mesh
-               "torch": RunnerAt("tpulab.workloads.decode.torch:run"),
+               "torch": RunnerAt("tpulab.workloads.decode.torch:run", takes=(MODEL, "weights")),
                "llamacpp": RunnerAt("tpulab.workloads.decode.llamacpp:run", takes=("weight_format", "threads"))}
 
     def flops_per_step(self, p: Params) -> float:
@@ -152,8 +164,29 @@ class LLMDecode(Workload):
     def compute_dtype(self, p: Params) -> str:
         return str(p["dtype"])
 
+    def backend_hint(self, p: Params) -> tuple[str, str] | None:
+        """A transformers model (--model) runs on the backend that takes it (PyTorch)."""
+        taking = _taking(MODEL)
+        return (taking[0], "a transformers model (--model) runs on PyTorch") if p[MODEL] and taking else None
+
+    def with_model(self, p: Params) -> tuple[Params, dict[str, str]]:
+        """The parameters with --model's shape from its config.json (read here as JSON), and why; as they are
+        without --model."""
+        if not p[MODEL]:
+            return p, {}
+        source, config = hf_config(p[MODEL], MODEL)
+        return with_model(p, source, config, self.defaults())
+
+    def resolve_auto(self, p: Params, device: str, report: RuntimeReport) -> tuple[Params, dict[str, str]]:
+        """With --model, the shape parameters become its config's, so the figures follow the model."""
+        return self.with_model(p)
+
     def check(self, p: Params, limits: Limits) -> None:
         check_shards(p, limits)
+        if p["weights"] != "random" and not p[MODEL]:
+            raise ParamError("weights", "--weights pretrained: only a transformers model (--model hf:...) has "
+                             "weights on disk")
+        p = self.with_model(p)[0]
         if p["width"] % p["heads"]:
             raise ParamError("heads", f"--heads must divide --width {p['width']} (got {p['heads']})")
         if p["heads"] % p["kv_heads"]:
@@ -170,6 +203,9 @@ class LLMDecode(Workload):
                              f"{p['context']} (--context), or 0 to size it by them (got {p['kv_cache']})")
 
     def describe_data(self, p: Params) -> str:
+        if p[MODEL]:
+            return (f"{p[MODEL]} ({p['weights']} weights, {parameters(p) / 1e6:.1f}M parameters as decode counts "
+                    f"them) and random prompts (seed {p['seed']}): {p['batch_size']} x {p['prompt_len']} tokens")
         return (f"random weights and prompts (seed {p['seed']}): {parameters(p) / 1e6:.1f}M parameters, "
                 f"{p['batch_size']} x {p['prompt_len']} prompt tokens")
 

@@ -1,6 +1,6 @@
 """Where the user's model comes from: their function (`FILE.py:FUNCTION`, `module:function`), or a library that
 builds a model from its name (`hf:`, `timm:`, `keras_hub:`). What the declaration checks (workload.py) and the
-worker loads."""
+worker loads (the libraries: `tpulab.workloads.shared.model_source`)."""
 
 from __future__ import annotations
 
@@ -8,29 +8,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-
-@dataclass(frozen=True)
-class Library:
-    """A library that builds models from a name or a folder: its module, the extra that installs it, the
-    framework its models are, and what its name may be."""
-
-    module: str
-    extra: str
-    models: str  # the module its models' classes come from: a backend's framework's, or Keras's (any backend)
-    names: str  # what may follow the prefix, in words
-
-    @property
-    def framework(self) -> str:
-        return self.models.split(".")[0]
-
-
-LIBRARIES = {
-    "hf": Library("transformers", "hf", "torch.nn", "a Hugging Face model's folder (its config.json) or a name in the "
-                  "local Hugging Face cache"),
-    "timm": Library("timm", "timm", "torch.nn", "a name timm.create_model knows (timm.list_models() lists them)"),
-    "keras_hub": Library("keras_hub", "keras-hub", "keras", "a KerasHub preset's folder (its config.json) or a "
-                         "preset name in the local cache"),
-}
+from tpulab.workloads.shared.model_source import LIBRARIES
 
 
 @dataclass(frozen=True)

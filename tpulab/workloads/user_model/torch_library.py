@@ -5,8 +5,6 @@ reached: transformers and huggingface_hub are told they are offline before they 
 
 from __future__ import annotations
 
-import importlib
-import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -14,7 +12,9 @@ import torch
 from torch import nn
 
 from tpulab.base.errors import TpulabError, one_line
-from tpulab.workloads.user_model.target import LIBRARIES, Target
+from tpulab.workloads.shared.hf_torch import hf_model
+from tpulab.workloads.shared.model_source import library
+from tpulab.workloads.user_model.target import Target
 
 Draw = Callable[[int, torch.Generator], Any]  # n random examples, in the form the module takes
 
@@ -32,41 +32,11 @@ def build(t: Target, weights: str, seq_len: int) -> Built:
     return hf(t.source, weights, seq_len) if t.library == "hf" else timm_model(t.source)
 
 
-def library(key: str) -> Any:
-    """The library's module, or one line with its install command."""
-    lib = LIBRARIES[key]
-    try:
-        return importlib.import_module(lib.module)
-    except ImportError:
-        raise TpulabError(f"--model {key}: needs {lib.module}, which is not installed: pip install "
-                          f"'tpulab[{lib.extra}]'") from None
-
-
 def hf(source: str, weights: str, seq_len: int) -> Built:
-    """A transformers model of the class its config names, from the config (random weights) or its files."""
-    os.environ["HF_HUB_OFFLINE"] = "1"  # read before the hub's client loads: the cache only, never the network
-    transformers = library("hf")
-    try:
-        config = transformers.AutoConfig.from_pretrained(source, local_files_only=True)
-    except (OSError, ValueError) as e:
-        raise TpulabError(f"hf:{source}: no config in that folder or the local Hugging Face cache "
-                          f"({os.environ.get('HF_HOME', '~/.cache/huggingface')}): tpulab reaches no hub at run time; "
-                          f"download it once (hf download {source} config.json) or pass its folder ({one_line(e)})"
-                          ) from None
-    arch = next(iter(config.architectures or ()), None)
-    cls = getattr(transformers, arch, None) if arch else None
-    if cls is None:
-        raise TpulabError(f"hf:{source}: its config.json names no model class transformers has ({arch or 'none'}): "
-                          "add \"architectures\": [\"...\"] with the class to build (save_pretrained writes it)")
-    if weights == "pretrained":
-        try:
-            module = cls.from_pretrained(source, local_files_only=True)
-        except (OSError, ValueError) as e:
-            raise TpulabError(f"--weights pretrained: hf:{source} has no weights on disk ({one_line(e)}): download "
-                              "them once, or run with --weights random") from None
-    else:
-        module = cls(config)
-    return Built(module, *batches(source, config, module.main_input_name, seq_len))
+    """A transformers model of the class its config names, from the config (random weights) or its files
+    (`tpulab.workloads.shared.hf_torch`)."""
+    module, config = hf_model(source, weights)
+    return Built(module, *batches(source, config, str(module.main_input_name), seq_len))
 
 
 def batches(source: str, config: Any, takes: str, seq_len: int) -> tuple[Draw, str]:

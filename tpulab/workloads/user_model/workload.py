@@ -44,7 +44,8 @@ from tpulab.workloads.base import (
 from tpulab.workloads.keras import KerasWorkload
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
 from tpulab.workloads.running import Runner, RunnerAt
-from tpulab.workloads.user_model.target import LIBRARIES, Target
+from tpulab.workloads.shared.model_source import LIBRARIES, folder_or_name
+from tpulab.workloads.user_model.target import Target
 
 if TYPE_CHECKING:
     from tpulab.backends import Backend
@@ -119,15 +120,8 @@ def target(spec: str) -> Target:
 def library_target(library: str, name: str) -> Target:
     """A library's model by name or folder: a folder must hold its config.json (a name is looked up in the local
     cache by the worker, which reaches no hub)."""
-    if not name:
-        raise ParamError(MODEL, f"--model {library}: needs {LIBRARIES[library].names} after the colon")
-    folder = Path(name).expanduser()
-    if library != "timm" and (folder.is_dir() or "/" in name or name.startswith((".", "~"))):
-        if not (folder / "config.json").is_file():
-            raise ParamError(MODEL, f"--model {library}:{name}: no config.json in {name} (a folder needs its model's "
-                             "config.json)")
-        return Target(str(folder.resolve()), "", folder.resolve() / "config.json", library)
-    return Target(name, "", None, library)
+    source, config = folder_or_name(library, name, MODEL)
+    return Target(source, "", config, library)
 
 
 def input_shape(text: str) -> tuple[int, ...] | None:
