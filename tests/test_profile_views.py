@@ -191,6 +191,7 @@ def test_the_notebook_gives_the_op_table_as_a_dataframe_and_in_its_html():
     page = result._repr_html_()
     assert "<caption>where a step&#x27;s time went: its ops</caption>" in page
     assert "<td>dot.3</td><td>matmul/conv</td><td>1</td><td>6.00</td><td>60.0%</td><td>50.0</td>" in page
+    assert "<td>not attributed to any op</td><td>-</td><td>-</td><td>1.50</td><td>15.0%</td>" in page  # as the terminal
 
 
 def test_a_run_without_a_profile_has_no_op_table_in_the_notebook():

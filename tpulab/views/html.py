@@ -244,9 +244,12 @@ def moves_body(a: RunRecord, b: RunRecord) -> str:
 
 
 def ops_body(profile: Profile) -> str:
-    """The op table, as the terminal's (`tpulab results show ID --profile`), and what it rests on."""
-    return (table(profile_view.table_cells(profile), profile_view.op_columns(profile), "where a step's time went: its ops",
-                  ["note" if o.name == OTHER_OPS else "" for o in profile.ops])
+    """The op table, as the terminal's (`tpulab results show ID --profile`): its ops, then the time no op explains,
+    and what it rests on."""
+    unexplained = profile_view.unattributed_cells(profile)
+    rows = [*profile_view.table_cells(profile), *([unexplained] if unexplained else [])]
+    marks = ["note" if o.name == OTHER_OPS else "" for o in profile.ops] + ["note"] * bool(unexplained)
+    return (table(rows, profile_view.op_columns(profile), "where a step's time went: its ops", marks)
             + lines(profile_view.notes(profile), "note"))
 
 
