@@ -150,3 +150,23 @@ def test_a_smoke_run_times_each_token_on_llama_cpps_clock_and_verifies():
     assert tokens == [("prefill", 0)] + [("decode", i) for i in range(1, p["gen_len"])]
     assert any(e["event"] == "log" and e["text"].startswith("verify: q8_0 weights") for e in events)
     assert result["status"] == "finished" and result["summary"]["figures"]["bytes_per_token_step"] == decode_step_bytes(p)
+
+
+@pytest.mark.parametrize(("values", "param", "said"), [
+    ({"block": "gpt2", "positions": "rope"}, "block", "llama.cpp has no architecture for --block gpt2 with --positions "
+                                                      "rope: use --block gpt2 --positions learned"),
+    ({"weight_format": "q4_0", "width": 48, "heads": 4, "kv_heads": 4}, "weight_format",
+     "--weight-format q4_0: q4_0 packs each row in blocks of 32 weights: got --width 48"),
+])
+def test_what_llamacpp_cannot_hold_is_refused_before_a_worker_starts(values, param, said):
+    """A model llama.cpp has no architecture for, or a quantized format whose blocks do not fit its rows: a
+    ParamError naming the parameter when the run is resolved (exit 2), where PyTorch runs the same model."""
+    from tpulab.engine.spec import resolve
+    from tpulab.workloads.base import ParamError
+
+    report = detect()
+    with pytest.raises(ParamError) as refused:
+        resolve("decode", {**values, "backend": "llamacpp", "device": "cpu"}, report, "smoke")
+    assert refused.value.param == param and str(refused.value).startswith(said)
+    shape = {k: v for k, v in values.items() if k != "weight_format"}
+    assert resolve("decode", {**shape, "backend": "torch", "device": "cpu"}, report, "smoke").backend == "torch"

@@ -105,6 +105,14 @@ class RunnerAt:
     # devices only: {mode: those devices} (a mode not named runs on every device)
     takes: tuple[str, ...] = ()  # parameters of the workload that only the runners naming them take (decode's
     # --weight-format): a parameter's `backends` can be read from here, naming none
+    checks: str = ""  # `module:function(params)` raising ParamError for what only this runner cannot run, imported
+    # where the run is resolved: framework-free (what a GGUF file can hold)
+
+    def check(self, p: Params) -> None:
+        """Its own refusals, before a worker starts (none where it declares no `checks`)."""
+        if self.checks:
+            module, _, name = self.checks.partition(":")
+            getattr(importlib.import_module(module), name)(p)
 
     def __call__(self) -> Runner:
         module, _, name = self.path.partition(":")

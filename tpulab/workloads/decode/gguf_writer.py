@@ -24,7 +24,8 @@ import gguf
 import numpy as np
 
 from tpulab.base.home import home
-from tpulab.workloads.decode.arithmetic import QUANT_BLOCK, Params, head_dim
+from tpulab.workloads.decode.arithmetic import Params, head_dim
+from tpulab.workloads.decode.gguf_shapes import architecture
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -37,14 +38,7 @@ TYPES = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.
 FILE_TYPES = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
               "bf16": gguf.LlamaFileType.MOSTLY_BF16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
               "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}
-ARCHITECTURES = {("gpt2", "learned"): "gpt2", ("llama", "rope"): "llama"}  # (block, positions) -> llama.cpp's
 LAYOUT = 1  # in a kept file's name: raised where this module writes a file differently, so no old one is read
-
-
-def architecture(p: Params) -> str | None:
-    """llama.cpp's architecture for the run's block and positions; None where it has none (GPT-2 blocks with rotary
-    positions, Llama blocks with a learned table)."""
-    return ARCHITECTURES.get((p["block"], p["positions"]))
 
 
 def weights(p: Params) -> dict[str, np.ndarray]:
@@ -142,15 +136,6 @@ def write(p: Params, fmt: str, path: Path) -> None:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-
-
-def unpackable(p: Params, fmt: str) -> str | None:
-    """Why `fmt` cannot hold this model's matrices (a quantized row is whole blocks of 32), or None."""
-    if fmt not in ("q8_0", "q4_0"):
-        return None
-    widths = {"--width": p["width"], "--mlp-width": p["mlp_width"], "--heads x head width": p["heads"] * head_dim(p)}
-    odd = [f"{flag} {value}" for flag, value in widths.items() if value % QUANT_BLOCK]
-    return f"{fmt} packs each row in blocks of {QUANT_BLOCK} weights: got {', '.join(odd)}" if odd else None
 
 
 def cached(p: Params, fmt: str) -> tuple[Path, bool]:

@@ -145,11 +145,6 @@ def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtim
     """Write (or find) the GGUF file, start the server, say `Started`, check the bandwidth, then generate: a short
     completion first (reported apart), --verify's, then the timed one."""
     fmt = weight_format(p)
-    if gguf_writer.architecture(p) is None:
-        raise TpulabError(f"llama.cpp has no architecture for --block {p['block']} with --positions {p['positions']}: "
-                          "use --block gpt2 --positions learned (GPT-2) or --block llama --positions rope (Llama)")
-    if (why := gguf_writer.unpackable(p, fmt)) is not None:
-        raise TpulabError(f"--weight-format {fmt}: {why}")
     if p["verify"] and importlib.util.find_spec("torch") is None:
         from tpulab.backends import get
 

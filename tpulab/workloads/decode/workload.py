@@ -152,7 +152,8 @@ class LLMDecode(Workload):
     runners = {"tensorflow": RunnerAt("tpulab.workloads.decode.tf:run"),
                "jax": RunnerAt("tpulab.workloads.decode.jax:run", shards=True),  # the sequences split over a mesh
                "torch": RunnerAt("tpulab.workloads.decode.torch:run", takes=(MODEL, "weights")),
-               "llamacpp": RunnerAt("tpulab.workloads.decode.llamacpp:run", takes=("weight_format", "threads"))}
+               "llamacpp": RunnerAt("tpulab.workloads.decode.llamacpp:run", takes=("weight_format", "threads"),
+                                   checks="tpulab.workloads.decode.gguf_shapes:check")}
 
     def flops_per_step(self, p: Params) -> float:
         return decode_step_flops(p)
@@ -201,6 +202,9 @@ class LLMDecode(Workload):
         if p["kv_cache"] and not need <= p["kv_cache"] <= p["context"]:
             raise ParamError("kv_cache", f"--kv-cache must be from {need} (--prompt-len plus --gen-len) to "
                              f"{p['context']} (--context), or 0 to size it by them (got {p['kv_cache']})")
+        runner = self.runners.get(p.get(BACKEND.name, "auto"))  # once the backend is decided: its own refusals
+        if isinstance(runner, RunnerAt):
+            runner.check(p)
 
     def describe_data(self, p: Params) -> str:
         if p[MODEL]:

@@ -1,0 +1,35 @@
+"""What a GGUF file and llama.cpp can hold of the decode model, framework-free: checked when a run is resolved,
+before a worker starts (`RunnerAt.checks`), and read by the writer (`gguf_writer`)."""
+
+from __future__ import annotations
+
+from tpulab.workloads.base import ParamError
+from tpulab.workloads.decode.arithmetic import QUANT_BLOCK, Params, head_dim, weight_format
+
+ARCHITECTURES = {("gpt2", "learned"): "gpt2", ("llama", "rope"): "llama"}  # (block, positions) -> llama.cpp's
+
+
+def architecture(p: Params) -> str | None:
+    """llama.cpp's architecture for the run's block and positions; None where it has none (GPT-2 blocks with rotary
+    positions, Llama blocks with a learned table)."""
+    return ARCHITECTURES.get((p["block"], p["positions"]))
+
+
+def unpackable(p: Params, fmt: str) -> str | None:
+    """Why `fmt` cannot hold this model's matrices (a quantized row is whole blocks of 32), or None."""
+    if fmt not in ("q8_0", "q4_0"):
+        return None
+    widths = {"--width": p["width"], "--mlp-width": p["mlp_width"], "--heads x head width": p["heads"] * head_dim(p)}
+    odd = [f"{flag} {value}" for flag, value in widths.items() if value % QUANT_BLOCK]
+    return f"{fmt} packs each row in blocks of {QUANT_BLOCK} weights: got {', '.join(odd)}" if odd else None
+
+
+def check(p: Params) -> None:
+    """A model llama.cpp has no architecture for, or a format that cannot pack its rows: one line, exit 2."""
+    if architecture(p) is None:
+        raise ParamError("block", f"llama.cpp has no architecture for --block {p['block']} with --positions "
+                         f"{p['positions']}: use --block gpt2 --positions learned (GPT-2) or --block llama "
+                         "--positions rope (Llama)")
+    fmt = weight_format(p)
+    if (why := unpackable(p, fmt)) is not None:
+        raise ParamError("weight_format", f"--weight-format {fmt}: {why}")
