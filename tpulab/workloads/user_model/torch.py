@@ -134,7 +134,7 @@ class Loaded:
         """The batch of the user's example input (None for data, or a library's model)."""
         if self.targets is not None or self.draw is not None or not self.inputs:
             return None
-        first = next(iter(self.inputs.values() if isinstance(self.inputs, dict) else self.inputs))
+        first = first_input(self.inputs)
         return int(first.shape[0]) if getattr(first, "dim", lambda: 0)() > 0 else None
 
 
@@ -152,6 +152,11 @@ def decided_batch(asked: int, loaded: Loaded) -> tuple[int, str]:
 def forward(module: Callable[..., Any], x: Inputs) -> Any:
     """The module on one batch: `module(**batch)` for a dict batch, else `module(*inputs)`."""
     return module(**x) if isinstance(x, dict) else module(*x)
+
+
+def first_input(x: Inputs) -> Any:
+    """A batch's first input (by name or in order): its first dimension is the batch's rows."""
+    return next(iter(x.values() if isinstance(x, dict) else x))
 
 
 def each(x: Inputs, f: Callable[[Any], Any]) -> Inputs:
@@ -440,13 +445,12 @@ def step_flops(module: nn.Module, few: tuple[tuple[Inputs, Any], Any], autocast:
     from torch.utils.flop_counter import FlopCounterMode
 
     (x, _), y = few
-    rows = next(iter(x.values() if isinstance(x, dict) else x)).shape[0]
+    first = first_input(x)
     counter = FlopCounterMode(display=False)
-    first = next(iter(x.values() if isinstance(x, dict) else x))
     with counter, (torch.autocast(first.device.type, dtype=autocast) if autocast else nullcontext()):
         loss_of(forward(module, x), y).backward()
     module.zero_grad(set_to_none=True)  # the count's gradients are no step's
-    return float(counter.get_total_flops()) * batch / rows or None
+    return float(counter.get_total_flops()) * batch / first.shape[0] or None
 
 
 def forget_compiles() -> None:
