@@ -547,3 +547,17 @@ def run_model_here(model: str, **values: object) -> list:
     events: list = []
     run(w, p, events.append, CancelToken(), TorchRuntime())
     return events
+
+
+def kept_roofline(backend: str, version: str | None, python: str, cpu: str = "test CPU") -> RunRecord:
+    """A roofline kept on this machine's CPU by `backend` at `version` that set both ceilings (100 GFLOP/s float32,
+    20 GB/s): what `--quick` reuses rather than measuring again (`cpu`: the CPU model its device is named by)."""
+    from tpulab.base.events import KernelFigure, Summary, Telemetry
+
+    figures = [KernelFigure(kind="matmul", dtype="float32", size=n, median_s=0.1, count=5, flops_per_s=100e9)
+               for n in (1024, 2048)]
+    figures.append(KernelFigure(kind="copy", dtype="float32", size=256, median_s=0.1, count=5, bytes_per_s=20e9))
+    return RunRecord(id="f" * 32, workload="roofline", params={}, status="finished", started_at="2026-12-01T00:00:00",
+                     device=Device(kind="cpu", name=cpu), backend=backend,
+                     versions={backend: version or "", "python": python}, runtime={"cpu": {"llc_bytes": 32 * 2**20}},
+                     summary=Summary(kernels=figures, telemetry=Telemetry(cores=2, cpu_mean=10.0, process_mean=15.0)))

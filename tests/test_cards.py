@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tpulab.base.events import RunRecord
 from tpulab.engine import bench
 from tpulab.engine.bench_run import Bench, scaling
 from tpulab.engine.card import Card, CardCeiling, CardEntry, CardSuite, from_json, scrubbed
@@ -31,7 +30,7 @@ from tpulab.machine import fingerprint
 from tpulab.machine.detect import RuntimeReport
 from tpulab.views import card as view
 
-from .helpers import ROOT, cpu_only, make_record, pci, run_cli, tree
+from .helpers import ROOT, cpu_only, kept_roofline, make_record, pci, run_cli, tree
 
 
 STEPS = [[0.01 * (1 + 0.01 * (i % 5)) for i in range(20)]] * 2  # two repeats of an entry's step times, kept
@@ -216,8 +215,13 @@ def full_card() -> Card:
     c = card()
     c.entries = [CardEntry(name=h, workload=h.split("-")[0], backend="tensorflow", status="ok", unit="examples/s",
                            median=1234.5, p10=1200.0, p90=1300.0, n=12, ceiling_fraction=0.42, bound="compute",
-                           run_id="ab" * 16) for h in bench.SUITE.headlines()]
+                           run_id="ab" * 16, ceiling_kind="memory" if h.startswith("decode") else "compute")
+                 for h in bench.SUITE.headlines()]
     c.entries[2].status, c.entries[2].reason = "failed", "the worker was killed by SIGKILL (out of memory?)"
+    c.entries += [CardEntry(name=h.name, workload=e.workload, backend="llamacpp", status="ok", unit="tokens/s",
+                            median=1234.5, p10=1200.0, p90=1300.0, n=12, ceiling_fraction=0.42, ceiling_kind="memory",
+                            run_id="ab" * 16, reference=h.reference, variant=h.variant)
+                  for e in bench.SUITE.referenced("llama.cpp") for h in e.headlines]
     c.refused["float32"] = "other processes used 1.00 of 2 cores (50%) while it ran, more than a quarter"
     c.noisy = "other processes used 1.00 of 2 cores (50%) during conv"
     return c
@@ -230,6 +234,9 @@ def test_the_terminal_card_fits_one_80x24_screen():
     lines = shown.rstrip("\n").splitlines()
     assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
     assert "decode-b8" in shown and "SIGKILL" in shown and "noisy" in shown
+    assert "llama.cpp q4_0" not in shown  # the reference lines' entries: a line each below the table, not rows
+    assert "decode-b8 examples/s: tensorflow 1,234; llama.cpp 1,234 (f32), 1,234 (q8_0), 1,234 (q4_0); limit at " \
+        "this bandwidth 2,939" in " ".join(shown.split())
 
 
 @pytest.mark.parametrize("width", [80, 60])
@@ -241,9 +248,12 @@ def test_the_full_terminal_card_keeps_every_figure_whole(width):
     shown = console.export_text()
     assert max(len(line) for line in shown.splitlines()) <= width
     ok = [e for e in full_card().entries if e.status == "ok"]
-    assert shown.count(" 1,234 ") == len(ok) and shown.count(" 1,200-1,300 ") == len(ok)
+    rows = "\n".join(line for line in shown.splitlines() if line.startswith(" "))  # the table's (not the lines below)
+    assert rows.count(" 1,234 ") == len(ok) and rows.count(" 1,200-1,300 ") == len(ok)
     every = len(full_card().entries)  # a failed entry's too
-    assert shown.count(f"run {'ab' * 16}") == every and shown.count("(tensorflow, ") == every
+    assert shown.count(f"run {'ab' * 16}") == every
+    assert shown.count("(tensorflow, ") + shown.count("(llamacpp, ") == every
+    assert "llamacpp (reference)" in shown or width < 80  # (narrower, the heading wraps in its column)
 
 
 def test_the_html_card_and_comparison_load_nothing_from_outside(tmp_path):
@@ -255,7 +265,7 @@ def test_the_html_card_and_comparison_load_nothing_from_outside(tmp_path):
 def test_markdown_and_csv_hold_one_row_per_entry():
     c = full_card()
     md = view.markdown(c)
-    assert md.count("\n| decode-b") == 2 and "| entry | backend |" in md
+    assert md.count("\n| decode-b") == 2 + 6 and "| entry | backend |" in md  # and llama.cpp's 3 formats each
     rows = view.csv_text(c).strip().splitlines()
     assert len(rows) == 1 + len(c.entries) and rows[0].startswith("card,workload,entry")
 
@@ -362,20 +372,6 @@ def test_a_scaling_entry_says_its_speedup_over_one_device_and_what_that_is_of_li
     shown = io.StringIO()
     Console(file=shown, width=80).print(view.terminal(replace(card(), entries=[one, made])))
     assert "conv-scaling: 4 devices: 3.60x one device's conv (90% of linear)" in shown.getvalue()  # on the one screen
-
-
-def kept_roofline(backend: str, version: str | None, python: str) -> RunRecord:
-    """A roofline kept on this machine's CPU by `backend` at `version` that set both ceilings (100 GFLOP/s float32,
-    20 GB/s): what `--quick` reuses rather than measuring again."""
-    from tpulab.base.events import Device, KernelFigure, Summary, Telemetry
-
-    figures = [KernelFigure(kind="matmul", dtype="float32", size=n, median_s=0.1, count=5, flops_per_s=100e9)
-               for n in (1024, 2048)]
-    figures.append(KernelFigure(kind="copy", dtype="float32", size=256, median_s=0.1, count=5, bytes_per_s=20e9))
-    return RunRecord(id="f" * 32, workload="roofline", params={}, status="finished", started_at="2026-12-01T00:00:00",
-                     device=Device(kind="cpu", name="test CPU"), backend=backend,
-                     versions={backend: version or "", "python": python}, runtime={"cpu": {"llc_bytes": 32 * 2**20}},
-                     summary=Summary(kernels=figures, telemetry=Telemetry(cores=2, cpu_mean=10.0, process_mean=15.0)))
 
 
 @pytest.mark.slow
@@ -569,11 +565,12 @@ def test_a_backend_registered_later_gets_its_entries_with_no_change_to_the_card(
     (info / "entry_points.txt").write_text(f"[{plugins.BACKENDS}]\nnumpy = fake_numpy_backend:BACKEND\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, [ROOT, ROOT / "tests" / "plugins", tmp_path / "site"])),
            "TPULAB_HOME": str(tmp_path / "home")}
-    done = subprocess.run([sys.executable, "-m", "tpulab", "bench", "--quick", "--backend", "numpy", "-o",
+    done = subprocess.run([sys.executable, "-m", "tpulab", "bench", "--quick", "--backend", "numpy", "--no-reference", "-o",
                            str(tmp_path / "card.json")], capture_output=True, text=True, env=env, timeout=400, cwd=tmp_path)
     made = json.loads((tmp_path / "card.json").read_text())
     by_name = {e["name"]: e for e in made["entries"]}
     assert set(by_name) == set(bench.SUITE.headlines()) and made["backends"] == ["numpy"], done.stderr[-2000:]
+    assert made["references"] == {}  # (--no-reference: llama.cpp's lines left out, and nothing said of them)
     assert by_name["conv"]["status"] == "ok" and by_name["conv"]["backend"] == "numpy"
     assert by_name["resnet50-train"]["status"] == "skipped" and "does not run on" in by_name["resnet50-train"]["reason"]
 

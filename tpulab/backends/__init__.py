@@ -254,6 +254,8 @@ class Backend:
     article: bool = False  # the article's framework: what sweeps compare against, and what schema-1 records ran on
     chosen_by_auto: bool = True  # False: it runs where asked for by name alone (a few workloads), so `auto` never
     # takes it, and no "install one" hint offers it
+    reference: str | None = None  # an engine people serve with, not a framework: what its line adds beside a
+    # framework's on a machine card (which runs it once, on the entries that declare its variants); `all` leaves it out
     multi_host: str | None = None  # None: runs over several processes; else why not, and what to use instead
     no_shards: str | None = None  # None: splits a batch over several replicas (--shards); else why not, and instead
     tpu_install: str | None = None  # how to make it drive a TPU, where it can

@@ -20,6 +20,8 @@ def _arguments(parser: Parser) -> None:
     parser.add_argument("--devices", choices=("one", "all"), default="one",
                         help="one: every entry on one device; all: also the article's convolution across every device, "
                              "with its speedup over one (a scaling entry)")
+    parser.add_argument("--no-reference", dest="reference", action="store_false",
+                        help="leave out the reference engines' lines (llama.cpp's decode, after the backends)")
     parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the card (host, user and home left out)")
     parser.add_argument("--format", choices=FORMATS, help="of the file (default: its suffix, else json)")
     parser.add_argument("--full", action="store_true", help="on the terminal: the machine, and each entry's details")
@@ -50,8 +52,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                 f"about {fmt.duration(p.eta)} left"), style="cyan")
 
     bench = Bench(detect(), args.db or default_path(), args.backend, args.quick, on_progress=progress,
-                  devices=args.devices)
-    err.print(safe.text(f"tpulab bench{' --quick' if args.quick else ''}: {', '.join(bench.backends)}, "
+                  devices=args.devices, reference=args.reference)
+    lines = f", then the reference lines of {', '.join(bench.references)}" if bench.references else ""
+    err.print(safe.text(f"tpulab bench{' --quick' if args.quick else ''}: {', '.join(bench.backends)}{lines}, "
                         f"budget {fmt.duration(bench.budget)} per backend; Ctrl+C keeps a partial card"))
 
     def on_sigint(signum: int, frame: Any) -> None:

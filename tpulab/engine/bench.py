@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 NAME = "tpulab-card"
 VERSION = 2  # 2: decode on GPT-2 small (it was the tiny preset); 11 timed steps or more in every entry
+REFERENCE_SHARE = 0.5  # of a backend's budget, for the reference engines' lines (each engine's, once per card)
 QUICK_BUDGET_S = 180.0  # per backend, on a 2-core machine
 FULL_BUDGET_S = 720.0
 STABLE = 0.10  # an entry's spread is stable once (p90 - p10) / median is at most this
@@ -42,6 +43,17 @@ class Headline:
     fraction: str = "ceiling_fraction"
     spec: str = "peak_fraction"
     article: str | None = None  # the 2018 article's entry this one is comparable with
+    reference: str | None = None  # a reference engine's line: the headline it stands beside ('decode-b1')
+    variant: str | None = None  # ... and what sets that line apart: its weights' format ('q4_0')
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way a reference engine runs an entry, beside the framework's: its label and its parameters over the
+    entry's ('q4_0', {"weight_format": "q4_0"})."""
+
+    label: str
+    params: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,7 @@ class Entry:
     headlines: tuple[Headline, ...]
     steps: tuple[str, ...]  # the parameters doubled when the spread is not yet stable
     weight: float = 1.0  # its share of the budget left after the ceilings, relative to the others
+    reference: tuple[Variant, ...] = ()  # run again on each installed reference engine, once per variant
 
     def values(self, quick: bool) -> dict[str, Any]:
         """The same on every backend: an entry's figures on two backends are of the same work."""
@@ -90,6 +103,13 @@ class Suite:
     def headlines(self) -> list[str]:
         return [h.name for e in self.entries for h in e.headlines]
 
+    def referenced(self, engine: str) -> tuple[Entry, ...]:
+        """The entries a reference engine runs, one per variant, each headline named for the engine and the variant
+        ('decode-b1 llama.cpp q4_0') and pointing at the headline it stands beside."""
+        return tuple(replace(e, params={**e.params, **v.params}, reference=(), headlines=tuple(
+            replace(h, name=f"{h.name} {engine} {v.label}", article=None, reference=h.name, variant=v.label)
+            for h in e.headlines)) for e in self.entries for v in e.reference)
+
 
 PROFILED = {"profile": True, "profile_steps": 2}  # a short profile for the top ops and the host gap
 # Decode is judged against the memory ceiling, so its weights must stream from memory: GPT-2 small's 0.5 GB (float32)
@@ -97,6 +117,10 @@ PROFILED = {"profile": True, "profile_steps": 2}  # a short profile for the top 
 # followed the cache's other tenants (on a 2-core VM with 32 MB of shared L3, one process to the next: cv 6.8% for
 # tiny, 2.6% for GPT-2 small). A short prompt keeps its prefill, which is compute-bound, within the quick budget.
 DECODE = {"preset": "gpt2-small", "prompt_len": 16, "gen_len": 64, **PROFILED}
+# What CPU users serve with, beside the framework's figure: the same shape and dtype (float32), and the quantized
+# formats they run, whose weights a token reads in 8.5 and 4.5 bits a weight.
+FORMATS = (Variant("f32", {"weight_format": "f32"}), Variant("q8_0", {"weight_format": "q8_0"}),
+           Variant("q4_0", {"weight_format": "q4_0"}))
 TOKENS: dict[str, Any] = {"path": "figures.decode_tokens_per_s", "unit": "tokens/s", "ceiling": "memory",
                           "fraction": "figures.mbu", "spec": "figures.spec_bandwidth_fraction"}
 # The quick sizes fit the slowest backend's budget: Keras 3 on JAX runs these convolutions about 10x slower than
@@ -125,9 +149,9 @@ SUITE = Suite(
               {"steps_per_epoch": 12, "seq_len": 128, "batch_size": 4}, (Headline("transformer-train", "throughput"),),
               ("steps_per_epoch",), weight=1.5),
         Entry("decode", {**DECODE, "batch_size": 1}, {"gen_len": 32},
-              (Headline("decode-b1", **TOKENS),), ("gen_len",)),
+              (Headline("decode-b1", **TOKENS),), ("gen_len",), reference=FORMATS),
         Entry("decode", {**DECODE, "batch_size": 8}, {"gen_len": 32},
-              (Headline("decode-b8", **TOKENS),), ("gen_len",)),
+              (Headline("decode-b8", **TOKENS),), ("gen_len",), reference=FORMATS),
     ),
     scaling="conv",  # the article's convolution, which its TPU ran over 8 cores (batch_parallel)
     # One size past the L2 and a copy past most last-level caches, float32 on every device: a few seconds at the

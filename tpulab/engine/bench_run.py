@@ -13,6 +13,11 @@ far its ceilings drifted. Where the budget allows, every entry runs again at the
 the others ran once (A B C, A B C: a neighbour's burst or a drift falls on several entries a little, not on one
 entry whole), and its figures and interval are taken over its repeats. Each entry keeps its timed steps, thinned
 (`card.KEPT`), for comparisons, and says when another process used the machine while it was timed.
+
+A framework's decode is not what people serve with: after the backends, each installed reference engine (a backend
+whose `reference` says what its line adds: llama.cpp) runs the entries that declare its variants (the same shape and
+dtype, and the quantized formats), judged by the bandwidth the card's rooflines measured on this machine. An engine
+not installed is named on the card, with what its line would add and the command that installs it.
 """
 
 from __future__ import annotations
@@ -67,8 +72,25 @@ class Progress:
 
 
 def installed(report: RuntimeReport) -> list[str]:
-    """Every registered backend that is installed here (a plugin's too): `--backend all`."""
-    return [name for name, b in backends.registry().items() if b.installed(report.packages)]
+    """Every registered framework installed here (a plugin's too): `--backend all`. A reference engine is not one:
+    the card runs its lines beside them (`references`)."""
+    return [name for name, b in backends.registry().items() if b.installed(report.packages) and not b.reference]
+
+
+def references(report: RuntimeReport, suite: bench.Suite, taken: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The reference engines whose lines this card runs (installed, and running a workload of the suite's entries
+    that declare variants), and for each one not installed, what its lines would add and how to install it."""
+    workloads = {e.workload for e in suite.entries if e.reference}
+    run, absent = [], {}
+    for name, b in backends.registry().items():
+        if b.reference is None or name in taken or not any(name in get_workload(w).runners for w in workloads):
+            continue
+        if b.installed(report.packages):
+            run.append(name)
+        else:
+            labels = ", ".join(dict.fromkeys(v.label for e in suite.entries for v in e.reference))
+            absent[name] = f"{b.title} is not installed: its line would add {b.reference} ({labels}); install: {b.install}"
+    return run, absent
 
 
 def chosen(requested: str, report: RuntimeReport) -> list[str]:
@@ -253,24 +275,29 @@ class Bench:
     def __init__(self, report: RuntimeReport, db: Path, backend: str = "auto", quick: bool = False,
                  suite: bench.Suite | None = None, on_progress: Callable[[Progress], None] | None = None,
                  budget_s: float | None = None, environ: dict[str, str] | None = None,
-                 reuse_ceilings: bool | None = None, devices: str = "one") -> None:
+                 reuse_ceilings: bool | None = None, devices: str = "one", reference: bool = True) -> None:
         import os
 
         self.report, self.db, self.quick = report, Path(db), quick
         self.suite = suite = suite or bench.SUITE  # read when a bench starts, not when this module loads
         self.devices = devices  # one: every entry on one device; all: the suite's scaling entry across all of them
         self.backends = chosen(backend, report)
+        # the reference engines' lines, unless left out (`--no-reference`): then the card says nothing of them
+        self.references, missing = references(report, suite, self.backends) if reference else ([], {})
+        self.ceilings_here = Ceilings()  # the best each backend's roofline measured: what a reference engine's runs use
         self.budget = budget_s if budget_s is not None else suite.budget(quick)
         self.on_progress = on_progress or (lambda p: None)
         self.reuse = quick if reuse_ceilings is None else reuse_ceilings
         self.store = Store(self.db)
         self.cancelled = False
+        self.part = self.budget  # the budget of the part running now: a backend's, or a reference engine's
         self.overran = False  # the run in flight was stopped at its share of the budget
         self.current: Run | None = None
         self._loads: dict[str, tuple[float, int, str]] = {}  # run id -> (other cores, cores, entry)
         env = dict(os.environ if environ is None else environ)
         self.card = Card(id=uuid.uuid4().hex, created_at=_now(), suite=CardSuite(name=suite.name, version=suite.version,
-                         quick=quick), machine=machine(report, env), backends=self.backends, budget_s=self.budget)
+                         quick=quick), machine=machine(report, env), backends=self.backends, budget_s=self.budget,
+                         references=missing)
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -285,6 +312,10 @@ class Bench:
             if self.cancelled:
                 break
             self._backend(backend, time.monotonic())
+        for engine in self.references:
+            if self.cancelled:
+                break
+            self._reference(engine, time.monotonic())
         c = self.card
         c.wall_s, c.ended_at = time.monotonic() - start, _now()
         c.status = "partial" if self.cancelled else "failed" if any(e.status == "failed" for e in c.entries) \
@@ -304,11 +335,34 @@ class Bench:
         if scaled is not None:
             entries += (scaled,)
         total = len(entries) + 1
+        self.part = self.budget
         deadline = start + self.budget
         began = self._probe(backend, "the ceilings at the start (drift)", 0, total, start, deadline)
         end = deadline - (time.monotonic() - start)  # the end's probe takes as long as the start's
         self._progress(backend, "ceilings (roofline)", 0, total, start)
         ceilings = self._ceilings(backend, start + self.budget * bench.CEILINGS_SHARE * OVERRUN)
+        self.ceilings_here.add(ceilings)
+        self._measure(backend, entries, ceilings, start, end, total, scaled, devices)
+        ended = None if self.cancelled else self._probe(backend, "the ceilings at the end (drift)", total - 1, total,
+                                                        start, max(deadline, time.monotonic() + 60))
+        if self.suite.drift is not None:
+            self.card.drift += drifts(backend, began, ended)
+        if why_not is not None and not self.cancelled:
+            self.card.entries.append(CardEntry(name=f"{self.suite.scaling}{bench.SCALING}", workload="", backend=backend,
+                                               status="skipped", reason=why_not))
+        self._save()
+
+    def _reference(self, engine: str, start: float) -> None:
+        """A reference engine's lines: the entries that declare its variants, each judged by the ceilings the card's
+        backends measured on this machine (an engine has no roofline of its own: the machine has one bandwidth)."""
+        entries = self.suite.referenced(backends.get(engine).short)
+        self.part = self.budget * bench.REFERENCE_SHARE
+        self._measure(engine, entries, self.ceilings_here, start, start + self.part, len(entries) + 1)
+        self._save()
+
+    def _measure(self, backend: str, entries: tuple[bench.Entry, ...], ceilings: Ceilings, start: float, end: float,
+                 total: int, scaled: bench.Entry | None = None, devices: int = 1) -> None:
+        """Each entry's first run, then its repeats interleaved with the others' (A B C, A B C), until `end`."""
         weights = [e.weight for e in entries]
         repeats = max(1, self.suite.repeats)
         measured: list[Measuring] = []
@@ -325,7 +379,8 @@ class Bench:
             else:
                 m, made_here = None, [CardEntry(
                     name=h.name, workload=entry.workload, backend=backend, status="skipped", ceiling_kind=h.ceiling,
-                    reason=f"the {fmt.duration(self.budget)} budget was spent before it started", article=h.article)
+                    reason=f"the {fmt.duration(self.budget)} budget was spent before it started", article=h.article,
+                    reference=h.reference, variant=h.variant)
                     for h in entry.headlines]
             for made in made_here:
                 if entry is scaled:
@@ -348,14 +403,6 @@ class Bench:
                     self._progress(backend, made.name, i + 1, total, start, repeated=made)
         for m in measured:  # how many runs each got, now that no more will come
             self._remade(m, backend, ceilings, devices if m.entry is scaled else None, repeats)
-        ended = None if self.cancelled else self._probe(backend, "the ceilings at the end (drift)", total - 1, total,
-                                                        start, max(deadline, time.monotonic() + 60))
-        if self.suite.drift is not None:
-            self.card.drift += drifts(backend, began, ended)
-        if why_not is not None and not self.cancelled:
-            self.card.entries.append(CardEntry(name=f"{self.suite.scaling}{bench.SCALING}", workload="", backend=backend,
-                                               status="skipped", reason=why_not))
-        self._save()
 
     def _probe(self, backend: str, what: str, done: int, total: int, start: float,
                deadline: float) -> RunRecord | str | None:
@@ -391,7 +438,7 @@ class Bench:
     def _progress(self, backend: str, what: str, done: int, total: int, start: float,
                   finished: CardEntry | None = None, repeated: CardEntry | None = None) -> None:
         elapsed = time.monotonic() - start
-        eta = max(0.0, self.budget - elapsed) if done < total else 0.0
+        eta = max(0.0, self.part - elapsed) if done < total else 0.0
         self.on_progress(Progress(backend, what, done, total, elapsed, eta, finished, repeated))
 
     def _save(self) -> None:
@@ -485,7 +532,8 @@ class Bench:
                 status = "skipped" if "does not run on" in str(e) else "failed"
                 return [CardEntry(name=h.name, workload=entry.workload, backend=backend, status=status,
                                   reason=first_line(str(e)), ceiling_kind=h.ceiling, article=h.article,
-                                  seconds=time.monotonic() - start) for h in entry.headlines], None
+                                  reference=h.reference, variant=h.variant, seconds=time.monotonic() - start)
+                        for h in entry.headlines], None
             if self.overran and record is not None:
                 stopped = "budget: the rerun at twice the steps ran past its share: the last run's figures are kept"
                 break
@@ -565,6 +613,7 @@ class Bench:
         return CardEntry(name=h.name, workload=record.workload, backend=backend, status=status, reason=reason,
                          device=record.device_label(), ceiling_kind=h.ceiling, stopped="; ".join([m.stopped, *m.notes]),
                          seconds=m.seconds, command=command(record), article=h.article, run_id=record.id,
+                         reference=h.reference, variant=h.variant,
                          params={k: v for k, v in record.params.items() if k not in (BACKEND.name, DEVICE.name)}, **f)
 
     def _run(self, workload: str, values: dict[str, Any], backend: str, ceilings: Ceilings,

@@ -80,6 +80,8 @@ class CardEntry:
     command: str | None = None
     article: str | None = None  # the article's entry it matches
     artifact: str | None = None  # a published figure that measured something else, and what
+    reference: str | None = None  # a reference engine's line (llama.cpp's): the entry it stands beside ('decode-b1')
+    variant: str | None = None  # ... and what sets that line apart: its weights' format ('q4_0')
 
 
 @dataclass(kw_only=True)
@@ -146,6 +148,8 @@ class Card:
     budget_s: float | None = None
     published: str | None = None  # a reference card: where its figures were published (not measured here)
     drift: list[CardDrift] = field(default_factory=list)  # its ceilings at its start and at its end
+    references: dict[str, str] = field(default_factory=dict)  # a reference engine not installed (its backend's
+    # name): what its lines would add, and how to install it
     entries: list[CardEntry] = field(default_factory=list)
     __pydantic_config__: ClassVar[dict[str, Any]] = CONFIG
 

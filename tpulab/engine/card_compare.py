@@ -243,6 +243,9 @@ def differences(cards: list[Card]) -> list[str]:
     for c in cards:  # each reason once, naming every ceiling it refused
         for why in dict.fromkeys(c.refused.values()):
             out.append(f"{c.label()}: no {', '.join(k for k, v in c.refused.items() if v == why)} ceiling: {why}")
+    lines = {e.backend for c in cards for e in c.entries if e.reference}  # reference engines some card ran
+    out += [f"{c.label()}: no reference line: {why}" for c in cards for name, why in c.references.items()
+            if name in lines]
     out += [f"{c.label()} is {c.status}" for c in cards if c.status == "partial"]
     out += [f"{c.label()} is noisy: {c.noisy}" for c in cards if c.noisy]
     out += [f"{c.which()} drifted from its start to its end: {c.drift_words()}" for c in cards if c.drift]

@@ -231,6 +231,12 @@ class Ceilings:
                 if old is None or c.value > old.value:
                     self.kept[k] = c
 
+    def add(self, other: Ceilings) -> None:
+        """Another's ceilings into these, the best of each kept."""
+        for k, c in other.kept.items():
+            if k not in self.kept or c.value > self.kept[k].value:
+                self.kept[k] = c
+
     def flops(self, device: Device | None, dtype: str | None) -> KeptCeiling | None:
         return self.kept.get(key(device, dtype)) if device is not None and dtype else None
 

@@ -57,9 +57,10 @@ class CardComparisonResult:
         return text(view.comparison_terminal(self.comparison))
 
 
-def bench(quick: bool = False, backend: str = "auto", db: str | Path | None = None, devices: str = "one") -> CardResult:
+def bench(quick: bool = False, backend: str = "auto", db: str | Path | None = None, devices: str = "one",
+          reference: bool = True) -> CardResult:
     """Run the suite (`tpulab bench`) and return its card, kept in the results; its progress is printed as it goes.
-    `devices="all"` adds the scaling entry (`--devices all`).
+    `devices="all"` adds the scaling entry (`--devices all`); `reference=False` leaves out llama.cpp's lines.
     Interrupting the cell stops the run in flight and returns the card so far, marked partial."""
     from tpulab.engine.bench_run import Bench, Progress
     from tpulab.machine.detect import detect
@@ -71,7 +72,7 @@ def bench(quick: bool = False, backend: str = "auto", db: str | Path | None = No
         print(said, file=sys.stderr, flush=True)
 
     runner = Bench(detect(), Path(db) if db else default_path(), backend, quick, on_progress=progress,
-                   devices=devices)
+                   devices=devices, reference=reference)
     made: list[Card] = []
     done = threading.Event()  # not Thread.join: a join that Ctrl+C interrupts marks the thread ended while it runs
 

@@ -84,6 +84,31 @@ def stability_lines(card: Card) -> list[str]:
     return out
 
 
+def engine(e: CardEntry) -> str:
+    """A reference line's engine, as its name says it ('decode-b1 llama.cpp q4_0': llama.cpp), else its backend."""
+    middle = e.name.removeprefix(f"{e.reference} ").removesuffix(f" {e.variant}")
+    return middle if e.reference and middle != e.name else e.backend
+
+
+def reference_lines(card: Card) -> list[str]:
+    """Each entry beside its reference engines' lines: 'decode-b1 tokens/s: torch 28.5; llama.cpp 35.1 (f32), 60.2
+    (q8_0), 90.0 (q4_0); limit at this bandwidth 45.0' (the limit: the framework's figure at its whole ceiling); and
+    each engine not installed, with what its line would add."""
+    out = []
+    for e in card.entries:
+        lines = [r for r in card.entries if r.reference == e.name and r.status == "ok" and r.median]
+        if e.reference or not lines or e.status != "ok" or not e.median:
+            continue
+        engines = {engine(r): ", ".join(f"{figure(x.median)} ({x.variant})" for x in lines if x.backend == r.backend)
+                   for r in lines}
+        limit = e.median / e.ceiling_fraction if e.ceiling_fraction else None
+        ceiling = "bandwidth" if e.ceiling_kind == "memory" else "compute ceiling"
+        out.append(f"{e.name} {e.unit or ''}: {e.backend} {figure(e.median)}; "
+                   + "; ".join(f"{b} {said}" for b, said in engines.items())
+                   + (f"; limit at this {ceiling} {figure(limit)}" if limit else f"; no measured {ceiling}, no limit"))
+    return out + list(card.references.values())
+
+
 def entry_row(e: CardEntry) -> list[str]:
     """A row of the entries' table (`HEADER`); an entry that gave no figure shows its status (its reason is said
     below the table, whole)."""
@@ -109,10 +134,11 @@ def terminal(card: Card, full: bool = False) -> RenderableType:
         t.add_column(name, overflow="fold", no_wrap=name in FIGURES,
                      justify="right" if name in ("median", "n", "ceiling") else "left")
     backend = None
-    for e in card.entries:
-        if len(card.backends) > 1 and e.backend != backend:  # each backend's entries under its name
+    shown = [e for e in card.entries if full or not e.reference]  # one screen: the reference lines below the table
+    for e in shown:
+        if len({x.backend for x in shown}) > 1 and e.backend != backend:  # each backend's entries under its name
             backend = e.backend
-            t.add_row(safe.text(backend, "bold"))
+            t.add_row(safe.text(backend + (" (reference)" if e.reference else ""), "bold"))
         row = dict(zip(HEADER, entry_row(e)))
         t.add_row(*(safe.text(row[name], "red" if e.status != "ok" else "") for name in SCREEN))
     parts: list[RenderableType] = [safe.text(title(card), "bold"), safe.text(ceilings_line(card, full), "cyan")]
@@ -121,6 +147,7 @@ def terminal(card: Card, full: bool = False) -> RenderableType:
     if card.noisy:
         parts.append(safe.text(f"noisy: {card.noisy}", "yellow"))
     parts.append(t)
+    parts += [safe.text(line, "green") for line in reference_lines(card)]
     parts += [safe.text(line, "yellow") for line in stability_lines(card)]
     parts += [safe.text(f"{e.name}: {e.status}: {e.reason or ''}", "red") for e in card.entries if e.status != "ok"]
     parts += [safe.text(f"{e.name}: {e.artifact}", "bold red") for e in card.entries if e.artifact]
@@ -183,7 +210,7 @@ def markdown(card: Card) -> str:
         out += [f"*{_md(card.published)}*", ""]
     if card.noisy:
         out += [f"**noisy**: {_md(card.noisy)}", ""]
-    out += [x for line in stability_lines(card) for x in (_md(line), "")]
+    out += [x for line in [*reference_lines(card), *stability_lines(card)] for x in (_md(line), "")]
     out += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     out += ["| " + " | ".join(_md(c) for c in entry_row(e)) + " |" for e in card.entries]
     out += ["", "| machine | |", "|---|---|"] + [f"| {_md(k)} | {_md(v)} |" for k, v in machine_rows(card)]
@@ -237,8 +264,9 @@ def card_body(card: Card) -> str:
     extra = [[e.name, e.stopped or "", ", ".join(f"{o.name} {fmt.percent(o.share)}" for o in e.top_ops),
               "; ".join(e.verdicts), e.command or ""] for e in card.entries]
     notes = [card.published or "", f"noisy: {card.noisy}" if card.noisy else "", *stability_lines(card)]
+    said = html.lines(reference_lines(card))
     notes += [f"{e.name}: {e.artifact}" for e in card.entries if e.artifact]
-    return (html.lines([title(card), ceilings_line(card)]) + html.lines([n for n in notes if n], "warn")
+    return (html.lines([title(card), ceilings_line(card)]) + said + html.lines([n for n in notes if n], "warn")
             + html.table([entry_row(e) for e in card.entries], HEADER, "entries")
             + fraction + html.table(extra, ("entry", "stopped", "top ops", "verdicts", "command"), "how each was measured")
             + html.table(machine_rows(card), ("machine", ""), "the machine"))
