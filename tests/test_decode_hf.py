@@ -63,8 +63,8 @@ def test_a_name_is_read_from_the_local_hugging_face_cache(tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("flags, line", [
-    (["--backend", "jax"], "--model means nothing on --backend jax: a transformers model runs on PyTorch: use "
-                           "--backend torch"),
+    (["--backend", "jax"], "--model means nothing on --backend jax: a transformers model runs on PyTorch, a GGUF "
+                           "file on llama.cpp: use --backend torch or llamacpp"),
     (["--layers", "4"], "--layers 4: hf:{dir}'s config.json says 2 (with --model, the shape is the model's)"),
     (["--prompt-len", "100", "--gen-len", "100"], "--prompt-len 100 plus --gen-len 100 must fit --context 128 "
                                                   "(got 200)"),
@@ -110,3 +110,21 @@ def test_a_transformers_llama_decodes_a_token_per_step_verified(tmp_path, tied, 
     figures = result["summary"]["figures"]
     assert result["status"] == "finished" and figures["decode_tokens_per_s"] > 0
     assert 0 <= figures["verified"] < 1e-5
+
+
+@pytest.mark.slow
+def test_a_transformers_config_decodes_on_llama_cpp_as_a_gguf_file_of_its_shape(tmp_path):
+    """Its random weights, written as GGUF in its config's shape: llama.cpp's figures beside PyTorch's, like for
+    like; its pretrained weights are refused there, with what to do instead."""
+    folder = llama(tmp_path / "model")
+    args = ("run", "decode", "--model", f"hf:{folder}", "--backend", "llamacpp", "--prompt-len", "8", "--gen-len", "8",
+            "--no-ui", "--no-save", "--json")
+    r = run_cli(*args, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    events = json_events(r.stdout)
+    started, result = events[0], events[-1]
+    p = result["params"]
+    assert {k: p[k] for k in SHAPE} == SHAPE and p["backend"] == "llamacpp" and result["status"] == "finished"
+    assert started["bytes_per_step"] == matmul_bytes(p) + kv_cache_bytes(p)
+    refused = run_cli(*args, "--weights", "pretrained", timeout=60)
+    assert refused.returncode == 2 and "convert it to GGUF" in refused.stderr and "Traceback" not in refused.stderr

@@ -170,3 +170,64 @@ def test_what_llamacpp_cannot_hold_is_refused_before_a_worker_starts(values, par
     assert refused.value.param == param and str(refused.value).startswith(said)
     shape = {k: v for k, v in values.items() if k != "weight_format"}
     assert resolve("decode", {**shape, "backend": "torch", "device": "cpu"}, report, "smoke").backend == "torch"
+
+
+def users_file(tmp_path, fmt="q4_0"):
+    """A GGUF file of the user's: the smoke preset's Llama model, written where a user keeps theirs."""
+    from tpulab.workloads.decode.gguf_writer import write
+
+    p = {**DECODE.preset("smoke"), "weight_format": fmt, "seed": 7}
+    path = tmp_path / "my model.gguf"
+    write(p, fmt, path)
+    return p, path
+
+
+def test_a_users_gguf_file_sets_the_shape_and_its_stored_bytes_set_what_a_token_reads(tmp_path):
+    """Its metadata gives the shape (auto takes llama.cpp, the backend that reads GGUF); a token reads its tensors as
+    stored (the token table whole: it is the output projection here, no output.weight), the parameters are all it
+    holds."""
+    from tpulab.engine.spec import resolve
+
+    p, path = users_file(tmp_path)
+    spec = resolve("decode", {"model": f"gguf:{path}", "device": "cpu", "prompt_len": 4, "gen_len": 4}, detect())
+    shape = ("layers", "width", "heads", "kv_heads", "mlp_width", "vocab", "context", "positions", "block")
+    assert spec.backend == "llamacpp" and {k: spec.params[k] for k in shape} == {k: p[k] for k in shape}
+    stored = {t.name: t for t in gguf.GGUFReader(path).tensors}
+    assert matmul_bytes(spec.params) == sum(int(t.n_bytes) for t in stored.values()) == matmul_bytes(p)
+    assert parameters(spec.params) == sum(int(t.n_elements) for t in stored.values())
+    assert spec.params["weight_format"] == "dtype" and "q4_0" in DECODE.describe_data(spec.params)
+
+
+@pytest.mark.parametrize(("values", "param", "said"), [
+    ({"backend": "torch"}, "model", "--model gguf:"),
+    ({"weight_format": "q8_0"}, "weight_format", "--weight-format q8_0: gguf:"),
+    ({"verify": True}, "verify", "--verify sets llama.cpp's tokens against tpulab's decoder on the weights tpulab"),
+    ({"width": 128}, "width", "--width 128: gguf:"),
+])
+def test_what_a_users_gguf_file_cannot_do_is_one_line(tmp_path, values, param, said):
+    from tpulab.engine.spec import resolve
+    from tpulab.workloads.base import ParamError
+
+    _, path = users_file(tmp_path)
+    with pytest.raises(ParamError) as refused:
+        resolve("decode", {"model": f"gguf:{path}", "device": "cpu", "backend": "llamacpp", **values}, detect(),
+                "smoke")
+    assert refused.value.param == param and str(refused.value).startswith(said), str(refused.value)
+    (tmp_path / "not.gguf").write_text("a text file")
+    with pytest.raises(ParamError, match="not a GGUF file llama.cpp reads"):
+        resolve("decode", {"model": f"gguf:{tmp_path / 'not.gguf'}", "backend": "llamacpp"}, detect())
+
+
+@pytest.mark.slow
+def test_a_users_gguf_file_decodes_on_llama_cpp_with_its_own_bytes_per_token(tmp_path):
+    p, path = users_file(tmp_path, "q8_0")
+    r = run_cli("--run", "decode", "--model", f"gguf:{path}", "--prompt-len", "4", "--gen-len", "6", "--no-ui",
+                "--json", "--no-save", timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    events = json_events(r.stdout)
+    started, result = events[0], events[-1]
+    run = {**p, "prompt_len": 4, "gen_len": 6, "batch_size": 1}  # (the file sets no batch: the default)
+    assert started["model"]["weight_format"] == "q8_0" and started["backend"] == "llamacpp"
+    assert result["status"] == "finished"
+    assert result["summary"]["figures"]["bytes_per_token_step"] == matmul_bytes(p) + kv_cache_bytes(run)
+    assert any(e["event"] == "log" and e["text"].startswith(f"the weights: {path} (q8_0") for e in events)

@@ -290,7 +290,7 @@ def test_a_run_on_stand_in_data_says_what_the_data_is_for_its_workload():
     rec.feed(Started(workload="decode", device=Device(kind="cpu", name="test CPU"), dtype="float32",
                      flops_per_step=1e6, steps_total=4, per_replica_batch=2, synthetic=True))
     assert [f.message for f in rec.summary().flags if f.code == "synthetic-data"] == [
-        "ran on random weights and prompts: only the speed means something"]
+        "ran on random prompts, and random weights unless a model's own were read: only the speed means something"]
 
 
 def test_the_listing_shows_each_runs_work_and_its_sweep_at_80_columns(store, db):

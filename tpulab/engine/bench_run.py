@@ -379,7 +379,7 @@ class Bench:
             else:
                 m, made_here = None, [CardEntry(
                     name=h.name, workload=entry.workload, backend=backend, status="skipped", ceiling_kind=h.ceiling,
-                    reason=f"the {fmt.duration(self.budget)} budget was spent before it started", article=h.article,
+                    reason=f"the {fmt.duration(self.part)} budget was spent before it started", article=h.article,
                     reference=h.reference, variant=h.variant)
                     for h in entry.headlines]
             for made in made_here:

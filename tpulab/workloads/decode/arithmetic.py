@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tpulab.workloads.decode import gguf_model
+
 Params = dict[str, Any]
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -37,7 +39,10 @@ def matmul_parameters(p: Params) -> int:
 
 
 def parameters(p: Params) -> int:
-    """All the model's weights: those above and the learned position table (the token table is tied)."""
+    """All the model's weights: those above and the learned position table (the token table is tied); a GGUF
+    file's, all it holds."""
+    if (file := gguf_model.of(p)) is not None:
+        return file.parameters
     table = p["context"] * p["width"] if p["positions"] == "learned" else 0
     return matmul_parameters(p) + table
 
@@ -58,7 +63,10 @@ DTYPE_FORMATS = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
 
 def weight_format(p: Params) -> str:
-    """The weights' format as a GGUF file holds them: --weight-format, or --dtype's where it is "dtype"."""
+    """The weights' format as a GGUF file holds them: --weight-format, or --dtype's where it is "dtype"; the user's
+    file's own formats ('q4_0 + q6_k')."""
+    if (file := gguf_model.of(p)) is not None:
+        return file.formats
     chosen = str(p.get("weight_format", "dtype"))
     return DTYPE_FORMATS[p["dtype"]] if chosen == "dtype" else chosen
 
@@ -73,7 +81,10 @@ def vector_parameters(p: Params) -> int:
 
 
 def matmul_bytes(p: Params) -> float:
-    """The bytes of the weights a token is multiplied by, in the format they are read in (`WEIGHT_FORMATS`)."""
+    """The bytes of the weights a token is multiplied by, in the format they are read in (`WEIGHT_FORMATS`); a GGUF
+    file's as it stores them."""
+    if (file := gguf_model.of(p)) is not None:
+        return file.token_bytes
     if p.get("weight_format", "dtype") == "dtype":
         return float(matmul_parameters(p) * BYTES[p["dtype"]])
     vectors = vector_parameters(p)

@@ -4,6 +4,7 @@ before a worker starts (`RunnerAt.checks`), and read by the writer (`gguf_writer
 from __future__ import annotations
 
 from tpulab.workloads.base import ParamError
+from tpulab.workloads.decode import gguf_model
 from tpulab.workloads.decode.arithmetic import QUANT_BLOCK, Params, head_dim, weight_format
 
 ARCHITECTURES = {("gpt2", "learned"): "gpt2", ("llama", "rope"): "llama"}  # (block, positions) -> llama.cpp's
@@ -25,7 +26,11 @@ def unpackable(p: Params, fmt: str) -> str | None:
 
 
 def check(p: Params) -> None:
-    """A model llama.cpp has no architecture for, or a format that cannot pack its rows: one line, exit 2."""
+    """A model llama.cpp has no architecture for, or a format that cannot pack its rows, or --verify on a file of the
+    user's (it sets llama.cpp against tpulab's decoder on the weights tpulab writes): one line, exit 2."""
+    if p["verify"] and gguf_model.source(p) is not None:
+        raise ParamError("verify", f"--verify sets llama.cpp's tokens against tpulab's decoder on the weights tpulab "
+                         f"writes, not on --model {p['model']}'s: leave out --verify, or --model")
     if architecture(p) is None:
         raise ParamError("block", f"llama.cpp has no architecture for --block {p['block']} with --positions "
                          f"{p['positions']}: use --block gpt2 --positions learned (GPT-2) or --block llama "

@@ -31,7 +31,7 @@ from tpulab.base import fmt as fmts
 from tpulab.base.errors import TpulabError
 from tpulab.base.events import Compiled, Log, Step
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.decode import gguf_writer
+from tpulab.workloads.decode import gguf_model, gguf_writer
 from tpulab.workloads.decode.arithmetic import TOLERANCE, cache_len, decode_step_bytes, parameters, weight_format
 from tpulab.workloads.decode.figures import PHASE_DECODE, PHASE_PREFILL
 from tpulab.workloads.decode.loop import prompt
@@ -156,9 +156,14 @@ def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtim
     first = started(w, p, placement, runtime.versions(), w.describe_data(p), True, decode_step_bytes(p))
     first.model = {"parameters": parameters(p), "weight_format": fmt, "threads": n_threads}
     sink(first)
-    path, wrote = gguf_writer.cached(p, fmt)
-    sink(Log(text=f"{'wrote' if wrote else 'read'} the weights as GGUF ({fmt}, {fmts.bytes_(path.stat().st_size)}): "
-             f"{path}", synthetic=True))
+    given = gguf_model.source(p)
+    if given is not None:  # the user's own file, read as it is
+        path = given
+        sink(Log(text=f"the weights: {path} ({fmt}, {fmts.bytes_(path.stat().st_size)})"))
+    else:
+        path, wrote = gguf_writer.cached(p, fmt)
+        sink(Log(text=f"{'wrote' if wrote else 'read'} the weights as GGUF ({fmt}, {fmts.bytes_(path.stat().st_size)}): "
+                 f"{path}", synthetic=True))
     server = serve(path, p, n_threads)
     measure_bandwidth(handed().knows.get(BANDWIDTH_KEPT, ()), placement, copier(n_threads), sink)
     generate(p, server, sink, cancel, fmt)

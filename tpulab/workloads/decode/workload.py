@@ -44,7 +44,9 @@ from tpulab.workloads.decode.arithmetic import (
     matmul_bytes,
     parameters,
     prefill_flops,
+    weight_format,
 )
+from tpulab.workloads.decode import gguf_model
 from tpulab.workloads.decode.charts import TOKEN_RATE, TOKEN_TIME
 from tpulab.workloads.decode.hf_shape import MODEL, with_model
 from tpulab.workloads.decode.rows import decode_rows
@@ -96,15 +98,17 @@ PARAMS = (
     ParamSpec("shards", int, 1, "replicas the sequences are split over (1 = no sharding)", 1, 64, term="shard",
               backends=lambda: _sharded(), why_not=lambda backend: f"decode runs on one device on {backend}: use "
               f"--backend {' or '.join(_sharded())}"),
-    ParamSpec(MODEL, str, "", "a transformers causal LM instead of tpulab's decoder: hf:DIR or hf:NAME (its "
-              "config.json, in that folder or the local Hugging Face cache; llama, mistral, qwen2 or gpt2): its "
-              "config sets the shape; \"\": tpulab's decoder of the shape above", tunes=False, term="your model",
-              backends=lambda: _taking(MODEL), why_not=lambda backend: f"a transformers model runs on PyTorch: use "
-              f"--backend {' or '.join(_taking(MODEL))}"),
+    ParamSpec(MODEL, str, "", "your language model instead of tpulab's decoder: hf:DIR or hf:NAME, a transformers "
+              "causal LM (its config.json, in that folder or the local Hugging Face cache; llama, mistral, qwen2 or "
+              "gpt2), or gguf:FILE, a GGUF file on llama.cpp (llama or gpt2); its config or metadata sets the shape; "
+              "\"\": tpulab's decoder of the shape above", tunes=False, term="your model",
+              backends=lambda: _taking(MODEL), why_not=lambda backend: f"a transformers model runs on PyTorch, a GGUF "
+              f"file on llama.cpp: use --backend {' or '.join(_taking(MODEL))}"),
     ParamSpec("weights", str, "random", "--model's weights: random, from its config; or pretrained, from its files "
               "on disk", options=("random", "pretrained"), tunes=False, backends=lambda: _taking("weights"),
-              why_not=lambda backend: f"only a transformers model (--model) takes pretrained weights: use --backend "
-              f"{' or '.join(_taking('weights'))}"),
+              why_not=lambda backend: f"only a transformers model (--model hf:) takes pretrained weights: use "
+              f"--backend {' or '.join(_taking('weights'))}; for llama.cpp, convert it to GGUF (llama.cpp's "
+              "convert_hf_to_gguf.py) and give --model gguf:FILE"),
     DEVICE,
     BACKEND,
     ParamSpec("seed", int, 0, "seed of the random weights and prompts", 0, 2**31 - 1, advanced=True, tunes=False),
@@ -146,13 +150,13 @@ class LLMDecode(Workload):
     figures = decode_figures.FIGURES
     latency = "itl_p50"
     phases = (decode_figures.PHASE_PREFILL, decode_figures.PHASE_DECODE)
-    synthetic_data = "random weights and prompts"
+    synthetic_data = "random prompts, and random weights unless a model's own were read"
     model_flops = True
     flop_rates = False  # a token step reads every weight for little arithmetic: its figure is MBU
     runners = {"tensorflow": RunnerAt("tpulab.workloads.decode.tf:run"),
                "jax": RunnerAt("tpulab.workloads.decode.jax:run", shards=True),  # the sequences split over a mesh
                "torch": RunnerAt("tpulab.workloads.decode.torch:run", takes=(MODEL, "weights")),
-               "llamacpp": RunnerAt("tpulab.workloads.decode.llamacpp:run", takes=("weight_format", "threads"),
+               "llamacpp": RunnerAt("tpulab.workloads.decode.llamacpp:run", takes=("weight_format", "threads", MODEL),
                                    checks="tpulab.workloads.decode.gguf_shapes:check")}
 
     def flops_per_step(self, p: Params) -> float:
@@ -167,7 +171,10 @@ class LLMDecode(Workload):
 
     def backend_hint(self, p: Params) -> tuple[str, str] | None:
         """A transformers model (--model) runs on the backend that takes it (PyTorch)."""
-        taking = _taking(MODEL)
+        if gguf_model.source(p) is not None:  # a runner that writes GGUF files reads them
+            reading = _taking("weight_format")
+            return (reading[0], "a GGUF file (--model gguf:) runs on llama.cpp") if reading else None
+        taking = _taking("weights")
         return (taking[0], "a transformers model (--model) runs on PyTorch") if p[MODEL] and taking else None
 
     def with_model(self, p: Params) -> tuple[Params, dict[str, str]]:
@@ -175,6 +182,8 @@ class LLMDecode(Workload):
         without --model."""
         if not p[MODEL]:
             return p, {}
+        if gguf_model.source(p) is not None:
+            return gguf_model.with_file(p, self.defaults())
         source, config = hf_config(p[MODEL], MODEL)
         return with_model(p, source, config, self.defaults())
 
@@ -188,6 +197,10 @@ class LLMDecode(Workload):
             raise ParamError("weights", "--weights pretrained: only a transformers model (--model hf:...) has "
                              "weights on disk")
         p = self.with_model(p)[0]
+        backend = p.get(BACKEND.name, "auto")
+        if gguf_model.source(p) is not None and backend not in ("auto", *_taking("weight_format")):
+            raise ParamError(MODEL, f"--model {p[MODEL]}: a GGUF file runs on llama.cpp: use --backend "
+                             f"{' or '.join(_taking('weight_format'))}")
         if p["width"] % p["heads"]:
             raise ParamError("heads", f"--heads must divide --width {p['width']} (got {p['heads']})")
         if p["heads"] % p["kv_heads"]:
@@ -207,6 +220,9 @@ class LLMDecode(Workload):
             runner.check(p)
 
     def describe_data(self, p: Params) -> str:
+        if gguf_model.source(p) is not None:
+            return (f"{p[MODEL]} (its own weights, {weight_format(p)}, {parameters(p) / 1e6:.1f}M parameters) and "
+                    f"random prompts (seed {p['seed']}): {p['batch_size']} x {p['prompt_len']} tokens")
         if p[MODEL]:
             return (f"{p[MODEL]} ({p['weights']} weights, {parameters(p) / 1e6:.1f}M parameters as decode counts "
                     f"them) and random prompts (seed {p['seed']}): {p['batch_size']} x {p['prompt_len']} tokens")
