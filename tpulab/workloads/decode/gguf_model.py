@@ -47,10 +47,11 @@ def read(path: str) -> GGUFModel:
     try:
         import gguf
     except ImportError:
-        from tpulab.backends import get
+        from tpulab.backends import registry
 
-        raise ParamError(MODEL, f"--model gguf:{path}: reading a GGUF file needs the gguf package: "
-                         f"{get('llamacpp').install}") from None
+        install = next((b.install for b in registry().values() if "gguf" in (*b.distributions, *b.packages)),
+                       "pip install gguf")  # the backend that reads GGUF files installs it
+        raise ParamError(MODEL, f"--model gguf:{path}: reading a GGUF file needs the gguf package: {install}") from None
     try:
         reader = gguf.GGUFReader(path)
     except (OSError, ValueError) as e:
