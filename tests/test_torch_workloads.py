@@ -92,7 +92,8 @@ def test_more_than_one_shard_on_torch_is_one_line_before_any_worker(run):
     r = run_cli("run", *run, "--preset", "smoke", "--shards", "2", "--no-ui", "--no-save", env={"COLUMNS": "400"})
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip() == ("tpulab: error: --shards means nothing on --backend torch: tpulab runs PyTorch on one "
-                                "device (no DistributedDataParallel here): use --shards 1, or --backend jax to shard")
+                                "device per process (--processes N: DistributedDataParallel, one device each): leave "
+                                "--shards out, or use --backend jax to shard")
 
 
 def test_the_roofline_times_each_matmul_and_copy():

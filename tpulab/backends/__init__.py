@@ -23,6 +23,7 @@ from tpulab.base import plugins
 from tpulab.base.declared import Declared
 from tpulab.base.errors import TpulabError, UsageError
 from tpulab.base.events import Device
+from tpulab.base.figures import FigureValue
 from tpulab.base.hidden import UNUSED_BY_RUNS, hidden
 
 if TYPE_CHECKING:
@@ -73,6 +74,8 @@ class Placement:
 
 JOIN_TIMEOUT_S = 60  # every process must have joined a multi-host run by then
 HEARTBEAT_TIMEOUT_S = 30  # a process silent this long fails the run (JAX's coordination service)
+LAUNCHER_ENV = "env://"  # a cluster's coordinator when its launcher's environment says the rest (torchrun's)
+TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")  # what torchrun gives each process it starts
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,16 @@ class Cluster:
         return cls(environ["TPULAB_COORDINATOR"], int(environ.get("TPULAB_NUM_PROCESSES") or 0),
                    int(environ.get("TPULAB_PROCESS_ID") or 0), bool(environ.get("TPULAB_LOCAL_PROCESSES")),
                    int(environ.get("TPULAB_JOIN_TIMEOUT_S") or JOIN_TIMEOUT_S))
+
+    @classmethod
+    def torchrun(cls, environ: Mapping[str, str]) -> Cluster | None:
+        """A process torchrun started (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_WORLD_SIZE), of a run over
+        several: torch.distributed joins it from that environment (`LAUNCHER_ENV`); None outside torchrun, or for one
+        process. Local when every process is on this machine."""
+        if not all(environ.get(k) for k in TORCHRUN_ENV) or int(environ["WORLD_SIZE"] or 1) < 2:
+            return None
+        world = int(environ["WORLD_SIZE"])
+        return cls(LAUNCHER_ENV, world, int(environ["RANK"]), local=int(environ.get("LOCAL_WORLD_SIZE") or 0) == world)
 
     @classmethod
     def tpu_pod(cls, environ: Mapping[str, str]) -> Cluster | None:
@@ -141,6 +154,19 @@ class Runtime(ABC):
     def gather(self, values: list[float]) -> list[list[float]]:
         """Every process's `values`, in process order (a collective: every process calls it)."""
         return [values]
+
+    def keras_parallel(self, model: Any, placement: Placement) -> None:  # noqa: B027 - nothing to do by default
+        """After a Keras model is compiled: what makes `fit` train it across the joined processes where
+        `keras_scope` did not (Keras has no distribution on PyTorch: DistributedDataParallel does it there)."""
+
+    def parallel_figures(self, batch: int = 0, step: Callable[[int], Callable[[], Any]] | None = None
+                         ) -> dict[str, FigureValue]:
+        """A run over several processes, after its timed steps (a collective: every process calls it, and only
+        process 0's answer is said): the figures of its processes (`tpulab.base.figures.PARALLEL`): the threads
+        each ran, the all-reduce bandwidth between them, and, with `step` (a function making one training step
+        on N examples) and the global `batch`, that step timed in one process alone, against which the run's
+        step gives its scaling efficiency. {} on one process, or where the backend measures none."""
+        return {}
 
     def probe(self) -> dict[str, Any]:
         """The framework's view of the machine: {"tpu_cores", "gpus": [{"name"}], versions...}."""
@@ -257,6 +283,8 @@ class Backend:
     reference: str | None = None  # an engine people serve with, not a framework: what its line adds beside a
     # framework's on a machine card (which runs it once, on the entries that declare its variants); `all` leaves it out
     multi_host: str | None = None  # None: runs over several processes; else why not, and what to use instead
+    one_process: Mapping[str, str] = {}  # parameters that keep their default in a run over several processes here:
+    # {name: why} (DDP's steps run eager on PyTorch: --compile), refused naming the parameter
     no_shards: str | None = None  # None: splits a batch over several replicas (--shards); else why not, and instead
     tpu_install: str | None = None  # how to make it drive a TPU, where it can
     tpu_packages: tuple[str, ...] = ()  # with a TPU here, any one installed means it may drive it

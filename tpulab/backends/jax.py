@@ -17,8 +17,8 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from tpulab.backends import (HEARTBEAT_TIMEOUT_S, Backend, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime,
-                             keras_version)
+from tpulab.backends import (HEARTBEAT_TIMEOUT_S, LAUNCHER_ENV, Backend, Cluster, DeviceError, Fitness, Placement, Profiler,
+                             Runtime, keras_version)
 from tpulab.backends.hlo_ops import hlo_ops
 from tpulab.backends.profile_table import PYTHON, TraceEvent, TraceLine, TracePlane, build, by_name, xplane_file
 from tpulab.base.errors import first_line
@@ -167,6 +167,9 @@ class JaxRuntime(Runtime):
         """
         import jax
 
+        if cluster.coordinator == LAUNCHER_ENV:
+            raise DeviceError("a run torchrun started joins through torch.distributed: use --backend torch, or start "
+                              "JAX's processes with --processes or --coordinator")
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         timeouts = {"initialization_timeout": cluster.join_timeout_s, "heartbeat_timeout_seconds": HEARTBEAT_TIMEOUT_S,
                     "shutdown_timeout_seconds": cluster.join_timeout_s}

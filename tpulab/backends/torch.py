@@ -1,4 +1,5 @@
-"""PyTorch: one device, eager or `torch.compile`, its own profiler, the doctor in its words.
+"""PyTorch: one device per process, eager or `torch.compile`, its own profiler, the doctor in its words; over
+several processes (`--processes N`, torchrun's, `--coordinator`), DistributedDataParallel through torch.distributed.
 
 The declaration (`BACKEND`) is framework-free: what the installed wheel is (its local version says
 `+cpu`, `+cu128`, `+rocm6.2`) is read from metadata, so the doctor can tell a CPU-only build on a
@@ -11,6 +12,7 @@ installed backend drives the device.
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import statistics
@@ -19,10 +21,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
-from tpulab.backends import Backend, DeviceError, Fitness, Placement, Profiler, Runtime, keras_version
+from tpulab.backends import (LAUNCHER_ENV, Backend, Cluster, DeviceError, Fitness, Placement, Profiler, Runtime,
+                             keras_version)
 from tpulab.backends.profile_table import (ELEMENTWISE, FRAMEWORK_OP, MATMUL, MOVEMENT, OTHER, REDUCTION, OpInfo, TraceEvent,
                                       TraceLine, TracePlane, build, category)
 from tpulab.base import fmt
+from tpulab.base.errors import first_line
+from tpulab.base.figures import ALLREDUCE_BYTES, FigureValue, busbw
 from tpulab.base.home import home
 from tpulab.base.timing import Flag
 from tpulab.machine.detect import detect
@@ -36,8 +41,14 @@ if TYPE_CHECKING:
 TORCH_CUDA_INSTALL = "pip uninstall -y torch && pip install torch  # PyPI's default Linux wheel is the CUDA build"
 # The oldest driver each CUDA major version runs on (NVIDIA's CUDA release notes, minor-version compatibility).
 MIN_DRIVER = {11: (450, 80), 12: (525, 60), 13: (580, 0)}
-NO_SHARDS = ("tpulab runs PyTorch on one device (no DistributedDataParallel here): use --shards 1, or "
-             "--backend jax to shard")
+NO_SHARDS = ("tpulab runs PyTorch on one device per process (--processes N: DistributedDataParallel, one device each): "
+             "leave --shards out, or use --backend jax to shard")
+NO_COMPILE = ("DistributedDataParallel's steps run eager here (tpulab does not compile a DDP step): use --compile off, "
+              "or one process")
+ALLREDUCE_REPEATS = 5  # the all-reduce probe's timed calls, after one untimed: their median is its time
+ALONE_STEPS = 5  # one process's steps timed alone after a run over several (after one untimed), within the budget
+ALONE_BUDGET_S = 10.0  # ... the steps it times alone stop past this (at least one is timed)
+ALONE_WAIT_S = 600  # how long the other processes wait for it (gloo's monitored barrier; a step that long is no baseline)
 
 
 def wheel_build(version: str | None) -> str | None:
@@ -72,7 +83,8 @@ class TorchBackend(Backend):
     # process (SIGSEGV: torch 2.14.1 with TF 2.21, seen here). Nothing a torch worker runs needs TensorFlow; Keras
     # and KerasHub reach for it when it is installed, and do without.
     excludes = ("tensorflow",)
-    multi_host = "PyTorch runs in one process here: use --backend jax for a run over several processes"
+    # several processes: DistributedDataParallel over torch.distributed (gloo on the CPU, NCCL on GPUs), one device each
+    one_process = {"compile": NO_COMPILE}
     no_shards = NO_SHARDS  # refused when the run is resolved; its runtime refuses too, for a caller of its own
     no_flops = "torch.utils.flop_counter counted no FLOPs for this step"
     compiles = True
@@ -134,6 +146,18 @@ class TorchBackend(Backend):
         """PyTorch drives no TPU: it never holds one."""
         return False
 
+    def death(self, stderr: str, processes: int) -> str | None:
+        """torch.distributed's words for a peer that went away (gloo's closed connection) or never came (the store's
+        timeout)."""
+        if processes < 2:
+            return None
+        if "DistStoreError" in stderr or "Socket Timeout" in stderr:
+            return (f"could not join the other {processes - 1} process(es) in time (is every process started, with "
+                    "the same --coordinator, or torchrun's MASTER_ADDR and MASTER_PORT?)")
+        if "Connection closed by peer" in stderr or "Connection reset by peer" in stderr:
+            return "lost another process in a collective (it died: its own failure says why)"
+        return None
+
     def runtime(self) -> Runtime:
         import torch  # noqa: F401 - the framework, first, in the worker
 
@@ -172,8 +196,42 @@ def synchronize(device: Any) -> None:
         torch.mps.synchronize()
 
 
+def physical_cores() -> int:
+    """The cores this process may use, counting each physical core once (hyperthreads share one)."""
+    import psutil
+
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(psutil.cpu_count(logical=False) or usable, usable))
+
+
+def local_processes(cluster: Cluster, environ: Mapping[str, str]) -> int:
+    """How many of a run's processes share this machine: torchrun says (LOCAL_WORLD_SIZE); all of those tpulab
+    started here (--processes); else one per machine (--coordinator)."""
+    given = environ.get("LOCAL_WORLD_SIZE", "")
+    if given.isdigit() and int(given) >= 1:
+        return int(given)
+    return cluster.processes if cluster.local else 1
+
+
+def threads_for(cluster: Cluster, environ: Mapping[str, str]) -> tuple[int, str]:
+    """Intra-op threads for each process of a run over several, and where that count came from: OMP_NUM_THREADS
+    where it is set (torchrun sets 1 unless you set it), else this machine's physical cores over its processes."""
+    given = environ.get("OMP_NUM_THREADS", "").strip()
+    if given.isdigit() and int(given) >= 1:
+        launcher = " (torchrun sets 1 unless you set it)" if cluster.coordinator == LAUNCHER_ENV else ""
+        return int(given), f"OMP_NUM_THREADS={given} in the environment{launcher}"
+    cores, local = physical_cores(), local_processes(cluster, environ)
+    return max(1, cores // local), f"{cores} physical core(s) / {local} process(es) on this machine"
+
+
 class TorchRuntime(Runtime):
-    """One device, one process: eager or compiled steps, the allocator's figures on CUDA, torch.profiler."""
+    """One device per process: eager or compiled steps, the allocator's figures on CUDA, torch.profiler; over
+    several processes, DistributedDataParallel through torch.distributed (gloo on the CPU, NCCL on GPUs)."""
+
+    def __init__(self) -> None:
+        self.cluster: Cluster | None = None  # the run over several processes this one joined
+        self.threads: tuple[int, str] | None = None  # each process's intra-op threads, and where the count came from
+        self.ddp_model: Any = None  # the Keras model `keras_parallel` made train through DistributedDataParallel
 
     def versions(self) -> dict[str, str]:
         import torch
@@ -181,24 +239,221 @@ class TorchRuntime(Runtime):
         return {"torch": torch.__version__, "torch_build": build_name(), "keras": keras_version(),
                 "python": platform.python_version()}
 
+    # --- several processes: torch.distributed ---------------------------------------------------
+    def join(self, cluster: Cluster) -> None:
+        """torch.distributed over the cluster: the coordinator as MASTER_ADDR:MASTER_PORT, rank the process id (or
+        torchrun's own environment), NCCL where CUDA is visible, else gloo; each process's threads set first.
+
+        Bounded: a process that never joins, or that a collective waits for (killed, hung), fails the run after
+        the cluster's join timeout.
+        """
+        import datetime
+
+        import torch
+        import torch.distributed as dist
+
+        if cluster.coordinator == "auto":
+            raise DeviceError("PyTorch joins no TPU pod slice (torch_xla is not supported): use --backend jax")
+        self.threads = threads_for(cluster, os.environ)
+        torch.set_num_threads(self.threads[0])
+        cuda = torch.cuda.is_available()
+        if cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK") or cluster.process_id) % torch.cuda.device_count())
+        elif cluster.local:
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # every process here: over loopback
+        timeout = datetime.timedelta(seconds=cluster.join_timeout_s)
+        backend = "nccl" if cuda else "gloo"
+        try:
+            if cluster.coordinator == LAUNCHER_ENV:  # torchrun's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (its store)
+                dist.init_process_group(backend, init_method=LAUNCHER_ENV, timeout=timeout)
+            else:
+                dist.init_process_group(backend, init_method=f"tcp://{cluster.coordinator}", rank=cluster.process_id,
+                                        world_size=cluster.processes, timeout=timeout)
+        except Exception as e:  # noqa: BLE001 - whatever torch raises, the run fails saying who did not join
+            where = "torchrun's MASTER_ADDR:MASTER_PORT" if cluster.coordinator == LAUNCHER_ENV else cluster.coordinator
+            raise DeviceError(f"process {cluster.process_id} could not join the other {cluster.processes - 1} "
+                              f"within {cluster.join_timeout_s} s at {where}: {first_line(str(e)) or type(e).__name__}"
+                              ) from None
+        self.cluster = cluster
+
+    @staticmethod
+    def world() -> tuple[int, int]:
+        """(processes joined, this one's rank): (1, 0) where none were joined."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return 1, 0
+        return dist.get_world_size(), dist.get_rank()
+
+    def leave(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
+    def comm_device(self) -> Any:
+        """Where a collective's tensors live: the GPU under NCCL, the host under gloo."""
+        import torch
+
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+
+    def gather(self, values: list[float]) -> list[list[float]]:
+        """Every process's values, in process order; a no-op on one process."""
+        import torch
+        import torch.distributed as dist
+
+        world, _ = self.world()
+        if world == 1:
+            return [values]
+        mine = torch.tensor(values, dtype=torch.float64, device=self.comm_device())
+        table = [torch.zeros_like(mine) for _ in range(world)]
+        dist.all_gather(table, mine)
+        return [row.cpu().tolist() for row in table]
+
     def place(self, device: str, shards: int) -> Placement:
         import torch
 
-        if shards > 1:
+        world, _ = self.world()
+        if world > 1 and shards != world:
+            raise DeviceError(f"--shards {shards}: PyTorch runs one device per process, and this run has {world}: give "
+                              f"--shards {world} or leave it out")
+        if world == 1 and shards > 1:
             raise DeviceError(f"--shards {shards}: {NO_SHARDS}")
         kind = device if device != "auto" else "gpu" if torch.cuda.is_available() or mps() else "cpu"
         if kind == "tpu":
             raise DeviceError("--device tpu: PyTorch drives no TPU here (torch_xla is not supported): use --backend jax")
         if kind == "gpu":
             if torch.cuda.is_available():
-                chosen, name = torch.device("cuda", 0), torch.cuda.get_device_name(0)
+                index = torch.cuda.current_device()
+                chosen, name = torch.device("cuda", index), torch.cuda.get_device_name(index)
             elif mps():
                 chosen, name = torch.device("mps"), "Apple GPU (MPS)"
             else:
                 raise DeviceError(f"PyTorch sees no GPU (its build: {build_name()}); see `tpulab doctor`")
         else:
             chosen, name = torch.device("cpu"), detect().cpu.model
-        return Placement(kind=kind, name=name, replicas=1, strategy=f"one {chosen.type} device", devices=[chosen])
+        if world == 1 or self.cluster is None:
+            return Placement(kind=kind, name=name, replicas=1, strategy=f"one {chosen.type} device", devices=[chosen])
+        import torch.distributed as dist
+
+        local = local_processes(self.cluster, os.environ)
+        machines = 1 if self.cluster.local else max(1, world // local)
+        return Placement(kind=kind, name=name, replicas=world, hosts=world, machines=machines, devices=[chosen],
+                         strategy=f"DistributedDataParallel({world} processes x one {chosen.type} device, "
+                                  f"{dist.get_backend()})")
+
+    def keras_inputs(self, x: Any, y: Any, batch: int, seed: int, train: bool, pipeline: str, shards: int) -> Any:
+        """numpy batches; over several processes, this process's rows and share of each global batch (the generator
+        draws each process's own slices)."""
+        from tpulab.backends.keras_inputs import rows
+
+        n, i = self.world()
+        if n == 1:
+            return super().keras_inputs(x, y, batch, seed, train, pipeline, shards)
+        return super().keras_inputs(rows(x, slice(i, None, n)), rows(y, slice(i, None, n)), batch // n,
+                                    seed + i if pipeline == "generator" else seed, train, pipeline, max(1, shards // n))
+
+    def keras_parallel(self, model: Any, placement: Placement) -> None:
+        """Over several processes, `fit` trains through DistributedDataParallel: the weights broadcast from process 0,
+        each process's gradients averaged over all (bucketed, as the backward pass makes them) before the step.
+
+        Keras on PyTorch has no distribution: its own training step (Keras 3's `TorchTrainer.train_step`) is taken
+        again with the forward pass through the DDP wrapper (`ddp_train_step`); a model with a step of its own is
+        refused."""
+        world, _ = self.world()
+        if world == 1:
+            return
+        from keras.src.backend.torch.trainer import TorchTrainer
+        from torch.nn.parallel import DistributedDataParallel
+
+        if type(model).train_step is not TorchTrainer.train_step:
+            raise DeviceError(f"--processes {world}: this Keras model has a train_step of its own, which tpulab cannot "
+                              "put through DistributedDataParallel on PyTorch: run it in one process, or on --backend jax")
+        device = placement.devices[0]
+        ddp = DistributedDataParallel(model, device_ids=[device] if getattr(device, "type", "") == "cuda" else None)
+        model.train_step = ddp_train_step(model, ddp)
+        self.ddp_model = model
+
+    def parallel_figures(self, batch: int = 0, step: Callable[[int], Callable[[], Any]] | None = None
+                         ) -> dict[str, FigureValue]:
+        """Each process's threads, the all-reduce probe, and with `step`, one process's step timed alone (process 0,
+        every core, this machine's share of the global `batch`; the others wait); {} on one process."""
+        world, _ = self.world()
+        if world == 1:
+            return {}
+        out: dict[str, FigureValue] = {}
+        if self.threads is not None:
+            out["threads_per_process"], out["threads_from"] = self.threads
+        out.update(self.allreduce())
+        if step is not None and batch:
+            out.update(self.alone(batch, step))
+        return out
+
+    def allreduce(self) -> dict[str, FigureValue]:
+        """all_reduce (sum) of a float32 tensor of ALLREDUCE_BYTES, once untimed then ALLREDUCE_REPEATS times, each
+        from a barrier; its time the slowest process's median; algbw = bytes / time, busbw = algbw * 2(n-1)/n (as
+        nccl-tests define them)."""
+        import torch
+        import torch.distributed as dist
+
+        world, _ = self.world()
+        device = self.comm_device()
+        tensor = torch.ones(ALLREDUCE_BYTES // 4, dtype=torch.float32, device=device)
+        times = []
+        for _ in range(1 + ALLREDUCE_REPEATS):
+            dist.barrier()
+            start = time.perf_counter()
+            dist.all_reduce(tensor)
+            synchronize(device)
+            times.append(time.perf_counter() - start)
+            tensor.fill_(1.0)
+        seconds = max(row[0] for row in self.gather([statistics.median(times[1:])]))
+        algbw = ALLREDUCE_BYTES / seconds
+        return {"allreduce_bytes": float(ALLREDUCE_BYTES), "allreduce_s": seconds, "allreduce_algbw": algbw,
+                "allreduce_busbw": busbw(algbw, world)}
+
+    def alone(self, batch: int, step: Callable[[int], Callable[[], Any]]) -> dict[str, FigureValue]:
+        """One process's training step with no other: process 0 times it on what this machine does of the global
+        batch (all of it where every process is here; a GPU's share on a GPU), with every core's thread, the DDP
+        wrapper set aside; the others wait for it. The scaling efficiency is the run's step against it."""
+        import datetime
+
+        import torch
+        import torch.distributed as dist
+
+        world, rank = self.world()
+        cuda = torch.cuda.is_available()
+        local = 1 if cuda or self.cluster is None else local_processes(self.cluster, os.environ)
+        examples = max(1, batch * local // world)
+        threads = torch.get_num_threads() if cuda else physical_cores()
+        seconds: float | None = None
+        if rank == 0:
+            model, own = self.ddp_model, None
+            if model is not None:
+                own = model.__dict__.pop("train_step", None)  # Keras's own step, with no DDP wrapper
+            torch.set_num_threads(threads)
+            try:
+                one = step(examples)
+                one()  # its first call (and the DDP-free step's): not timed
+                times: list[float] = []
+                begun = time.perf_counter()
+                while len(times) < ALONE_STEPS and (not times or time.perf_counter() - begun < ALONE_BUDGET_S):
+                    start = time.perf_counter()
+                    one()
+                    times.append(time.perf_counter() - start)
+                seconds = statistics.median(times)
+            finally:
+                torch.set_num_threads(self.threads[0] if self.threads else threads)
+                if own is not None:
+                    model.train_step = own
+        if dist.get_backend() == "gloo":
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=ALONE_WAIT_S))
+        else:
+            dist.barrier()
+        if rank != 0:
+            return {}
+        return {"one_process_step_s": seconds,
+                "one_process": f"{examples} examples a step, {threads} thread(s), no other process"}
 
     def probe(self) -> dict[str, Any]:
         """PyTorch's own view of the machine, for `tpulab detect`, the doctor and `auto`."""
@@ -260,6 +515,32 @@ class TorchRuntime(Runtime):
                  "bytes_reserved": torch.cuda.memory_reserved(i), "peak_bytes_reserved": torch.cuda.max_memory_reserved(i),
                  "bytes_limit": torch.cuda.get_device_properties(i).total_memory}
                 for i in range(torch.cuda.device_count())]
+
+
+def ddp_train_step(model: Any, ddp: Any) -> Callable[[Any], Any]:
+    """Keras 3's training step on PyTorch (`TorchTrainer.train_step`, 3.15), with the forward pass through `ddp` (a
+    DistributedDataParallel of `model`), so that the backward pass all-reduces the gradients (their mean over the
+    processes) before the optimizer applies them."""
+    import torch
+    from keras.src import tree
+    from keras.src.trainers.data_adapters import data_adapter_utils
+
+    def train_step(data: Any) -> Any:
+        x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+        y_pred = ddp(x, training=True) if model._call_has_training_arg else ddp(x)
+        model.zero_grad()
+        loss = model._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+        model._loss_tracker.update_state(loss, sample_weight=next(i for i in tree.flatten(x) if i is not None).shape[0])
+        if model.optimizer is not None:
+            loss = model.optimizer.scale_loss(loss)
+        if model.trainable_weights:
+            loss.backward()  # DDP's hooks all-reduce each bucket of gradients as it is made
+            weights = model.trainable_weights[:]
+            with torch.no_grad():
+                model.optimizer.apply([v.value.grad for v in weights], weights)
+        return model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+    return train_step
 
 
 # --- the profiler ----------------------------------------------------------------------------------

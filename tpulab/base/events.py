@@ -247,8 +247,17 @@ class Profiled(Event):
 
 
 
+@dataclass(kw_only=True)
+class Parallel(Event):
+    """A run over several processes, after its timed steps: the figures of its processes (`tpulab.base.figures.PARALLEL`:
+    threads, the all-reduce probe, one process's step), which the summary keeps with the workload's own."""
+
+    name: ClassVar[str] = "parallel"
+    figures: dict[str, FigureValue] = field(default_factory=dict)
+
+
 EVENTS: dict[str, type[Event]] = {c.name: c for c in (Started, Compiled, Step, Epoch, Log, Finished, Cancelled, Failed,
-                                                       Sample, Tracing, Profiled, Allocated)}
+                                                       Sample, Tracing, Profiled, Allocated, Parallel)}
 
 
 def event_from_json(data: Mapping[str, Any]) -> Event:

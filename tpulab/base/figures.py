@@ -56,14 +56,38 @@ class Figure:
         return f"{shown} {aside}" if isinstance(aside, str) and values.get(self.name) is not None else shown
 
 
+# A run over several processes, whatever its workload, measures these beside its steps (`Runtime.parallel_figures`):
+# the summary keeps them with the workload's own, and every front end shows them as it shows those.
+ALLREDUCE_BYTES = 64 * 2**20  # the all-reduce probe's float32 tensor: past every cache, as nccl-tests' large sizes
+PARALLEL = (
+    Figure(name="threads_per_process", label="per process", group="threads"),
+    Figure(name="threads_from", label="from", group="threads"),  # words: where that count came from
+    Figure(name="allreduce_bytes", label="size", unit="B", group="all-reduce"),
+    Figure(name="allreduce_s", label="time", unit="s", better=LOWER, group="all-reduce"),  # the median of its repeats
+    Figure(name="allreduce_algbw", label="algbw", unit="B/s", better=HIGHER, group="all-reduce"),  # bytes / time
+    Figure(name="allreduce_busbw", label="busbw", unit="B/s", better=HIGHER, group="all-reduce"),  # algbw*2(n-1)/n
+    Figure(name="scaling_efficiency", label="efficiency", unit="%", better=HIGHER, group="scaling"),  # see below
+    Figure(name="one_process_step_s", label="one process's step", unit="s", better=LOWER, group="scaling"),
+    Figure(name="one_process", label="as", group="scaling"),  # words: what that one process ran
+)
+# scaling_efficiency: one process's step (this machine's share of the global batch, alone, every core) over the run's
+# step (the slowest process's): 100% is the ideal of processes that share one machine, or that each bring their own
+
+
+def busbw(algbw: float, processes: int) -> float:
+    """An all-reduce's bus bandwidth, as nccl-tests defines it: its algorithm bandwidth (bytes / time) times
+    2(n-1)/n, what each link carries in a ring, comparable across process counts."""
+    return algbw * 2 * (processes - 1) / processes
+
+
 def rows(declared: Iterable[Figure], values: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(label, value) rows of the figures a summary holds, in declared order; a group's figures share one row
-    ('inter-token latency: p50 4.0 ms, p90 4.4 ms'). A figure a summary holds that nothing declares (a plugin not
-    installed here) is shown by its name, as a number."""
+    """(label, value) rows of the figures a summary holds, in declared order, then those of a run over several
+    processes (`PARALLEL`); a group's figures share one row ('inter-token latency: p50 4.0 ms, p90 4.4 ms'). A
+    figure a summary holds that nothing declares (a plugin not installed here) is shown by its name, as a number."""
     out: list[tuple[str, str]] = []
     groups: dict[str, list[str]] = {}
     known = set()
-    for f in declared:
+    for f in (*declared, *PARALLEL):
         known.add(f.name)
         if f.name not in values or values[f.name] is None:
             continue

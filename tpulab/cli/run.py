@@ -53,7 +53,8 @@ def resolve_params(args: argparse.Namespace, report: RuntimeReport) -> dict[str,
 
 
 def cluster_of(args: argparse.Namespace) -> Cluster | None:
-    """The multi-host run this process joins: the explicit flags, else a TPU pod slice's own, else none."""
+    """The multi-host run this process joins: the explicit flags, else a TPU pod slice's own, else torchrun's
+    (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: torch.distributed joins it from there), else none."""
     import os
 
     from tpulab.backends import Cluster
@@ -62,7 +63,7 @@ def cluster_of(args: argparse.Namespace) -> Cluster | None:
     if not 1 <= args.join_timeout <= 3600:
         raise UsageError(f"--join-timeout must be an integer from 1 to 3600 (got {args.join_timeout})")
     if all(v is None for v in given):
-        pod = Cluster.tpu_pod(os.environ)
+        pod = Cluster.tpu_pod(os.environ) or Cluster.torchrun(os.environ)
         return dataclasses.replace(pod, join_timeout_s=args.join_timeout) if pod else None
     if any(v is None for v in given):
         raise UsageError("--coordinator, --num-processes and --process-id go together")

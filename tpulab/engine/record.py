@@ -25,6 +25,7 @@ from tpulab.base.events import (
     Failed,
     Finished,
     Log,
+    Parallel,
     Profile,
     Profiled,
     RunRecord,
@@ -34,6 +35,7 @@ from tpulab.base.events import (
     Telemetry,
     Summary,
 )
+from tpulab.base.figures import FigureValue, is_number
 from tpulab.base.timing import Flag, Stats, median, sanity_flags, summarize
 from tpulab.engine import ceilings as measured
 from tpulab.engine.profile_verdicts import Levers, judge, roof
@@ -125,6 +127,7 @@ class RunRecorder:
         self.error: str | None = None
         self.telemetry = SampleKeeper()
         self.allocated: Allocated | None = None  # the framework allocator's peaks, said after the run
+        self.parallel: dict[str, FigureValue] = {}  # a run over several processes: its processes' figures (`Parallel`)
         self.ceilings = ceilings or measured.Ceilings()
         self.profiled: Profile | None = None  # the traced steps' op table, as the worker read it
         self.stopped: str | None = None  # why the run stopped itself (`too_busy`), not by the user's word
@@ -158,6 +161,8 @@ class RunRecorder:
                 self.telemetry.add(event)
             case Allocated():
                 self.allocated = event
+            case Parallel():
+                self.parallel.update(event.figures)
             case Profiled():
                 self.profiled = event.profile
             case Log() if event.text:
@@ -247,12 +252,21 @@ class RunRecorder:
         try:
             summary = Summary.of(self.timing(stats), rates, against, self.inference(), self.metrics(), own.fields,
                                  flags=[*flags, *beaten, *own.flags], profile=self.profile(), telemetry=telemetry,
-                                 figures=dict(own.figures))
+                                 figures={**own.figures, **self.parallel_figures(stats)})
         except SummaryClash as e:  # the record's own parts are disjoint: the workload's named one of their fields
             raise TypeError(f"{self.workload.name}'s summary part sets {', '.join(e.names)}, which the record's own "
                             "parts fill: a workload adds its own fields (its rate goes in SummaryPart.examples_per_s)"
                             ) from None
         return summary
+
+    def parallel_figures(self, stats: Stats | None) -> dict[str, FigureValue]:
+        """Its processes' figures (`PARALLEL`), with the scaling efficiency: one process's step over the run's median
+        step (each the time of the same work: this machine's share of the global batch; None where either is unknown)."""
+        if not self.parallel:
+            return {}
+        alone = self.parallel.get("one_process_step_s")
+        efficiency = alone / stats.median if is_number(alone) and stats and stats.median > 0 else None
+        return {**self.parallel, "scaling_efficiency": efficiency}
 
     def telemetry_summary(self, median_step_s: float | None) -> Telemetry | None:
         """The samples' figures, with the framework allocator's peaks where the worker said them."""

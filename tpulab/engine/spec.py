@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from tpulab import backends
 from tpulab.backends import BackendError, Cluster
 from tpulab.workloads import get_workload
-from tpulab.workloads.base import BACKEND, DEVICE, Limits, Params, Workload
+from tpulab.workloads.base import BACKEND, DEVICE, SHARDS, Limits, Params, Workload, check_shards
 
 if TYPE_CHECKING:
     from tpulab.machine.detect import RuntimeReport
@@ -75,4 +75,10 @@ def resolve(workload: str | Workload, values: Mapping[str, Any], report: Runtime
         raise BackendError(f"{w.name} does not run on --backend {backend}: it runs on {runs_on}")
     if (cluster is not None or w.processes(params) > 1) and chosen.multi_host is not None:
         raise BackendError(chosen.multi_host)
+    if cluster is not None:
+        w.check_processes(params, cluster.processes)
+    if cluster is not None and chosen.no_shards is not None and SHARDS.name in params:
+        # one device per process (its share of the global batch): the run's replicas are the processes joined
+        params[SHARDS.name] = cluster.processes
+        check_shards(params, Limits.of(report, cluster.processes))
     return RunSpec(w, params, backend, backend_why, device, cluster, sweep, {**why, **own})

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from tpulab.backends import article
 from tpulab.base.basis import GFLOPS, TIME, Work, basis, differ
 from tpulab.base.ceilings import RENAMED_FLAGS
-from tpulab.base.figures import flat
+from tpulab.base.figures import PARALLEL, flat
 from tpulab.base.errors import EXIT_USAGE, NO_SPACE, TpulabError, first_line, why_unwritten
 from tpulab.base.events import PHASE_PREDICT, SCHEMA, STATUSES, RunRecord, Summary, SweepRecord, Telemetry
 from tpulab.base.noise import NOISE, Change, change
@@ -521,8 +521,9 @@ def _metric_columns() -> list[tuple[str, str]]:
 
 
 def _figure_columns() -> list[str]:
-    """Every figure any workload declares (`Workload.figures`), in declared order: a column each."""
-    return list(dict.fromkeys(f.name for w in registry().values() for f in w.figures))
+    """Every figure any workload declares (`Workload.figures`), in declared order, then a run's over several processes
+    (`PARALLEL`): a column each."""
+    return list(dict.fromkeys([*(f.name for w in registry().values() for f in w.figures), *(f.name for f in PARALLEL)]))
 
 
 def row(r: RunRecord, index: dict[str, Any] | None = None) -> dict[str, Any]:

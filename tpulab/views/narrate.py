@@ -9,6 +9,7 @@ repeats left out, so that a line never wraps a word onto a line of its own.
 from __future__ import annotations
 
 from tpulab.base import fmt, safe
+from tpulab.base.figures import rows as figure_rows
 from tpulab.engine.telemetry_summary import load_of
 from tpulab.base.events import (
     OTHER_OPS,
@@ -20,6 +21,7 @@ from tpulab.base.events import (
     Event,
     Failed,
     Log,
+    Parallel,
     Profiled,
     Sample,
     Started,
@@ -85,6 +87,8 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
             return safe.markup(f"tracing {event.steps} more {w.unit}(s) for the profile (not timed)")
         case Profiled():
             return profiled_line(event, width)
+        case Parallel():  # its processes' threads, the all-reduce probe, one process alone (not timed steps)
+            return safe.markup("; ".join(f"{label}: {value}" for label, value in figure_rows((), event.figures))) or None
         case Allocated():
             return safe.markup(f"allocator peak: {allocator_words(event.allocated, event.reserved, event.limit)} "
                                f"(device {event.device})")

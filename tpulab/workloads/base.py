@@ -21,7 +21,7 @@ from tpulab.base.figures import Figure, FigureValue
 from tpulab.base.figures import rows as figure_rows
 from tpulab.base.timing import Flag
 from tpulab.workloads import running
-from tpulab.workloads.running import CancelToken, Runner, Sink  # the worker's side, importable here as before
+from tpulab.workloads.running import CancelToken, Runner, RunnerAt, Sink  # the worker's side, importable here as before
 
 if TYPE_CHECKING:
     from tpulab.backends import Backend, Placement, Runtime
@@ -445,10 +445,33 @@ class Workload(ABC):
     def validate(self, params: Params, limits: Limits) -> None:
         """The checks across parameters: what the backend ignores, then the workload's own."""
         backend = params.get(BACKEND.name, "auto")
+        processes = params.get(PROCESSES.name, 1)
         for spec in self.params:  # (with no backend resolved yet, the run's spec says what is missing)
-            if backend != "auto" and not spec.applies(backend) and params[spec.name] != spec.default:
+            if backend != "auto" and not spec.applies(backend) and params[spec.name] != self.default_of(spec, params):
                 raise ParamError(spec.name, f"{spec.flag} means nothing on --backend {backend}: {spec.why(backend)}")
+        if processes > 1:
+            self.check_processes(params, processes)
         self.check(params, limits)
+
+    def check_processes(self, params: Params, processes: int) -> None:
+        """What a run over `processes` processes cannot do on its backend (`Backend.one_process`) or with this
+        workload's runner there (`RunnerAt.one_process`): a `ParamError` naming the parameter. Asked of
+        `--processes`, and of a run joined elsewhere (torchrun's, --coordinator) once it is resolved."""
+        backend = params.get(BACKEND.name, "auto")
+        chosen = registry().get(backend)
+        if chosen is None:
+            return
+        for name, why in chosen.one_process.items():
+            if name in self._names and params.get(name, self.spec(name).default) != self.spec(name).default:
+                raise ParamError(name, f"{self.spec(name).flag} {self.spec(name).show(params[name])} with "
+                                 f"--processes {processes} on --backend {backend}: {why}")
+        runner = self.runners.get(backend)
+        if isinstance(runner, RunnerAt) and runner.one_process:
+            raise ParamError(PROCESSES.name, f"--processes {processes} on --backend {backend}: {runner.one_process}")
+
+    def default_of(self, spec: ParamSpec, params: Params) -> Any:
+        """A parameter's value when none is given: its default, but --shards's is --processes (one device each)."""
+        return max(spec.default, params.get(PROCESSES.name, 1)) if spec.name == SHARDS.name else spec.default
 
     def backend_hint(self, p: Params) -> tuple[str, str] | None:
         """The backend these parameters call for when --backend is auto, and why (a user's nn.Module: torch);

@@ -19,7 +19,7 @@ import numpy as np
 from tpulab.backends import Profiler, Runtime
 from tpulab.backends.keras_inputs import rows
 from tpulab.base.errors import TpulabError, UsageError, out_of_memory
-from tpulab.base.events import from_dicts
+from tpulab.base.events import Parallel, from_dicts
 from tpulab.callbacks import StepTimer
 from tpulab.workloads.base import BATCH_SIZE, COMPILE, Params
 from tpulab.workloads.keras_hooks import KerasHooks
@@ -48,6 +48,7 @@ def run(w: KerasHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
     with runtime.keras_scope(placement):
         model = w.build_model(p)
         w.compile_model(model, p, runtime.keras_jit(p.get(XLA.name, False) or p.get(COMPILE.name) == "on"))
+    runtime.keras_parallel(model, placement)  # across the joined processes, where the scope did not (DDP on torch)
     data = w.data_for(model, p)
     one_batch = slice(w.batch_size(p))
     flops, nbytes = runtime.keras_step_cost(model, rows(data.x_train, one_batch),
@@ -74,6 +75,10 @@ def run(w: KerasHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
         if p.get(PREDICT_STEPS.name) and not cancel.is_set():
             inference = StepTimer(from_dicts(sink, data.synthetic), batch_size=batch, cancel=cancel)
             model.predict(train, steps=p[PREDICT_STEPS.name], callbacks=[inference], verbose=0)
+        if not cancel.is_set():  # (every process agrees on it): a run over several processes measures them
+            said = runtime.parallel_figures(batch, lambda n: one_step(model, data.x_train, data.y_train, n))
+            if said:
+                sink(Parallel(figures=said))
         if profiled(p, cancel):
             profile_fit(model, train, p, sink, runtime, rows(data.x_train, one_batch), rows(data.y_train, one_batch))
     except Exception as e:
@@ -81,6 +86,13 @@ def run(w: KerasHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
             raise TpulabError(f"the model does not fit in the device's memory at --batch-size {batch}: try a "
                               f"smaller batch (--batch-size {max(shards, batch // 2)})") from e
         raise
+
+
+def one_step(model: Any, x: Any, y: Any, n: int) -> Any:
+    """One training step on the first `n` examples of `x`, `y` (as tensors, made once), with no callback: what a
+    run over several processes times in one process alone."""
+    xs, ys = keras.tree.map_structure(keras.ops.convert_to_tensor, (rows(x, slice(n)), rows(y, slice(n))))
+    return lambda: model.train_on_batch(xs, ys)
 
 
 def described(model: Any) -> dict[str, Any]:

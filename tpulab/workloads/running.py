@@ -107,6 +107,8 @@ class RunnerAt:
     # --weight-format): a parameter's `backends` can be read from here, naming none
     checks: str = ""  # `module:function(params)` raising ParamError for what only this runner cannot run, imported
     # where the run is resolved: framework-free (what a GGUF file can hold)
+    one_process: str = ""  # why it runs in one process only, where its backend runs several (a run over several is
+    # refused, naming --processes); "" where it runs over several as its backend does
 
     def check(self, p: Params) -> None:
         """Its own refusals, before a worker starts (none where it declares no `checks`)."""

@@ -116,7 +116,9 @@ class Conv(Workload):
     sizes = ("image_size", "channels", "filters", "kernel_size", "stride")
     runners = {"tensorflow": RunnerAt("tpulab.workloads.conv.tf:run", modes={BATCH_PARALLEL: ("tpu",)}),  # tf.compat.v1.tpu
                "jax": RunnerAt("tpulab.workloads.conv.jax:run"),  # shard_map, on any device
-               "torch": RunnerAt("tpulab.workloads.conv.torch:run", modes={BATCH_PARALLEL: ()})}
+               "torch": RunnerAt("tpulab.workloads.conv.torch:run", modes={BATCH_PARALLEL: ()},
+                                 one_process="PyTorch's runs over several processes train a model data-parallel "
+                                 "(DistributedDataParallel), and conv trains none: use --backend jax")}
 
     def flops_per_step(self, p: Params) -> float:
         return float(conv_flops(p["batch_size"], p["image_size"], p["image_size"], p["channels"], p["filters"],

@@ -168,7 +168,9 @@ class UserModel(KerasWorkload):
     metrics = (Metric("loss", "loss", higher_is_better=False, headline=True),)  # every compiled model has one
     charts = (STEP_TIME, THROUGHPUT, GFLOPS, METRICS)
     how = ("precision", MODEL, INPUT_SHAPE.name, COMPILE.name)  # another model or shape is another configuration
-    runners = {"torch": RunnerAt("tpulab.workloads.user_model.torch:run")}  # an nn.Module, or Keras on torch
+    runners = {"torch": RunnerAt("tpulab.workloads.user_model.torch:run",  # an nn.Module, or Keras on torch
+                                 one_process="your model runs in one process on PyTorch (DistributedDataParallel "
+                                 "trains tpulab's own Keras workloads, as fashion-mnist)")}
 
     def runner(self, backend: Backend) -> Callable[[], Runner] | None:
         return self.runners.get(backend.name) or super().runner(backend)
