@@ -93,6 +93,11 @@ def headless(args: argparse.Namespace) -> int:
     console = Console(stderr=args.json)
     if cluster is not None and spec.workload.processes(spec.params) > 1:
         raise UsageError("--processes starts local processes; it does not combine with joining a multi-host run")
+    if args.ray is not None:
+        if cluster is not None or spec.workload.processes(spec.params) < 2:
+            raise UsageError("--ray starts --processes N's processes as Ray tasks: give --processes 2 or more (and no "
+                             "--coordinator: Ray places them)")
+        spec = dataclasses.replace(spec, ray=args.ray)
     run = run_job(spec, report, args.db or default_path(), kept=not args.no_save)
     printer = RunPrinter(run.recorder, console)
     store = None if args.no_save or run.following else Store(args.db or default_path())

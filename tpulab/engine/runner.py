@@ -1,7 +1,8 @@
 """One run from the parent's side: start the worker(s) of its resolved spec, feed the events to the record.
 
 Shared by the headless CLI, the lab and sweeps, so all record and judge a run the same way. A run
-over several local processes (`processes` > 1) starts one worker per process, joined over loopback;
+over several local processes (`processes` > 1) starts one worker per process, joined over loopback (or, with
+`--ray`, process 0 here and the others as Ray tasks: `tpulab.engine.ray_processes`);
 process 0's events are the run's, and a process that dies takes the run down with its name and
 reason, never leaving the others waiting in a collective.
 """
@@ -125,6 +126,11 @@ class Run:
             waiting = self.standby.take(job) if self.standby is not None else None
             self.handles = [waiting or RunHandle.start(job)]
             return
+        if self.spec.ray is not None:  # process 0 here, the others Ray tasks where the cluster places them
+            from tpulab.engine import ray_processes
+
+            self.handles = ray_processes.start(job, processes, replicas, self.spec.ray)
+            return
         coordinator = f"127.0.0.1:{free_port()}"
         local = replicas // processes  # each process its share of the host devices
         self.handles = [RunHandle.start(job, Cluster(coordinator, processes, i, local=True), local)
@@ -206,6 +212,8 @@ class Run:
             return "cancelled", "stopped by the user"
         if self.failures and index == 0:
             return "failed", min(self.failures)[1]
+        if handle.lost:  # its launcher lost it (a Ray task whose node died): no exit code of its own to read
+            return "failed", handle.lost
         words = handle.last_words()
         processes = self.cluster.processes if self.cluster else self.spec.processes
         said = backends.get(self.spec.backend).death(handle.stderr_text(), processes)

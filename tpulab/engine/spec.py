@@ -30,6 +30,7 @@ class RunSpec:
     cluster: Cluster | None = None  # this process is one of a multi-host run started elsewhere
     sweep: str | None = None  # the sweep this run is a point of
     why: Mapping[str, str] = field(default_factory=dict)  # the other decided values: {name: why}
+    ray: str | None = None  # --processes' processes started as Ray tasks: the cluster's address ('auto')
 
     def __post_init__(self) -> None:
         if "auto" in (self.backend, self.device):  # `resolve` decides them: a spec is what runs

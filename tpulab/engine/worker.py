@@ -143,6 +143,8 @@ class RunHandle:
     def returncode(self) -> int | None:
         return self.proc.poll()
 
+    lost: str | None = None  # a worker here ends by its own exit: no launcher lost it (`ray_processes.Follower`)
+
     def stderr_text(self) -> str:
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace")
