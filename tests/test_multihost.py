@@ -12,7 +12,8 @@ import pytest
 from tpulab.backends import Cluster
 from tpulab.base.errors import EXIT_CANCELLED, EXIT_FAILED
 from tpulab.base.events import Step
-from tpulab.engine.runner import Run, free_port, run_job
+from tpulab.engine.runner import Run, run_job
+from tpulab.engine.worker import free_port
 from tpulab.engine.spec import resolve
 from tpulab.machine.detect import detect
 from tpulab.workloads import registry

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from tpulab.backends import Cluster
 from tpulab.base.errors import UsageError, first_line
 from tpulab.base.events import Event, Failed, Sample, event_from_json
-from tpulab.engine.worker import RunHandle
+from tpulab.engine.worker import RunHandle, free_port
 
 if TYPE_CHECKING:
     from tpulab.engine.job import RunJob
@@ -48,8 +48,6 @@ def start(job: RunJob, processes: int, replicas: int, address: str) -> list[Any]
     from ray.util.placement_group import placement_group, placement_group_table
     from ray.util.queue import Queue
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    from tpulab.engine.runner import free_port
 
     followers = processes - 1
     group = placement_group([{"CPU": 1}] * followers, strategy="SPREAD")

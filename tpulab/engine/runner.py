@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import threading
 import time
 from pathlib import Path
@@ -25,17 +24,12 @@ from tpulab.engine.ceilings import Ceilings
 from tpulab.engine.job import RunJob, job_of
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
-from tpulab.engine.worker import RunHandle, worker_env
+from tpulab.engine.worker import RunHandle, free_port, worker_env
 from tpulab.machine.detect import RuntimeReport
 
 STANDBY_ENV = "TPULAB_STANDBY"  # "off": the lab keeps no worker ready (its import costs a core while you edit)
 FOLLOWERS_GRACE_S = 10.0  # after process 0 ends, the others have this long to end by themselves
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Standby:

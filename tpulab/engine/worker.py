@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -69,6 +70,13 @@ def allocator_peak(stats: list[dict[str, Any]] | None) -> Allocated | None:
 def worker_env(backend: str, device: str, replicas: int) -> dict[str, str]:
     """What a worker's environment holds before its framework is imported: also what a standby must match."""
     return backends.get(backend).worker_env(device, replicas, os.environ)
+
+
+def free_port() -> int:
+    """A port no one listens on now: process 0's, for a run over several processes to join at."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class RunHandle:
