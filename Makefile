@@ -72,6 +72,7 @@ bench: install
 	$(PY) benchmarks/hf_models.py $(call quick,--rounds 1 --steps 10 --layers 2 --hidden 256 --seq-len 64)
 	$(PY) benchmarks/lab_overhead.py $(call quick,--rounds 1 --iterations 200)
 	$(PY) benchmarks/noise.py $(call quick,--pairs 3 --rounds 2 --iterations 500)
+	$(PY) benchmarks/fleet.py $(call quick,--rounds 1 --budget 15)
 
 # tpulab on the JAX backend, offline from carried wheels (benchmarks/device_check.py): on a
 # machine with an NVIDIA GPU, the run alone, into $(OUT) (the device tool sets it); elsewhere,

@@ -451,6 +451,14 @@ def record_page() -> str:
         for cls in _tree([card.Card]):
             if cls not in record_classes:
                 out += _class_section(cls, f"### {cls.__name__}")
+    if card is not None and hasattr(card, "Fleet"):
+        out += ["## The fleet", "",
+                "`tpulab bench --ray` keeps one fleet: the cards of every node of a Ray cluster, and the nodes that "
+                "gave none with why. The [fleet card](../concepts/fleet.md) says what each part means.", ""]
+        shown_cards = set(_tree([card.Card]))
+        for cls in _tree([card.Fleet]):
+            if cls not in record_classes and cls not in shown_cards:
+                out += _class_section(cls, f"### {cls.__name__}")
     return "\n".join(out)
 
 

@@ -25,6 +25,20 @@ def _arguments(parser: Parser) -> None:
     parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the card (host, user and home left out)")
     parser.add_argument("--format", choices=FORMATS, help="of the file (default: its suffix, else json)")
     parser.add_argument("--full", action="store_true", help="on the terminal: the machine, and each entry's details")
+    parser.add_argument("--budget", type=float, metavar="SECONDS",
+                        help="each backend's budget (default: the suite's, smaller with --quick); with --ray, each node's")
+    parser.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                        help="a card on every alive node of a Ray cluster, kept as one fleet (`tpulab cards fleet ID`); "
+                             "ADDRESS as ray.init takes it (default: auto, the cluster this machine is in)")
+    parser.add_argument("--nodes", metavar="SPEC",
+                        help="with --ray: the nodes that have this resource (GPU), this label (key=value) or this "
+                             "address; several, comma-separated: any of them")
+    parser.add_argument("--start-timeout", type=float, default=300.0, metavar="SECONDS",
+                        help="with --ray: a node whose card has not started this long after it was asked for is "
+                             "named failed (its resources held, its runtime environment not set up)")
+    parser.add_argument("--runtime-env", metavar="JSON",
+                        help="with --ray: the Ray runtime environment that puts tpulab on the nodes, as JSON: "
+                             "'{\"pip\": [\"tpulab[jax]\"]}' (default: none, tpulab is in the nodes' image)")
     DB.add(parser)
 
 
@@ -36,6 +50,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from tpulab.machine.detect import detect
     from tpulab.views import card as view
 
+    if args.ray is not None:
+        return _fleet(args)
     out, err = Console(), Console(stderr=True, highlight=False)
     form = args.format or (args.output.suffix.lstrip(".") if args.output and args.output.suffix.lstrip(".")
                            in FORMATS else "json")
@@ -52,7 +68,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                 f"about {fmt.duration(p.eta)} left"), style="cyan")
 
     bench = Bench(detect(), args.db or default_path(), args.backend, args.quick, on_progress=progress,
-                  devices=args.devices, reference=args.reference)
+                  devices=args.devices, reference=args.reference, budget_s=args.budget)
     lines = f", then the reference lines of {', '.join(bench.references)}" if bench.references else ""
     err.print(safe.text(f"tpulab bench{' --quick' if args.quick else ''}: {', '.join(bench.backends)}{lines}, "
                         f"budget {fmt.duration(bench.budget)} per backend; Ctrl+C keeps a partial card"))
@@ -73,9 +89,67 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return card.exit_code
 
 
+def _fleet(args: argparse.Namespace) -> int:
+    """`--ray`: a card on every node, each node's progress on its own line, the fleet's view at the end."""
+    import json
+
+    from rich.console import Console
+
+    from tpulab.base.errors import EXIT_CANCELLED, UsageError
+    from tpulab.engine.fleet import FleetBench, FleetProgress
+    from tpulab.engine.fleet_view import analyse
+    from tpulab.engine.store import default_path
+    from tpulab.views import card as view
+    from tpulab.views import fleet as fleet_view
+
+    out, err = Console(), Console(stderr=True, highlight=False)
+    try:
+        runtime_env = json.loads(args.runtime_env) if args.runtime_env else None
+    except ValueError as e:
+        raise UsageError(f"--runtime-env is not JSON: {e}") from None
+    if runtime_env is not None and not isinstance(runtime_env, dict):
+        raise UsageError("--runtime-env must be a JSON object: '{\"pip\": [\"tpulab[jax]\"]}'")
+
+    def progress(p: FleetProgress) -> None:
+        left = f" · the fleet: at most {fmt.duration(p.eta)} left" if p.eta is not None and p.kind == "progress" else ""
+        e = p.progress.finished or p.progress.repeated if p.progress is not None else None
+        if e is not None:
+            said = f"{view.median_ci(e)} {e.unit or ''}" if e.status == "ok" else f"{e.status}: {e.reason or ''}"
+            err.print(safe.text(f"[node {p.node}]   {e.name} [{e.backend}]: {said}"))
+        elif p.progress is not None:
+            err.print(safe.text(f"[node {p.node}] {p.progress.what} · {fmt.duration(p.progress.elapsed)} in{left}"),
+                      style="cyan")
+        else:
+            err.print(safe.text(f"[node {p.node}] {p.line}"), style="red" if p.kind == "failed" else "cyan")
+
+    runner = FleetBench(args.db or default_path(), args.ray, args.backend, args.quick, budget_s=args.budget,
+                        nodes=args.nodes, on_progress=progress, start_timeout_s=args.start_timeout,
+                        runtime_env=runtime_env, devices=args.devices, reference=args.reference)
+    err.print(safe.text(f"tpulab bench --ray {args.ray}{' --quick' if args.quick else ''}: a card on every node"
+                        f"{' matching ' + args.nodes if args.nodes else ''}; Ctrl+C keeps what came back"))
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if runner.fleet is None:  # still connecting to the cluster (ray.init retries for a minute): no card yet
+            raise KeyboardInterrupt
+        err.print("[yellow]stopping every node's card: what came back is kept[/]")
+        runner.cancel()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        fleet, cards = runner.run()
+    except KeyboardInterrupt:
+        err.print("[yellow]stopped before any node's card started: nothing kept[/]")
+        return EXIT_CANCELLED
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    out.print(fleet_view.terminal(analyse(fleet, cards)))
+    return fleet.exit_code
+
+
 COMMAND = Command("bench", "run the fixed suite and write this machine's card (how fast, and why)", cmd_bench,
                   _arguments, description=f"Runs the suite {suite.NAME} v{suite.VERSION}: the ceilings (a roofline), "
                   "the article's convolution and CNN, ResNet-50 training and inference, the transformer and LLM decode "
                   "at batch 1 and 8. Each entry is a run kept in the results. --quick takes at most "
                   f"{suite.QUICK_BUDGET_S / 60:.0f} minutes per backend, the default {suite.FULL_BUDGET_S / 60:.0f}. "
-                  "Ctrl+C keeps a partial card (exit 130); a failed entry exits 1.")
+                  "Ctrl+C keeps a partial card (exit 130); a failed entry exits 1. --ray makes a card on every node of a Ray "
+                  "cluster, kept as one fleet.")

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from tpulab.engine.card import Card
+    from tpulab.engine.fleet_view import FleetView
     from tpulab.engine.store import Store
 
 FORMATS = ("md", "csv", "json", "html")
@@ -114,17 +115,79 @@ def _import(args: argparse.Namespace, store: Store, console: Console) -> int:
     return EXIT_OK
 
 
+def _fleet_arguments(parser: Parser) -> None:
+    parser.add_argument("id", nargs="?", help="a fleet's id (or its first characters); none: list the kept fleets")
+    parser.add_argument("--html", type=Path, metavar="FILE", help="write it as a self-contained HTML page")
+    parser.add_argument("--format", choices=("md", "html"), help="print it in this form")
+    DB.add(parser)
+
+
+def fleet_view(store: Store, fleet_id: str) -> FleetView:
+    """A kept fleet with its nodes' kept cards, read whole."""
+    from tpulab.engine.fleet_view import analyse
+    from tpulab.engine.store import NotKept
+
+    fleet = store.get_fleet(fleet_id)
+    cards = []
+    for n in fleet.nodes:
+        if n.card:
+            try:
+                cards.append(store.get_card(n.card))
+            except NotKept:
+                pass  # (a card pruned since): the node then shows no card
+    return analyse(fleet, cards)
+
+
+def _fleet(args: argparse.Namespace, store: Store, console: Console) -> int:
+    from tpulab.views import fleet as view
+
+    if args.id is None:
+        console.print(view.listing(store.fleets()))
+        return EXIT_OK
+    found = fleet_view(store, args.id)
+    if args.format:
+        sys.stdout.write(view.markdown(found) if args.format == "md" else view.page(found))
+    else:
+        console.print(view.terminal(found))
+    if args.html:
+        write(args.html, view.page(found))
+        console.print(safe.text(f"written to {args.html}"))
+    return EXIT_OK
+
+
+def named_or_fleets(ids: list[str], store: Store) -> list[Card]:
+    """The cards these names mean (`card_compare.named`); a name that is no card but a fleet's id stands for the
+    fleet's median card of each of its hardware groups."""
+    from tpulab.engine.card_compare import named
+    from tpulab.engine.fleet_view import median_cards
+    from tpulab.engine.store import NotKept
+
+    out: list[Card] = []
+    for wanted in ids:
+        try:
+            out += named([wanted], store)
+        except NotKept:
+            try:
+                view = fleet_view(store, wanted)
+            except NotKept:
+                raise NotKept(f"no card or fleet {wanted!r} in {store.path}: `tpulab cards list` and "
+                              "`tpulab cards fleet` list them") from None
+            out += median_cards(view)
+    return out
+
+
 def _compare_arguments(parser: Parser) -> None:
-    parser.add_argument("ids", nargs="+", metavar="ID", help="card ids, `this` (the newest here) or `article`")
+    parser.add_argument("ids", nargs="+", metavar="ID", help="card ids, `this` (the newest here) or `article`; a "
+                        "fleet's id stands for its median card per hardware group")
     parser.add_argument("--html", type=Path, metavar="FILE", help="write it as a self-contained HTML page")
     DB.add(parser)
 
 
 def _compare(args: argparse.Namespace, store: Store, console: Console) -> int:
-    from tpulab.engine.card_compare import compare, named
+    from tpulab.engine.card_compare import compare
     from tpulab.views import card as view
 
-    found = named(args.ids, store)
+    found = named_or_fleets(args.ids, store)
     if len(found) < 2:
         raise UsageError("cards compare needs at least two cards (`article` alone names three)")
     result = compare(found)
@@ -141,4 +204,6 @@ COMMAND = Command("cards", "list, show, export, import and compare machine cards
     Command("export", "a card to a JSON file (host, user and home left out)", on_store(_export), _export_arguments),
     Command("import", "cards from JSON files (another machine's)", on_store(_import), _import_arguments),
     Command("compare", "cards side by side: speedups against the first, and why", on_store(_compare),
-            _compare_arguments)))
+            _compare_arguments),
+    Command("fleet", "a fleet (`tpulab bench --ray`): each node against the fleet's median, its stragglers and why",
+            on_store(_fleet), _fleet_arguments)))

@@ -130,6 +130,19 @@ class CardSuite:
 
 
 @dataclass(kw_only=True)
+class CardNode:
+    """The cluster node a fleet's card was made on (`tpulab bench --ray`), as Ray knows it: its fingerprint."""
+
+    fleet: str  # the fleet's id: every card of one `tpulab bench --ray` holds it
+    label: str  # the node's name in the fleet's lines and columns: its address and its place ('10.0.0.5 #2')
+    node_id: str  # Ray's id of the node
+    address: str  # the node's IP address (Ray's NodeManagerAddress): nodes of one address share a host
+    hostname: str | None = None
+    resources: dict[str, float] = field(default_factory=dict)  # what the node declares to Ray (CPU, GPU, memory...)
+    labels: dict[str, str] = field(default_factory=dict)  # the node's Ray labels
+
+
+@dataclass(kw_only=True)
 class Card:
     id: str
     created_at: str
@@ -150,6 +163,7 @@ class Card:
     drift: list[CardDrift] = field(default_factory=list)  # its ceilings at its start and at its end
     references: dict[str, str] = field(default_factory=dict)  # a reference engine not installed (its backend's
     # name): what its lines would add, and how to install it
+    node: CardNode | None = None  # a fleet's card: the node it was made on (None: a card of this machine)
     entries: list[CardEntry] = field(default_factory=list)
     __pydantic_config__: ClassVar[dict[str, Any]] = CONFIG
 
@@ -272,3 +286,67 @@ def kept(repeats: list[list[float]], most: int = KEPT) -> list[list[float]]:
 
 def finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
+
+
+# --- fleets: one card on every node of a cluster (`tpulab bench --ray`) ------------------------------------
+FLEET_FORMAT = "tpulab-fleet"
+FLEET_SCHEMA = 1
+NODE_STATUSES = ("ok", "failed", "cancelled", "skipped")
+
+
+@dataclass(kw_only=True)
+class FleetNode:
+    """One node of a fleet: its card's id, or why it has none (it died, it never started, it was cancelled)."""
+
+    label: str  # '10.0.0.5 #2': its address and its place among the fleet's nodes
+    node_id: str  # Ray's id of the node
+    address: str  # its IP address: nodes of one address share a host, and their cards ran one after another
+    status: str  # one of NODE_STATUSES: ok (its card came back, whole or partial), failed, cancelled, skipped
+    card: str | None = None  # its card's id (kept in the cards table)
+    reason: str | None = None  # why it has no card, or why its card is not whole: one line
+    cpus: float | None = None  # the CPUs the node declares, which its card ran on
+    resources: dict[str, float] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    seconds: float | None = None  # from its card's start on the node to its card back
+
+
+@dataclass(kw_only=True)
+class Fleet:
+    """A fleet: the cards one `tpulab bench --ray` made, one per node, and the nodes that gave none, with why."""
+
+    id: str
+    created_at: str
+    cluster: str  # the address it was asked of ('auto', 'ray://head:10001')
+    suite: CardSuite
+    format: str = FLEET_FORMAT
+    schema: int = FLEET_SCHEMA
+    ended_at: str | None = None
+    status: str = "running"  # running, complete, partial (stopped by the user), failed (a node or an entry failed)
+    backend: str = "auto"  # as asked: each node resolves it
+    budget_s: float | None = None  # each node's, per backend
+    nodes: list[FleetNode] = field(default_factory=list)
+    schedule: list[str] = field(default_factory=list)  # which cards ran at once and which one after another, and why
+    wall_s: float | None = None  # from the first card asked for to the last kept
+    slowest_s: float | None = None  # the longest a host took for its cards, one after another: what the fleet waits on
+    __pydantic_config__: ClassVar[dict[str, Any]] = CONFIG
+
+    @property
+    def short_id(self) -> str:
+        return self.id[:8]
+
+    def to_json(self) -> dict[str, Any]:
+        return plain(self)
+
+    @property
+    def exit_code(self) -> int:
+        return {"complete": 0, "failed": 1, "partial": 130}.get(self.status, 1)
+
+
+def fleet_from_json(data: Any) -> Fleet:
+    """A fleet from its JSON object; a `ValueError` names the field that is wrong."""
+    if not isinstance(data, dict) or data.get("format") != FLEET_FORMAT:
+        raise ValueError(f"not a tpulab fleet (no \"format\": \"{FLEET_FORMAT}\")")
+    schema = data.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema > FLEET_SCHEMA:
+        raise ValueError(f"fleet schema {schema!r}: this tpulab reads schema {FLEET_SCHEMA} and older")
+    return checked(data, Fleet)

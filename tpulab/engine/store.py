@@ -32,11 +32,12 @@ from tpulab.base.home import home, traces
 from tpulab.base.schema import checked, problem, read, scalars, words
 from tpulab.engine.card import Card
 from tpulab.engine.card import from_json as card_from_json
+from tpulab.engine.card import Fleet, fleet_from_json
 from tpulab.engine.runindex import COLUMNS, RunFilter, RunRow, Wanted, derive, table_sql
 from tpulab.workloads import registry
 
-SCHEMA_VERSION = 6  # 2: sweeps; 3: records apart from their indexed columns; 4: profiles (the host gap indexed);
-# 5: machine cards; 6: each run's flat row derived from the declarations (`row`)
+SCHEMA_VERSION = 7  # 2: sweeps; 3: records apart from their indexed columns; 4: profiles (the host gap indexed);
+# 5: machine cards; 6: each run's flat row derived from the declarations (`row`); 7: fleets (`tpulab bench --ray`)
 BUSY_TIMEOUT_S = 60  # how long a writer waits for another process's transaction
 EXPORT_FORMAT = "tpulab-results"
 MAX_IMPORT_BYTES = 64 * 2**20  # a file an import reads whole (an export of before, a run's --json): refused past it
@@ -178,6 +179,8 @@ class Store:
                 id TEXT PRIMARY KEY, workload TEXT NOT NULL, started_at TEXT NOT NULL, sweep TEXT NOT NULL)""")
         if version < 5:  # machine cards: each whole, as JSON (`tpulab.engine.card`); their runs are kept as runs
             con.execute("CREATE TABLE IF NOT EXISTS cards (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, card TEXT NOT NULL)")
+        if version < 7:  # fleets: each whole, as JSON, listing its nodes' cards (kept as cards) and the nodes without one
+            con.execute("CREATE TABLE IF NOT EXISTS fleets (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, fleet TEXT NOT NULL)")
         if version < 3:  # the records move to run_data; runs keeps their columns
             _rebuild(con, "SELECT record FROM runs_old ORDER BY rowid", renamed=("runs",))
         elif version < 4 and "host_gap_share" not in _columns(con):  # no record of schema 3 has a profile
@@ -328,6 +331,22 @@ class Store:
     def get_card(self, card_id: str) -> Card:
         """A card by its id or a unique prefix of it."""
         return card_from_json(json.loads(self._by_prefix("cards", "card", card_id, "tpulab cards")))
+
+    def save_fleet(self, fleet: Fleet) -> None:
+        """A fleet, whole (replacing one of the same id: it is saved again as its nodes' cards come back)."""
+        with self._db(write=True) as con:
+            con.execute("INSERT OR REPLACE INTO fleets VALUES (?, ?, ?)", (fleet.id, fleet.created_at,
+                                                                          json.dumps(fleet.to_json())))
+
+    def fleets(self) -> list[Fleet]:
+        """All kept fleets, newest first."""
+        with self._db() as con:
+            rows = con.execute("SELECT fleet FROM fleets ORDER BY created_at DESC, rowid DESC").fetchall()
+        return [fleet_from_json(json.loads(r[0])) for r in rows]
+
+    def get_fleet(self, fleet_id: str) -> Fleet:
+        """A fleet by its id or a unique prefix of it."""
+        return fleet_from_json(json.loads(self._by_prefix("fleets", "fleet", fleet_id, "tpulab cards fleet")))
 
     def import_records(self, exported: Exported) -> Imported:
         """All or nothing: each record is checked as it is read, inside one transaction that a bad one leaves

@@ -181,6 +181,10 @@ def machine_rows(card: Card) -> list[tuple[str, str]]:
     for a in m.get("accelerators") or []:
         if isinstance(a, dict):
             rows.append(("accelerator", ", ".join(f"{k} {v}" for k, v in a.items() if v is not None)))
+    if card.node is not None:  # a fleet's card: the node it was made on, and the cores it was given
+        n = card.node
+        rows += [("fleet node", f"{n.label} of fleet {n.fleet[:8]} (Ray node {n.node_id[:12]})"),
+                 ("node's CPUs", f"{m.get('cpus', '-')}" + (f" ({m['affinity']})" if m.get("affinity") else ""))]
     rows += [("OS", m.get("os")), ("Python", m.get("python")), ("tpulab", m.get("tpulab")),
              ("packages", ", ".join(f"{k} {v}" for k, v in (m.get("packages") or {}).items())
               if isinstance(m.get("packages"), dict) else None),
