@@ -73,6 +73,7 @@ bench: install
 	$(PY) benchmarks/lab_overhead.py $(call quick,--rounds 1 --iterations 200)
 	$(PY) benchmarks/noise.py $(call quick,--pairs 3 --rounds 2 --iterations 500)
 	$(PY) benchmarks/fleet.py $(call quick,--rounds 1 --budget 15)
+	$(PY) benchmarks/decode_engines.py $(call quick,--rounds 1 --batch-sizes 1)
 
 # tpulab on the JAX backend, offline from carried wheels (benchmarks/device_check.py): on a
 # machine with an NVIDIA GPU, the run alone, into $(OUT) (the device tool sets it); elsewhere,
