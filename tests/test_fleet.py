@@ -362,3 +362,33 @@ def test_a_card_made_before_fleets_reads_with_no_node():
     assert from_json(data).node is None
 
 
+
+
+@pytest.mark.slow
+@pytest.mark.alone
+async def test_the_labs_runtime_tab_makes_the_fleet_card_of_the_cluster_it_was_given(cluster, tmp_path, monkeypatch):
+    """`tpulab --ray ADDRESS`: the Runtime tab's c makes the fleet's quick card (the tiny suite here), each node's
+    news as it comes, then the fleet against its median, kept."""
+    from textual.widgets import Static
+
+    from tpulab.lab.app import TpulabApp
+
+    from .helpers import SIZE, cpu_only, text, wait_for
+
+    monkeypatch.setattr(bench, "SUITE", SUITE)
+    monkeypatch.setattr(bench, "QUICK_BUDGET_S", 20.0)  # per node, as the fleet's other tests give it
+    db = tmp_path / "r.db"
+    app = TpulabApp(probe=False, report=cpu_only(tmp_path / "m"), db=db, cluster=cluster.address)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert f"c: the fleet card, a quick card on every node of the Ray cluster at {cluster.address}" in \
+            text(app.query_one("#runtime-status", Static))
+        app.query_one("#runtime-pane").focus()
+        await pilot.press("c")
+        assert app.runtime_pane.making_card
+        shown = app.query_one("#runtime-card", Static)
+        await wait_for(pilot, lambda: " #1: " in text(shown) or "kept as fleet" in text(shown), 60)  # a node's news
+        await wait_for(pilot, lambda: "kept as fleet" in text(shown), 120)
+    fleet = Store(db).fleets()[0]
+    assert [n.status for n in fleet.nodes] == ["ok", "ok"] and fleet.short_id in text(shown)
+    assert "conv" in text(shown) and not app.runtime_pane.making_card

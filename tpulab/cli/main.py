@@ -60,8 +60,9 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
     mh.add_argument("--num-processes", type=int, metavar="N", help="processes in the run, on all hosts")
     mh.add_argument("--process-id", type=int, metavar="I", help="this process: 0 keeps the record, 1..N-1 follow")
     mh.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
-                    help="start --processes N's processes as Ray tasks over a Ray cluster (its address; default: the "
-                         "one this machine belongs to): process 0 here, the others where Ray places them (tpulab[ray])")
+                    help="a Ray cluster (its address; default: the one this machine belongs to): with --run and "
+                         "--processes N, its processes start as Ray tasks (process 0 here); in the lab, the Runtime "
+                         "tab's c makes the fleet card of every node (tpulab[ray])")
     mh.add_argument("--join-timeout", type=int, metavar="S", default=60,
                     help="seconds for every process to join before the run fails, naming who is missing; default 60")
     named = registry().get(workload_name) if workload_name else None
@@ -94,8 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run.headless(args)
         if args.no_ui:
             raise UsageError("--no-ui needs --run WORKLOAD")
-        if getattr(args, "ray", None):
-            raise UsageError("--ray starts a run's processes headless: add --no-ui")
+        if args.run and args.ray:
+            raise UsageError("--ray with --run starts the run's processes headless: add --no-ui (without --run, the "
+                             "lab's Runtime tab makes the fleet card of the cluster)")
         return open_lab(args)
     except TpulabError as e:  # the one place errors become exit codes: one line, no traceback
         parser.exit(e.exit_code, f"{parser.prog}: error: {safe.visible(e)}\n")
@@ -110,7 +112,7 @@ def open_lab(args: argparse.Namespace) -> int:
 
     report = run.fast_report()
     params = run.resolve_params(args, report) if args.run else None
-    app = TpulabApp(workload=args.run, params=params, db=args.db, report=report)
+    app = TpulabApp(workload=args.run, params=params, db=args.db, report=report, cluster=args.ray)
     app.run()
     return ended(app.failure.line() if app.failure else None)
 

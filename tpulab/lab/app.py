@@ -95,9 +95,10 @@ class TpulabApp(FailsInOneLine):
     ]
 
     def __init__(self, workload: str | None = None, params: dict[str, Any] | None = None, db: Path | None = None,
-                 probe: bool = True, report: RuntimeReport | None = None) -> None:
+                 probe: bool = True, report: RuntimeReport | None = None, cluster: str | None = None) -> None:
         super().__init__()
         self.report = report or detect()
+        self.cluster = cluster  # a Ray cluster's address (`tpulab --ray`): the Runtime tab's card is its fleet's
         self.initial_workload = workload
         self.initial_params = params  # from the command line: the form opens with them
         self.probe = probe

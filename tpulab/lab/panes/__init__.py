@@ -25,6 +25,7 @@ class Lab(Protocol):
     probing: bool  # the frameworks' own probes are still running
     store: Store
     records: list[RunRecord]  # this session's runs, newest first
+    cluster: str | None  # a Ray cluster's address (`tpulab --ray`): the Runtime tab's card is its fleet's
 
     def busy(self) -> bool: ...  # a run, a sweep or the card is going: said to the user
     def keep_record(self, record: RunRecord) -> None: ...
