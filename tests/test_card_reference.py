@@ -47,7 +47,7 @@ def test_the_card_runs_llamacpp_beside_the_framework_at_each_format_against_the_
     store = Store(db)
     store.save(kept_roofline("torch", version("torch"), sys.version.split()[0], cpu=detect().cpu.model))
     made = Bench(here(tmp_path / "m"), db, "torch", suite=DECODE,
-                 budget_s=120, reuse_ceilings=True).run()
+                 budget_s=40, reuse_ceilings=True).run()
     assert made.references == {} and made.backends == ["torch"]
     framework, *lines = made.entries
     assert (framework.name, framework.backend, framework.reference) == ("decode-b2", "torch", None)
