@@ -14,8 +14,9 @@ machine, as in the tests) run their cards one after another; nodes of different 
 reads as the cards go: each node's progress, and the fleet's time left, at most (each running node's budget left and
 the budgets of the nodes still waiting for their host).
 
-Ctrl+C (`cancel`) cancels every node's card (`ray.cancel`: the task stops its bench after the run in flight and
-returns its card so far, marked partial); a node whose task does not answer within `GRACE_S` is stopped by force.
+Ctrl+C (`cancel`) cancels every node's card (the hub's word, which each task reads as it waits: it stops its bench
+after the run in flight and returns its card so far, marked partial; a task not yet started is cancelled by Ray); a
+node whose task does not answer within `GRACE_S` is stopped by force.
 A node that dies, whose task fails, or whose task never starts (`start_timeout_s`: its resources held by other
 work, its runtime environment never set up) is named in the fleet with its reason, and the other cards are kept.
 """
@@ -135,10 +136,18 @@ def restrict(cpus: int) -> tuple[int, str | None]:
 
 
 class Hub:
-    """A Ray actor on the caller's node: each task's lines, read by the caller as they come."""
+    """A Ray actor on the caller's node: each task's lines, read by the caller as they come; and the fleet's cancel,
+    which each task reads as it waits for its bench (a word it asks for, not a signal that may land anywhere)."""
 
     def __init__(self) -> None:
         self.lines: list[tuple[str, str, Any]] = []
+        self.stop = False
+
+    def cancel(self) -> None:
+        self.stop = True
+
+    def stopping(self) -> bool:
+        return self.stop
 
     def put(self, node: str, kind: str, payload: Any = None) -> None:
         self.lines.append((node, kind, payload))
@@ -179,10 +188,15 @@ def node_card(plan: dict[str, Any], hub: Any) -> dict[str, Any]:
                 done.set()
 
         threading.Thread(target=make, name="tpulab-node-card", daemon=True).start()
+        import ray
+
         try:
             while not done.wait(0.2):
-                pass
-        except BaseException:  # noqa: BLE001 (Ray's cancel: KeyboardInterrupt or TaskCancelledError)
+                if ray.get(hub.stopping.remote()):  # the fleet was cancelled: the bench stops after its run in flight
+                    runner.cancel()
+                    break
+            done.wait()
+        except BaseException:  # noqa: BLE001 (Ray's own cancel: KeyboardInterrupt or TaskCancelledError)
             runner.cancel()
             done.wait()
         if failed:
@@ -353,9 +367,11 @@ class FleetBench:
                                      "failed": "an entry of its card failed"}.get(card.status, card.status), card)
             if self.cancelled and not cancelling:
                 cancelling = True
+                hub.cancel.remote()  # each started card stops after its run in flight, and hands back what it has
                 for flight in self._flights.values():
                     flight.cancelled_at = now
-                    ray.cancel(flight.ref)
+                    if flight.started is None:  # not started: never will
+                        ray.cancel(flight.ref)
                 for q in self._hosts.values():
                     for n in q:
                         entry[n.label].reason = "the fleet was cancelled before its turn"
