@@ -345,6 +345,8 @@ def test_two_fleets_compare_as_two_cards_do_by_their_median_cards(tmp_path):
 
 def test_a_schema_6_store_gains_the_fleets_table_and_keeps_its_cards(db):
     store = Store(db)
+    none = run_cli("cards", "fleet", "--db", str(db))
+    assert none.returncode == 0 and "no fleet kept yet: `tpulab bench --ray` makes one" in " ".join(none.stdout.split())
     store.save_card(node_card(1, 0.01))
     with sqlite3.connect(db) as con:  # as tpulab before fleets left it
         con.execute("DROP TABLE fleets")

@@ -142,7 +142,9 @@ def _fleet(args: argparse.Namespace, store: Store, console: Console) -> int:
     from tpulab.views import fleet as view
 
     if args.id is None:
-        console.print(view.listing(store.fleets()))
+        fleets = store.fleets()
+        console.print(view.listing(fleets) if fleets else "no fleet kept yet: `tpulab bench --ray` makes one, a card on "
+                      "every node of a Ray cluster", highlight=False)
         return EXIT_OK
     found = fleet_view(store, args.id)
     if args.format:
