@@ -5,6 +5,11 @@ command's flags from the argparse parser the command line builds, and the record
 classes that declare it (their comments read from the source). The pages exist only in the built site
 (`mkdocs build`, `mkdocs serve`); `pages()` returns them for a test or a look without mkdocs.
 
+A number a page quotes from the code is written as its constant's name, `{{ tpulab.base.noise.SEGMENTS }}`
+(optionally formatted: `{{ tpulab.base.noise.NOISE | percent }}` gives 10%), and every page's placeholders are
+replaced by the constants' values at build time (`substitute`): a name that no longer resolves fails the build,
+naming the page and the placeholder.
+
 This file imports tpulab; tpulab never imports it, nor mkdocs.
 """
 
@@ -16,6 +21,7 @@ import dataclasses
 import importlib
 import inspect
 import io
+import re
 import sys
 import tokenize
 import typing
@@ -49,7 +55,6 @@ def table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> list[str]:
 
 def anchor(text: str) -> str:
     """The id Python-Markdown's toc gives a heading of this text (with its default slugify)."""
-    import re
     import unicodedata
 
     text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
@@ -462,6 +467,72 @@ def record_page() -> str:
     return "\n".join(out)
 
 
+# --- the constants a page quotes ---------------------------------------------------------------------
+# `{{ tpulab.module.NAME }}` or `{{ tpulab.module.NAME.attribute | format }}` (not `${{ ... }}`, a CI file's)
+PLACEHOLDER = re.compile(r"(?<!\$)\{\{\s*([\w.]+)\s*(?:\|\s*(\w+)\s*)?\}\}")
+
+
+def _number(value: Any) -> str:
+    """A value as prose writes it: 5.0 as 5, 0.5 as 0.5, 1e6 as 1000000."""
+    return f"{value:.12g}" if isinstance(value, float) else str(value)
+
+
+def _bytes(value: Any) -> str:
+    """A size in its largest binary unit that keeps it at 1 or more: 1 << 30 as 1 GiB, 256 << 20 as 256 MiB."""
+    for power, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if value >= 2**power:
+            return f"{_number(value / 2**power)} {unit}"
+    return f"{value} B"
+
+
+FORMATS: dict[str, Callable[[Any], str]] = {
+    "percent": lambda v: _number(v * 100) + "%",  # a fraction: 0.1 as 10%
+    "comma": lambda v: f"{v:,}",  # 1000 as 1,000
+    "minutes": lambda v: _number(v / 60),  # seconds in minutes: 180.0 as 3
+    "bytes": _bytes,
+}
+
+
+class StaleConstant(ValueError):
+    """A placeholder whose name, attribute or format does not resolve: the page quotes what the code no longer has."""
+
+
+def constant(name: str, form: str | None = None) -> str:
+    """The text a placeholder stands for: the value of `name` (a module of tpulab, then attributes), formatted."""
+    if not name.startswith("tpulab."):
+        raise StaleConstant("only tpulab's own constants are quoted: tpulab.module.NAME")
+    if form is not None and form not in FORMATS:
+        raise StaleConstant(f"no format {form!r} (one of {', '.join(FORMATS)})")
+    parts = name.split(".")
+    for i in range(len(parts) - 1, 0, -1):  # the longest module, then attributes
+        module = ".".join(parts[:i])
+        try:
+            value: Any = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name and (module == e.name or module.startswith(e.name + ".")):
+                continue  # not a module: fewer of the parts are
+            raise StaleConstant(f"importing {module} failed: {e}") from e
+        for j in range(i, len(parts)):
+            if not hasattr(value, parts[j]):
+                raise StaleConstant(f"{'.'.join(parts[:j])} has no {parts[j]!r}")
+            value = getattr(value, parts[j])
+        return FORMATS[form](value) if form else _number(value)
+    raise StaleConstant(f"no module of {name}")
+
+
+def substitute(text: str, page: str = "") -> str:
+    """A page's markdown with every placeholder replaced by its constant; StaleConstant, naming the page and the
+    placeholder, where one does not resolve."""
+
+    def value(match: re.Match[str]) -> str:
+        try:
+            return constant(match[1], match[2])
+        except StaleConstant as e:
+            raise StaleConstant(f"{page or 'a page'}: {match[0]}: {e}") from e
+
+    return PLACEHOLDER.sub(value, text)
+
+
 # --- the hook ----------------------------------------------------------------------------------------
 GENERATED: dict[str, Callable[[], str]] = {
     "reference/parameters.md": parameters_page,
@@ -486,3 +557,13 @@ def on_files(files: Any, config: Any) -> Any:
     if LAB_PICTURE.exists():
         files.append(File.generated(config, LAB_PICTURE_PAGE, abs_src_path=str(LAB_PICTURE)))
     return files
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    """mkdocs: every page's placeholders replaced by the constants they name; a stale one stops the build."""
+    from mkdocs.exceptions import PluginError
+
+    try:
+        return substitute(markdown, page.file.src_uri)
+    except StaleConstant as e:
+        raise PluginError(f"a quoted constant is stale: {e}") from e

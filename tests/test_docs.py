@@ -171,3 +171,49 @@ def test_tpulab_never_imports_mkdocs():
     for path in (ROOT / "tpulab").rglob("*.py"):
         for line in path.read_text().splitlines():
             assert not (line.lstrip().startswith(("import ", "from ")) and "mkdocs" in line), path
+
+
+def test_a_placeholder_gives_its_constants_value(hooks):
+    from tpulab.base import noise
+    from tpulab.workloads.base import PROFILE_STEPS
+
+    assert hooks.substitute("cut into {{ tpulab.base.noise.SEGMENTS }} stretches") == f"cut into {noise.SEGMENTS} stretches"
+    assert hooks.substitute("±{{tpulab.base.noise.NOISE|percent}}") == f"±{noise.NOISE * 100:g}%"
+    assert hooks.substitute("{{ tpulab.base.noise.MAX_SAMPLES | comma }}") == f"{noise.MAX_SAMPLES:,}"
+    assert hooks.substitute("{{ tpulab.workloads.base.PROFILE_STEPS.default }}") == str(PROFILE_STEPS.default)
+    assert hooks.FORMATS["percent"](0.1) == "10%" and hooks.FORMATS["percent"](0.95) == "95%"
+    assert hooks.FORMATS["minutes"](180.0) == "3" and hooks.FORMATS["comma"](1000) == "1,000"
+    assert hooks.FORMATS["bytes"](1 << 30) == "1 GiB" and hooks.FORMATS["bytes"](64 * 2**20) == "64 MiB"
+    assert hooks._number(5.0) == "5" and hooks._number(0.5) == "0.5" and hooks._number(1e6) == "1000000"  # as prose
+    assert hooks.substitute("`${{ matrix.python }}`") == "`${{ matrix.python }}`"  # a CI file's, not a placeholder
+
+
+@pytest.mark.parametrize("placeholder", ["{{ tpulab.base.noise.NO_SUCH_CONSTANT }}", "{{ tpulab.base.no_such_module.X }}",
+                                         "{{ tpulab.base.noise.NOISE | no_such_format }}", "{{ noise.NOISE }}"])
+def test_a_stale_placeholder_fails_naming_the_page_and_itself(hooks, placeholder):
+    with pytest.raises(ValueError) as failed:
+        hooks.substitute(f"a line with {placeholder} in it", "concepts/honest-numbers.md")
+    assert "concepts/honest-numbers.md" in str(failed.value) and placeholder in str(failed.value)
+
+
+def test_the_hook_replaces_every_placeholder_of_every_page(hooks):
+    from tpulab.base import noise
+
+    pages = {path: path.read_text() for path in DOCS.rglob("*.md")}
+    for path, text in pages.items():
+        built = hooks.substitute(text, str(path.relative_to(DOCS)))  # raises on a stale one
+        assert "{{" not in built.replace("${{", ""), path
+    honest = pages[DOCS / "concepts" / "honest-numbers.md"]
+    assert "{{ tpulab.base.noise.SEGMENTS }} stretches" in honest, "the stretches' count comes from the code"
+    built = hooks.substitute(honest)
+    assert f"{noise.SEGMENTS} stretches" in built and f"±{noise.NOISE * 100:g}% noise threshold" in built
+    assert f"{noise.RESAMPLES:,} draws" in built and f"{noise.MAX_SAMPLES:,} steps" in built
+
+
+def test_the_pages_quote_no_constant_by_hand():
+    """The numbers the code declares are placeholders in the concept and how-to pages, never typed again."""
+    for path in [*sorted((DOCS / "concepts").glob("*.md")), *sorted((DOCS / "how-to").glob("*.md"))]:
+        text = path.read_text()
+        for typed in ("four stretches", "the ±10% noise threshold", "noise threshold ±10%", "noise threshold (±10%)",
+                      "its 95% interval", "thinned to 240"):
+            assert typed not in text, f"{path.name}: {typed!r}: use its placeholder ({{{{ tpulab.module.NAME }}}})"
