@@ -4,7 +4,10 @@ difference is real.
 Step times are autocorrelated and drift (a neighbour's burst slows several steps in a row; on a shared
 VM the level itself moves by several percent over seconds), so the median's interval comes from a
 two-level bootstrap: the run's repeats are drawn with replacement, then each drawn repeat's steps in
-moving blocks of about n^(1/3) consecutive steps, which keeps a burst together. A run timed once is cut
+blocks of about n^(1/3) consecutive steps, which keeps a burst together. The blocks are circular (Politis
+& Romano): one starts anywhere in its repeat and wraps past its end onto its start, so every step is drawn
+as often as any other; moving blocks, which must end inside the repeat, under-sample its first and last
+steps, and the `arch` package's docs advise against them for that. A run timed once is cut
 into `SEGMENTS` stretches in order, its repeats: a run whose level moved while it ran gets an interval
 that holds the move. (Blocks alone held it only in part: ten stretches of one real conv run, 2-core VM,
 differed by up to 15% with each stretch's block interval at ±3%.) `scipy.stats.bootstrap` draws single
@@ -21,6 +24,7 @@ finding. Repeats (a card's entries) put that spread in the interval itself.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
@@ -36,6 +40,46 @@ MAX_SAMPLES = 1000  # more steps are thinned evenly to this many: a wider interv
 SEED = 20181011  # the article's date: any fixed seed makes the verdicts repeatable
 
 FASTER, SLOWER, SAME = "faster", "slower", "no difference detected"
+FIXED = "fixed"  # where a verdict's threshold is NOISE, not a machine's floor (cards, sweeps)
+MIN_FLOOR = 0.01  # Criterion.rs's noise threshold: no floor is taken below it, however quiet the machine
+# A machine never calibrated: alike single runs on a shared 2-core VM differed up to 1.36x process to process (conv,
+# idle, fresh processes); a threshold under that spread calls noise a finding.
+DEFAULT_FLOOR = 0.40
+CALIBRATE = "`tpulab calibrate` measures this machine's"
+
+
+@dataclass(frozen=True)
+class Floor:
+    """How far alike runs differ on a machine from one fresh process to the next: what no run's own steps show
+    (thread placement, memory layout, the allocator), so a comparison of runs takes it as its noise threshold.
+
+    `spread`: two alike single runs' ratio stays within 1 + spread in 95% of pairs. Runs of several processes each
+    (`--repeat`) set their medians' spread against it as the standard error does, by the square root of the
+    processes, never below `MIN_FLOOR`."""
+
+    spread: float
+    source: str  # where it came from: 'calibrated here on 2026-12-07 (10 processes)', or the default's words
+    calibrated: bool = True
+
+    def threshold(self, processes_a: int = 1, processes_b: int = 1) -> float:
+        """The threshold for a comparison of the medians of `processes_a` runs against `processes_b`."""
+        return max(MIN_FLOOR, self.spread * math.sqrt((1 / processes_a + 1 / processes_b) / 2))
+
+
+UNCALIBRATED = Floor(DEFAULT_FLOOR, f"not calibrated: the default for a shared VM's spread between processes; {CALIBRATE}",
+                     calibrated=False)
+
+
+def floor_of(process_medians: Sequence[float], level: float = LEVEL) -> float:
+    """The spread between alike single runs: the `level` quantile of how far two of them differ, over every pair of
+    the process medians given (as a ratio less 1: 0.05 is 1.05x either way)."""
+    import numpy as np
+
+    logs = np.log(np.asarray([m for m in process_medians if m and m > 0], dtype=float))
+    if len(logs) < 2:
+        raise ValueError("a noise floor needs two processes' medians or more")
+    i, j = np.triu_indices(len(logs), 1)
+    return float(np.expm1(np.quantile(np.abs(logs[i] - logs[j]), level)))
 
 
 @dataclass(frozen=True)
@@ -49,6 +93,7 @@ class Change:
     word: str  # FASTER, SLOWER or SAME
     threshold: float = NOISE
     why: str = ""  # what the interval came from, or why there is none
+    source: str = FIXED  # where the threshold came from (a machine's calibrated floor, or the default)
 
     def interval(self) -> str:
         """'[1.17x, 1.23x]', or '' without one."""
@@ -61,7 +106,7 @@ class Change:
     def words(self) -> str:
         """The cell with its threshold and basis: what a line of prose says."""
         basis = f"; {self.why}" if self.why else ""
-        return f"{self.cell()} (noise threshold ±{self.threshold:.0%}{basis})"
+        return f"{self.cell()} (noise threshold ±{self.threshold:.0%}, {self.source}{basis})"
 
 
 def _array(samples: Sequence[float]) -> np.ndarray:
@@ -75,8 +120,8 @@ def _array(samples: Sequence[float]) -> np.ndarray:
 
 def medians(repeats: Sequence[Sequence[float]], resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray | None:
     """The bootstrap's medians: the repeats drawn with replacement (one run's `SEGMENTS` stretches where it was timed
-    once), each drawn repeat's steps in moving blocks, as many as a repeat of the mean size holds. None where fewer
-    than `MIN_SAMPLES` steps were timed in all. One array operation for all draws: 1,000 steps cost ~10 ms here."""
+    once), each drawn repeat's steps in circular blocks of about n^(1/3) steps (n: the shortest repeat's). None where
+    fewer than `MIN_SAMPLES` steps were timed in all."""
     import numpy as np
 
     groups = [g for g in (_array(r) for r in repeats) if len(g)]
@@ -84,14 +129,31 @@ def medians(repeats: Sequence[Sequence[float]], resamples: int = RESAMPLES, seed
         return None
     if len(groups) == 1 and len(groups[0]) >= SEGMENTS * MIN_SAMPLES:
         groups = np.array_split(groups[0], SEGMENTS)
+    return _draw(groups, max(1, round(min(len(g) for g in groups) ** (1 / 3))), resamples, seed)
+
+
+def block_medians(xs: np.ndarray, block: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
+    """One series' circular-block bootstrap medians: `medians`' draw within one repeat, the single level that
+    `arch.bootstrap.CircularBlockBootstrap` draws too (tests/test_noise_blocks.py checks the one against the other)."""
+    return _draw([xs], block, resamples, seed)
+
+
+def _draw(groups: Sequence[np.ndarray], block: int, resamples: int, seed: int) -> np.ndarray:
+    """Each resample: as many repeats as there are, drawn with replacement, each giving as many steps as a repeat of
+    the mean size in blocks of `block` steps that start anywhere in their repeat and wrap past its end onto its start
+    (Politis & Romano's circular blocks: every step is drawn as often as any other, the first and last ones too).
+    One array operation for all resamples: 1,000 steps cost ~10 ms here."""
+    import numpy as np
+
     sizes = np.array([len(g) for g in groups])
-    flat, offsets = np.concatenate(groups), np.cumsum(sizes) - sizes
-    block = max(1, round(int(sizes.min()) ** (1 / 3)))  # a block fits in every repeat
-    per = -(-round(float(sizes.mean())) // block)  # blocks a drawn repeat gives
+    flat = np.concatenate([np.resize(g, len(g) + block - 1) for g in groups])  # each repeat then its start again: the wrap
+    offsets = np.cumsum(sizes + block - 1) - (sizes + block - 1)
+    size = round(float(sizes.mean()))  # steps a drawn repeat gives
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(groups), size=(resamples, len(groups), 1))
-    starts = offsets[picks] + (rng.random((resamples, len(groups), per)) * (sizes[picks] - block + 1)).astype(int)
-    return np.median(flat[(starts[..., None] + np.arange(block)).reshape(resamples, -1)], axis=1)
+    starts = offsets[picks] + (rng.random((resamples, len(groups), -(-size // block))) * sizes[picks]).astype(int)
+    steps = (starts[..., None] + np.arange(block)).reshape(resamples, len(groups), -1)[..., :size]
+    return np.median(flat[steps.reshape(resamples, -1)], axis=1)
 
 
 def interval(samples: Sequence[float] | Sequence[Sequence[float]], level: float = LEVEL) -> tuple[float, float] | None:
@@ -109,13 +171,17 @@ def interval(samples: Sequence[float] | Sequence[Sequence[float]], level: float 
 
 def change(base: Sequence[float], other: Sequence[float], scale: float = 1.0, threshold: float = NOISE,
            level: float = LEVEL, base_repeats: Sequence[Sequence[float]] | None = None,
-           other_repeats: Sequence[Sequence[float]] | None = None) -> Change | None:
+           other_repeats: Sequence[Sequence[float]] | None = None, floor: Floor | None = None) -> Change | None:
     """`other` against `base` from their step times: the speedup base median / other median, times `scale` (the
     other's work per step over the base's, where the two did different work). Repeats, where given, stand for the
-    flat lists. None where either side has no samples at all."""
+    flat lists: each a fresh process's steps. `floor`: the machine's spread between processes, whose threshold for
+    these sides' processes replaces `threshold`. None where either side has no samples at all."""
     import numpy as np
 
     a, b = base_repeats or [base], other_repeats or [other]
+    source = FIXED
+    if floor is not None:
+        threshold, source = floor.threshold(len(a), len(b)), floor.source
     flat_a, flat_b = [x for r in a for x in r], [x for r in b for x in r]
     if not flat_a or not flat_b:
         return None
@@ -126,9 +192,11 @@ def change(base: Sequence[float], other: Sequence[float], scale: float = 1.0, th
     meds_a, meds_b = medians(a), medians(b, seed=SEED + 1)
     if meds_a is None or meds_b is None:
         return Change(speedup, None, None, SAME, threshold,
-                      f"too few steps for an interval ({len(flat_a)} and {len(flat_b)}; {MIN_SAMPLES} a side at least)")
+                      f"too few steps for an interval ({len(flat_a)} and {len(flat_b)}; {MIN_SAMPLES} a side at least)",
+                      source)
     low, high = (float(q) for q in np.quantile(scale * meds_a / meds_b, [(1 - level) / 2, (1 + level) / 2]))
     word = FASTER if low > 1 + threshold else SLOWER if high < 1 / (1 + threshold) else SAME
     thinned = f", each side thinned evenly to {MAX_SAMPLES}" if max(len(flat_a), len(flat_b)) > MAX_SAMPLES else ""
-    return Change(speedup, low, high, word, threshold,
-                  f"{level:.0%} interval from {len(flat_a)} and {len(flat_b)} steps{thinned}")
+    over = f"{len(a)} and {len(b)} processes' {len(flat_a)} and {len(flat_b)} steps" if len(a) > 1 or len(b) > 1 \
+        else f"{len(flat_a)} and {len(flat_b)} steps"
+    return Change(speedup, low, high, word, threshold, f"{level:.0%} interval from {over}{thinned}", source)
