@@ -65,6 +65,7 @@ bench: install
 	$(PY) benchmarks/first_paint.py $(call quick,--launches 2)
 	$(PY) benchmarks/first_figure.py $(call quick,--rounds 1)
 	$(PY) benchmarks/store_scale.py $(call quick,--runs 100$(,)10000 --rounds 2)
+	$(PY) benchmarks/store_reads.py $(call quick,--runs 10000 --rounds 2)
 	$(PY) benchmarks/record_codec.py $(call quick,--rounds 2)
 	$(PY) benchmarks/models.py $(call quick,--rounds 1 --steps 4)
 	$(PY) benchmarks/profile_overhead.py $(call quick,--pairs 3 --iterations 10 --rounds 1 --profile-steps 5)

@@ -258,7 +258,11 @@ class Replay(Run):
         self.replayed = events
         self.held, self.paced = held, paced
 
-    def _start(self) -> None:
+    @staticmethod
+    def control() -> float:
+        return 0.002  # the control probe, fixed as every event is
+
+    def _start(self, first: bool = True) -> None:
         worker = HeldWorker if self.held else PacedWorker if self.paced else ReplayedWorker
         self.handles = [worker(self.replayed)]  # type: ignore[list-item]
 

@@ -155,7 +155,7 @@ def cheap_runs(patch: Callable[[object, str, object], None], held: bool = False)
     `held`, each run, its steps given, stays in flight until it is cancelled (x): under every key, on no CPU."""
     from .helpers import HeldWorker, ReplayedWorker
 
-    def replayed(run: Run) -> None:
+    def replayed(run: Run, first: bool = True) -> None:
         events = short_run(run.workload.name)
         worker = HeldWorker(events[:-1]) if held else ReplayedWorker(events)  # held: no Finished
         run.handles = [worker]  # type: ignore[list-item]

@@ -140,11 +140,11 @@ def test_a_speedup_is_set_beside_the_ratio_of_the_machines_ceilings():
     decode = next(r for r in result.rows if r.name == "decode-b1")
     assert decode.cells[1].speedup == pytest.approx(3.1)
     assert decode.cells[1].why.startswith("decode-b1: 3.10x [3.0")
-    assert decode.cells[1].why.endswith("] faster (noise threshold ±10%; 95% interval from 40 and 40 steps); "
+    assert decode.cells[1].why.endswith("] faster (noise threshold ±10%, fixed; 95% interval from 2 and 2 processes' 40 and 40 steps); "
                                         "memory bandwidth 3.3x: explained by bandwidth")
     conv = next(r for r in result.rows if r.name == "conv")  # the same figure: nothing to explain, and none is
     assert conv.cells[1].why.startswith("conv: 1.00x [") and conv.cells[1].why.endswith(
-        "] no difference detected (noise threshold ±10%; 95% interval from 40 and 40 steps)")
+        "] no difference detected (noise threshold ±10%, fixed; 95% interval from 2 and 2 processes' 40 and 40 steps)")
     gm, names = result.geomeans[1]
     assert gm == pytest.approx((3.1 * 1.0) ** 0.5) and names == ["decode-b1", "conv"]
 
@@ -161,8 +161,8 @@ def test_a_refused_ceiling_leaves_a_speedup_unexplained_and_says_why():
 
 def test_a_speedup_below_the_ceilings_ratio_names_what_held_the_faster_machine():
     b = card(id="d" * 32, label="B", decode=120.0, bandwidth=40e9, bound="host")
-    assert compare([card(), b]).rows[0].cells[1].why.endswith("] faster (noise threshold ±10%; 95% interval from 40 "
-                                                              "and 40 steps); memory bandwidth 4.0x: host-bound on B")
+    assert compare([card(), b]).rows[0].cells[1].why.endswith("] faster (noise threshold ±10%, fixed; 95% interval from 2 "
+                                                              "and 2 processes' 40 and 40 steps); memory bandwidth 4.0x: host-bound on B")
 
 
 def test_cards_of_other_versions_or_variants_compare_on_shared_entries_and_say_so():

@@ -64,12 +64,12 @@ def test_the_knee_the_speedup_over_batch_1_and_the_largest_batch_within_the_boun
     lines = findings_lines(found, list(AXES))
     # each point's tokens take one known time: the intervals are the ratios themselves
     assert ("best against batch 1 at the same values (batch_size 1, prompt_len 8): 3.48x [3.48x, 3.48x] faster "
-            "(noise threshold ±10%; 95% interval from 5 and 5 steps)") in lines
+            "(noise threshold ±10%, fixed; 95% interval from 5 and 5 steps)") in lines
     assert found.near == [at(points, 4, 8)] and lines[1].endswith(
         "; not detectably slower: batch_size 4, prompt_len 8 (0.96x [0.96x, 0.96x] no difference detected) "
         "(within the noise threshold ±10%)")
     assert ("knee: batch 4 (ITL p50 12.0 ms), the smallest not detectably slower than the best tokens/s: 0.96x "
-            "[0.96x, 0.96x] no difference detected (noise threshold ±10%; 95% interval from 5 and 5 steps)") in lines
+            "[0.96x, 0.96x] no difference detected (noise threshold ±10%, fixed; 95% interval from 5 and 5 steps)") in lines
     assert f"within the latency bound: batch 2 (prompt len 16): {fmt.rate(2 / 0.012, TOKENS)} at ITL p50 12.0 ms" in lines
 
 

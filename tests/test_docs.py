@@ -206,7 +206,8 @@ def test_the_hook_replaces_every_placeholder_of_every_page(hooks):
     honest = pages[DOCS / "concepts" / "honest-numbers.md"]
     assert "{{ tpulab.base.noise.SEGMENTS }} stretches" in honest, "the stretches' count comes from the code"
     built = hooks.substitute(honest)
-    assert f"{noise.SEGMENTS} stretches" in built and f"±{noise.NOISE * 100:g}% noise threshold" in built
+    assert f"{noise.SEGMENTS} stretches" in built and f"fixed ±{noise.NOISE * 100:g}% threshold" in built
+    assert f"±{noise.DEFAULT_FLOOR * 100:g}%, and the verdict says \"not calibrated\"" in " ".join(built.split())
     assert f"{noise.RESAMPLES:,} draws" in built and f"{noise.MAX_SAMPLES:,} steps" in built
 
 

@@ -17,7 +17,8 @@ from tpulab.lab.app import TpulabApp
 from tpulab.lab.widgets.charts import SeriesPlot
 from tpulab.workloads import registry
 
-from .helpers import Replay, ReplayedSweep, conv_events, make_record, results_tab, sweep_tab, text, wait_for
+from .helpers import (Replay, ReplayedSweep, conv_events, kept_roofline, make_record, results_tab, sweep_tab, text,
+                      wait_for)
 
 SMALL = (80, 24)
 DAY0 = datetime(2026, 3, 1, 9, 30)
@@ -125,6 +126,22 @@ async def test_a_comparison_takes_the_keys_scrolls_and_zooms_at_80x24(lab_with):
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen.maximized is None
+
+
+async def test_the_roofline_key_draws_the_devices_ceilings_and_its_newest_runs(lab_with):
+    """r on a run: its device's roofline, the ceilings its rooflines measured and its runs as the index keeps them."""
+    roof = kept_roofline("tensorflow", "2.20.0", "3.12")  # make_record's device: both ceilings set
+    roof.started_at = DAY0.isoformat(timespec="seconds")
+    runs = [fixed(make_record(median=0.5), 1), fixed(make_record(median=0.25), 2)]
+    for r in runs:
+        r.summary.intensity = 4.0
+    app = lab_with([roof, *runs])
+    async with app.run_test(size=SMALL) as pilot:
+        await results_tab(pilot, 3)
+        await pilot.press("r")
+        shown = app.query_one("#comparison", Static)
+        await wait_for(pilot, lambda: "measured ceilings" in text(shown), 10)
+        assert "roofline: GFLOP/s up" in text(shown) and "*  runs" in text(shown)
 
 
 def test_snapshot_comparison_zoomed(snap_compare, lab_with):

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tpulab.base.events import RunRecord
-from tpulab.base.noise import FASTER, NOISE, SAME, SLOWER, change, interval
+from tpulab.base.noise import (DEFAULT_FLOOR, FASTER, MIN_FLOOR, NOISE, SAME, SLOWER, UNCALIBRATED, Floor, change,
+                               floor_of, interval)
 from tpulab.base.timing import summarize
 from tpulab.engine.store import compare
 from tpulab.views.console import comparison_table
@@ -88,14 +89,36 @@ def test_compare_at_80_columns_says_the_verdict_and_the_interval_whole():
     base = make_record(steps=STEPS[:300])
     slower = make_record(steps=[x * 1.3 for x in STEPS[300:600]])
     same = make_record(steps=STEPS[600:900])
-    shown = text(comparison_table(compare([base, slower, same]), 80), 80)
+    floor = Floor(0.10, "calibrated here on 2026-12-07: 10 processes, jax on CPU")
+    shown = text(comparison_table(compare([base, slower, same], floor=floor), 80), 80)
     lines = shown.splitlines()
     assert all(len(line) <= 80 for line in lines)
     [speedup] = [line for line in lines if "speedup" in line and "│" in line]
     [verdict] = [line for line in lines if "verdict" in line and "│" in line]
     assert "(base)" in verdict and "slower" in verdict and "no difference" in verdict
-    assert "[0.69x, 0.75x]" in speedup and "[0.95x, 1.04x]" in speedup  # (the stretches' medians differ too)
-    assert "noise threshold" in " ".join(shown.split()) and "±10%" in shown
+    assert "[0.70x, 0.75x]" in speedup and "[0.95x, 1.05x]" in speedup  # (the stretches' medians differ too)
+    assert "noise floor ±10% (calibrated here on 2026-12-07" in " ".join(shown.split())
+
+
+def test_single_runs_on_an_uncalibrated_machine_take_the_wide_default_and_say_so():
+    """Alike runs differ up to 1.36x between processes on a shared VM: uncalibrated, 1.3x is no finding."""
+    base, slower = make_record(steps=STEPS[:300]), make_record(steps=[x * 1.3 for x in STEPS[300:600]])
+    found = compare([base, slower])
+    assert found.changes[1] is not None and found.changes[1].word == SAME
+    assert found.changes[1].threshold == UNCALIBRATED.spread == DEFAULT_FLOOR
+    assert "not calibrated" in found.changes[1].words() and "tpulab calibrate" in found.header
+    twice = compare([base, make_record(steps=[x * 2 for x in STEPS[300:600]])])
+    assert twice.changes[1] is not None and twice.changes[1].word == SLOWER  # 2x is beyond any VM's spread
+
+
+def test_a_floor_is_the_spread_between_alike_processes_and_narrows_with_repeats():
+    assert floor_of([1.0, 1.0, 1.0]) == 0.0
+    assert abs(floor_of([1.0, 1.2]) - 0.2) < 1e-9  # two processes: their one ratio
+    f = Floor(0.2, "calibrated")
+    assert f.threshold(1, 1) == 0.2 and abs(f.threshold(4, 4) - 0.1) < 1e-9  # the medians of 4: half the spread
+    assert Floor(0.001, "quiet").threshold(5, 5) == MIN_FLOOR  # never below 1%
+    with pytest.raises(ValueError):
+        floor_of([1.0])
 
 
 # --- real runs -------------------------------------------------------------------------------------------------

@@ -14,9 +14,10 @@ import pytest
 from tpulab.base.basis import differ
 from tpulab.base.errors import EXIT_USAGE
 from tpulab.base.events import SCHEMA, OpRow, Profile
-from tpulab.engine.store import SCHEMA_VERSION, Imported, Store, StoreError, compare, export_csv, export_json, read_export
+from tpulab.engine.store import (SCHEMA_VERSION, Exported, Imported, Store, StoreError, compare, export_csv,
+                                  export_json, read_export)
 
-from .helpers import ROOT, json_events, make_record, run_cli
+from .helpers import ROOT, copies, json_events, kept_roofline, make_record, run_cli
 
 
 def test_round_trip_through_export_and_import(tmp_path, store):
@@ -330,3 +331,30 @@ def test_a_kept_run_this_tpulab_cannot_read_is_one_line_naming_the_field(tmp_pat
     assert shown.returncode == 1 and len(shown.stderr.splitlines()) == 1 and "Traceback" not in shown.stderr
     assert "summary.step_seconds.median should be a number, found a string" in shown.stderr
     assert bad.short_id in run_cli("results", "--db", str(db), "list").stdout
+
+
+def test_results_show_reads_its_run_the_rooflines_and_the_index_never_every_record(store, db, monkeypatch, capsys):
+    """`results show` reads its run without its steps, the ceilings from its device's rooflines (each read without
+    its steps) and its device's newest runs from the index: no other record, however many are kept."""
+    from tpulab.cli.main import main
+    from tpulab.engine.runindex import RunFilter
+    from tpulab.views.roofline import POINTS
+
+    roof = kept_roofline("tensorflow", "2.20.0", "3.12")  # on make_record's device, both ceilings set
+    shown = make_record()
+    shown.summary.intensity = 4.0
+    store.save(roof)
+    store.save(shown)
+    assert store.import_records(Exported(copies(shown, POINTS + 50), [])).runs == POINTS + 50
+    read: list = []
+    for name in ("records", "each_record", "get", "sweep_runs", "on_roofline"):
+        real = getattr(Store, name)
+        monkeypatch.setattr(Store, name, lambda self, *a, _real=real, _name=name, **k: read.append((_name, a, k))
+                            or _real(self, *a, **k))
+    assert main(["results", "--db", str(db), "show", shown.short_id]) == 0
+    out = capsys.readouterr().out
+    assert "roofline: GFLOP/s up" in out and "measured ceilings" in out and "*  runs" in out
+    assert read == [("get", (shown.short_id,), {"light": True}),
+                    ("records", (RunFilter(workload="roofline", device="cpu"),), {"light": True}),
+                    ("on_roofline", (shown.device, POINTS), {})]
+    assert len(store.on_roofline(shown.device, POINTS)) == POINTS  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -13,7 +14,10 @@ from tpulab.base.events import Device, Profile, RunRecord, SweepRecord
 from tpulab.base.home import traces
 from tpulab.engine.estimate import SIMILAR_WORK, estimate, wanted
 from tpulab.engine.runindex import COLUMNS, FilterError, RunFilter, RunRow, derive, make_filter, parse_filter
-from tpulab.engine.store import SCHEMA_VERSION, Store
+from tpulab.base.basis import TIME
+from tpulab.base.noise import SAME, SLOWER, Floor
+from tpulab.engine.store import BULK, SCHEMA_VERSION, Store, compare, timed_repeats
+from tpulab.engine.store import row as row_of
 from tpulab.machine.detect import detect
 from tpulab.workloads import registry
 
@@ -91,6 +95,10 @@ def test_a_schema_3_store_opens_as_the_current_schema_and_reads_its_records(tmp_
     Store(path).page()  # the tables, as this tpulab makes them; then taken back to what schema 3 wrote
     with sqlite3.connect(path) as con:
         con.execute("ALTER TABLE runs DROP COLUMN host_gap_share")
+        con.execute("DROP INDEX runs_points")
+        con.execute("ALTER TABLE runs DROP COLUMN intensity")  # schema 8's
+        con.execute("ALTER TABLE run_data DROP COLUMN bulk")  # schema 8's: before, each record whole in `record`
+        con.execute("DROP TABLE run_steps")
         con.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
         columns = [c[1] for c in con.execute("PRAGMA table_info(runs)")]
         for r in records:
@@ -137,6 +145,99 @@ def test_a_new_column_is_derived_again_from_the_records(store, db):
     rows = Store(db).page().rows
     assert [r.id for r in rows] == [r.id for r in reversed(records)]
     assert all(r.compile_s == 2.0 for r in rows)
+    assert [Store(db).get(r.id) for r in records] == records  # each whole again, its steps kept apart as they were
+    assert [Store(db).timed_repeats(r) for r in records] == [timed_repeats(r) for r in records]
+
+
+STEADY = [0.01 * (1 + 0.05 * ((i * 7919) % 13) / 13) for i in range(60)]  # 60 steps that vary, none alike
+
+
+def repeated(times: list[float], processes: int = 2, **made) -> RunRecord:
+    """A record whose steps came from `processes` fresh processes (`--repeat`): where each one's steps begin."""
+    r = make_record(steps=times, **made)
+    r.repeats = [i * len(r.steps) // processes for i in range(processes)]
+    assert len(timed_repeats(r)) == processes
+    return r
+
+
+def test_a_schema_7_store_keeps_its_records_split_and_their_step_times_compact(tmp_path):
+    """Schema 8 keeps a record's steps and telemetry apart from the rest and its steady step times compact, and
+    indexes its intensity: a schema-7 database's records are split as it opens, each read back whole as written,
+    without its steps where asked, and its step times as its steps give them, each process's apart."""
+    path = tmp_path / "seven.db"
+    records = [dated(make_record(steps=STEADY), 1), dated(repeated([x * 1.2 for x in STEADY], backend="jax"), 2),
+               dated(make_record(status="failed"), 3)]
+    records[0].summary.intensity = 2.5
+    Store(path).page()  # the tables, as this tpulab makes them; then taken back to what schema 7 wrote
+    with sqlite3.connect(path) as con:
+        con.execute("DROP INDEX runs_points")
+        con.execute("ALTER TABLE runs DROP COLUMN intensity")
+        con.execute("ALTER TABLE run_data DROP COLUMN bulk")
+        con.execute("DROP TABLE run_steps")
+        con.execute("DROP TABLE floors")
+        con.execute("UPDATE meta SET value='7' WHERE key='schema_version'")
+        columns = [c[1] for c in con.execute("PRAGMA table_info(runs)")]
+        for r in records:
+            row = {k: v for k, v in derive(r).items() if k in columns}
+            con.execute(f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+            con.execute("INSERT INTO run_data VALUES (?, ?, ?)", (r.id, json.dumps(row_of(r)), json.dumps(r.to_json())))
+    store = Store(path)
+    assert [store.get(r.id) for r in records] == records  # whole, as written
+    assert [store.get(r.id, light=True) for r in records] == [replace(r, steps=[], telemetry=[]) for r in records]
+    assert [store.timed_repeats(r) for r in records] == [timed_repeats(r) for r in records]
+    assert [len(store.timed_repeats(r)) for r in records] == [1, 2, 1] and store.timed_repeats(records[0]) == [STEADY]
+    assert {r.id: r.intensity for r in store.page().rows} == {records[0].id: 2.5, records[1].id: None, records[2].id: None}
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        assert [c[1] for c in con.execute("PRAGMA table_info(runs)")] == list(COLUMNS)
+        assert [c[1] for c in con.execute("PRAGMA table_info(run_data)")] == ["id", "row", "record", "bulk"]
+        for rest, bulk in con.execute("SELECT record, bulk FROM run_data"):
+            assert set(BULK).isdisjoint(json.loads(rest)) and set(json.loads(bulk)) == set(BULK)
+        assert con.execute("SELECT COUNT(*) FROM run_steps").fetchone() == (3,)
+        assert con.execute("SELECT COUNT(*) FROM floors").fetchone() == (0,)  # the other table schema 8 adds
+    assert [r.id for r in Store(path).records()] == [r.id for r in reversed(records)]  # opened again: nothing migrates
+
+
+def test_a_comparison_of_records_read_without_steps_gives_what_whole_records_give(store):
+    """`results compare` reads each run without its steps and takes their times from `run_steps`: its speedups, its
+    intervals and its verdicts are those the whole records give, by time and by a rate, a run repeated or not."""
+    base = make_record(steps=STEADY)
+    same_work = [make_record(steps=[x * 1.3 for x in STEADY]), repeated([x * 0.97 for x in STEADY], processes=3),
+                 make_record(steps=STEADY[::-1])]
+    other_work = make_record(steps=[x * 3 for x in STEADY], batch=32, flops=4e9)  # compared by GFLOP/s
+    for r in (base, *same_work, other_work):
+        store.save(r)
+    floor = Floor(0.05, "a quiet machine's")
+    for group in ([base, *same_work], [base, other_work]):
+        whole = compare(group, floor=floor)
+        light = [store.get(r.id, light=True) for r in group]
+        assert all(not r.steps and not r.telemetry for r in light)
+        found = compare(light, floor=floor, timings=store.timed_repeats)
+        assert (found.by, found.speedups, found.changes) == (whole.by, whole.speedups, whole.changes)
+        assert (found.header, found.warnings) == (whole.header, whole.warnings)
+        assert all(c is not None and c.low is not None for c in found.changes[1:])  # each with its interval
+        assert [row_of(r) for r in light] == [row_of(r) for r in group]  # `compare --json`'s rows
+    assert compare([base, *same_work]).by == TIME and compare([base, other_work]).by != TIME
+    assert [c.word for c in compare([base, *same_work], floor=floor).changes[1:]] == [SLOWER, SAME, SAME]  # type: ignore[union-attr]
+    unsaved = make_record(steps=STEADY[:30])
+    assert store.timed_repeats(unsaved) == timed_repeats(unsaved)  # a record not kept: its own steps
+
+
+def test_a_roofline_reads_a_devices_newest_points_from_the_index(store):
+    """`results show` draws its run's device's newest runs of known intensity from the index alone: on that device
+    only (its name, any number of devices), newest first, as many as asked."""
+    for day in range(12):
+        r = dated(make_record(shards=1 + day % 2, median=0.1), day)
+        r.summary.intensity = None if day == 5 else 1.0 + day
+        if day == 3:
+            r.device = Device(kind="cpu", name="test CPU Pro")  # a name the device's begins
+        store.save(r)
+    rows = store.on_roofline(Device(kind="cpu", name="test CPU"), 6)
+    assert [r.intensity for r in rows] == [12.0, 11.0, 10.0, 9.0, 8.0, 7.0]
+    assert {r.device for r in rows} == {"CPU test CPU", "CPU test CPU x2"}
+    assert [r.intensity for r in store.on_roofline(Device(kind="cpu", name="test CPU"), 100)][-3:] == [3.0, 2.0, 1.0]
+    assert [r.intensity for r in store.on_roofline(Device(kind="cpu", name="test CPU Pro"), 100)] == [4.0]
+    assert store.on_roofline(Device(kind="gpu", name="test CPU"), 100) == []
 
 
 # --- paging and filters -------------------------------------------------------------------------
@@ -251,6 +352,9 @@ def test_prune_asks_then_removes_and_reclaims_the_space(store, db):
     assert store.size() < size * 0.7
     scripted = run_cli("results", "--db", str(db), "prune", "--backend", "jax", "--yes")
     assert scripted.returncode == 0 and store.count(RunFilter(backend="jax")) == 0 and store.count() == 20
+    with sqlite3.connect(db) as con:  # each run's record and step times went with it
+        assert con.execute("SELECT COUNT(*) FROM run_data").fetchone() == con.execute(
+            "SELECT COUNT(*) FROM run_steps").fetchone() == (20,)
     nothing = run_cli("results", "--db", str(db), "prune", "--yes")
     assert nothing.returncode == 2 and "--all" in nothing.stderr and store.count() == 20
 

@@ -338,6 +338,20 @@ class KernelFigure:
     bytes_per_s: float | None = None  # read and written
 
 
+@dataclass(kw_only=True)
+class Probe:
+    """A framework-free kernel timed on the machine just before a run's first process and just after its last: a
+    machine that really changed while the run went (its clock, a neighbour) moves it, whatever the run's own steps say."""
+
+    before_s: float | None = None  # the probe's median call, seconds
+    after_s: float | None = None
+
+    @property
+    def moved(self) -> float | None:
+        """After over before: 1.0 is a machine that stayed as it was."""
+        return self.after_s / self.before_s if self.before_s and self.after_s else None
+
+
 SummaryFields = dict[str, Any]  # a slice of the summary's fields by name, as one part of the recorder makes it
 
 
@@ -386,6 +400,8 @@ class Summary:
     kernels: list[KernelFigure] = field(default_factory=list)
     profile: Profile | None = None  # the op table of the traced steps (`--profile`)
     figures: dict[str, FigureValue] = field(default_factory=dict)  # the workload's own (`Workload.figures`)
+    process_medians: list[float] | None = None  # each fresh process's median step (`--repeat`), in the order they ran
+    probe: Probe | None = None  # the machine itself, timed before the run and after it (`tpulab.base.probe`)
 
     @classmethod
     def of(cls, *parts: Mapping[str, Any], **rest: Any) -> Summary:
@@ -445,6 +461,8 @@ class RunRecord:
     plugins: dict[str, str] = field(default_factory=dict)  # "workload"/"backend" -> the plugin's "name version"
     model: dict[str, JSON] | None = None  # what identifies a user's model (its file, function, hash, parameters)
     telemetry: list[Sample] = field(default_factory=list)  # bounded: thinned evenly per host
+    repeats: list[int] = field(default_factory=list)  # `--repeat N`: where each fresh process's steps begin in `steps`
+    # (empty: one process)
     __pydantic_config__: ClassVar[dict[str, Any]] = CONFIG
 
     @classmethod

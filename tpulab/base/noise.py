@@ -66,8 +66,7 @@ class Floor:
         return max(MIN_FLOOR, self.spread * math.sqrt((1 / processes_a + 1 / processes_b) / 2))
 
 
-UNCALIBRATED = Floor(DEFAULT_FLOOR, f"not calibrated: the default for a shared VM's spread between processes; {CALIBRATE}",
-                     calibrated=False)
+UNCALIBRATED = Floor(DEFAULT_FLOOR, f"not calibrated: {CALIBRATE}", calibrated=False)
 
 
 def floor_of(process_medians: Sequence[float], level: float = LEVEL) -> float:

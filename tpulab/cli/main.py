@@ -11,12 +11,12 @@ import sys
 from typing import Sequence
 
 from tpulab.base.version import __version__
-from tpulab.cli import bench, cards, detect, doctor, results, run, sweep, top
+from tpulab.cli import bench, calibrate, cards, detect, doctor, results, run, sweep, top
 from tpulab.cli.command import DB, JSON, NO_SAVE, NO_UI, PRESET, TELEMETRY, Command, add_workload_flags
 from tpulab.cli.usage import Parser
 
 COMMANDS: tuple[Command, ...] = (run.COMMAND, sweep.COMMAND, detect.COMMAND, top.COMMAND, doctor.COMMAND,
-                                 results.COMMAND, bench.COMMAND, cards.COMMAND)
+                                 results.COMMAND, bench.COMMAND, cards.COMMAND, calibrate.COMMAND)
 
 
 def _workload_named(argv: Sequence[str]) -> str | None:
@@ -54,6 +54,10 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
     DB.add(p, top=True)
     NO_SAVE.add(p, top=True)
     TELEMETRY.add(p, top=True)
+    p.add_argument("--repeat", dest="run_repeat", type=int, default=1, metavar="N",
+                   help="with --run: run it N times, each in a fresh process, one after another, kept as one run whose "
+                        "interval holds the spread between processes (a comparison then uses the noise floor for N); "
+                        "default 1")
     mh = p.add_argument_group("joining a multi-host run (JAX backend; on a TPU pod slice JAX finds its peers by "
                               "itself: run the same command on every host)")
     mh.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address, the same on every process")

@@ -109,19 +109,26 @@ def _show_arguments(a: Parser) -> None:
 
 
 def _show(args: argparse.Namespace, store: Store, console: Console) -> int:
+    """One run: its summary and its device's roofline, read without its steps (but as JSON: the record whole)."""
+    from tpulab.engine.ceilings import WORKLOAD
+    from tpulab.engine.runindex import RunFilter
     from tpulab.views.console import summary_table
-    from tpulab.views.roofline import roofline_view
+    from tpulab.views.roofline import POINTS, roofline_view
 
-    record = store.get(args.id)
+    record = store.get(args.id, light=not args.json)
     if args.profile:
         return show_ops(record, args.json, console)
     if args.json:
         print(json.dumps(record.to_json(), indent=1))
         return EXIT_OK
+    if record.status == "failed" and record.summary.compile_seconds is None:
+        record = store.get(record.id)  # a run that failed early is told by its steps (`summary_rows`)
     console.print(summary_table(record))
     console.print(safe.text("parameters: " + ", ".join(f"{k}={v}" for k, v in record.params.items())))
-    if record.device is not None:
-        console.print(roofline_view(store.records(), record.device, console.width))
+    if record.device is not None:  # the ceilings of its device's rooflines, and its newest runs as the index has them
+        rooflines = store.records(RunFilter(workload=WORKLOAD, device=record.device.kind), light=True)
+        console.print(roofline_view([record, *rooflines], record.device, console.width,
+                                    rows=store.on_roofline(record.device, POINTS)))
     return EXIT_OK
 
 
@@ -171,7 +178,8 @@ def _compare(args: argparse.Namespace, store: Store, console: Console) -> int:
 
     if args.profile:
         return compare_ops([store.get(i) for i in args.ids], args.json, console)
-    result = compare([store.get(i) for i in args.ids])
+    records = [store.get(i, light=True) for i in args.ids]  # the steps' times are kept apart: no record is read whole
+    result = compare(records, floor=store.floor_for(records), timings=store.timed_repeats)
     if args.json:
         print(json.dumps({"workload": result.workload, "by": result.by, "header": result.header,
                           "warnings": result.warnings,

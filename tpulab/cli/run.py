@@ -89,7 +89,7 @@ def headless(args: argparse.Namespace) -> int:
     report = fast_report()
     cluster = cluster_of(args)
     given = flag_values(args)
-    spec = resolve(args.run, given, report, args.preset, cluster)
+    spec = resolve(args.run, given, report, args.preset, cluster, repeat=args.run_repeat)
     console = Console(stderr=args.json)
     if cluster is not None and spec.workload.processes(spec.params) > 1:
         raise UsageError("--processes starts local processes; it does not combine with joining a multi-host run")

@@ -291,10 +291,11 @@ def beats(achieved: float, ceiling: KeptCeiling, what: str = "FLOP/s") -> Flag:
 
 
 def kept_at(path: Path) -> Ceilings:
-    """The ceilings of the store at `path` (none when there is no store yet, or it cannot be read)."""
+    """The ceilings of the store at `path` (none when there is no store yet, or it cannot be read), from its roofline
+    records without their steps and telemetry (a ceiling reads the summary's figures and load)."""
     if not Path(path).exists():
         return Ceilings()
     try:
-        return Ceilings(Store(path).records(RunFilter(workload=WORKLOAD)))
+        return Ceilings(Store(path).records(RunFilter(workload=WORKLOAD), light=True))
     except StoreError:
         return Ceilings()  # the run itself goes on; saving it will say what is wrong with the store

@@ -32,6 +32,7 @@ from tpulab.base.events import (
     Sample,
     Started,
     Step,
+    Probe,
     Telemetry,
     Summary,
 )
@@ -45,6 +46,7 @@ from tpulab.engine.telemetry_summary import summarize as summarize_telemetry
 from tpulab.machine.detect import RuntimeReport
 from tpulab.base.ceilings import Sourced
 from tpulab.machine.peaks import device_peak
+from tpulab.base.probe import MOVED
 from tpulab.workloads.base import BACKEND, SummaryPart
 
 
@@ -81,6 +83,16 @@ def disturbance(t: Telemetry | None) -> Flag | None:
     return None
 
 
+def moved(p: Probe) -> Flag | None:
+    """The `machine-moved` flag of a run whose control probe moved past `MOVED` from before the run to after it."""
+    ratio = p.moved
+    if ratio is None or 1 / (1 + MOVED) <= ratio <= 1 + MOVED:
+        return None
+    return Flag("machine-moved", f"the control probe (a numpy product, no framework) took {ratio:.2f}x as long after "
+                f"the run as before it ({p.before_s * 1e3:.2f} ms, then {p.after_s * 1e3:.2f} ms): the machine itself "  # type: ignore[operator]
+                "changed while it ran (its clock, a neighbour), so its figures may not be this machine's")
+
+
 def refused(workload: str, params: dict[str, Any], why: str, runtime: RuntimeReport, sweep: str | None = None) -> RunRecord:
     """The record of a run that could not start here (a sweep's point whose backend cannot run it): failed with
     why, its backend as it was asked for, since no spec was resolved and nothing decided."""
@@ -99,7 +111,8 @@ class RunRecorder:
     def __init__(self, spec: RunSpec, runtime: RuntimeReport, ceilings: measured.Ceilings | None = None,
                  run_id: str | None = None) -> None:
         """`runtime`: the machine it ran on (as detected); `ceilings`: the measured ceilings kept so far
-        (from the store's roofline runs), to judge this run by; `run_id`: its job's (`RunJob.id`)."""
+        (from the store's roofline runs), to judge this run by; `run_id`: its job's (`RunJob.id`). A spec's
+        `repeat` runs it in that many fresh processes, one after another: `begin_repeat` says each next one."""
         self.workload = spec.workload
         self.params = dict(spec.params)
         self.runtime = runtime
@@ -131,6 +144,10 @@ class RunRecorder:
         self.ceilings = ceilings or measured.Ceilings()
         self.profiled: Profile | None = None  # the traced steps' op table, as the worker read it
         self.stopped: str | None = None  # why the run stopped itself (`too_busy`), not by the user's word
+        self.repeat = spec.repeat
+        self.repeat_starts: list[int] = []  # where each fresh process's steps begin, once a second one began
+        self.probe = Probe()  # the machine timed before the first process and after the last (`Run` sets it)
+        self.overhead_s: float | None = None  # the first process's time beyond its steps: what each further one adds
 
     # --- feeding --------------------------------------------------------------------------
     def feed(self, event: Event) -> None:
@@ -140,6 +157,8 @@ class RunRecorder:
                 self.params.update(event.decided)
                 if self.model is not None and event.model:  # the identity the parent knew, and the worker's count
                     self.model = {**self.model, **event.model}
+            case Compiled() if self.repeat_starts:  # a later process's first call: the first process's is the run's
+                self.compile_steps += event.steps
             case Compiled():
                 if self.workload.is_inference(event.phase):
                     self.inference_compile_seconds = event.seconds
@@ -174,6 +193,13 @@ class RunRecorder:
             case Failed():
                 self.finish("failed", event.error)
 
+    def begin_repeat(self) -> None:
+        """The run's next fresh process starts (`--repeat`): its steps follow the others' as one more repeat, and the
+        run is running again until it ends."""
+        self.repeat_starts = self.repeat_starts or [0]
+        self.repeat_starts.append(len(self.steps))
+        self.status, self.ended_at = "running", None
+
     def finish(self, status: str, error: str | None = None) -> None:
         if self.status == "running":
             self.status = status
@@ -183,7 +209,8 @@ class RunRecorder:
     # --- derived figures ------------------------------------------------------------------
     @property
     def steps_total(self) -> int | None:
-        return self.info.steps_total if self.info else None
+        """Every step the run will take: each of its processes' (`--repeat`)."""
+        return self.info.steps_total * self.repeat if self.info and self.info.steps_total else None
 
     def too_busy(self) -> str | None:
         """Why a run whose figures become ceilings (`Workload.quiet`) should stop now: other processes used more
@@ -199,7 +226,11 @@ class RunRecorder:
 
     def steady_seconds(self, phase: str = "") -> list[float]:
         """The steady step times of training (or of `phase`: PHASE_PREDICT for inference), as the workload counts them."""
-        return self.workload.timed_seconds(self.steps, phase)
+        return [x for xs in self.steady_repeats(phase) for x in xs]
+
+    def steady_repeats(self, phase: str = "") -> list[list[float]]:
+        """The steady step times of each fresh process in turn (one list where the run ran one)."""
+        return self.workload.timed_repeats(self.steps, self.repeat_starts, phase)
 
     def last_step_t(self) -> float | None:
         """When the run's last timed step ended (its event's time): the steady state's telemetry ends there."""
@@ -228,11 +259,12 @@ class RunRecorder:
         if not total or per_step is None:
             return None
         left = max(0, total - self.steps_done())
-        epoch_extra = 0.0
+        processes_left = self.repeat - max(1, len(self.repeat_starts))
+        epoch_extra = (self.overhead_s or 0.0) * processes_left
         if self.epochs and left:  # validation and epoch overhead, as seen so far
             per_epoch = self.steps_at_epoch_end / len(self.epochs)
             overhead = sum(e.seconds for e in self.epochs) - per_step * self.steps_at_epoch_end
-            epoch_extra = max(0.0, overhead / len(self.epochs)) * -(-left // max(1, round(per_epoch)))
+            epoch_extra += max(0.0, overhead / len(self.epochs)) * -(-left // max(1, round(per_epoch)))
         return left * per_step + epoch_extra
 
     def summary(self) -> Summary:
@@ -243,16 +275,19 @@ class RunRecorder:
         peak = self.peak()
         own = (self.workload.summary_part(self.steps, info, self.ceilings, self.params, peak) if info else None) \
             or SummaryPart()
-        stats = summarize(self.steady_seconds() if own.seconds is None else own.seconds)
+        repeats = self.steady_repeats()
+        stats = summarize([x for xs in repeats for x in xs], repeats) if own.seconds is None else summarize(own.seconds)
         work = self.work(stats, own)
         rates, flags = self.rates(stats, work, own, peak)
         against, beaten = self.against(work)
         telemetry = self.telemetry_summary(stats.median if stats else None)
-        flags += [f for f in (disturbance(telemetry),) if f]
+        flags += [f for f in (disturbance(telemetry), moved(self.probe)) if f]
         try:
             summary = Summary.of(self.timing(stats), rates, against, self.inference(), self.metrics(), own.fields,
                                  flags=[*flags, *beaten, *own.flags], profile=self.profile(), telemetry=telemetry,
-                                 figures={**own.figures, **self.parallel_figures(stats)})
+                                 figures={**own.figures, **self.parallel_figures(stats)},
+                                 process_medians=[median(xs) or 0.0 for xs in repeats] if len(repeats) > 1 else None,
+                                 probe=self.probe if self.probe.before_s is not None else None)
         except SummaryClash as e:  # the record's own parts are disjoint: the workload's named one of their fields
             raise TypeError(f"{self.workload.name}'s summary part sets {', '.join(e.names)}, which the record's own "
                             "parts fill: a workload adds its own fields (its rate goes in SummaryPart.examples_per_s)"
@@ -365,4 +400,5 @@ class RunRecorder:
             versions=info.versions if info else None, backend=self.backend, backend_reason=self.backend_reason,
             note=info.note if info else None, runtime=self.runtime.to_dict(), summary=self.summary(),
             steps=list(self.steps), epochs=list(self.epochs), error=self.error, logs=self.logs[-50:],
-            sweep=self.sweep, plugins=self.plugins, model=self.model, telemetry=self.telemetry.samples())
+            sweep=self.sweep, plugins=self.plugins, model=self.model, telemetry=self.telemetry.samples(),
+            repeats=list(self.repeat_starts))

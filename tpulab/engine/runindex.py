@@ -72,6 +72,7 @@ class RunRow:
     host_gap_share: float | None = _col("REAL", lambda r: r.summary.profile.host_gap_share
                                         if r.summary.profile else None)  # schema 4: a profiled run's
     disturbed: int | None = _col("INTEGER", lambda r: disturbed_of(r))  # 1: other work used the machine; None: unknown
+    intensity: float | None = _col("REAL", lambda r: r.summary.intensity)  # schema 8: FLOP per byte, a roofline's point
 
     @property
     def short_id(self) -> str:

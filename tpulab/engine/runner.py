@@ -20,6 +20,7 @@ from tpulab import backends
 from tpulab.backends import Cluster
 from tpulab.base.errors import EXIT_CANCELLED, EXIT_OK, exit_code_of
 from tpulab.base.events import Event, Failed, Log, Sample
+from tpulab.base.probe import probe
 from tpulab.engine.ceilings import Ceilings
 from tpulab.engine.job import RunJob, job_of
 from tpulab.engine.record import RunRecorder
@@ -77,6 +78,8 @@ class Standby:
 
 
 class Run:
+    control = staticmethod(probe)  # the machine timed before the run and after it, framework-free
+
     def __init__(self, job: RunJob, runtime: RuntimeReport, standby: Standby | None = None) -> None:
         """`job.spec.cluster`: this process is one of a multi-host run started elsewhere (a pod slice, or
         --coordinator); None with `processes` > 1 in the params starts them all here. `standby`: a worker
@@ -108,8 +111,8 @@ class Run:
         """Process 0's worker: the one whose events are the run's."""
         return self.handles[0] if self.handles else None
 
-    def _start(self) -> None:
-        """The worker(s), each handed the job."""
+    def _start(self, first: bool = True) -> None:
+        """The worker(s), each handed the job; a waiting worker only for the `first` of a run's repeats."""
         job = self.job
         processes, replicas = self.spec.processes, self.workload.replicas(self.params)
         if self.cluster is not None:  # one process of a run started elsewhere: its share of the devices
@@ -117,7 +120,7 @@ class Run:
             self.handles = [RunHandle.start(job, self.cluster, local)]
             return
         if processes == 1:
-            waiting = self.standby.take(job) if self.standby is not None else None
+            waiting = self.standby.take(job) if self.standby is not None and first else None
             self.handles = [waiting or RunHandle.start(job)]
             return
         if self.spec.ray is not None:  # process 0 here, the others Ray tasks where the cluster places them
@@ -131,12 +134,34 @@ class Run:
                         for i in range(processes)]
 
     def events(self) -> Iterator[Event]:
-        """Start the worker(s) and yield process 0's events, each already fed to the record. Cancelled before
-        it started, it starts none; cancelled as they start, they are told as soon as they are there."""
+        """Start the worker(s) and yield process 0's events, each already fed to the record; with `repeat`, again
+        in a fresh process after each that finished. Cancelled before it started, it starts none; cancelled as
+        they start, they are told as soon as they are there. The control probe times the machine before and after."""
         if self._cancel_asked:
             self.recorder.finish("cancelled", "stopped by the user before it started")
             return
-        self._start()
+        self.recorder.probe.before_s = self.control()
+        for k in range(self.spec.repeat):
+            if k:
+                if self.recorder.status != "finished" or self._cancel_asked:
+                    break
+                self.recorder.begin_repeat()
+                said = Log(text=f"process {k + 1} of {self.spec.repeat}: the same run in a fresh process (--repeat)",
+                           t=time.time())
+                self.recorder.feed(said)
+                yield said
+            began = time.perf_counter()
+            yield from self._process(first=k == 0)
+            if k == 0 and self.spec.repeat > 1:  # what each further process adds beyond its steps: the time left's
+                timed = sum(s.seconds * s.steps for s in self.recorder.steps)
+                self.recorder.overhead_s = max(0.0, time.perf_counter() - began - timed)
+        self.recorder.probe.after_s = self.control()
+
+    def _process(self, first: bool) -> Iterator[Event]:
+        """One process of the run (its workers, where it has several), its events fed to the record."""
+        self._stopping = False
+        self._watchers = []
+        self._start(first)
         if self._cancel_asked and not any(handle.cancel_requested for handle in self.handles):
             for handle in self.handles:
                 handle.cancel()

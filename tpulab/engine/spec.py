@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 from tpulab import backends
 from tpulab.backends import BackendError, Cluster
 from tpulab.workloads import get_workload
-from tpulab.workloads.base import BACKEND, DEVICE, SHARDS, Limits, Params, Workload, check_shards
+from tpulab.workloads.base import BACKEND, DEVICE, SHARDS, Limits, ParamError, Params, Workload, check_shards
 
 if TYPE_CHECKING:
     from tpulab.machine.detect import RuntimeReport
+
+MAX_REPEAT = 100  # fresh processes a run (`--repeat`) or a sweep's point runs in
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class RunSpec:
     sweep: str | None = None  # the sweep this run is a point of
     why: Mapping[str, str] = field(default_factory=dict)  # the other decided values: {name: why}
     ray: str | None = None  # --processes' processes started as Ray tasks: the cluster's address ('auto')
+    repeat: int = 1  # fresh processes run one after another, kept as one run whose interval is drawn over them
 
     def __post_init__(self) -> None:
         if "auto" in (self.backend, self.device):  # `resolve` decides them: a spec is what runs
@@ -52,12 +55,15 @@ class RunSpec:
 
 
 def resolve(workload: str | Workload, values: Mapping[str, Any], report: RuntimeReport, preset: str | None = None,
-            cluster: Cluster | None = None, sweep: str | None = None) -> RunSpec:
-    """From what a user gave (text or values, None for "not given"), or a sweep's point (checked values).
+            cluster: Cluster | None = None, sweep: str | None = None, repeat: int = 1) -> RunSpec:
+    """From what a user gave (text or values, None for "not given"), or a sweep's point (checked values); `repeat`:
+    the fresh processes it runs in, one after another (`--repeat`).
 
     Raises `ParamError` naming the parameter, or `BackendError` naming the install command.
     """
     w = get_workload(workload) if isinstance(workload, str) else workload
+    if not 1 <= repeat <= MAX_REPEAT:
+        raise ParamError("repeat", f"--repeat must be an integer from 1 to {MAX_REPEAT} (got {repeat})")
     params = w.parse(values, preset)
     limits = Limits.of(report, cluster.processes if cluster else 1)
     w.validate(params, limits)  # what can be said before anything is decided: a bad value first
@@ -82,4 +88,7 @@ def resolve(workload: str | Workload, values: Mapping[str, Any], report: Runtime
         # one device per process (its share of the global batch): the run's replicas are the processes joined
         params[SHARDS.name] = cluster.processes
         check_shards(params, Limits.of(report, cluster.processes))
-    return RunSpec(w, params, backend, backend_why, device, cluster, sweep, {**why, **own})
+    if repeat > 1 and (cluster is not None or w.processes(params) > 1):
+        raise ParamError("repeat", "--repeat runs the whole run again in a fresh process, one after another: it does "
+                         "not combine with --processes or a multi-host run (repeat those by running them again)")
+    return RunSpec(w, params, backend, backend_why, device, cluster, sweep, {**why, **own}, repeat=repeat)

@@ -4,6 +4,13 @@ Each run's whole record (runtime report, versions, parameters, every step) is ke
 `run_data`, the source of truth; the columns a listing, a filter and an estimate read are derived
 from it into `runs` (small rows, indexed), so those never parse a record and cost what they show,
 not what is kept. The schema is versioned in `meta`.
+
+A record's JSON is kept in two parts: its arrays that grow with the run (`BULK`: every step and telemetry
+sample, about 10 MiB for 100,000 steps) in `run_data.bulk`, the rest in `run_data.record`; the two joined
+(`WHOLE`) are the record as it was saved, which `get`, `records` and exports read. What reads no step (a
+comparison's table, `results show`, the ceilings) reads the rest alone (`light=True`), and a comparison's
+verdict takes the steady step times from `run_steps`: each run's `timed_repeats`, kept when it was saved as
+float64s (`numpy.ndarray.tobytes`, the very values its steps hold) with where each fresh process's begin.
 """
 
 from __future__ import annotations
@@ -18,26 +25,30 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from tpulab.backends import article
 from tpulab.base.basis import GFLOPS, TIME, Work, basis, differ
 from tpulab.base.ceilings import RENAMED_FLAGS
 from tpulab.base.figures import PARALLEL, flat
 from tpulab.base.errors import EXIT_USAGE, NO_SPACE, TpulabError, first_line, why_unwritten
-from tpulab.base.events import PHASE_PREDICT, SCHEMA, STATUSES, RunRecord, Summary, SweepRecord, Telemetry
-from tpulab.base.noise import NOISE, Change, change
+from tpulab.base.events import PHASE_PREDICT, SCHEMA, STATUSES, Device, RunRecord, Summary, SweepRecord, Telemetry
+from tpulab.base.noise import UNCALIBRATED, Change, Floor, change
 from tpulab.base.timing import Stats, median
 from tpulab.base.home import home, traces
 from tpulab.base.schema import checked, problem, read, scalars, words
 from tpulab.engine.card import Card
 from tpulab.engine.card import from_json as card_from_json
 from tpulab.engine.card import Fleet, fleet_from_json
+from tpulab.engine.floor import Calibration, key
 from tpulab.engine.runindex import COLUMNS, RunFilter, RunRow, Wanted, derive, table_sql
+from tpulab.machine.fingerprint import machine_key
 from tpulab.workloads import registry
 
-SCHEMA_VERSION = 7  # 2: sweeps; 3: records apart from their indexed columns; 4: profiles (the host gap indexed);
-# 5: machine cards; 6: each run's flat row derived from the declarations (`row`); 7: fleets (`tpulab bench --ray`)
+SCHEMA_VERSION = 8  # 2: sweeps; 3: records apart from their indexed columns; 4: profiles (the host gap indexed);
+# 5: machine cards; 6: each run's flat row derived from the declarations (`row`); 7: fleets (`tpulab bench --ray`);
+# 8: noise floors (`tpulab calibrate`); a record's steps and telemetry apart from the rest (`bulk`), its step times
+# compact (`run_steps`), each run's intensity indexed (a roofline's points)
 BUSY_TIMEOUT_S = 60  # how long a writer waits for another process's transaction
 EXPORT_FORMAT = "tpulab-results"
 MAX_IMPORT_BYTES = 64 * 2**20  # a file an import reads whole (an export of before, a run's --json): refused past it
@@ -53,12 +64,19 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS runs_same ON runs (device_kind, workload, backend, dtype, configuration, flops_per_step, "
     f"started_at) WHERE {USABLE}",
     f"CREATE INDEX IF NOT EXISTS runs_work ON runs (device_kind, flops_per_step, gflops_per_s, started_at) WHERE {USABLE}",
+    # A roofline's points: a device's newest runs whose intensity is known (`Store.on_roofline`).
+    "CREATE INDEX IF NOT EXISTS runs_points ON runs (device_kind, started_at) WHERE intensity > 0 AND gflops_per_s > 0",
 )
 EVERY = RunFilter()
 # SQLite's result codes (https://sqlite.org/rescode.html): its own words on a full disk are often "disk I/O error"
 SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL = 8, 10, 13
 IOERR_READING = (266, 522)  # SQLITE_IOERR_READ, SQLITE_IOERR_SHORT_READ: the one I/O error a read makes
 ORDER = "ORDER BY runs.started_at DESC, runs.rowid DESC"  # newest first
+BULK = ("steps", "telemetry")  # a record's arrays that grow with the run: kept apart in `run_data.bulk`
+# A kept record whole: the rest's JSON object and its bulk's (an object of the BULK keys present, else NULL) joined
+# into one, `{...rest..., "steps": [...], "telemetry": [...]}`, read by one parse.
+WHOLE = "CASE WHEN bulk IS NULL THEN record ELSE substr(record, 1, length(record) - 1) || ',' || substr(bulk, 2) END"
+STEPS_TABLE = "CREATE TABLE IF NOT EXISTS run_steps (id TEXT PRIMARY KEY, starts TEXT NOT NULL, seconds BLOB NOT NULL)"
 
 
 class StoreError(TpulabError):
@@ -181,14 +199,22 @@ class Store:
             con.execute("CREATE TABLE IF NOT EXISTS cards (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, card TEXT NOT NULL)")
         if version < 7:  # fleets: each whole, as JSON, listing its nodes' cards (kept as cards) and the nodes without one
             con.execute("CREATE TABLE IF NOT EXISTS fleets (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, fleet TEXT NOT NULL)")
+        if version < 8:  # noise floors: the newest calibration per machine, backend and device kind, whole, as JSON
+            con.execute("CREATE TABLE IF NOT EXISTS floors (key TEXT PRIMARY KEY, made_at TEXT NOT NULL, "
+                        "calibration TEXT NOT NULL)")
+            # Each record's steps and telemetry apart from the rest, and its step times compact: written by the
+            # rebuild below (a record of before is split, and its step times derived, as it is indexed again).
+            con.execute(STEPS_TABLE)
         if version < 3:  # the records move to run_data; runs keeps their columns
-            _rebuild(con, "SELECT record FROM runs_old ORDER BY rowid", renamed=("runs",))
+            _rebuild(con, "SELECT record, NULL FROM runs_old ORDER BY rowid", renamed=("runs",))
         elif version < 4 and "host_gap_share" not in _columns(con):  # no record of schema 3 has a profile
             con.execute("ALTER TABLE runs ADD COLUMN host_gap_share REAL")
-        if version >= 3 and (_columns(con) != list(COLUMNS) or version < 6):
-            # RunRow gained or lost a column, or the flat rows theirs: derive the index again from the records.
-            _rebuild(con, "SELECT d.record FROM runs_old o JOIN run_data_old d USING (id) ORDER BY o.rowid",
-                     renamed=("runs", "run_data"))
+        split = "bulk" in _columns(con, "run_data")
+        if version >= 3 and (_columns(con) != list(COLUMNS) or version < 6 or not split):
+            # RunRow gained or lost a column, or the flat rows theirs, or the records are whole in one column (before
+            # schema 8): derive the index again from the records.
+            _rebuild(con, f"SELECT d.record, {'d.bulk' if split else 'NULL'} FROM runs_old o JOIN run_data_old d "
+                     "USING (id) ORDER BY o.rowid", renamed=("runs", "run_data"))
         for index in INDEXES:  # one added since this database was indexed is made now
             con.execute(index)
         if version < SCHEMA_VERSION:
@@ -258,20 +284,33 @@ class Store:
         ordered = sorted(found.values(), key=lambda r: (r[3], r[-1]), reverse=True)
         return [RunRow(*r[:-1]) for r in ordered]
 
+    def on_roofline(self, device: Device, limit: int) -> list[RunRow]:
+        """The newest `limit` runs on `device` (its kind and name, on any number of devices) whose intensity and
+        GFLOP/s are known: a roofline's points, from the index alone (never a record)."""
+        # A device's label is its kind, its name, then what its short label has after the kind (` x4`, `, 2 hosts...`).
+        kind = device.kind.upper()
+        with self._db() as con:  # the partial index runs_points, newest first
+            found = con.execute(f"SELECT {', '.join(COLUMNS)} FROM runs WHERE device_kind = ? AND intensity > 0 AND "
+                                "gflops_per_s > 0 AND device = ? || substr(device_short, ?) "
+                                f"ORDER BY started_at DESC, rowid DESC LIMIT {int(limit)}",
+                                (device.kind, f"{kind} {device.name}", len(kind) + 1)).fetchall()
+        return [RunRow(*r) for r in found]
+
     # --- whole records: opened or exported ---------------------------------------------------------
-    def records(self, filt: RunFilter = EVERY) -> list[RunRecord]:
-        """Runs matching `filt`, whole, newest first (for export: a listing reads `page`)."""
+    def records(self, filt: RunFilter = EVERY, light: bool = False) -> list[RunRecord]:
+        """Runs matching `filt`, whole, newest first (for export: a listing reads `page`); with `light`, each without
+        its steps and telemetry (`BULK`: left empty), which are most of a long run's record."""
         where, args = filt.where()
         with self._db() as con:
-            found = con.execute(f"SELECT d.record FROM runs JOIN run_data d USING (id) WHERE {where} {ORDER}",
-                                args).fetchall()
+            found = con.execute(f"SELECT {'d.record' if light else WHOLE} FROM runs JOIN run_data d USING (id) "
+                                f"WHERE {where} {ORDER}", args).fetchall()
         return [stored(r[0]) for r in found]
 
     def each_record(self, filt: RunFilter = EVERY) -> Iterator[RunRecord]:
         """Runs matching `filt`, whole, newest first, read a few at a time (an export of 100,000 runs)."""
         where, args = filt.where()
         with self._db() as con:
-            cur = con.execute(f"SELECT d.record FROM runs JOIN run_data d USING (id) WHERE {where} {ORDER}", args)
+            cur = con.execute(f"SELECT {WHOLE} FROM runs JOIN run_data d USING (id) WHERE {where} {ORDER}", args)
             while batch := cur.fetchmany(200):
                 yield from (stored(r[0]) for r in batch)
 
@@ -288,9 +327,23 @@ class Store:
             raise NotKept(f"{wanted!r} matches {len(rows)} {noun}s: give more of the id")
         return rows[0][0]
 
-    def get(self, run_id: str) -> RunRecord:
-        """A run by its id or a unique prefix of it."""
-        return stored(self._by_prefix("run_data", "record", run_id, "tpulab results"))
+    def get(self, run_id: str, light: bool = False) -> RunRecord:
+        """A run by its id or a unique prefix of it; with `light`, without its steps and telemetry (`BULK`: left
+        empty), which are most of a long run's record: what a comparison's table or a run's summary reads."""
+        return stored(self._by_prefix("run_data", "record" if light else WHOLE, run_id, "tpulab results"))
+
+    def timed_repeats(self, r: RunRecord) -> list[list[float]]:
+        """`timed_repeats(r)` as kept when `r` was saved (`run_steps`), without reading its steps: what a comparison
+        of light records (`get(..., light=True)`) takes its verdicts from. A record not kept is read itself."""
+        import numpy as np
+
+        with self._db() as con:
+            found = con.execute("SELECT starts, seconds FROM run_steps WHERE id = ?", (r.id,)).fetchone()
+        if found is None:
+            return timed_repeats(r)
+        xs = np.frombuffer(found[1], dtype="<f8").tolist()
+        bounds = [*json.loads(found[0]), len(xs)]
+        return [xs[a:b] for a, b in zip(bounds, bounds[1:])]
 
     def save_sweep(self, sweep: SweepRecord) -> None:
         """A sweep: its grid, its points' run ids and its findings (the runs are saved as runs)."""
@@ -311,7 +364,7 @@ class Store:
         """The kept runs of a sweep's points, by id."""
         wanted = sweep.run_ids()
         with self._db() as con:
-            rows = con.execute(f"SELECT record FROM run_data WHERE id IN ({','.join('?' * len(wanted))})",
+            rows = con.execute(f"SELECT {WHOLE} FROM run_data WHERE id IN ({','.join('?' * len(wanted))})",
                                wanted).fetchall()
         records = [stored(r[0]) for r in rows]
         return {r.id: r for r in records}
@@ -348,6 +401,27 @@ class Store:
         """A fleet by its id or a unique prefix of it."""
         return fleet_from_json(json.loads(self._by_prefix("fleets", "fleet", fleet_id, "tpulab cards fleet")))
 
+    def save_calibration(self, c: Calibration) -> None:
+        """A calibration, replacing the one kept for its machine, backend and device kind."""
+        with self._db(write=True) as con:
+            con.execute("INSERT OR REPLACE INTO floors VALUES (?, ?, ?)", (c.key, c.made_at, json.dumps(c.to_json())))
+
+    def calibrations(self) -> list[Calibration]:
+        """Every kept calibration, newest first."""
+        with self._db() as con:
+            rows = con.execute("SELECT calibration FROM floors ORDER BY made_at DESC").fetchall()
+        return [Calibration.from_json(json.loads(r[0])) for r in rows]
+
+    def floor_for(self, records: Iterable[RunRecord]) -> Floor:
+        """The noise floor a comparison of `records` takes: the widest of their machines' calibrated floors (each
+        record's machine, backend and device kind), or the uncalibrated default where any has none."""
+        keys = {floor_key(r) for r in records}
+        with self._db() as con:
+            found = [con.execute("SELECT calibration FROM floors WHERE key = ?", (k,)).fetchone() for k in keys]
+        if not keys or any(f is None for f in found):
+            return UNCALIBRATED
+        return max((Calibration.from_json(json.loads(f[0])).floor() for f in found), key=lambda f: f.spread)
+
     def import_records(self, exported: Exported) -> Imported:
         """All or nothing: each record is checked as it is read, inside one transaction that a bad one leaves
         uncommitted; a run or sweep already present (by its id) is left as it is, and counted apart."""
@@ -378,6 +452,7 @@ class Store:
         with self._db(write=True) as con:
             gone = [i for (i,) in con.execute(f"SELECT id FROM runs WHERE {where}", args)]
             con.execute(f"DELETE FROM run_data WHERE id IN (SELECT id FROM runs WHERE {where})", args)
+            con.execute(f"DELETE FROM run_steps WHERE id IN (SELECT id FROM runs WHERE {where})", args)
             removed = con.execute(f"DELETE FROM runs WHERE {where}", args).rowcount
             for sweep_id, text in con.execute("SELECT id, sweep FROM sweeps").fetchall():
                 ids = [i for p in json.loads(text)["points"] for i in p["runs"]]
@@ -404,22 +479,28 @@ class Store:
         return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
 
 
-def _columns(con: sqlite3.Connection) -> list[str]:
-    return [c[1] for c in con.execute("PRAGMA table_info(runs)")]
+def _columns(con: sqlite3.Connection, table: str = "runs") -> list[str]:
+    return [c[1] for c in con.execute(f"PRAGMA table_info({table})")]
 
 
 def _rebuild(con: sqlite3.Connection, source: str, renamed: tuple[str, ...]) -> None:
-    """The runs table (and run_data) made afresh from the records `source` selects, in their order."""
+    """The runs table (and run_data, and run_steps) made afresh from the records `source` selects (each its JSON and
+    its bulk's, or NULL where it is whole), in their order."""
     for table in renamed:
         con.execute(f"ALTER TABLE {table} RENAME TO {table}_old")
-    for index in ("runs_started", "runs_workload", "runs_sweep", "runs_same", "runs_work"):
+    for index in ("runs_started", "runs_workload", "runs_sweep", "runs_same", "runs_work", "runs_points"):
         con.execute(f"DROP INDEX IF EXISTS {index}")
     con.execute(table_sql("runs"))
-    con.execute("CREATE TABLE IF NOT EXISTS run_data (id TEXT PRIMARY KEY, row TEXT NOT NULL, record TEXT NOT NULL)")
-    for (text,) in _stream(con, source):
+    con.execute("CREATE TABLE IF NOT EXISTS run_data (id TEXT PRIMARY KEY, row TEXT NOT NULL, record TEXT NOT NULL, "
+                "bulk TEXT)")
+    con.execute("DROP TABLE IF EXISTS run_steps")
+    con.execute(STEPS_TABLE)
+    for text, bulk in _stream(con, source):
         data: Any = None
         try:
             data = json.loads(text)
+            if bulk is not None:
+                data.update(json.loads(bulk))
             record = load_record(data)
         except (json.JSONDecodeError, TypeError, ValueError, KeyError, AttributeError) as e:
             con.execute("ROLLBACK")
@@ -431,7 +512,7 @@ def _rebuild(con: sqlite3.Connection, source: str, renamed: tuple[str, ...]) -> 
         con.execute(f"DROP TABLE {table}_old")
 
 
-def _stream(con: sqlite3.Connection, source: str) -> Iterator[tuple[str]]:
+def _stream(con: sqlite3.Connection, source: str) -> Iterator[tuple[str, str | None]]:
     """The source's rows a few at a time: a large store is never read whole into memory."""
     cur = con.execute(source)
     while batch := cur.fetchmany(500):
@@ -439,15 +520,32 @@ def _stream(con: sqlite3.Connection, source: str) -> Iterator[tuple[str]]:
 
 
 def _insert(con: sqlite3.Connection, record: RunRecord, data: dict[str, Any], replace: bool) -> int:
-    """One run: its indexed columns, derived from the record, and the record itself."""
+    """One run: its indexed columns, derived from the record, the record itself (`data`, as saved or imported: its
+    `BULK` apart from the rest), and its steady step times (`run_steps`)."""
     verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
     values = derive(record)
     cur = con.execute(f"{verb} INTO runs ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
                       list(values.values()))
     if cur.rowcount:
-        con.execute("INSERT OR REPLACE INTO run_data VALUES (?, ?, ?)",
-                    (record.id, json.dumps(row(record, values)), json.dumps(data)))
+        rest = {k: v for k, v in data.items() if k not in BULK}
+        bulk = {k: data[k] for k in BULK if k in data}
+        con.execute("INSERT OR REPLACE INTO run_data VALUES (?, ?, ?, ?)",
+                    (record.id, json.dumps(row(record, values)), json.dumps(rest), json.dumps(bulk) if bulk else None))
+        con.execute("INSERT OR REPLACE INTO run_steps VALUES (?, ?, ?)", (record.id, *compact(record)))
     return cur.rowcount
+
+
+def compact(record: RunRecord) -> tuple[str, bytes]:
+    """A record's `timed_repeats` as `run_steps` keeps them: where each fresh process's times begin (a JSON list of
+    offsets), and every time in turn as little-endian float64s (the values its steps hold, to the bit)."""
+    import numpy as np
+
+    repeats = timed_repeats(record)
+    starts = [0]
+    for r in repeats[:-1]:
+        starts.append(starts[-1] + len(r))
+    seconds = [x for r in repeats for x in r]
+    return json.dumps(starts), np.asarray(seconds, dtype="<f8").tobytes()
 
 
 def _insert_sweep(con: sqlite3.Connection, sweep: dict[str, Any], replace: bool) -> int:
@@ -714,14 +812,37 @@ def timed(r: RunRecord, stats: str = "step_seconds") -> list[float]:
     return xs if same else []
 
 
-def changes(records: list[RunRecord], values: list[float | None], by: str) -> list[Change | None]:
-    """Each run against the first, from both sides' step times: the speedup's interval and its verdict. By a rate,
-    the runs did different work per step: the ratio of their times is scaled by the ratio of their work."""
+def timed_repeats(r: RunRecord) -> list[list[float]]:
+    """`timed`, each fresh process's steps apart (a run of `--repeat N`: N lists; else one)."""
+    w = registry().get(r.workload)
+    if w is None or not r.repeats:
+        return [timed(r)]
+    split = w.timed_repeats(r.steps, r.repeats)
+    return split if sum(map(len, split)) == len(timed(r)) else [timed(r)]
+
+
+def floor_key(r: RunRecord) -> str:
+    """The key of the noise floor a record's comparison reads: its machine, backend and device kind."""
+    return key(machine_key(r.runtime), r.backend, r.device.kind if r.device else "cpu")
+
+
+Timings = Callable[[RunRecord], list[list[float]]]  # a run's steady step times, each fresh process's apart
+
+
+def changes(records: list[RunRecord], values: list[float | None], by: str,
+            floor: Floor = UNCALIBRATED, timings: Timings = timed_repeats) -> list[Change | None]:
+    """Each run against the first, from both sides' step times (each fresh process's apart, where a run repeated):
+    the speedup's interval and its verdict beyond `floor`'s threshold for their processes. By a rate, the runs did
+    different work per step: the ratio of their times is scaled by the ratio of their work. `timings` gives each
+    run's times: read from its steps, or kept apart (`Store.timed_repeats`, for records read without them)."""
     base = records[0]
+    base_repeats = timings(base)
     out: list[Change | None] = [None]
     for r, v in zip(records[1:], values[1:]):
         scale = 1.0 if by == TIME else (v or 0.0) * (r.median or 0.0) / ((values[0] or 0.0) * (base.median or 0.0) or 1.0)
-        out.append(change(timed(base), timed(r), scale) if scale > 0 else None)
+        other = timings(r)
+        out.append(change([], [], scale, base_repeats=base_repeats, other_repeats=other, floor=floor)
+                   if scale > 0 else None)
     return out
 
 
@@ -731,13 +852,17 @@ def disturbed(records: list[RunRecord]) -> list[str]:
             if f.code == "disturbed"]
 
 
-def compare(records: list[RunRecord], across_workloads: bool = False) -> Comparison:
+def compare(records: list[RunRecord], across_workloads: bool = False, floor: Floor = UNCALIBRATED,
+            timings: Timings = timed_repeats) -> Comparison:
     """Like with like: wall-time ratios only when every run did the same work per step.
 
     When the work differs (another batch or shape), a ratio of times says nothing; the runs are
     compared by what they achieved per second instead (GFLOP/s, else examples/s), and the header says so.
     Runs of different workloads (your own model against the article's CNN) only with `across_workloads`:
     by GFLOP/s when every run's work is known, else by examples/s, each having done its own work.
+    `floor`: the machines' noise floor (`Store.floor_for`), whose threshold each verdict takes. `timings`: each
+    run's step times (`changes`); records read without their steps (`Store.get(..., light=True)`) take the store's
+    (`Store.timed_repeats`). Nothing else here reads a step.
     """
     if len(records) < 2:
         raise NotKept(f"compare needs at least two runs (got {len(records)})")
@@ -755,7 +880,7 @@ def compare(records: list[RunRecord], across_workloads: bool = False) -> Compari
         values = [r.summary.gflops_per_s if by == GFLOPS else r.summary.examples_per_s for r in records]
     base = values[0]
     speedups = [v / base if v and base and math.isfinite(v / base) else None for v in values]
-    found_changes = changes(records, values, by)
+    found_changes = changes(records, values, by, floor, timings)
     warnings = [differ(k, [r.params.get(k) for r in records])
                 for k in differing(records) if k not in COMPARED_BY_DESIGN and not mixed]
     warnings += [f"workloads differ: {' vs '.join(r.workload for r in records)}"] if mixed else []
@@ -770,7 +895,7 @@ def compare(records: list[RunRecord], across_workloads: bool = False) -> Compari
     if len({model_key(r) for r in records}) > 1:
         warnings.append("the models differ: " + " vs ".join(model_key(r) or "-" for r in records))
     name = " vs ".join(sorted(workloads)) if mixed else records[0].workload
-    verdict = f"; faster or slower: its 95% interval beyond ±{NOISE:.0%} (the noise threshold)"
+    verdict = f"; faster or slower beyond the noise floor ±{floor.spread:.0%} ({floor.source})"
     return Comparison(name, list(records), speedups, by, f"{name}: {header}{verdict}", warnings, found_changes)
 
 

@@ -36,7 +36,7 @@ from tpulab.engine.estimate import ASSUMED_PEAK_FRACTION, Estimate, estimate, wa
 from tpulab.engine.record import now_iso, refused
 from tpulab.engine.runindex import RunRow, Wanted
 from tpulab.engine.runner import Run, run_job
-from tpulab.engine.spec import RunSpec, resolve
+from tpulab.engine.spec import MAX_REPEAT, RunSpec, resolve
 from tpulab.engine.store import StoreError, timed
 from tpulab.machine.detect import RuntimeReport
 from tpulab.workloads import registry
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from tpulab.engine.store import Store
 
 DEFAULT_STEPS = 12  # timed steps per point; the first call is extra and excluded
-MAX_STEPS, MAX_REPEAT = 100000, 100
+MAX_STEPS = 100000
 
 
 def parse_values(spec: ParamSpec, raw: str) -> list[Any]:
@@ -533,17 +533,16 @@ class Sweep:
         deadline = time.monotonic() + self.max_minutes * 60 if self.max_minutes else math.inf
         total = len(self.points) * self.repeat
         n = 0
-        for point in self.points:
-            for _ in range(self.repeat):
-                if self.stopping is None and time.monotonic() >= deadline:
-                    self.stopping = Stop(f"--max-minutes {self.max_minutes:g} reached")
-                if self.stopping is not None:
-                    break
-                n += 1
-                yield PointStarted(point, n, total)
-                record = yield from self._run_point(point)
-                point.records.append(record)
-                yield PointFinished(point, record)
+        for point in interleaved(self.points, self.repeat):
+            if self.stopping is None and time.monotonic() >= deadline:
+                self.stopping = Stop(f"--max-minutes {self.max_minutes:g} reached")
+            if self.stopping is not None:
+                break
+            n += 1
+            yield PointStarted(point, n, total)
+            record = yield from self._run_point(point)
+            point.records.append(record)
+            yield PointFinished(point, record)
         self.status = "cancelled" if self.stopping else "finished"
         self.ended_at = now_iso()
 
@@ -593,6 +592,12 @@ class Sweep:
                       "over_article": f.over_article, "over_slowest": f.over_slowest,
                       "baseline": at(f.baseline), "over_baseline": f.over_baseline,
                       "near": [at(p) for p in f.near]})
+
+
+def interleaved(points: list[Point], repeat: int) -> list[Point]:
+    """Each point once, in order, `repeat` times over (A B C, A B C): a machine that drifts while a sweep runs moves
+    every point's repeats alike, where A A A, B B B would lay the drift on the points themselves."""
+    return [p for _ in range(repeat) for p in points]
 
 
 def baseline_of(workload: Workload, axes: Mapping[str, Any]) -> Baseline:

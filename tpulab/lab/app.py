@@ -355,8 +355,8 @@ class TpulabApp(FailsInOneLine):
         if self.busy():
             return
         try:
-            run = run_job(resolve(event.workload, event.params, self.report), self.report, self.store.path,
-                          standby=self.standby)
+            spec = resolve(event.workload, event.params, self.report, repeat=event.repeat)
+            run = run_job(spec, self.report, self.store.path, standby=self.standby)
         except UsageError as e:  # a framework missing, or a value the decided backend cannot take
             self.notify(safe.visible(e), title="cannot run", severity="error", timeout=15, markup=False)
             return

@@ -86,3 +86,16 @@ def speed_variables(environ: Mapping[str, str]) -> dict[str, str]:
 def limits(root: Path = Path("/")) -> dict[str, Any]:
     return {"cpu_quota": cpu_quota(root), "governor": governor(root), "throttling": throttling(root),
             "huge_pages": huge_pages(root)}
+
+
+def machine_key(runtime: Mapping[str, Any]) -> str:
+    """What makes two records' machines one kind of machine, from a record's runtime (`RuntimeReport.to_dict()`):
+    the CPU's model, cores and memory and the accelerators' names, hashed. A noise floor is kept by it."""
+    import hashlib
+    import json
+
+    cpu = runtime.get("cpu") or {}
+    tpu = runtime.get("tpu") or {}
+    what = [cpu.get("model"), cpu.get("logical_cores"), cpu.get("memory_bytes"),
+            sorted(str(g.get("name")) for g in runtime.get("gpus") or []), tpu.get("generation"), tpu.get("chips")]
+    return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:16]

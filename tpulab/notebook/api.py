@@ -39,7 +39,7 @@ def workload_named(name: str) -> Workload:
     return found[name]
 
 
-def resolve(workload: str, preset: str | None, values: Mapping[str, Any]) -> tuple[RunSpec, RuntimeReport]:
+def resolve(workload: str, preset: str | None, values: Mapping[str, Any], repeat: int = 1) -> tuple[RunSpec, RuntimeReport]:
     """The run's spec, as the CLI resolves its flags (`engine.spec.resolve`), and this machine's report.
 
     Raises `ParamError` (a ValueError) naming the parameter and what it allows, `BackendError` naming
@@ -52,7 +52,7 @@ def resolve(workload: str, preset: str | None, values: Mapping[str, Any]) -> tup
     check_names(w, values)
     report = detect_report()
     try:
-        return resolve_spec(w, values, report, preset), report
+        return resolve_spec(w, values, report, preset, repeat=repeat), report
     except ParamError as e:
         raise pythonic(e) from None
 
@@ -149,16 +149,18 @@ def _stopped(what: str) -> KeyboardInterrupt:
 
 
 def run(workload: str, preset: str | None = None, *, live: bool = True, save: bool = True,
-        db: str | Path | None = None, on_event: Callable[[Event], None] | None = None, **params: Any) -> RunResult:
+        db: str | Path | None = None, on_event: Callable[[Event], None] | None = None, repeat: int = 1,
+        **params: Any) -> RunResult:
     """Run a workload in a worker process and return its record; kept in the results unless `save=False`.
 
     `params` are the workload's parameters by name (`batch_size=8`, `device="cpu"`), checked as the
-    CLI checks its flags; a bad one raises ValueError naming it. `on_event` sees every event.
+    CLI checks its flags; a bad one raises ValueError naming it. `on_event` sees every event. `repeat=N` runs it
+    in N fresh processes, one after another, kept as one run (`--repeat`).
     """
     from tpulab.engine.runner import run_job
     from tpulab.notebook.live import LiveRun
 
-    spec, report = resolve(workload, preset, params)
+    spec, report = resolve(workload, preset, params, repeat)
     why = kernel_holds(spec.device)
     if why:
         raise AcceleratorBusy(why)
@@ -298,7 +300,8 @@ def compare(*runs: RunResult | RunRecord | str, db: str | Path | None = None) ->
     if len(runs) == 1 and isinstance(runs[0], (list, tuple)):
         runs = tuple(runs[0])
     store = Store(Path(db) if db else default_path())
-    return ComparisonResult(compare_records([record_of(r, store) for r in runs], across_workloads=True))
+    records = [record_of(r, store) for r in runs]
+    return ComparisonResult(compare_records(records, across_workloads=True, floor=store.floor_for(records)))
 
 
 def detect(probe: bool = False) -> RuntimeResult:

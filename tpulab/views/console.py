@@ -150,6 +150,7 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
         ("note", record.note) if record.note else None,
         ("first call (compiled (cache))" if s.cache_hit else "first call (trace+compile)", compile_text(s)),
         (f"steady {unit} time", fmt.spread(s.step_seconds)),
+        ("fresh processes", repeats_text(s.process_medians)) if s.process_medians else None,
         ("throughput", fmt.rate(s.throughput or s.examples_per_s, s.throughput_unit)) if record.batch else None,
         ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s") if s.flops_per_step
          else f"unavailable: FLOPs unknown ({no_flops(record.backend)})"),
@@ -184,6 +185,9 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
     if s.figures:
         rows += w.figure_rows(s.figures) if w else figure_rows((), s.figures)
     rows.append(("beside this run", load_words(s.telemetry)))
+    if s.probe is not None and s.probe.moved is not None:
+        rows.append(("control probe", f"{fmt.seconds(s.probe.before_s)} before the run, {fmt.seconds(s.probe.after_s)} "
+                                      f"after ({s.probe.moved:.2f}x; a numpy sort, no framework)"))
     if s.telemetry is not None:
         rows += telemetry_rows(s.telemetry, unit)
     if s.profile is not None:
@@ -196,6 +200,13 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
     if record.error:
         out.append(("error", record.error, "red"))
     return out
+
+
+def repeats_text(medians: list[float]) -> str:
+    """'3 (--repeat): medians 780 us, 812 us, 795 us; 1.04x apart': each process's median and their spread."""
+    ratio = f"; {max(medians) / min(medians):.2f}x apart" if min(medians) > 0 else ""
+    return f"{len(medians)} (--repeat): medians {', '.join(fmt.seconds(m) for m in medians)}{ratio}; the interval is " \
+        "drawn over them"
 
 
 def early_failure_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:

@@ -15,6 +15,7 @@ from tpulab.base import fmt, safe
 from tpulab.base.ceilings import CEILING_LOW
 from tpulab.base.events import Device, RunRecord, Summary
 from tpulab.engine.ceilings import MEMORY, Ceilings, CurveVerdict, verdicts
+from tpulab.engine.runindex import RunRow
 from tpulab.workloads.shared.kernels import kernel_intensity
 
 
@@ -82,9 +83,15 @@ def verdict_text(v: CurveVerdict, unit: str) -> str:
     return f"{fmt.rate(f.bytes_per_s, unit)} ({v.why})"
 
 
-def points(records: Iterable[RunRecord], device: Device) -> list[tuple[str, float, float]]:
-    """(label, intensity, FLOP/s) of each run on `device` whose intensity is known, and each roofline matmul."""
+POINTS = 200  # the newest runs of a device drawn on its roofline beside the run shown (`results show`)
+
+
+def points(records: Iterable[RunRecord], device: Device, rows: Iterable[RunRow] = ()) -> list[tuple[str, float, float]]:
+    """(label, intensity, FLOP/s) of each run on `device` whose intensity is known, and each roofline matmul; then
+    each of `rows` (runs as the index keeps them: `Store.on_roofline`) not among `records`."""
     out = []
+    records = list(records)
+    seen = {r.id for r in records}
     for r in records:
         if r.device is None or (r.device.kind, r.device.name) != (device.kind, device.name):
             continue
@@ -94,11 +101,13 @@ def points(records: Iterable[RunRecord], device: Device) -> list[tuple[str, floa
                     if k.kind == "matmul" and k.flops_per_s]
         elif s.intensity and s.gflops_per_s:
             out.append((f"{r.short_id} {r.workload}", s.intensity, s.gflops_per_s * 1e9))
+    out += [(f"{row.short_id} {row.workload}", row.intensity, row.gflops_per_s * 1e9) for row in rows
+            if row.id not in seen and row.intensity and row.gflops_per_s]
     return out
 
 
 def roofline_plot(ceilings: Ceilings, records: Iterable[RunRecord], device: Device, width: int = 78,
-                  height: int = 20) -> str | None:
+                  height: int = 20, rows: Iterable[RunRow] = ()) -> str | None:
     """The roofline of `device` as text (plotext), or None when no roofline measured both its ceilings."""
     import plotext as plt
 
@@ -108,7 +117,7 @@ def roofline_plot(ceilings: Ceilings, records: Iterable[RunRecord], device: Devi
     bw = ceilings.bandwidth(device)
     if top is None or bw is None:
         return None
-    pts = points(records, device)
+    pts = points(records, device, rows)
     ridge = top.value / bw.value
     xs = [p[1] for p in pts] + [ridge]
     lo, hi = min(xs) / 4, max(xs) * 4
@@ -134,10 +143,12 @@ def roofline_plot(ceilings: Ceilings, records: Iterable[RunRecord], device: Devi
     return str(plt.build()) + "\n" + "\n".join(legend)
 
 
-def roofline_view(records: Iterable[RunRecord], device: Device, width: int, height: int = 20) -> Text:
-    """The device's roofline with every kept run on it (each once), or why there is none."""
+def roofline_view(records: Iterable[RunRecord], device: Device, width: int, height: int = 20,
+                  rows: Iterable[RunRow] = ()) -> Text:
+    """The device's roofline, its ceilings those of the roofline runs among `records`, with each of `records` and
+    `rows` (runs as the index keeps them) on it, each once; or why there is none."""
     unique = list({r.id: r for r in records}.values())
-    plot = roofline_plot(Ceilings(unique), unique, device, width=min(width, 100) - 1, height=height)
+    plot = roofline_plot(Ceilings(unique), unique, device, width=min(width, 100) - 1, height=height, rows=rows)
     if plot is None:
         return safe.text(f"no roofline chart: no roofline run measured both ceilings of {device.label()} "
                          "(`tpulab --run roofline`)", "dim")

@@ -23,6 +23,7 @@ BUILTIN = {
     "transformer": "tpulab.workloads.transformer:TRANSFORMER",
     "model": "tpulab.workloads.user_model:MODEL_WORKLOAD",
     "decode": "tpulab.workloads.decode:DECODE",
+    "calibration": "tpulab.workloads.calibration:CALIBRATION",
 }
 
 

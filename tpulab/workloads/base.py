@@ -340,6 +340,12 @@ class Workload(ABC):
         return [s.seconds for s in steps if not s.warmup and s.phase != PHASE_BANDWIDTH
                 and self.is_inference(s.phase) == inference for _ in range(s.steps)]
 
+    def timed_repeats(self, steps: list[Step], starts: list[int], phase: str = "") -> list[list[float]]:
+        """`timed_seconds` of each fresh process of a run (`--repeat`) in turn; `starts`: where each one's steps
+        begin in `steps` (empty: the run ran one)."""
+        bounds = [*(starts or [0]), len(steps)]
+        return [self.timed_seconds(steps[a:b], phase) for a, b in zip(bounds, bounds[1:])]
+
     def is_inference(self, phase: str) -> bool:
         """Whether steps of `phase` are an inference phase, kept apart from training's figures: a training
         workload's `predict` after `fit`. (A workload that does not train may time its steps with `predict`.)"""

@@ -26,12 +26,12 @@ from tpulab.lab.panes import lab
 from tpulab.views import listing
 from tpulab.views import profile as profile_view
 from tpulab.views.console import comparison_table
-from tpulab.views.roofline import roofline_view
+from tpulab.views.roofline import POINTS, roofline_view
 
 PAGE = 100  # rows fetched at a time
 AHEAD = 20  # the next page is fetched when the cursor or the scroll comes this close to the end
 FILTER_PAUSE_S = 0.2  # typing in the filter field: the store is asked once the keys pause this long
-ROOFLINE_POINTS = 200  # the newest runs of a device drawn on its roofline
+ROOFLINE_POINTS = POINTS  # the newest runs of a device drawn on its roofline
 MARK = "*"  # a marked run, in a column of its own: it never takes a figure's room
 NO_CARD = ("no machine card of your own yet: c on the Runtime tab makes one (or tpulab bench --quick); "
            "until then, the 2018 article's published cards:")
@@ -220,15 +220,14 @@ class ResultsPane(Vertical):
     def _roofline(self, run_id: str, width: int) -> None:
         store = lab(self).store
         try:
-            record = store.get(run_id)
+            record = store.get(run_id, light=True)
             device = record.device
             if device is None:
                 view: Any = f"run {record.short_id} has no device: nothing to draw"
-            else:  # its rooflines, and its newest runs (a page, whatever the history holds)
-                on_it = RunFilter(device=device.kind)
-                runs = store.records(RunFilter(workload=WORKLOAD, device=device.kind))
-                runs += [store.get(r.id) for r in store.page(on_it, limit=ROOFLINE_POINTS).rows]
-                view = roofline_view([record, *runs], device, width, height=16)
+            else:  # its rooflines (without their steps), and its newest runs as the index has them, whatever is kept
+                rooflines = store.records(RunFilter(workload=WORKLOAD, device=device.kind), light=True)
+                view = roofline_view([record, *rooflines], device, width, height=16,
+                                     rows=store.on_roofline(device, ROOFLINE_POINTS))
         except StoreError as e:
             view = safe.text(e)
         self.app.call_from_thread(self._show_view, view)
@@ -290,9 +289,11 @@ class ResultsPane(Vertical):
 
     @work(thread=True, exit_on_error=False, group="results-compare")
     def _open(self, ids: list[str]) -> None:
-        """The marked runs, whole (a handful, by id), compared."""
+        """The marked runs (a handful, by id), compared: read without their steps, whose times the store keeps apart."""
+        store = lab(self).store
         try:
-            result = compare([lab(self).store.get(i) for i in ids])
+            records = [store.get(i, light=True) for i in ids]
+            result = compare(records, floor=store.floor_for(records), timings=store.timed_repeats)
         except StoreError as e:
             self.app.call_from_thread(self.notify, safe.visible(e), severity="error", markup=False)
             return

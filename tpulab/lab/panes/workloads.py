@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Button, Checkbox, OptionList, Static
+from textual.widgets import Button, Checkbox, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from tpulab.base import fmt, safe
@@ -20,7 +20,7 @@ from tpulab.base.errors import UsageError
 from tpulab.base.plugins import WORKLOADS, discover
 from tpulab.engine.estimate import Estimate, estimate, wanted
 from tpulab.engine.runindex import RunRow, Wanted
-from tpulab.engine.spec import resolve
+from tpulab.engine.spec import MAX_REPEAT, resolve
 from tpulab.engine.sweep import Grid, Sweep
 from tpulab.lab.panes import lab
 from tpulab.lab.panes.confirm import ConfirmRun
@@ -34,6 +34,8 @@ from tpulab.workloads.base import BACKEND, COMPILE, DEVICE, PROFILE, Limits, Par
 RUN_SETTINGS = tuple(spec.name for spec in (BACKEND, DEVICE, PROFILE, COMPILE))
 
 OPEN_MARK = "▶ "
+REPEAT_HELP = ("Run it this many times, each in a fresh process, one after another (--repeat): one run whose interval "
+               "holds the spread between processes; a sweep runs each point this many times, interleaved")
 ASK_OVER_S = 5 * 60  # a run or sweep estimated longer than this asks before it starts
 Estimator = Callable[[Callable[[Wanted], list[RunRow]]], Estimate]  # an estimate from the store's candidates
 
@@ -53,10 +55,11 @@ class WorkloadsPane(Horizontal):
                         id="workloads.switches")]
 
     class RunRequested(Message):
-        def __init__(self, workload: Workload, params: Params) -> None:
+        def __init__(self, workload: Workload, params: Params, repeat: int = 1) -> None:
             super().__init__()
             self.workload = workload
             self.params = params
+            self.repeat = repeat
 
     class SweepRequested(Message):
         def __init__(self, sweep: Sweep) -> None:
@@ -82,7 +85,10 @@ class WorkloadsPane(Horizontal):
                            compact=True)
             yield ParamForm(self.workload, self.report, self.initial_params, id="param-form")
             yield Static(id="plan")
-            yield Button("Run (ctrl+r)", id="run-button", variant="success", disabled=True, compact=True)
+            with Horizontal(id="run-row"):
+                yield Button("Run (ctrl+r)", id="run-button", variant="success", disabled=True, compact=True)
+                yield Label("fresh processes", id="repeat-label")
+                yield Input("1", id="repeat", type="integer", compact=True, tooltip=REPEAT_HELP)
 
     def _options(self) -> list[Option]:
         """One entry per workload; the open one is marked, so the list says which form is shown."""
@@ -238,16 +244,20 @@ class WorkloadsPane(Horizontal):
         if lab(self).busy():
             return
         form = self.form
+        repeat = self.repeat()
+        if repeat is None:
+            return
         compute: Estimator
         if form.sweep and form.planned is not None:
             sweep, impossible = form.planned, form.impossible
+            sweep.repeat = repeat
             grid = sweep.grid
             request: Message = self.SweepRequested(sweep)
             question = f"Sweep {self.workload.title} over {point_count(sweep.points)}?"
             compute, render = sweep.estimate, partial(self.sweep_plan, sweep, grid, impossible)
         elif not form.sweep and form.params is not None:
             p = dict(form.params)
-            request = self.RunRequested(self.workload, p)
+            request = self.RunRequested(self.workload, p, repeat)
             question = f"Run {self.workload.title} with {self.workload.changed(p) or 'its defaults'}?"
             compute, render = self._estimator(p), partial(self.plan, p)
         else:
@@ -256,6 +266,15 @@ class WorkloadsPane(Horizontal):
                         severity="error", timeout=10, markup=False)
             return
         lab(self).estimate_in_background(compute, lambda guess: self._go(request, question, render(guess), guess, ask))
+
+    def repeat(self) -> int | None:
+        """The fresh processes the field asks for; None, said in one line naming it, when out of range."""
+        text = self.query_one("#repeat", Input).value.strip()
+        if not text.isdigit() or not 1 <= int(text) <= MAX_REPEAT:
+            self.notify(f"fresh processes: a whole number from 1 to {MAX_REPEAT} (got {text!r})", title="cannot run yet",
+                        severity="error", timeout=10, markup=False)
+            return None
+        return int(text)
 
     def _send(self, request: Message) -> None:
         """The run or sweep goes; a sweep's form plans the next one afresh (a sweep runs once)."""
