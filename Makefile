@@ -73,6 +73,7 @@ bench: install
 	$(PY) benchmarks/hf_models.py $(call quick,--rounds 1 --steps 10 --layers 2 --hidden 256 --seq-len 64)
 	$(PY) benchmarks/lab_overhead.py $(call quick,--rounds 1 --iterations 200)
 	$(PY) benchmarks/noise.py $(call quick,--pairs 3 --rounds 2 --iterations 500)
+	$(PY) benchmarks/noise_floor.py $(call quick,--pairs 2 --groups 2 --repeat 3 --processes 4)
 	$(PY) benchmarks/fleet.py $(call quick,--rounds 1 --budget 15)
 	$(PY) benchmarks/decode_engines.py $(call quick,--rounds 1 --batch-sizes 1)
 

@@ -74,11 +74,13 @@ def _calibrate(args: argparse.Namespace) -> int:
                       style="yellow")
     console.print(safe.text(
         f"noise floor: alike single runs here differ up to ±{floor.spread:.1%} (95% of the "
-        f"{len(meds) * (len(meds) - 1) // 2} pairs of {len(meds)} fresh processes; medians {fmt.seconds(min(meds))} to "
-        f"{fmt.seconds(max(meds))}), kept for {found.backend} on {found.device.upper()} in {store.path}"))
+        f"{len(meds) * (len(meds) - 1) // 2} pairs of {len(meds)} fresh processes, each timed for "
+        f"{fmt.seconds(found.span_s)}; medians {fmt.seconds(min(meds))} to {fmt.seconds(max(meds))}), kept for "
+        f"{found.backend} on {found.device.upper()} in {store.path}"))
     console.print(safe.text(
-        f"a comparison of runs made here now takes ±{floor.threshold(1, 1):.1%} for single runs, "
-        f"±{floor.threshold(3, 3):.1%} for runs of --repeat 3, ±{floor.threshold(5, 5):.1%} for --repeat 5"))
+        f"a comparison of single runs made here now takes ±{floor.threshold(1, 1):.1%}; runs of --repeat 3 a side tell "
+        f"a change past about ±{floor.resolves(3):.1%}, of --repeat 5 ±{floor.resolves(5):.1%}, of --repeat 10 "
+        f"±{floor.resolves(10):.1%} (a run timed for under half of {fmt.seconds(found.span_s)} takes the default)"))
     return EXIT_OK
 
 

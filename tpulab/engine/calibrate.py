@@ -22,7 +22,8 @@ from tpulab.engine.floor import Calibration
 from tpulab.engine.record import now_iso
 from tpulab.engine.runner import Run, run_job
 from tpulab.engine.spec import RunSpec, resolve
-from tpulab.engine.store import Store
+from tpulab.base.timing import median
+from tpulab.engine.store import Store, timed_span
 from tpulab.machine.detect import RuntimeReport
 from tpulab.machine.fingerprint import machine_key
 from tpulab.workloads.calibration import CALIBRATION
@@ -81,7 +82,8 @@ class Calibrate:
                            spread=floor_of([r.median or 0.0 for r in records]),
                            medians=[r.median or 0.0 for r in records],
                            seeds=[int(r.params.get("seed", 0)) for r in records],
-                           disturbed=sum(r.summary.has_flag("disturbed") for r in records))
+                           disturbed=sum(r.summary.has_flag("disturbed") for r in records),
+                           span_s=median([timed_span(r) or 0.0 for r in records]))
 
     def _one(self, spec: RunSpec, i: int) -> RunRecord:
         if self.cancelled:

@@ -28,6 +28,7 @@ class Calibration:
     medians: list[float] = field(default_factory=list)  # each process's median step, seconds, in the order they ran
     seeds: list[int] = field(default_factory=list)  # each process's data seed: two alike configurations, alternated
     disturbed: int = 0  # processes kept though other work used the machine beside them (each ran again first)
+    span_s: float | None = None  # the processes' timed steps' duration, the median of theirs
     __pydantic_config__: ClassVar[dict[str, Any]] = CONFIG
 
     @property
@@ -37,7 +38,7 @@ class Calibration:
     def floor(self) -> Floor:
         busy = f", {self.disturbed} disturbed" if self.disturbed else ""
         return Floor(self.spread, f"calibrated here on {self.made_at[:10]}: {len(self.medians)} processes{busy}, "
-                                  f"{self.backend} on {self.device.upper()}")
+                                  f"{self.backend} on {self.device.upper()}", span_s=self.span_s)
 
     def to_json(self) -> dict[str, Any]:
         return plain(self)

@@ -23,7 +23,7 @@ import shutil
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -33,7 +33,7 @@ from tpulab.base.ceilings import RENAMED_FLAGS
 from tpulab.base.figures import PARALLEL, flat
 from tpulab.base.errors import EXIT_USAGE, NO_SPACE, TpulabError, first_line, why_unwritten
 from tpulab.base.events import PHASE_PREDICT, SCHEMA, STATUSES, Device, RunRecord, Summary, SweepRecord, Telemetry
-from tpulab.base.noise import UNCALIBRATED, Change, Floor, change
+from tpulab.base.noise import DEFAULT_FLOOR, SAME, UNCALIBRATED, Change, Floor, change
 from tpulab.base.timing import Stats, median
 from tpulab.base.home import home, traces
 from tpulab.base.schema import checked, problem, read, scalars, words
@@ -420,7 +420,14 @@ class Store:
             found = [con.execute("SELECT calibration FROM floors WHERE key = ?", (k,)).fetchone() for k in keys]
         if not keys or any(f is None for f in found):
             return UNCALIBRATED
-        return max((Calibration.from_json(json.loads(f[0])).floor() for f in found), key=lambda f: f.spread)
+        floor = max((Calibration.from_json(json.loads(f[0])).floor() for f in found), key=lambda f: f.spread)
+        spans = [(timed_span(r), r.short_id) for r in records]
+        short = min(((s, i) for s, i in spans if s is not None), default=None)
+        if floor.span_s and short is not None and short[0] < floor.span_s / 2:
+            return Floor(max(DEFAULT_FLOOR, floor.spread), f"not calibrated for so short a run: run {short[1]}'s steps "
+                         f"lasted {short[0]:.2f} s, under half the {floor.span_s:.1f} s the floor was calibrated at; the "
+                         "default", calibrated=False)
+        return floor
 
     def import_records(self, exported: Exported) -> Imported:
         """All or nothing: each record is checked as it is read, inside one transaction that a bad one leaves
@@ -821,6 +828,12 @@ def timed_repeats(r: RunRecord) -> list[list[float]]:
     return split if sum(map(len, split)) == len(timed(r)) else [timed(r)]
 
 
+def timed_span(r: RunRecord) -> float | None:
+    """How long a run's steady steps lasted, in each of its processes (None: no steady step)."""
+    s = r.summary.step_seconds
+    return s.mean * s.count / max(1, len(r.repeats)) if s is not None else None
+
+
 def floor_key(r: RunRecord) -> str:
     """The key of the noise floor a record's comparison reads: its machine, backend and device kind."""
     return key(machine_key(r.runtime), r.backend, r.device.kind if r.device else "cpu")
@@ -841,9 +854,21 @@ def changes(records: list[RunRecord], values: list[float | None], by: str,
     for r, v in zip(records[1:], values[1:]):
         scale = 1.0 if by == TIME else (v or 0.0) * (r.median or 0.0) / ((values[0] or 0.0) * (base.median or 0.0) or 1.0)
         other = timings(r)
-        out.append(change([], [], scale, base_repeats=base_repeats, other_repeats=other, floor=floor)
-                   if scale > 0 else None)
+        found = change([], [], scale, base_repeats=base_repeats, other_repeats=other, floor=floor) if scale > 0 else None
+        beside = [x.short_id for x in (base, r) if any(f.code in UNTRUSTED for f in x.summary.flags)]
+        if found is not None and found.word != SAME and beside:
+            found = withheld(found, f"no verdict beside a machine that was not itself: run {' and '.join(beside)} "
+                                    "was disturbed or the machine moved (its flags say how)")
+        out.append(found)
     return out
+
+
+UNTRUSTED = ("disturbed", "machine-moved")  # a run's flags that say its figures are not this machine's alone
+
+
+def withheld(c: Change, why: str) -> Change:
+    """`c` with its verdict withheld: no difference detected, and why (the interval stays, as measured)."""
+    return replace(c, word=SAME, why=f"{why}; {c.why}")
 
 
 def disturbed(records: list[RunRecord]) -> list[str]:

@@ -13,11 +13,13 @@ from tpulab.base.charts import GFLOPS, step_time
 from tpulab.workloads.base import BACKEND, DEVICE, Limits, ParamError, Params, ParamSpec, RunnerAt, Workload
 
 PARAMS = (
-    ParamSpec("size", int, 128, "rows and columns of each matrix", 8, 4096),
-    ParamSpec("matmuls", int, 64, "matrix products per step: the work a step counts", 1, 10000),
+    ParamSpec("size", int, 96, "rows and columns of each matrix", 8, 4096),
+    ParamSpec("matmuls", int, 100, "matrix products per step: the work a step counts (100: --pad 0.03 is 3 more)",
+              1, 10000),
     ParamSpec("pad", float, 0.0, "products a step does beyond --matmuls, as a fraction of it, not counted as its "
               "work: a known slowdown (0.05 makes a step 1.05x as long for the same work)", 0.0, 1.0, tunes=False),
-    ParamSpec("iterations", int, 200, "timed steps after the first call and the warm-up", 1, 100000),
+    ParamSpec("iterations", int, 500, "timed steps after the first call and the warm-up (about a second here: a "
+              "level timed over a tenth of one moves with the machine)", 1, 100000),
     ParamSpec("warmup", int, 2, "steps after the first call left out of the figures", 0, 1000, advanced=True),
     ParamSpec("seed", int, 0, "seed of the random matrices", 0, 2**31 - 1, tunes=False),
     DEVICE,
