@@ -624,7 +624,7 @@ def test_a_run_the_card_stops_at_its_budget_is_kept_finished_with_its_steps_not_
     db = tmp_path / "r.db"
     endless = replace(TINY, entries=(bench.Entry("conv", {"preset": "smoke"}, {"iterations": 100_000},
                                                  (bench.Headline("conv", "gflops_per_s", "GFLOP/s"),), ()),))
-    made = Bench(on_jax(tmp_path / "m"), db, "jax", quick=True, suite=endless, budget_s=8, reuse_ceilings=False).run()
+    made = Bench(on_jax(tmp_path / "m"), db, "jax", quick=True, suite=endless, budget_s=14, reuse_ceilings=False).run()
     [conv] = [e for e in made.entries if e.name == "conv"]
     assert conv.status == "ok" and conv.stopped and conv.stopped.startswith("budget: stopped at its share")
     run = Store(db).get(conv.run_id)

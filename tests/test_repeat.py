@@ -141,13 +141,13 @@ def test_calibrate_keeps_a_floor_that_a_later_compare_uses_and_names(tmp_path):
     a, b = calibration(db, "--iterations", "500"), calibration(db, "--iterations", "500")  # as long as calibrate's
     before = tpulab("results", "compare", a.id[:8], b.id[:8], db=db).stdout
     assert "not calibrated" in " ".join(before.split()) and "tpulab calibrate" in " ".join(before.split())
-    out = tpulab("calibrate", "--backend", "jax", "--device", "cpu", "--processes", "3", "--json", db=db)
+    out = tpulab("calibrate", "--backend", "jax", "--device", "cpu", "--processes", "2", "--json", db=db)
     kept = json.loads(out.stdout)
-    assert len(kept["medians"]) == 3 and kept["seeds"] == [0, 1, 0] and kept["spread"] >= 0
+    assert len(kept["medians"]) == 2 and kept["seeds"] == [0, 1] and kept["spread"] >= 0 and kept["span_s"] > 0.1
     after = " ".join(tpulab("results", "compare", a.id[:8], b.id[:8], db=db).stdout.split())
     assert "calibrated here on" in after and "not calibrated" not in after
     listed = tpulab("calibrate", "--kept", db=db).stdout
-    assert "jax on CPU" in listed and "3 processes" in listed
+    assert "jax on CPU" in listed and "2 processes" in listed
 
 
 def test_a_bad_repeat_is_one_line_naming_it(tmp_path):
