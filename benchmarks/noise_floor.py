@@ -90,7 +90,7 @@ def groups(store: Store, pairs: int, repeat: int, processes: int) -> None:
     store.save_calibration(calibration)
     floor = calibration.floor()
     print(f"  calibrated: floor ±{floor.spread:.1%} over {processes} processes ({calibration.disturbed} disturbed); "
-          f"threshold for {repeat} and {repeat}: ±{floor.threshold(repeat, repeat):.1%}")
+          f"the least change {repeat} and {repeat} processes tell: ±{floor.resolves(repeat):.1%}")
     base = {"backend": "jax", "device": "cpu"}
     for pad, want in (("0", SAME), ("0.1", SLOWER), ("0.05", SLOWER)):
         got, cells = 0, []
