@@ -244,3 +244,18 @@ def test_a_known_slowdown_is_slower_over_fresh_processes_and_says_its_floor(tmp_
             break
     assert found is not None and found.word == SLOWER, found.words()
     assert "3 and 3 processes' medians" in found.why and "not calibrated" in found.source
+
+
+def test_a_sweeps_repeats_interleave_its_points(cpu_machine):
+    """A B C, A B C: a machine that drifts while a sweep runs moves every point's repeats alike."""
+    from tpulab.engine.sweep import PointStarted, build_grid
+
+    from .helpers import ReplayedSweep, make_record
+
+    grid, _ = build_grid(registry()["conv"], {"batch_size": "8,16,32", "device": "cpu"}, cpu_machine, steps=3)
+    sweep = ReplayedSweep(grid, cpu_machine, lambda p: make_record(batch=p.values["batch_size"]))
+    sweep.repeat = 2
+    order = [e.point.values["batch_size"] for e in sweep.events() if isinstance(e, PointStarted)]
+    points = [p.values["batch_size"] for p in sweep.points]  # the grid's, and the article's (128)
+    assert order == points * 2 and points[:3] == [8, 16, 32]
+    assert all(len(p.records) == 2 for p in sweep.points)
