@@ -630,7 +630,8 @@ def test_a_run_the_card_stops_at_its_budget_is_kept_finished_with_its_steps_not_
     run = Store(db).get(conv.run_id)
     assert run.status == "finished" and run.error is None and run.summary.step_seconds is not None
     assert run.note and "stopped by its machine card at its share of the card's budget" in run.note
-    assert "cancelled" not in {r.status for r in Store(db).records()}
+    # (its roofline may stop itself, cancelled, beside another test's load: the quiet rule of ceilings, not the budget)
+    assert {r.status for r in Store(db).records() if r.workload == "conv"} == {"finished"}
 
 
 def test_an_inference_entry_lists_no_training_ops_as_its_own():
