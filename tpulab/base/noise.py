@@ -62,7 +62,7 @@ class Floor:
     source: str  # where it came from: 'calibrated here on 2026-12-07: 10 processes, ...', or the default's words
     calibrated: bool = True
     span_s: float | None = None  # how long each calibrating process's timed steps lasted: a run timed for much less
-    # moves more with the machine than the floor says (alike conv runs here: 1.47x apart at 0.1 s, 1.15x at 1 s)
+    # moves more with the machine than the floor says (alike conv runs here: 1.47-1.92x apart at 0.1 s, 1.15-1.35x at 1 s)
 
     def threshold(self, processes_a: int = 1, processes_b: int = 1) -> float:
         """The threshold for a comparison of the medians of `processes_a` runs against `processes_b` (where both
