@@ -201,7 +201,8 @@ def test_alike_single_runs_idle_and_after_a_burst_give_no_false_finding(tmp_path
     for after_burst in (False, True):
         if after_burst:
             burst(3.0)
-        pairs.append((calibration(db), calibration(db)))
+        # timed for about a second each: a run timed for a tenth of one moves with the machine far more
+        pairs.append((calibration(db, "--iterations", "500"), calibration(db, "--iterations", "500")))
     store = Store(db)
     for a, b in pairs:
         found = compare([a, b], floor=store.floor_for([a, b])).changes[1]
