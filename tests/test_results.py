@@ -221,6 +221,9 @@ def test_cli_two_real_runs_compared(tmp_path):
     assert as_json["rows"][0]["speedup"] == 1.0 and as_json["rows"][1]["shards"] == 2
     assert as_json["rows"][1]["params"]["shards"] == 2 and isinstance(as_json["rows"][1]["flags"], list)
     assert as_json["by"] == "time"
+    verdict = as_json["rows"][1]["change"]  # each run's against the first: its word, interval and threshold's source
+    assert as_json["rows"][0]["change"] is None and verdict["word"] == "no difference detected"
+    assert "too few steps" in verdict["why"] and verdict["low"] is None and "not calibrated" in verdict["source"]
     # At 80 columns the runs become columns: every figure and the speedup stay whole.
     narrow = run_cli("results", "--db", db, "compare", ids[0][:8], ids[1][:8], env={"COLUMNS": "80"})
     assert narrow.returncode == 0 and max(len(line) for line in narrow.stdout.splitlines()) <= 80

@@ -183,7 +183,8 @@ def _compare(args: argparse.Namespace, store: Store, console: Console) -> int:
     if args.json:
         print(json.dumps({"workload": result.workload, "by": result.by, "header": result.header,
                           "warnings": result.warnings,
-                          "rows": [{**row(r), "speedup": x} for r, x in zip(result.records, result.speedups)]},
+                          "rows": [{**row(r), "speedup": x, "change": asdict(c) if c is not None else None}
+                                   for r, x, c in zip(result.records, result.speedups, result.changes)]},
                          indent=1))
         return EXIT_OK
     console.print(comparison_table(result, console.width))
