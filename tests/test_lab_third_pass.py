@@ -51,7 +51,7 @@ async def test_escape_leaves_a_field_of_the_form_for_the_workload_list(lab, swee
         await form_open(pilot)
         if sweep:  # every field a text field
             app.query_one("#sweep-mode", Checkbox).value = True
-            await wait_for(pilot, lambda: app.query_one(ParamForm).sweep, 5)
+            await wait_for(pilot, lambda: bool(app.query(ParamForm)) and app.query_one(ParamForm).sweep, 5)
             await pilot.pause(0.2)  # laid out: a field out of sight would give the focus back to the list
         for name in ("batch_size", "image_size"):
             await type_into(pilot, app, name, "16")
@@ -86,7 +86,8 @@ async def test_the_preset_shown_is_the_one_the_fields_hold(lab):
         await type_into(pilot, app, "batch_size", "8")
         await wait_for(pilot, lambda: preset_shown(app) == "smoke", 5)
         app.query_one("#sweep-mode", Checkbox).value = False
-        await wait_for(pilot, lambda: not app.query_one(ParamForm).sweep, 5)
+        # the form is replaced: between the old one's removal and the new one's mount there is none
+        await wait_for(pilot, lambda: bool(app.query(ParamForm)) and not app.query_one(ParamForm).sweep, 5)
         await pilot.pause(0.2)
         await type_into(pilot, app, "image_size", "256")
         await wait_for(pilot, lambda: preset_shown(app) == EDITED, 5)
