@@ -4,9 +4,7 @@
    whole-run wall time with the median's interval computed and without (`noise.interval` answering None, as
    before it existed), alternating. Goal: at most 1.01x. (The load's sampling is the telemetry sampler's:
    `benchmarks/telemetry_overhead.py` measures it on and off.)
-2. `tpulab results compare` of two kept runs of 100,000 steps each, as a process, against `tpulab results
-   show` of one of them (the same start, the same store read). Goal: the comparison answers in under 0.3 s
-   beyond that baseline.
+2. (`tpulab results compare` of two runs of 100,000 steps: `benchmarks/store_reads.py` measures it.)
 3. Alike pairs: real conv runs of one configuration made back to back, each pair compared; prints how many
    said "no difference detected" (goal: all, on a quiet machine) with each pair's verdict.
 4. A run with twice the pixels against one of the first size, back to back (goal: slower, about 0.5x). Real pairs
@@ -19,11 +17,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,9 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tpulab.base import noise  # noqa: E402
-from tpulab.base.events import RunRecord, Step  # noqa: E402
-from tpulab.base.timing import summarize  # noqa: E402
-from tpulab.engine.store import Store, timed  # noqa: E402
+from tpulab.base.events import RunRecord  # noqa: E402
+from tpulab.engine.store import timed  # noqa: E402
 
 CONV = {"backend": "jax", "batch_size": 8, "image_size": 64, "filters": 32}
 
@@ -72,39 +66,6 @@ def statistics_cost(rounds: int, iterations: int) -> None:
           f"(median of {rounds} each, alternating): {a / b:.3f}x (goal <= 1.01x)")
 
 
-def compare_cost(rounds: int) -> None:
-    folder = Path(tempfile.mkdtemp())
-    db = folder / "r.db"
-    store = Store(db)
-    record, _ = run_job(20)
-    base = record.steps[-1]
-    ids = []
-    for k, scale in enumerate((1.0, 1.1)):
-        steps = [Step(step=i, seconds=base.seconds * scale * (1 + 0.05 * ((i * 7919) % 13) / 13))
-                 for i in range(100_000)]
-        big = RunRecord.from_json({**record.to_json(), "id": f"{k}{record.id[1:]}", "steps": []})
-        big.steps = steps
-        big.summary.step_seconds = summarize([s.seconds for s in steps])
-        store.save(big)
-        ids.append(big.short_id)
-    env = {**os.environ, "COLUMNS": "80"}
-
-    def took(*args: str) -> float:
-        t0 = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "tpulab", "results", "--db", str(db), *args], capture_output=True,
-                             text=True, cwd=ROOT, env=env, timeout=300)
-        assert out.returncode == 0, out.stderr
-        return time.perf_counter() - t0
-
-    shows, compares = [], []
-    for _ in range(rounds):
-        shows.append(took("show", ids[0]))
-        compares.append(took("compare", *ids))
-    s, c = statistics.median(shows), statistics.median(compares)
-    print(f"2. results compare of two runs of 100,000 steps: {c:.3f} s, results show of one: {s:.3f} s "
-          f"(median of {rounds}): the comparison's own {c - s:+.3f} s (goal < 0.3 s)")
-
-
 def alike_pairs(pairs: int, iterations: int) -> None:
     verdicts = []
     for i in range(pairs):
@@ -130,7 +91,6 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     statistics_cost(args.rounds, args.iterations)
-    compare_cost(args.rounds)
     alike_pairs(args.pairs, args.iterations)
 
 

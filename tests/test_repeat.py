@@ -260,3 +260,24 @@ def test_a_sweeps_repeats_interleave_its_points(cpu_machine):
     points = [p.values["batch_size"] for p in sweep.points]  # the grid's, and the article's (128)
     assert order == points * 2 and points[:3] == [8, 16, 32]
     assert all(len(p.records) == 2 for p in sweep.points)
+
+
+def test_a_probe_that_moved_flags_the_run_with_its_figure_and_one_that_held_does_not():
+    from tpulab.base.events import Probe
+
+    run = repeated([1.0], seed=9)
+    assert run.summary.probe is None and not run.summary.has_flag("machine-moved")  # no probe: nothing said
+    w = registry()["calibration"]
+    for after, flagged in ((2.1e-3, True), (1.2e-3, False), (0.6e-3, True)):
+        params = {**w.defaults(), "device": "cpu", "backend": "jax", "iterations": 10, "warmup": 0}
+        rec = RunRecorder(RunSpec(w, params, "jax", "asked for", "cpu"), fixed_machine())
+        rec.probe = Probe(before_s=1.0e-3, after_s=after)
+        rec.feed(Started(workload="calibration", device=Device(kind="cpu", name="test CPU"), dtype="float32",
+                         flops_per_step=1e6, steps_total=11, per_replica_batch=1, backend="jax"))
+        for i in range(10):
+            rec.feed(Step(step=i + 2, seconds=1e-3))
+        rec.feed(Finished())
+        flags = [f for f in rec.record().summary.flags if f.code == "machine-moved"]
+        assert bool(flags) == flagged, (after, flags)
+        if flagged:
+            assert f"took {after / 1e-3:.2f}x as long after the run as before it (1.00 ms" in flags[0].message

@@ -821,11 +821,12 @@ def timed(r: RunRecord, stats: str = "step_seconds") -> list[float]:
 
 def timed_repeats(r: RunRecord) -> list[list[float]]:
     """`timed`, each fresh process's steps apart (a run of `--repeat N`: N lists; else one)."""
+    flat = timed(r)
     w = registry().get(r.workload)
     if w is None or not r.repeats:
-        return [timed(r)]
+        return [flat]
     split = w.timed_repeats(r.steps, r.repeats)
-    return split if sum(map(len, split)) == len(timed(r)) else [timed(r)]
+    return split if sum(map(len, split)) == len(flat) else [flat]
 
 
 def timed_span(r: RunRecord) -> float | None:
