@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ SEED = 20181011  # the article's date: any fixed seed makes the verdicts repeata
 
 FASTER, SLOWER, SAME = "faster", "slower", "no difference detected"
 FIXED = "fixed"  # where a verdict's threshold is NOISE, not a machine's floor (cards, sweeps)
-Z95 = 1.959964  # the normal's 97.5th percentile: a 95% interval's half-width in standard deviations
+Z95 = NormalDist().inv_cdf(0.975)  # a 95% interval's half-width in standard deviations (1.96)
 MIN_FLOOR = 0.01  # Criterion.rs's noise threshold: no floor is taken below it, however quiet the machine
 # A machine never calibrated: alike single runs on a shared 2-core VM differed up to 1.36x process to process (conv,
 # idle, fresh processes); a threshold under that spread calls noise a finding.
@@ -51,12 +52,12 @@ CALIBRATE = "`tpulab calibrate` measures this machine's"
 
 @dataclass(frozen=True)
 class Floor:
-    """How far alike runs differ on a machine from one fresh process to the next: what no run's own steps show
-    (thread placement, memory layout, the allocator), so a comparison of runs takes it as its noise threshold.
+    """How far alike runs differ on a machine from one fresh process to the next: what no run's own steps show (the
+    machine's level over the seconds each ran, its placement of threads and memory), so a comparison of single runs
+    takes it as its noise threshold, and one of runs of several processes each (`--repeat`) as the least spread of
+    their processes' levels (`over_processes`).
 
-    `spread`: two alike single runs' ratio stays within 1 + spread in 95% of pairs. Runs of several processes each
-    (`--repeat`) set their medians' spread against it as the standard error does, by the square root of the
-    processes, never below `MIN_FLOOR`."""
+    `spread`: two alike single runs' ratio stays within 1 + spread in 95% of pairs."""
 
     spread: float
     source: str  # where it came from: 'calibrated here on 2026-12-07: 10 processes, ...', or the default's words
@@ -197,7 +198,7 @@ def over_processes(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], s
     lb = np.log([m for m in (np.median(r) for r in b if len(r)) if m > 0])
     if len(la) < 2 or len(lb) < 2:
         return None
-    z = float(np.sqrt(2) * _erfinv(level))
+    z = NormalDist().inv_cdf((1 + level) / 2)
     machine = floor.sigma
     spread = max(machine, float(np.std(np.concatenate([la - la.mean(), lb - lb.mean()]), ddof=2)))
     half = z * spread * math.sqrt(1 / len(la) + 1 / len(lb))
@@ -209,14 +210,6 @@ def over_processes(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], s
                   f"±{math.expm1(spread):.1%} apart (one standard deviation; the floor's ±{math.expm1(machine):.1%} "
                   "at least)",
                   floor.source)
-
-
-def _erfinv(level: float) -> float:
-    """The z of a two-sided `level` interval over sqrt(2): erfinv(level), by Newton's method on math.erf."""
-    x = 1.0
-    for _ in range(40):
-        x -= (math.erf(x) - level) / (2 / math.sqrt(math.pi) * math.exp(-x * x))
-    return x
 
 
 def change(base: Sequence[float], other: Sequence[float], scale: float = 1.0, threshold: float = NOISE,
