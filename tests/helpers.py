@@ -357,8 +357,18 @@ async def form_open(pilot):
 
 
 async def wait_for(pilot, condition, timeout: float = 120.0) -> None:
+    """Until `condition()` holds; a widget it asks for that is not there (yet) is "not yet": a form being replaced
+    is, for a moment, removed and not yet mounted (under load, a wait met that moment and raised)."""
+    from textual.css.query import NoMatches
+
+    def holds() -> bool:
+        try:
+            return bool(condition())
+        except NoMatches:
+            return False
+
     deadline = time.monotonic() + timeout
-    while not condition():
+    while not holds():
         assert time.monotonic() < deadline, "timed out"
         await pilot.pause(0.1)
 
