@@ -20,7 +20,7 @@ from tpulab.engine.store import Store
 from tpulab.machine.detect import RuntimeReport, detect, probe_packages
 from tpulab.views import card as view
 
-from .helpers import cpu_only, kept_roofline
+from .helpers import cpu_only, kept_roofline, run_cli
 
 FORMATS = (bench.Variant("f32", {"weight_format": "f32"}), bench.Variant("q4_0", {"weight_format": "q4_0"}))
 DECODE = bench.Suite("test", 1, ceilings=bench.Entry("roofline", {"preset": "smoke"}, {}, (), ()), repeats=1, entries=(
@@ -61,10 +61,12 @@ def test_the_card_runs_llamacpp_beside_the_framework_at_each_format_against_the_
         assert e.ceiling_fraction == pytest.approx(record.summary.figure("figures.mbu"), rel=1e-6)
     f32, q4 = (records[v].summary.figure("figures.weight_bytes_per_token_step") for v in ("f32", "q4_0"))
     assert q4 < f32 / 3 and records["q4_0"].params["weight_format"] == "q4_0"
-    limit = framework.median / framework.ceiling_fraction if framework.median and framework.ceiling_fraction else 0
-    line = (f"decode-b2 tokens/s: torch {view.figure(framework.median)}; llama.cpp {view.figure(lines[0].median)} "
-            f"(f32), {view.figure(lines[1].median)} (q4_0); limit at this bandwidth {view.figure(limit)}")
-    assert line in said(view.terminal(made))
+    shown = said(view.terminal(made))  # each figure with its interval, of its own limit (q4_0's: its own bytes)
+    assert "decode-b2 tokens/s, each of its limit at this bandwidth for its own weight bytes: torch " in shown
+    for e in [framework, *lines]:
+        assert e.median and e.ceiling_fraction
+        assert f"{view.median_ci(e)} of {view.figure(e.median / e.ceiling_fraction)}" in shown
+    assert "against torch" in shown
 
 
 def test_without_the_bindings_the_card_says_what_the_line_would_add_and_how_to_install_it(tmp_path):
@@ -81,6 +83,52 @@ def test_backend_all_runs_every_framework_and_the_engine_as_reference_lines_only
     assert "llamacpp" not in made.backends and made.references == ["llamacpp"]
     none = bench.Suite("test", 1, ceilings=DECODE.ceilings, entries=(bench.Entry("conv", {}, {}, (), ()),))
     assert Bench(here(tmp_path / "m"), tmp_path / "r.db", "torch", suite=none).references == []
+
+
+def beside(tf: float, q4: float, q4_spread: float, disturbed: str | None) -> list[CardEntry]:
+    """TensorFlow's decode-b8 at 90% of its own limit, and llama.cpp's q4_0 line: its token reads about a seventh of
+    float32's weight bytes, so its own limit is seven times TensorFlow's; its steps `q4_spread` apart."""
+    def steps(rate: float, spread: float) -> list[list[float]]:
+        return [[1 / rate * (1 + spread * ((7 * i + k) % 11 / 10 - 0.5)) for i in range(20)] for k in range(2)]
+
+    return [CardEntry(name="decode-b8", workload="decode", backend="tensorflow", status="ok", unit="tokens/s",
+                      median=tf, low=tf * 0.98, high=tf * 1.02, n=40, ceiling_kind="memory", ceiling_fraction=0.9,
+                      samples=steps(tf, 0.04), disturbed=disturbed),
+            CardEntry(name="decode-b8 llama.cpp q4_0", workload="decode", backend="llamacpp", status="ok",
+                      unit="tokens/s", median=q4, low=q4 * 0.33, high=q4 * 1.67, n=40, ceiling_kind="memory",
+                      ceiling_fraction=q4 / (7 * tf / 0.9), reference="decode-b8", variant="q4_0",
+                      samples=steps(q4, q4_spread))]
+
+
+def test_each_reference_line_has_its_own_limit_and_interval_and_a_disturbed_side_compares_nothing(tmp_path):
+    """Issue 64 (7): 'limit at this bandwidth 87.3' stood beside llama.cpp q4_0 at 89.3 tokens/s, the framework's float32
+    weights at the whole ceiling; and the line's figures, without their intervals, beside a disturbed run read as
+    'llama.cpp is 7x slower'. Each figure now has its interval and its own limit, and a disturbed side no verdict."""
+    from tpulab.engine.card import Card, CardSuite
+
+    def card(entries: list[CardEntry]) -> Card:
+        return Card(id="a" * 32, created_at="2026-12-01T00:00:00+00:00", machine={"label": "A"}, entries=entries,
+                    suite=CardSuite(name=bench.NAME, version=bench.VERSION, quick=True))
+
+    tf, q4 = beside(620.0, 89.3, 1.2, "other processes used 1.00 of 2 cores (50%) while it ran")
+    Store(tmp_path / "r.db").save_card(card([tf, q4]))
+    done = run_cli("cards", "--db", str(tmp_path / "r.db"), "show", "aaaa", env={"COLUMNS": "80"})
+    assert done.returncode == 0 and max(len(line) for line in done.stdout.splitlines()) <= 80, done.stderr
+    shown = " ".join(done.stdout.split())
+    assert "decode-b8 tokens/s, each of its limit at this bandwidth for its own weight bytes: tensorflow 620.0 " \
+        "±2.0% of 688.9; llama.cpp q4_0 89.3 ±67% of 4,822; against tensorflow: not compared (disturbed)" in shown
+    assert f"{620 / 89.3:.2f}x" not in shown and "slower" not in shown and "faster" not in shown
+
+    tf.disturbed = None  # quiet: a verdict with its interval and the threshold it used
+    shown = said(view.terminal(card([tf, q4])))
+    assert "against tensorflow (noise threshold ±10%): q4_0 0.14x [" in shown and "] slower" in shown
+
+    tf, q4 = beside(80.0, 89.3, 0.04, None)  # a line past its own limit says how it can be
+    q4.ceiling_fraction = 1.05
+    shown = said(view.terminal(card([tf, q4])))
+    assert "q4_0 89.3 ±67% of 85.0 (over it)" in shown
+    assert "q4_0 over its limit: the weights partly stayed in a cache, or the ceiling was measured low" in shown
+    assert "q4_0 1.12x [1.11x, 1.13x] faster" in shown
 
 
 def lines_of(decode: float, q4: float) -> list[CardEntry]:

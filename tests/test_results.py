@@ -361,3 +361,46 @@ def test_results_show_reads_its_run_the_rooflines_and_the_index_never_every_reco
                     ("records", (RunFilter(workload="roofline", device="cpu"),), {"light": True}),
                     ("on_roofline", (shown.device, POINTS), {})]
     assert len(store.on_roofline(shown.device, POINTS)) == POINTS  # type: ignore[arg-type]
+
+
+def test_a_history_moved_to_another_machine_keeps_its_machine_cards(tmp_path):
+    """Issue 64 (20): `results export` carried runs and sweeps, not the cards, so a history moved to a new machine
+    lost them. Two TPULAB_HOMEs, the real CLI and SQLite: the card comes back whole, once; its text (anyone's file)
+    prints as text; a bad card refuses the whole import."""
+    from tpulab.engine.card import Card, CardEntry, CardSuite
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    run = make_record()
+    card = Card(id="c0ffee00" * 4, created_at="2026-12-01T00:00:00+00:00", suite=CardSuite(name="tpulab-card",
+                version=2, quick=True), machine={"label": "\x1b]0;owned\x07[bold]lab[/bold]"}, entries=[
+                CardEntry(name="conv", workload="conv", backend="jax", status="ok", unit="GFLOP/s", median=50.0,
+                          run_id=run.id, samples=[[0.01, 0.011, 0.012]])])
+    kept = Store(first / "results.db")
+    kept.save(run)
+    kept.save_card(card)
+    out = tmp_path / "history.json"
+    exported = run_cli("results", "export", "-o", str(out), env={"TPULAB_HOME": str(first)})
+    assert exported.returncode == 0 and f"exported 1 run(s) and 1 card(s) to {out}" in exported.stdout
+    imported = run_cli("results", "import", str(out), env={"TPULAB_HOME": str(second)})
+    assert imported.returncode == 0, imported.stderr
+    assert f"from {out}: 1 run(s), 0 sweep(s) and 1 card(s) added" in imported.stdout
+    moved = Store(second / "results.db")
+    assert moved.get_card("c0ffee00").to_json() == card.to_json() and moved.get(run.id) == run
+    again = run_cli("results", "import", str(out), env={"TPULAB_HOME": str(second)})
+    assert "0 run(s) and 0 sweep(s) added, 2 already present" in again.stdout and len(moved.cards()) == 1
+    listed = run_cli("cards", "list", env={"TPULAB_HOME": str(second)})
+    assert listed.returncode == 0 and "\x1b" not in listed.stdout
+    assert "\\x1b]0;owned\\x07[bold]lab[/bold]" in listed.stdout  # shown as written, never obeyed
+
+    lines = out.read_text().splitlines()
+    bad = tmp_path / "bad.json"
+    bad.write_text("\n".join([*lines[:-1], json.dumps({"card": {**card.to_json(), "entries": "x"}})]) + "\n")
+    third = tmp_path / "c"
+    refused = run_cli("results", "import", str(bad), env={"TPULAB_HOME": str(third)})
+    assert refused.returncode == EXIT_USAGE and refused.stderr.count("\n") == 1 and "card 1: " in refused.stderr
+    assert "nothing was imported" in refused.stderr
+    assert Store(third / "results.db").count() == 0 and Store(third / "results.db").cards() == []
+    late = tmp_path / "late.json"  # a run after the cards: refused (cards name runs imported before them)
+    late.write_text("\n".join([lines[0], lines[2], lines[1]]) + "\n")
+    refused = run_cli("results", "import", str(late), env={"TPULAB_HOME": str(third)})
+    assert refused.returncode == EXIT_USAGE and "a record after the cards" in refused.stderr

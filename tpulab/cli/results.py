@@ -241,7 +241,7 @@ def _export_arguments(a: Parser) -> None:
 
 
 def _export(args: argparse.Namespace, store: Store, console: Console) -> int:
-    """Runs by id, or sweeps by id with all their runs; everything when no id is given."""
+    """Runs by id, or sweeps by id with all their runs; everything when no id is given (the machine cards too)."""
     from tpulab.engine.store import StoreError, export_csv, export_json
 
     if args.profile:
@@ -258,19 +258,21 @@ def _export(args: argparse.Namespace, store: Store, console: Console) -> int:
                 sweeps.append(sweep)
                 chosen += store.sweep_runs(sweep).values()
         records = chosen
+        cards = []
     else:
         filt = filter_of(args)
         records = store.each_record(filt)  # streamed: an export of any size
         sweeps = [] if filt else store.sweeps()
+        cards = [] if filt else store.cards()  # a history moved whole keeps its cards
     with written(args.output) as path:
         if args.format == "json":
-            n = export_json(records, path, sweeps)
+            n = export_json(records, path, sweeps, cards)
         else:
             rows = list(records)
             export_csv(rows, path)
             n = len(rows)
-    carried = f" and {len(sweeps)} sweep(s)" if sweeps and args.format == "json" else ""
-    console.print(f"exported {n} run(s){carried} to {args.output}", highlight=False)
+    carried = [f"{len(x)} {what}(s)" for x, what in ((sweeps, "sweep"), (cards, "card")) if x and args.format == "json"]
+    console.print(safe.text(f"exported {listed([f'{n} run(s)', *carried])} to {args.output}"))
     return EXIT_OK
 
 
@@ -283,9 +285,15 @@ def _import(args: argparse.Namespace, store: Store, console: Console) -> int:
     from tpulab.engine.store import read_export
 
     done = store.import_records(read_export(args.file))
-    console.print(f"from {args.file}: {done.runs} run(s) and {done.sweeps} sweep(s) added"
-                  + (f", {done.present} already present" if done.present else ""), highlight=False)
+    cards = [f"{done.cards} card(s)"] if done.cards else []
+    console.print(safe.text(f"from {args.file}: {listed([f'{done.runs} run(s)', f'{done.sweeps} sweep(s)', *cards])} "
+                            "added" + (f", {done.present} already present" if done.present else "")))
     return EXIT_OK
+
+
+def listed(parts: list[str]) -> str:
+    """'3 run(s), 1 sweep(s) and 2 card(s)'."""
+    return " and ".join(filter(None, [", ".join(parts[:-1]), parts[-1]]))
 
 
 def _sweep_arguments(a: Parser) -> None:

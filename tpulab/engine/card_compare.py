@@ -11,7 +11,9 @@ ceiling (the matmul's FLOP/s for a compute-bound entry, the copy's bandwidth for
 achieved: within `EXPLAINED` of each other the ceiling explains it; below, the slower side was held by something
 else (its bound, its top op); above, the first card's entry sat further below its own ceiling. Where a ceiling is
 missing (refused on a busy machine, never published), the line says it cannot explain the entry, and why.
-Cards of different suites, versions or variants compare only on the entries they share, and say what differs.
+Cards of different suites, versions or variants compare only on the entries they share, and say what differs. An
+entry of other work (another batch or size) shows both figures and no ratio: where no entry is left with a speedup
+(a quick card beside the article), the comparison says so first, and which card would compare.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ WORDS = {"compute": "compute ceiling (float32 matmul)", "memory": "memory bandwi
 SHORT = {"compute": "compute", "memory": "bandwidth"}
 REFUSED = "why: below"  # a refused ceiling's reason is said once per card, after the rows
 PUBLISHED = "published figure, no interval"
-OTHER_WORK = "other work"  # a ratio of two entries whose batch or sizes differ: shown, never judged nor averaged
+QUICK_AND_FULL = ("quick and full cards side by side: the quick suite runs smaller sizes; compared on shared entries "
+                  "only, not as equals")
+OTHER_WORK = "other work"  # two entries whose batch or sizes differ: their figures shown, no ratio, verdict nor mean
 
 
 def alike(ratio: float) -> bool:
@@ -66,6 +70,7 @@ class CardComparison:
     rows: list[Row]
     geomeans: list[tuple[float | None, list[str]]]  # per card: the geometric mean over the entries it shares with the first
     differs: list[str]  # suite, version, variant, published vs measured
+    lead: str | None = None  # why nothing is compared, where no cell has a speedup: said before the figures
 
 
 def named(ids: list[str], store: Store) -> list[Card]:
@@ -108,10 +113,8 @@ def compare(cards: list[Card]) -> CardComparison:
             if e and base and (e.artifact or base.artifact):
                 s = None  # an artifact is no speed: said, never divided (nor in the geometric mean)
             cell = Cell(e, s)
-            other = notes([base, e], work_keys([base])) if base and e else []
-            if base and e and other and s is not None:  # other work: a ratio, never a verdict nor a why
-                cell.no_interval = OTHER_WORK
-                cell.why = f"{name}: {s:.2f}x of other work ({'; '.join(other)}): neither faster nor slower"
+            if base and e and s is not None and notes([base, e], work_keys([base])):  # other work: no speedup,
+                cell.speedup, cell.no_interval = None, OTHER_WORK  # no verdict, no why: the row's line says it
             elif base and e:
                 cell.disturbed = [f"{c.which()}: {x.disturbed}" for c, x in ((first, base), (card, e)) if x.disturbed]
                 found = verdict(first, base, card, e) if s is not None else None
@@ -122,14 +125,27 @@ def compare(cards: list[Card]) -> CardComparison:
         rows.append(Row(name, unit or "", cells, notes(entries), notes(entries, work_keys(entries))))
     rows.sort(key=lambda r: bool(r.work))  # the entries whose work is alike lead; a stable sort keeps the suite's order
     geomeans: list[tuple[float | None, list[str]]] = [(None, []), *(geomean(rows, i) for i in range(1, len(cards)))]
-    return CardComparison(cards, rows, geomeans, differences(cards))
+    said = lead(cards, rows)
+    differs = [d for d in differences(cards) if not (said and d == QUICK_AND_FULL)]  # (the lead says it)
+    return CardComparison(cards, rows, geomeans, differs, said)
+
+
+def lead(cards: list[Card], rows: list[Row]) -> str | None:
+    """Where no cell has a speedup, why the cards are shown side by side and not compared (None where one has): a
+    quick card set beside the article or a full card runs other sizes, and says which card compares with them."""
+    if any(cell.speedup for r in rows for cell in r.cells[1:]):
+        return None
+    full = [c for c in cards if c.published or not c.suite.quick]
+    if any(r.work for r in rows) and full and any(c.suite.quick and not c.published for c in cards):
+        which = "the article" if all(c.published for c in full) else "a full card"
+        return f"a quick card runs other sizes than {which}: `tpulab bench` (full) compares with it"
+    return "nothing compared: no entry of alike work has a speed on the first card and another"
 
 
 def geomean(rows: list[Row], i: int) -> tuple[float | None, list[str]]:
-    """The geometric mean of card `i`'s speedups over the entries whose work is alike on it and the first: a ratio of
-    other work (another batch or size) is shown, never averaged in."""
-    pairs = [(r.name, r.cells[i].speedup) for r in rows
-             if r.cells[i].speedup and not notes([r.cells[0].entry, r.cells[i].entry], work_keys([r.cells[0].entry]))]
+    """The geometric mean of card `i`'s speedups over the entries whose work is alike on it and the first (an entry of
+    other work, another batch or size, has no speedup)."""
+    pairs = [(r.name, r.cells[i].speedup) for r in rows if r.cells[i].speedup]
     if not pairs:
         return None, []
     return math.exp(sum(math.log(s) for _, s in pairs if s) / len(pairs)), [n for n, _ in pairs]
@@ -164,6 +180,19 @@ def verdict(a: Card, ea: CardEntry, b: Card, eb: CardEntry) -> Change | str:
         if wider is not None and wider.word == SAME:
             return replace(wider, why=f"{wider.why}; within the cards' drift (±{drift:.1%})")
     return found
+
+
+def against(card: Card, framework: CardEntry, line: CardEntry) -> Change | str:
+    """A reference line (llama.cpp's) against the framework's entry it stands beside on one card, from both entries'
+    kept steps: the speedup with its interval and its word; or why no comparison is a finding, said instead of a
+    ratio (either run timed under other work's load, or no interval)."""
+    if framework.disturbed or line.disturbed:
+        return "not compared (disturbed)"
+    if not (framework.samples and line.samples):
+        return "not compared (no steps kept)"
+    found = verdict(card, framework, card, line)
+    return f"not compared ({found if isinstance(found, str) else found.why})" \
+        if isinstance(found, str) or found.low is None else found
 
 
 def why(name: str, a: Card, ea: CardEntry, b: Card, eb: CardEntry, cell: Cell) -> str:
@@ -235,8 +264,7 @@ def differences(cards: list[Card]) -> list[str]:
         out.append("suites differ (" + ", ".join(f"{c.short_id}: {c.suite.name} v{c.suite.version}" for c in cards)
                    + "): only the entries they share are compared")
     if len({c.suite.quick for c in cards}) > 1:
-        out.append("quick and full cards side by side: the quick suite runs smaller sizes; compared on shared "
-                   "entries only, not as equals")
+        out.append(QUICK_AND_FULL)
     published = [c.label() for c in cards if c.published]
     if published and len(published) < len(cards):
         out.append(f"{', '.join(published)}: published figures, not measured here")

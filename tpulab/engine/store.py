@@ -1,4 +1,5 @@
-"""Every run and sweep kept in SQLite, compared across runtimes, and carried between machines as a file.
+"""Every run, sweep and machine card kept in SQLite, compared across runtimes, and carried between machines as a
+file.
 
 Each run's whole record (runtime report, versions, parameters, every step) is kept as JSON in
 `run_data`, the source of truth; the columns a listing, a filter and an estimate read are derived
@@ -101,19 +102,22 @@ def default_path(environ: Mapping[str, str] | None = None) -> Path:
 
 @dataclass
 class Exported:
-    """An export's records and sweeps as parsed JSON, each read as it is taken (an export of lines is streamed)."""
+    """An export's records, sweeps and machine cards as parsed JSON, each read as it is taken (an export of lines is
+    streamed)."""
 
     records: Iterable[Any]
     sweeps: Iterable[Any]
+    cards: Iterable[Any] = ()
 
 
 @dataclass
 class Imported:
-    """What an import added (runs, sweeps), and how many of its runs and sweeps were already present."""
+    """What an import added (runs, sweeps, cards), and how many of its runs, sweeps and cards were already present."""
 
     runs: int
     sweeps: int
     present: int
+    cards: int = 0
 
 
 @dataclass
@@ -430,8 +434,8 @@ class Store:
         return floor
 
     def import_records(self, exported: Exported) -> Imported:
-        """All or nothing: each record is checked as it is read, inside one transaction that a bad one leaves
-        uncommitted; a run or sweep already present (by its id) is left as it is, and counted apart."""
+        """All or nothing: each record, sweep and card is checked as it is read, inside one transaction that a bad one
+        leaves uncommitted; a run, sweep or card already present (by its id) is left as it is, and counted apart."""
         runs = kept_sweeps = seen = 0
         with self._db(write=True) as con:
             for seen, r in enumerate(exported.records, 1):
@@ -448,7 +452,15 @@ class Store:
                 if why:
                     raise BadImport(f"sweep {sweeps}: {why}; nothing was imported")
                 kept_sweeps += _insert_sweep(con, sw, replace=False)
-        return Imported(runs, kept_sweeps, seen - runs + sweeps - kept_sweeps)
+            cards = kept_cards = 0
+            for cards, c in enumerate(exported.cards, 1):
+                try:
+                    card = card_from_json(c)
+                except (ValueError, TypeError) as e:
+                    raise BadImport(f"card {cards}: {first_line(str(e))}; nothing was imported") from None
+                kept_cards += con.execute("INSERT OR IGNORE INTO cards VALUES (?, ?, ?)", (
+                    card.id, card.created_at, json.dumps(card.to_json()))).rowcount
+        return Imported(runs, kept_sweeps, seen - runs + sweeps - kept_sweeps + cards - kept_cards, kept_cards)
 
     # --- pruning -------------------------------------------------------------------------------------
     def prune(self, filt: RunFilter) -> tuple[int, int]:
@@ -624,9 +636,11 @@ def validate_sweep(sw: Any) -> str | None:
 
 
 # --- files ----------------------------------------------------------------------------------
-def export_json(records: Iterable[RunRecord], path: Path, sweeps: Iterable[SweepRecord] = ()) -> int:
-    """An export as JSON lines: a header naming the format, then one record a line, then one sweep a line; an
-    import reads it a line at a time, so it round-trips at any size. Returns the runs written."""
+def export_json(records: Iterable[RunRecord], path: Path, sweeps: Iterable[SweepRecord] = (),
+                cards: Iterable[Card] = ()) -> int:
+    """An export as JSON lines: a header naming the format, then one record a line, one sweep a line, one machine
+    card a line (as kept: a history moved to another machine keeps its cards whole); an import reads it a line at a
+    time, so it round-trips at any size. Returns the runs written."""
     n = 0
     with path.open("w", encoding="utf-8") as f:
         f.write(json.dumps({"format": EXPORT_FORMAT, "schema": SCHEMA_VERSION, "lines": True}) + "\n")
@@ -635,6 +649,8 @@ def export_json(records: Iterable[RunRecord], path: Path, sweeps: Iterable[Sweep
             n += 1
         for sw in sweeps:
             f.write(json.dumps({"sweep": sw.to_json()}) + "\n")
+        for c in cards:
+            f.write(json.dumps({"card": c.to_json()}) + "\n")
     return n
 
 
@@ -700,12 +716,15 @@ def read_export(path: Path) -> Exported:
         header = None
     if isinstance(header, dict) and header.get("format") == EXPORT_FORMAT and header.get("lines"):
         lines = _Lines(path)
-        return Exported(_taken(lines, "record"), _taken(lines, "sweep"))
+        return Exported(_taken(lines, "record"), _taken(lines, "sweep"), _taken(lines, "card"))
     return _whole(path)
 
 
+KINDS = ("record", "sweep", "card")  # an export's lines, in this order: a sweep names runs, a card its runs
+
+
 class _Lines:
-    """An export's lines after its header, read once, in order: records first, then sweeps."""
+    """An export's lines after its header, read once, in order: records first, then sweeps, then cards."""
 
     def __init__(self, path: Path) -> None:
         self.path, self.number = path, 1
@@ -727,24 +746,25 @@ class _Lines:
                 except (ValueError, RecursionError) as e:
                     why = "it nests too deep" if isinstance(e, RecursionError) else first_line(str(e))
                     raise BadImport(f"{self.path}, line {self.number}: not JSON ({why}); nothing was imported") from None
-                if not (isinstance(item, dict) and len(item) == 1 and next(iter(item)) in ("record", "sweep")):
-                    raise BadImport(f"{self.path}, line {self.number}: expected {{\"record\": ...}} or "
-                                    "{\"sweep\": ...}; nothing was imported")
+                if not (isinstance(item, dict) and len(item) == 1 and next(iter(item)) in KINDS):
+                    raise BadImport(f"{self.path}, line {self.number}: expected {{\"record\": ...}}, "
+                                    "{\"sweep\": ...} or {\"card\": ...}; nothing was imported")
                 yield item
 
 
 def _taken(lines: _Lines, kind: str) -> Iterator[Any]:
-    """The lines of one kind, in order; a record after the sweeps began is refused (sweeps name runs imported
-    before them)."""
+    """The lines of one kind, in order (`KINDS`); a line of an earlier kind after this kind's began is refused
+    (sweeps and cards name runs imported before them)."""
     while True:
         if lines.pending is None:
             lines.pending = next(lines.lines, None)
         item = lines.pending
         if item is None:
             return
-        if kind not in item:
-            if kind == "sweep":
-                raise BadImport(f"{lines.path}, line {lines.number}: a record after the sweeps; nothing was imported")
+        found = next(iter(item))
+        if found != kind:
+            if KINDS.index(found) < KINDS.index(kind):
+                raise BadImport(f"{lines.path}, line {lines.number}: a {found} after the {kind}s; nothing was imported")
             return
         lines.pending = None
         yield item[kind]
@@ -770,10 +790,11 @@ def _whole(path: Path) -> Exported:
         raise BadImport(f"{path} is not a tpulab JSON export ({why}); CSV exports are for spreadsheets and "
                          "cannot be imported; nothing was imported") from None
     if isinstance(data, dict) and data.get("format") == EXPORT_FORMAT and isinstance(data.get("records"), list):
-        sweeps = data.get("sweeps", [])
-        if not isinstance(sweeps, list):
-            raise BadImport(f"{path}: 'sweeps' should be a list; nothing was imported")
-        return Exported(data["records"], sweeps)
+        sweeps, cards = data.get("sweeps", []), data.get("cards", [])
+        for name, value in (("sweeps", sweeps), ("cards", cards)):
+            if not isinstance(value, list):
+                raise BadImport(f"{path}: '{name}' should be a list; nothing was imported")
+        return Exported(data["records"], sweeps, cards)
     if isinstance(data, list):
         return Exported(data, [])
     raise BadImport(f"{path} is not a tpulab export (no 'records' list); nothing was imported")

@@ -21,10 +21,10 @@ from rich.table import Table
 from rich.text import Text
 
 from tpulab.base import fmt, safe
-from tpulab.base.noise import FASTER, NOISE, SAME, SLOWER
+from tpulab.base.noise import FASTER, NOISE, SAME, SLOWER, Change
 from tpulab.base.timing import Stats
 from tpulab.engine.card import Card, CardEntry
-from tpulab.engine.card_compare import OTHER_WORK, CardComparison, Cell
+from tpulab.engine.card_compare import OTHER_WORK, CardComparison, Cell, against
 from tpulab.views import html
 
 CSV_FIELDS = ("card", "workload", "entry", "backend", "status", "median", "low", "high", "p10", "p90", "n", "repeats",
@@ -90,22 +90,46 @@ def engine(e: CardEntry) -> str:
     return middle if e.reference and middle != e.name else e.backend
 
 
+def limit(e: CardEntry) -> str:
+    """' of 87.3': the entry's figure at its whole ceiling, from its own work (a q4_0 line's from its own weight
+    bytes), ' (over it)' beside a figure past it (`OVER` says how it can be); '' without a measured ceiling."""
+    if not e.ceiling_fraction or not e.median:
+        return ""
+    return f" of {figure(e.median / e.ceiling_fraction)}" + (" (over it)" if e.ceiling_fraction > 1 else "")
+
+
+OVER = "the weights partly stayed in a cache, or the ceiling was measured low"  # how a figure past its limit can be
+
+
 def reference_lines(card: Card) -> list[str]:
-    """Each entry beside its reference engines' lines: 'decode-b1 tokens/s: torch 28.5; llama.cpp 35.1 (f32), 60.2
-    (q8_0), 90.0 (q4_0); limit at this bandwidth 45.0' (the limit: the framework's figure at its whole ceiling); and
-    each engine not installed, with what its line would add."""
+    """Each entry beside its reference engines' lines, every figure with its interval and of its own limit at the
+    card's ceiling, then each line against the framework's with its interval and word, or why it is not compared:
+    'decode-b1 tokens/s, each of its limit at this bandwidth for its own weight bytes: torch 28.5 ±2.0% of 30.1;
+    llama.cpp f32 35.1 ±3.0% of 30.1 (over it), q4_0 90.0 ±67% of 160; against torch (noise threshold ±10%): f32
+    1.23x [1.18x, 1.29x] faster, q4_0 not compared (disturbed); f32 over its limit: ...'; and each engine not
+    installed, with what its line would add."""
     out = []
     for e in card.entries:
         lines = [r for r in card.entries if r.reference == e.name and r.status == "ok" and r.median]
         if e.reference or not lines or e.status != "ok" or not e.median:
             continue
-        engines = {engine(r): ", ".join(f"{figure(x.median)} ({x.variant})" for x in lines if x.backend == r.backend)
-                   for r in lines}
-        limit = e.median / e.ceiling_fraction if e.ceiling_fraction else None
         ceiling = "bandwidth" if e.ceiling_kind == "memory" else "compute ceiling"
-        out.append(f"{e.name} {e.unit or ''}: {e.backend} {figure(e.median)}; "
-                   + "; ".join(f"{b} {said}" for b, said in engines.items())
-                   + (f"; limit at this {ceiling} {figure(limit)}" if limit else f"; no measured {ceiling}, no limit"))
+        head = f"each of its limit at this {ceiling} for its own weight bytes" \
+            if any(x.ceiling_fraction for x in (e, *lines)) else f"no measured {ceiling}, no limit"
+        said = [f"{e.name} {e.unit or ''}, {head}: {e.backend} {median_ci(e)}{limit(e)}"]
+        said += [f"{name} " + ", ".join(f"{x.variant} {median_ci(x)}{limit(x)}" for x in lines if engine(x) == name)
+                 for name in dict.fromkeys(engine(r) for r in lines)]
+        found = [(x, against(card, e, x)) for x in lines]
+        reasons = {c for _, c in found if not isinstance(c, Change)}
+        if len(reasons) == 1 and not any(isinstance(c, Change) for _, c in found):
+            said.append(f"against {e.backend}: {reasons.pop()}")  # one reason for all, said once
+        else:
+            said.append(f"against {e.backend} (noise threshold ±{NOISE:.0%}): " + ", ".join(
+                f"{engine(x) if len({engine(r) for r in lines}) > 1 else ''} {x.variant} "
+                f"{c.cell() if isinstance(c, Change) else c}".strip() for x, c in found))
+        over = [x.variant or x.backend for x in (e, *lines) if x.ceiling_fraction and x.ceiling_fraction > 1]
+        said += [f"{', '.join(over)} over {'its' if len(over) == 1 else 'their'} limit: {OVER}"] if over else []
+        out.append("; ".join(said))
     return out + list(card.references.values())
 
 
@@ -286,7 +310,7 @@ def verdict(cell: Cell) -> str:
     if cell.change is not None:
         return cell.change.cell()
     if cell.no_interval == OTHER_WORK:
-        return f"{cell.speedup:.2f}x {OTHER_WORK}" if cell.speedup else ""
+        return ""  # its figure alone: a ratio of other work is no speedup (the row says so, and why)
     return f"{cell.speedup:.2f}x no interval" if cell.speedup else ""
 
 
@@ -302,6 +326,8 @@ def comparison_rows(cmp: CardComparison) -> list[list[str]]:
                         "disturbed" if cell.disturbed else ""]
                 cells.append(" ".join(x for x in said if x))
         out.append([f"{row.name} [{row.unit}]" + (" (other work)" if row.work else ""), *cells])
+    if cmp.lead:  # nothing compared: no mean either
+        return out
     gm = ["geometric mean, entries of alike work", "1.00x"] + [
         f"{g:.2f}x over {len(names)} entr{'y' if len(names) == 1 else 'ies'}" if g else "none alike"
         for g, names in cmp.geomeans[1:]]
@@ -327,8 +353,8 @@ def tally(cmp: CardComparison, i: int) -> str | None:
 def comparison_lines(cmp: CardComparison) -> list[str]:
     lines = [f"{card.which()}: {c.why}" for r in cmp.rows for card, c in zip(cmp.cards, r.cells) if c.why]
     lines += [t for t in (tally(cmp, i) for i in range(1, len(cmp.cards))) if t]
-    lines += [f"{r.name}: other work ({'; '.join(r.work)}): its ratio is not of the same work, and no mean "
-              "holds it" for r in cmp.rows if r.work]
+    lines += [f"{r.name}: other work ({'; '.join(r.work)}): a card whose sizes differ from the first's gets no "
+              "speedup, and no mean holds it" for r in cmp.rows if r.work]
     lines += [f"{r.name}: parameters differ: {'; '.join(x for x in r.notes if x not in r.work)}" for r in cmp.rows
               if set(r.notes) - set(r.work)]
     lines += [f"geometric mean over {', '.join(names)} (the entries of alike work {c.which()} shares with the first)"
@@ -343,6 +369,7 @@ class ComparisonTables:
     def __init__(self, cmp: CardComparison) -> None:
         self.headers = [c.which() for c in cmp.cards]
         self.rows = comparison_rows(cmp)
+        self.heading = heading(cmp)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         groups: list[list[int]] = []
@@ -354,7 +381,7 @@ class ComparisonTables:
                 groups.append([i])
         for n, machines in enumerate(groups):
             if n:
-                yield safe.text(f"speedups against the first card, continued: {', '.join(self.headers[i] for i in machines)}",
+                yield safe.text(f"{self.heading}, continued: {', '.join(self.headers[i] for i in machines)}",
                                 "bold")  # (the labels are an imported card's text)
             yield self.table(machines)
 
@@ -368,8 +395,14 @@ class ComparisonTables:
         return t
 
 
+def heading(cmp: CardComparison) -> str:
+    """What the table holds: speedups against the first card, or, where none is one, the cards' figures alone."""
+    return "figures side by side, not compared" if cmp.lead else "speedups against the first card"
+
+
 def comparison_terminal(cmp: CardComparison) -> RenderableType:
-    return Group(Text("speedups against the first card", style="bold"), ComparisonTables(cmp),
+    lead = [Text(cmp.lead, style="bold yellow")] if cmp.lead else []
+    return Group(*lead, Text(heading(cmp), style="bold"), ComparisonTables(cmp),
                  *(safe.text(line) for line in comparison_lines(cmp)))
 
 
@@ -380,11 +413,11 @@ def comparison_html(cmp: CardComparison) -> str:
 def comparison_body(cmp: CardComparison) -> str:
     charts = []
     top = max([1.0, *(cell.speedup for r in cmp.rows for cell in r.cells if cell.speedup)])  # one scale for all
-    for i, c in enumerate(cmp.cards[1:], 1):
+    for i, c in enumerate(cmp.cards[1:] if not cmp.lead else [], 1):  # (nothing compared: no chart of speedups)
         rows = [(r.name, r.cells[i].speedup, verdict(r.cells[i]) or "-") for r in cmp.rows]
         charts.append(bars(rows, f"{c.which()} against {cmp.cards[0].which()}", scale=top, mark=1.0))
-    return (html.table(comparison_rows(cmp), ["entry", *(c.which() for c in cmp.cards)],
-                       "speedups against the first card")
+    return (html.lines([cmp.lead] if cmp.lead else [])
+            + html.table(comparison_rows(cmp), ["entry", *(c.which() for c in cmp.cards)], heading(cmp))
             + "".join(charts) + html.lines(comparison_lines(cmp)))
 
 
