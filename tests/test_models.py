@@ -113,6 +113,33 @@ def test_a_wrong_model_on_the_command_line_exits_2_without_a_traceback():
                                              "top-level function 'make'"]
 
 
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_a_transformers_file_on_a_keras_backend_is_refused_in_one_line_before_any_worker(backend, tpulab_home,
+                                                                                         monkeypatch, capsys):
+    """Its imports (transformers, torch, no Keras) say PyTorch: refused at once, exit 2, no worker started (on
+    TensorFlow, transformers' triton loaded after TensorFlow killed it by SIGSEGV) and no failed run kept."""
+    from tpulab.cli.main import main
+    from tpulab.engine.worker import RunHandle
+
+    monkeypatch.setattr(RunHandle, "__init__", lambda *a, **k: pytest.fail("a worker was started"))
+    with pytest.raises(SystemExit) as e:
+        main(["run", "model", "--model", "examples/models/hf_causal_lm.py:build", "--backend", backend, "--no-ui"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines() == ["tpulab: error: --model hf_causal_lm:build imports PyTorch and "
+                                                    "not Keras: run it with --backend torch (or leave --backend out)"]
+    assert not (tpulab_home / "results.db").exists() or Store(tpulab_home / "results.db").count() == 0
+
+
+def test_a_files_framework_is_read_from_its_imports_and_from_its_own_modules_beside_it(tmp_path):
+    (tmp_path / "net.py").write_text("from transformers import GPT2LMHeadModel\n")
+    (tmp_path / "lm.py").write_text("from net import GPT2LMHeadModel\n\ndef build():\n    pass\n")
+    (tmp_path / "both.py").write_text("import keras\nimport torch\n\ndef build():\n    pass\n")
+    w = registry()["model"]
+    with pytest.raises(ParamError, match=r"^--model lm:build imports PyTorch and not Keras: run it with --backend torch"):
+        w.validate(w.parse({"model": f"{tmp_path}/lm.py:build", "backend": "jax"}, "smoke"), EIGHT_CPUS)
+    w.validate(w.parse({"model": f"{tmp_path}/both.py:build", "backend": "jax"}, "smoke"), EIGHT_CPUS)  # Keras: any
+
+
 def test_a_module_function_is_found_without_importing_it(tmp_path, monkeypatch):
     (tmp_path / "mymodels.py").write_text("raise SystemExit('imported!')\ndef build():\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tpulab.base import fmt
 from tpulab.base.errors import TpulabError, UsageError
 from tpulab.base.events import Compiled, Epoch, Started, Step
 from tpulab.engine.spec import resolve
@@ -46,6 +47,7 @@ def test_the_mlp_trains_on_batches_like_its_example_with_a_stated_optimiser_and_
     assert started.model == {"parameters": 85_002, "trainable_parameters": 85_002, "optimizer": "Adam(lr=0.001)",
                              "loss": "cross-entropy",
                              "loss_by": "tpulab's: the output has no loss, and scores a class per example",
+                             "example_read_as": "one positional input, module(x)",
                              "batch_from": "your example input's", "inference": "torch.inference_mode, module.eval()",
                              "compile": "off", "float32_matmul_precision": "highest", "autocast": None}
     assert started.synthetic and started.dataset == "synthetic inputs like the example inputs"
@@ -60,6 +62,8 @@ def test_the_cnn_trains_on_its_own_data():
     events = run_model_here(CNN, batch_size=64)
     [started] = [e for e in events if isinstance(e, Started)]
     assert not started.synthetic and started.dataset == "the function's data"
+    assert started.model["example_read_as"] == ("inputs (x): one positional input, module(x); targets (y), as your "
+                                                "forward cannot take both as inputs")
     assert started.model["loss"] == "cross-entropy" and started.flops_per_step > 0
 
 
@@ -67,6 +71,8 @@ def test_two_inputs_and_the_modules_own_loss():
     events = run_model_here(TWO, batch_size=16, precision="mixed_bfloat16")
     [started] = [e for e in events if isinstance(e, Started)]
     assert started.model["loss"] == "the module's own" and started.model["autocast"] == "bfloat16"
+    assert started.model["example_read_as"] == ("2 positional inputs, module(x1, x2): your forward takes both (for "
+                                                "inputs and targets, return (module, ((x,), y)))")
     assert [e.metrics["loss"] >= 0 for e in events if isinstance(e, Step) and e.phase == "train"] == [True, True]
 
 
@@ -81,6 +87,72 @@ def test_a_dict_batch_is_passed_by_name_and_named_logits_are_trained_per_token()
     train = [e for e in events if isinstance(e, Step) and e.phase == "train"]
     assert len(train) == 2 and all(e.metrics["loss"] > 0 for e in train)
     assert [e.phase for e in events if isinstance(e, Step) and e.phase != "train"] == ["predict"]
+
+
+BATCHES = """import dataclasses
+
+import torch
+from torch import nn
+
+
+@dataclasses.dataclass
+class Batch:
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+class Net(nn.Module):  # forward(self, batch): its one argument, whatever its structure, and its own loss
+    def __init__(self, get):
+        super().__init__()
+        self.get, self.linear = get, nn.Linear(4, 3)
+
+    def forward(self, batch):
+        x, y = self.get(batch)
+        return nn.functional.cross_entropy(self.linear(x), y)
+
+
+x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+positional_dict = lambda: (Net(lambda b: (b["x"], b["y"])), {"x": x, "y": y})
+dict_in_a_tuple = lambda: (Net(lambda b: (b["x"], b["y"])), ({"x": x, "y": y},))
+nested_dict = lambda: (Net(lambda b: (b["inputs"]["x"], b["labels"][0])), {"inputs": {"x": x}, "labels": (y,)})
+dataclass = lambda: (Net(lambda b: (b.x, b.y)), Batch(x, y))
+
+
+class Two(nn.Module):
+    def forward(self, a, b):
+        return a + b
+
+
+two_named = lambda: (Two(), {"x": x, "y": y})
+"""
+
+
+@pytest.mark.parametrize("build, read_as", [
+    ("positional_dict", "one positional dict input, module(batch) (keys x, y)"),
+    ("dict_in_a_tuple", "one positional dict input, module(batch) (keys x, y)"),
+    ("nested_dict", "one positional dict input, module(batch) (keys inputs, labels)"),
+    ("dataclass", "one positional input, module(x) (a Batch)"),
+])
+def test_a_batch_of_any_nesting_is_the_forwards_one_argument(tmp_path, build, read_as):
+    """`forward(self, batch)` given a dict, a dict in a tuple, a dict of a dict and a tuple, or a dataclass: random
+    batches of the same structure (8 rows, like the example), trained, and the summary says how it was read."""
+    from tpulab.views.console import model_rows
+
+    (tmp_path / "batches.py").write_text(BATCHES)
+    events = run_model_here(f"{tmp_path}/batches.py:{build}")
+    [started] = [e for e in events if isinstance(e, Started)]
+    assert started.model["loss"] == "the module's own" and started.decided == {"batch_size": 8}
+    assert ("example read as", read_as) in model_rows(started.model)
+    assert [e.metrics["loss"] > 0 for e in events if isinstance(e, Step) and e.phase == "train"] == [True, True]
+
+
+def test_a_dict_the_forward_takes_neither_by_name_nor_whole_is_one_line_saying_what_it_takes(tmp_path):
+    (tmp_path / "batches.py").write_text(BATCHES)
+    with pytest.raises(TpulabError) as e:
+        run_model_here(f"{tmp_path}/batches.py:two_named")
+    assert str(e.value) == ("batches:two_named: its forward(a, b) takes neither the dict's keys (x, y) by name nor the "
+                            "dict as one argument: return (module, example_inputs) with what it takes (a tuple in "
+                            "order, a dict by its parameters' names), or (module, (x, y)) for inputs and targets")
 
 
 def test_an_output_with_its_own_loss_attribute_is_trained_on_it(tmp_path):
@@ -130,14 +202,24 @@ def test_compile_both_names_each_first_call_by_its_pass(monkeypatch):
     w = registry()["model"]
     rec = RunRecorder(RunSpec(w, w.parse({"model": MLP, "compile": "both", "device": "cpu"}, "smoke"), "torch",
                               "asked for", "cpu"), detect())
-    said = []
+    said, steps = [], []
     for e in events:
         rec.feed(e)
         said.append(describe(e, rec) if isinstance(e, Compiled) else None)
+        steps += [describe(e, rec).split("  ")[0]] if isinstance(e, Step) and e.phase != "predict" else []
     assert [line.split(" (")[0] for line in said if line] == ["first eager call", "first compiled call"]
+    # issue 64, item 17: each pass counts its own steps, and says which it is ('step 3/8' was said twice)
+    each = sum(isinstance(e, Step) and e.phase == "eager" for e in events) + 1  # its first call is step 1
+    assert steps == [f"{side} step {i}/{each}" for side in ("eager", "compiled") for i in range(2, each + 1)], steps
     rec.finish("finished")
-    [first] = [value for name, value, _ in summary_rows(rec.record()) if name.startswith("first call")]
-    assert re.fullmatch(r"\S+ \S+ \(eager \S+ \S+, compiled \S+ \S+\)", first), first
+    rows = {name: value for name, value, _ in summary_rows(rec.record())}
+    # the two first calls apart, never added; the run's own is the compiled pass's; each steady time named
+    calls = rec.record().summary.compile_phases
+    assert rows["first call (trace+compile)"] == (f"compiled {fmt.seconds(calls['compiled'])}, eager "
+                                                  f"{fmt.seconds(calls['eager'])} (each pass's own)")
+    assert rec.record().summary.compile_seconds == calls["compiled"]
+    assert "steady step time" not in rows and rows["steady step time, compiled"].startswith(
+        fmt.seconds(rec.record().summary.step_seconds.median)) and rows["steady step time, eager"] != "-"
     [flag] = [f.message for f in rec.record().summary.flags if f.code == "eager-vs-compiled"]
     assert "2 steady steps a side, too few for a verdict: 10 a side give one (--steps-per-epoch 11)" in flag
 
@@ -163,12 +245,15 @@ def test_eager_against_compiled_gives_a_verdict_from_ten_steps_a_side(monkeypatc
 
 
 @pytest.mark.slow
-def test_an_nn_module_run_on_a_keras_backend_is_told_to_run_on_torch():
-    """The worker that loaded it knows its class's framework: the line names it and the --backend that runs it."""
-    r = run_cli("run", "model", "--model", CNN, "--backend", "tensorflow", "--preset", "smoke", "--no-ui",
-                "--no-save", "--json", "--telemetry", "off")
+def test_an_nn_module_whose_imports_hide_torch_run_on_a_keras_backend_is_told_to_run_on_torch(tmp_path):
+    """Where its imports do not say (a file that imports torch by name at run time), the worker that loaded it
+    knows its class's framework: the line names it and the --backend that runs it."""
+    (tmp_path / "hidden.py").write_text("import importlib\n\n\ndef build():\n"
+                                        "    return importlib.import_module('torch').nn.Linear(4, 2)\n")
+    r = run_cli("run", "model", "--model", f"{tmp_path}/hidden.py:build", "--backend", "tensorflow", "--preset",
+                "smoke", "--no-ui", "--no-save", "--json", "--telemetry", "off")
     assert r.returncode == 1, r.stderr[-2000:]
-    assert json_events(r.stdout)[-1]["error"] == ("torch_cnn:build returned a PyTorch Sequential, not a Keras "
+    assert json_events(r.stdout)[-1]["error"] == ("hidden:build returned a PyTorch Linear, not a Keras "
                                                   "model: run it with --backend torch")
 
 

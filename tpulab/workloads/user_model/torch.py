@@ -1,7 +1,6 @@
 """The user's own `nn.Module` on PyTorch, inside the worker: load it, feed it, train it, eager or compiled.
 
-`build()` returns the module, or `(module, example_inputs)` (one batch: what `module(*inputs)` takes, or a
-dict of tensors, `module(**batch)`, as a Hugging Face model and most data loaders take them), or
+`build()` returns the module, or `(module, example_inputs)` (one batch, of any nesting: see `read`), or
 `(module, (x, y))` (their data: `x` what the module takes, `y` its targets); or a library builds it
 (`hf:`, `timm:`, torch_library.py) with random batches from its config. Random batches follow the example
 inputs (or `--input-shape`), at the example's own batch unless a flag sets one. The loss is the module's own
@@ -22,6 +21,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
+import numpy as np
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -33,6 +34,7 @@ from tpulab.workloads.base import BATCH_SIZE, COMPILE, PHASE_COMPILED, PHASE_EAG
 from tpulab.workloads.keras_params import EPOCHS, PREDICT_STEPS, SEED, STEPS_PER_EPOCH
 from tpulab.workloads.running import CancelToken, Planned, Sink, place, profile_calls, started
 from tpulab.workloads.torch_steps import can_compile, parameters
+from tpulab.workloads.user_model.batch import Inputs, called, leaves, map_leaves, named_leaves
 from tpulab.workloads.user_model.source import call, user_traceback
 from tpulab.workloads.user_model.torch_library import Draw, build
 from tpulab.workloads.user_model.workload import SEQ_LEN, WEIGHTS
@@ -81,6 +83,7 @@ def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
     first.flops_per_step = step_flops(module, few, autocast, batch)
     first.model = {"parameters": parameters(module), "trainable_parameters": parameters(module, trainable=True),
                    "optimizer": OPTIMIZER, "loss": loss, "loss_by": whose, "batch_from": batch_from,
+                   "example_read_as": loaded.read_as or None,
                    "inference": INFERENCE, "compile": p[COMPILE.name],
                    "float32_matmul_precision": torch.get_float32_matmul_precision(),
                    "autocast": str(autocast).removeprefix("torch.") if autocast else None}
@@ -114,28 +117,29 @@ def run(w: ModelHooks, p: Params, sink: Sink, cancel: CancelToken, runtime: Runt
 
 
 # --- the user's module and its data ------------------------------------------------------------
-Inputs = tuple[Any, ...] | dict[str, Any]  # what the module takes: positional, or by name (a dict batch)
 Batch = tuple[Inputs, Any]  # (inputs, targets or None)
 
 
 @dataclass(frozen=True)
 class Loaded:
     """The module and what feeds it: example inputs (one batch), the user's data (`targets` too), or random
-    batches made without an example (`draw`: a library's, from the model's config; or of `--input-shape`)."""
+    batches made without an example (`draw`: a library's, from the model's config; or of `--input-shape`); and
+    how the example was read (`read_as`, for the summary)."""
 
     module: nn.Module
     inputs: Inputs
     said: str  # what the inputs are, for the record
     targets: Any = None
     draw: Draw | None = None
+    read_as: str = ""
 
     @property
     def example_rows(self) -> int | None:
         """The batch of the user's example input (None for data, or a library's model)."""
-        if self.targets is not None or self.draw is not None or not self.inputs:
+        if self.targets is not None or self.draw is not None:
             return None
         first = first_input(self.inputs)
-        return int(first.shape[0]) if getattr(first, "dim", lambda: 0)() > 0 else None
+        return int(first.shape[0]) if first is not None else None
 
 
 def decided_batch(asked: int, loaded: Loaded) -> tuple[int, str]:
@@ -150,18 +154,23 @@ def decided_batch(asked: int, loaded: Loaded) -> tuple[int, str]:
 
 
 def forward(module: Callable[..., Any], x: Inputs) -> Any:
-    """The module on one batch: `module(**batch)` for a dict batch, else `module(*inputs)`."""
-    return module(**x) if isinstance(x, dict) else module(*x)
+    """The module on one batch: `module(*args, **kwargs)`."""
+    return module(*x.args, **x.kwargs)
+
+
+def batched(v: Any) -> bool:
+    """A leaf with a batch axis (its first): a tensor of one dimension or more; anything else passes as it is."""
+    return torch.is_tensor(v) and v.dim() > 0
 
 
 def first_input(x: Inputs) -> Any:
-    """A batch's first input (by name or in order): its first dimension is the batch's rows."""
-    return next(iter(x.values() if isinstance(x, dict) else x))
+    """A batch's first tensor (by name or in order, at any depth): its first dimension is the batch's rows."""
+    return next((v for v in leaves(x) if batched(v)), None)
 
 
 def each(x: Inputs, f: Callable[[Any], Any]) -> Inputs:
-    """`f` on every input, the batch's form kept (a dict by name, a tuple in order)."""
-    return {k: f(v) for k, v in x.items()} if isinstance(x, dict) else tuple(f(v) for v in x)
+    """`f` on every batched tensor, the batch's structure kept."""
+    return map_leaves(lambda v: f(v) if batched(v) else v, x)
 
 
 def load(t: Target, shape: tuple[int, ...] | None, p: Params) -> Loaded:
@@ -170,7 +179,7 @@ def load(t: Target, shape: tuple[int, ...] | None, p: Params) -> Loaded:
         if shape is not None:
             raise TpulabError(f"--input-shape: {t.label} makes its inputs from its config: leave it out")
         built = build(t, p[WEIGHTS.name], p[SEQ_LEN.name])
-        return Loaded(built.module, (), built.said, draw=built.draw)
+        return Loaded(built.module, Inputs(), built.said, draw=built.draw)
     try:
         result = call(t)
     except Exception as e:  # noqa: BLE001 - the user's code failed: they get their own traceback
@@ -179,34 +188,88 @@ def load(t: Target, shape: tuple[int, ...] | None, p: Params) -> Loaded:
     if not isinstance(module, nn.Module):
         raise TpulabError(f"{t.label} returned {type(module).__name__}, not a torch nn.Module: return the module, "
                           "(module, example_inputs) or (module, (x, y))")
-    like_examples = "synthetic inputs like the example inputs"
     if rest is None:
         if shape is None:
             raise TpulabError(f"{t.label} returned a module alone: pass --input-shape with one example's shape "
                               "(e.g. --input-shape 64), or return (module, example_inputs)")
-        return Loaded(module, (), f"synthetic inputs of --input-shape {shape}",
-                      draw=lambda n, g: (torch.randn(n, *shape, generator=g),))
+        return Loaded(module, Inputs(), f"synthetic inputs of --input-shape {shape}",
+                      draw=lambda n, g: Inputs((torch.randn(n, *shape, generator=g),)),
+                      read_as="one positional input, module(x), of --input-shape")
     if shape is not None:
         raise TpulabError(f"--input-shape: {t.label} returned its inputs, whose shape tpulab follows: leave it out")
-    if isinstance(rest, Mapping):  # a dict batch: the module takes it by name
-        return Loaded(module, {str(k): torch.as_tensor(v) for k, v in rest.items()}, like_examples)
-    items = tuple(rest) if isinstance(rest, (tuple, list)) else (rest,)
-    if len(items) == 2 and not takes(module, items):
-        x, y = items
-        inputs = {str(k): v for k, v in x.items()} if isinstance(x, Mapping) else \
-            tuple(x) if isinstance(x, (tuple, list)) else (x,)
-        return Loaded(module, inputs, "the function's data", targets=torch.as_tensor(y))
-    return Loaded(module, tuple(torch.as_tensor(i) for i in items), like_examples)
+    inputs, targets, read_as = read(t, module, map_leaves(tensor, rest, is_leaf=numbers))
+    if first_input(inputs) is None:
+        raise TpulabError(f"{t.label}: its example inputs hold no tensor with a batch axis (its first): return "
+                          "(module, example_inputs) with one batch of tensors")
+    if targets is None:
+        return Loaded(module, inputs, "synthetic inputs like the example inputs", read_as=read_as)
+    return Loaded(module, inputs, "the function's data", targets=targets, read_as=read_as)
 
 
-def takes(module: nn.Module, inputs: tuple[Any, ...]) -> bool:
-    """Whether the module takes these as its inputs (a first row of each): else they are (x, y)."""
+def tensor(v: Any) -> Any:
+    """A numpy array, or a list of numbers, as a tensor; any other leaf as it is."""
+    return torch.as_tensor(v) if isinstance(v, np.ndarray) or numbers(v) else v
+
+
+def numbers(v: Any) -> bool:
+    """A list of numbers, at any depth: one tensor's values (a tokenizer's output without return_tensors)."""
+    return isinstance(v, list) and bool(v) and all(isinstance(n, (int, float)) for n in leaves(v))
+
+
+def read(t: Target, module: nn.Module, rest: Any) -> tuple[Inputs, Any, str]:
+    """How `(module, rest)` is read (the rule docs/how-to/your-model.md states): a tuple (or list) is the forward's
+    positional inputs, unless it is two items the forward cannot be called with, `(x, y)`: inputs and targets; a
+    dict is its inputs by name where the forward's parameters take its keys, else its one positional input; anything
+    else (a tensor, a dataclass, a named tuple) is its one positional input. Returns (inputs, targets or None, how
+    it was read, for the summary)."""
+    if type(rest) not in (tuple, list):
+        inputs = named(t, module, rest) if isinstance(rest, Mapping) else Inputs((rest,))
+        return inputs, None, called(inputs)
+    items = Inputs(tuple(rest))
+    if len(items.args) != 2:
+        return items, None, called(items)
+    refused = refusal(module, items)
+    if refused is None:
+        return items, None, (f"{called(items)}: your forward takes both (for inputs and targets, return (module, "
+                             "((x,), y)))")
+    x, y = items.args
+    inputs = Inputs(tuple(x)) if type(x) in (tuple, list) else named(t, module, x) if isinstance(x, Mapping) \
+        else Inputs((x,))
+    try:
+        y = torch.as_tensor(y)
+    except (TypeError, ValueError, RuntimeError):
+        raise TpulabError(f"{t.label}: its forward cannot take the two items as its inputs ({one_line(refused)}), "
+                          f"and as (x, y), inputs and targets, y is a {type(y).__name__}: tpulab's loss takes one "
+                          "tensor of targets") from None
+    return inputs, y, f"inputs (x): {called(inputs)}; targets (y), as your forward cannot take both as inputs"
+
+
+def named(t: Target, module: nn.Module, batch: Mapping[str, Any]) -> Inputs:
+    """A dict batch: by name, `module(**batch)`, where the forward's parameters take its keys (a Hugging Face model
+    does); else `module(batch)`, where the forward takes one argument; else one line on what it takes."""
+    try:
+        signature = inspect.signature(module.forward)
+    except (TypeError, ValueError):  # no signature to read: by name, as most dict batches are meant
+        return Inputs(kwargs=dict(batch))
+    for inputs in (Inputs(kwargs=dict(batch)), Inputs((batch,))):
+        try:
+            signature.bind(*inputs.args, **inputs.kwargs)
+        except TypeError:
+            continue
+        return inputs
+    raise TpulabError(f"{t.label}: its forward{signature} takes neither the dict's keys ({', '.join(map(str, batch))}) "
+                      "by name nor the dict as one argument: return (module, example_inputs) with what it takes (a "
+                      "tuple in order, a dict by its parameters' names), or (module, (x, y)) for inputs and targets")
+
+
+def refusal(module: nn.Module, inputs: Inputs) -> Exception | None:
+    """Why the module does not take these as its inputs (called on their first rows), None where it does."""
     try:
         with torch.no_grad():
-            module(*(torch.as_tensor(i)[:1] for i in inputs))
-    except Exception:  # noqa: BLE001 - any failure: not its inputs
-        return False
-    return True
+            forward(module, each(inputs, lambda v: v[:PROBE_ROWS]))
+    except Exception as e:  # noqa: BLE001 - any failure: not its inputs
+        return e
+    return None
 
 
 def feed(t: Target, module: nn.Module, loaded: Loaded, batch: int, seed: int, device: Any
@@ -215,19 +278,19 @@ def feed(t: Target, module: nn.Module, loaded: Loaded, batch: int, seed: int, de
     language model's labels made from its input ids, as transformers' own training makes them); and the module's
     output on the first batch's first rows with their targets, which say what the output is (and its loss)."""
     if loaded.targets is not None:
-        ys = torch.as_tensor(loaded.targets)
+        ys = loaded.targets
         if len(ys) < batch:
             raise TpulabError(f"--batch-size {batch} is more than the {len(ys)} examples your function returned")
 
         def part(k: int) -> Batch:
             rows = slice(k * batch, (k + 1) * batch)
-            return each(loaded.inputs, lambda v: torch.as_tensor(v)[rows].to(device)), ys[rows].to(device)
+            return each(loaded.inputs, lambda v: v[rows].to(device)), ys[rows].to(device)
         given = [part(k) for k in range(len(ys) // batch)]
         x, y = given[0]
         return given, (probe(t, module, x), y[:PROBE_ROWS])
     generator = torch.Generator().manual_seed(seed)
     drawn = [labelled(module, each(loaded.draw(batch, generator) if loaded.draw else
-                                   each(loaded.inputs, lambda v: like(torch.as_tensor(v), batch, generator)),
+                                   each(loaded.inputs, lambda v: like(v, batch, generator)),
                                    lambda v: v.to(device)))
              for _ in range(SYNTHETIC_BATCHES)]
     out = probe(t, module, drawn[0])
@@ -252,9 +315,14 @@ def probe(t: Target, module: nn.Module, x: Inputs) -> tuple[Inputs, Any]:
 def labelled(module: nn.Module, x: Inputs) -> Inputs:
     """A causal language model's batch with its labels: its input ids (the model shifts them itself), where the
     batch has none and its forward takes them."""
-    if not isinstance(x, dict) or "labels" in x or "input_ids" not in x or not causal_lm(module):
+    if "labels" in x.kwargs or "input_ids" not in x.kwargs or not causal_lm(module):
         return x
-    return {**x, "labels": x["input_ids"]}
+    return x._replace(kwargs={**x.kwargs, "labels": x.kwargs["input_ids"]})
+
+
+def made_labels(x: Inputs) -> bool:
+    """A causal LM's labels that tpulab made: its input ids (`labelled`)."""
+    return "labels" in x.kwargs and x.kwargs["labels"] is x.kwargs.get("input_ids")
 
 
 def causal_lm(module: nn.Module) -> bool:
@@ -339,8 +407,8 @@ def by_class(pred: Any, y: Any) -> bool:
 
 def shapes(x: Inputs) -> str:
     """A batch in words: 'input_ids (4, 32) int64, attention_mask (4, 32) int64'."""
-    pairs = x.items() if isinstance(x, dict) else ((f"input {i + 1}", v) for i, v in enumerate(x))
-    return ", ".join(f"{k} {tuple(v.shape)} {str(v.dtype).removeprefix('torch.')}" for k, v in pairs)
+    return ", ".join(f"{k} {tuple(v.shape)} {str(v.dtype).removeprefix('torch.')}" for k, v in named_leaves(x)
+                     if torch.is_tensor(v))
 
 
 def loss_words(x: Inputs, probed: tuple[Inputs, Any], y: Any) -> tuple[str, str]:
@@ -348,9 +416,9 @@ def loss_words(x: Inputs, probed: tuple[Inputs, Any], y: Any) -> tuple[str, str]
     from the module's output on a batch's first rows (`probed`) and their targets."""
     _, out = probed
     if own_loss(out) is not None:
-        if isinstance(x, dict) and "labels" in x:
+        if "labels" in x.kwargs:
             return "the module's own", ("its labels: the input ids, shifted by the model, as a causal LM trains"
-                                        if x["labels"] is x.get("input_ids") else "its labels: the batch's")
+                                        if made_labels(x) else "its labels: the batch's")
         return "the module's own", "its output is its loss"
     pred = prediction(out)
     if not by_class(pred, y):
@@ -384,8 +452,8 @@ class Trainer:
     def infer(self) -> float:
         x, _ = self.batches[self.calls % len(self.batches)]
         self.calls += 1
-        if isinstance(x, dict) and x.get("labels") is x.get("input_ids"):  # labels tpulab made: inference needs none
-            x = {k: v for k, v in x.items() if k != "labels"}
+        if made_labels(x):  # inference needs none
+            x = x._replace(kwargs={k: v for k, v in x.kwargs.items() if k != "labels"})
         with torch.inference_mode(), self.autocast():
             out = prediction(forward(self.forward, x))
         value = float(out.float().sum())

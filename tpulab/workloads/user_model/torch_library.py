@@ -14,9 +14,10 @@ from torch import nn
 from tpulab.base.errors import TpulabError, one_line
 from tpulab.workloads.shared.hf_torch import hf_model
 from tpulab.workloads.shared.model_source import library
+from tpulab.workloads.user_model.batch import Inputs
 from tpulab.workloads.user_model.target import Target
 
-Draw = Callable[[int, torch.Generator], Any]  # n random examples, in the form the module takes
+Draw = Callable[[int, torch.Generator], Inputs]  # n random examples, as the module takes them
 
 
 @dataclass(frozen=True)
@@ -47,15 +48,15 @@ def batches(source: str, config: Any, takes: str, seq_len: int) -> tuple[Draw, s
             raise TpulabError(f"--seq-len must be at most {positions}, hf:{source}'s positions (got {seq_len})")
         vocab = int(config.vocab_size)
 
-        def tokens(n: int, g: torch.Generator) -> dict[str, Any]:
-            return {"input_ids": torch.randint(0, vocab, (n, seq_len), generator=g),
-                    "attention_mask": torch.ones(n, seq_len, dtype=torch.long)}
+        def tokens(n: int, g: torch.Generator) -> Inputs:
+            return Inputs(kwargs={"input_ids": torch.randint(0, vocab, (n, seq_len), generator=g),
+                                  "attention_mask": torch.ones(n, seq_len, dtype=torch.long)})
         return tokens, f"random token ids from its config ({vocab:,} in its vocabulary, {seq_len} per example)"
     if takes == "pixel_values":
         size = config.image_size
         side = tuple(size) if isinstance(size, (tuple, list)) else (size, size)
         channels = int(getattr(config, "num_channels", 3))
-        return (lambda n, g: {"pixel_values": torch.randn(n, channels, *side, generator=g)},
+        return (lambda n, g: Inputs(kwargs={"pixel_values": torch.randn(n, channels, *side, generator=g)}),
                 f"random images from its config ({channels} x {side[0]} x {side[1]})")
     raise TpulabError(f"hf:{source}: its model takes {takes}, which tpulab cannot make from its config: return "
                       "(model, batch) from a function of yours (--model FILE.py:FUNCTION)")
@@ -70,5 +71,5 @@ def timm_model(name: str) -> Built:
         raise TpulabError(f"timm:{name}: {one_line(e)} (timm.list_models('*{name[:12]}*') lists the names it knows)"
                           ) from None
     size = tuple(module.pretrained_cfg.get("input_size") or (3, 224, 224))
-    return Built(module, lambda n, g: (torch.randn(n, *size, generator=g),),
+    return Built(module, lambda n, g: Inputs((torch.randn(n, *size, generator=g),)),
                  f"random images of its input size ({' x '.join(map(str, size))})")

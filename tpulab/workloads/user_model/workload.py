@@ -124,6 +124,21 @@ def library_target(library: str, name: str) -> Target:
     return Target(source, "", config, library)
 
 
+def owner(t: Target) -> Backend | None:
+    """The backend whose framework the model is written in, as its imports say (nothing of it run): the one
+    framework it imports, without Keras (a Keras model runs on any Keras backend); None where they do not say."""
+    found = t.imports()
+    if "keras" in found:
+        return None
+    owners = [b for b in registry().values() if found & set(b.distributions)]
+    return owners[0] if len(owners) == 1 else None
+
+
+def written_in(t: Target, b: Backend) -> str:
+    """'hf:gpt2 is a PyTorch model', 'hf_causal_lm:build imports PyTorch and not Keras'."""
+    return f"{t.label} is a {b.title} model" if t.library else f"{t.label} imports {b.title} and not Keras"
+
+
 def input_shape(text: str) -> tuple[int, ...] | None:
     """`--input-shape` as a shape (None when not given): positive sizes, comma-separated."""
     if not text.strip():
@@ -176,17 +191,11 @@ class UserModel(KerasWorkload):
         return self.runners.get(backend.name) or super().runner(backend)
 
     def backend_hint(self, p: Params) -> tuple[str, str] | None:
-        """A file that imports a backend's framework and not Keras builds that framework's model (a torch
+        """A file that imports one backend's framework and not Keras builds that framework's model (a torch
         nn.Module): it runs on that backend by itself."""
         t = target(p[MODEL])
-        found = t.imports()
-        if "keras" in found:
-            return None
-        b = next((b for b in registry().values() if found & set(b.distributions)), None)
-        if b is None:
-            return None
-        return b.name, (f"{t.label} is a {b.title} model" if t.library else f"{t.label} imports {b.title} and not "
-                        f"Keras") + f": it runs on {b.title}"
+        b = owner(t)
+        return None if b is None else (b.name, f"{written_in(t, b)}: it runs on {b.title}")
 
     def batch_size(self, p: Params) -> int:
         """The batch as given; where none was (0), the worker's choice: a user's example input's own, else 32."""
@@ -247,11 +256,10 @@ class UserModel(KerasWorkload):
         if p[WEIGHTS.name] == "pretrained" and t.library != "hf":
             raise ParamError(WEIGHTS.name, f"{WEIGHTS.flag} pretrained: only an hf: model takes pretrained weights "
                              "(from its files on disk); others run from their config with random weights")
-        framework = LIBRARIES[t.library].framework if t.library else ""
-        owner = next((b for b in registry().values() if framework in b.distributions), None)
-        if owner is not None and p.get(BACKEND.name, "auto") not in ("auto", owner.name):
-            raise ParamError(BACKEND.name, f"--model {t.label} is a {owner.title} model: run it with --backend "
-                             f"{owner.name} (or leave --backend out)")
+        b = owner(t)  # known from its imports: refused here, in well under a second: no worker, no run kept
+        if b is not None and b.name in self.runners and p.get(BACKEND.name, "auto") not in ("auto", b.name):
+            raise ParamError(BACKEND.name, f"--model {written_in(t, b)}: run it with --backend {b.name} (or leave "
+                             "--backend out)")
 
     def model_info(self, p: Params) -> dict[str, Any] | None:
         """The file (or module) and function, and a hash of the file: another model is never the same work."""
