@@ -252,6 +252,28 @@ def test_a_tensorflow_build_flag_reads_as_a_build_not_as_a_gpu(tmp_path):
     assert "a CPU-only build; no GPU visible here" in framework_view("tensorflow", r, False)
 
 
+def test_llama_cpp_is_shown_by_its_own_version_and_without_keras(tmp_path):
+    """Issue 64, item 14: `detect` said 'llama.cpp | 2026.10.11549 (Keras 3.15.1)' (llama.cpp uses no Keras), and
+    once probed 'None (Keras -)' (its view names its version by its package, xllamacpp). A framework Keras runs on
+    keeps its Keras."""
+    from tpulab.views.console import framework_view
+
+    r = detect(tree(tmp_path), {}, {**TF, "xllamacpp": "2026.10.11549", "gguf": "0.19.0", "torch": "2.14.1"})
+    assert framework_view("llamacpp", r, False) == "2026.10.11549; its own view not probed"
+    assert framework_view("torch", r, False) == "2.14.1 (Keras 3.15.1); its own view not probed"
+    r.frameworks["llamacpp"] = {"xllamacpp": "2026.10.11549", "gguf": "0.19.0", "devices": ["a CPU"], "gpus": [],
+                                "tpu_cores": 0, "also": "ggml built for AVX2"}
+    assert framework_view("llamacpp", r, False) == ("2026.10.11549, GPUs: none, TPU cores: 0; ggml built for "
+                                                    "AVX2")
+    here = detect().packages
+    if not backends.get("llamacpp").installed(here):
+        return
+    shown = run_cli("detect", "--fast")  # the real command, as a user reads it
+    assert shown.returncode == 0, shown.stderr
+    [line] = [line for line in shown.stdout.splitlines() if "llama.cpp" in line]
+    assert f"{here['xllamacpp']};" in line and "Keras" not in line, line
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(detect().accelerated, reason="asserts the view of a machine without accelerators")
 def test_detect_probes_each_installed_framework(tmp_path):

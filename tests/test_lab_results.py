@@ -72,7 +72,8 @@ async def test_at_80_columns_every_row_keeps_its_id_and_its_figures(lab_with):
             summary = record.summary
             assert record.short_id in line
             assert fmt.seconds(summary.step_seconds.median) in line and fmt.percent(summary.peak_fraction) in line
-        assert "fashion-mnist" in row_text(table, 2)  # as long as it fits, a workload's name is whole
+        # a long workload's name gives way before the backend does (issue 64: two backends' runs differ there alone)
+        assert "fashion-mni…" in row_text(table, 2) and " tf " in row_text(table, 2)
 
 
 def test_fit_shortens_then_leaves_out_descriptive_columns_never_an_id_or_a_figure():
@@ -83,7 +84,7 @@ def test_fit_shortens_then_leaves_out_descriptive_columns_never_an_id_or_a_figur
     shortened = fmt.fit(rows, 82, columns)
     assert "CPU, 2 …" in shortened[1] and "fashion-mnist" in shortened[1]  # the device gives way first
     narrow = fmt.fit(rows, 50, columns)
-    assert narrow[0] == ("id", "workload", "status", "device", "median", "peak")  # started, backend, batch left out
+    assert narrow[0] == ("id", "workload", "status", "backend", "median", "peak")  # started, batch, device left out
     assert narrow[1][0] == "c0ffee01" and narrow[1][-2:] == ("485.0 ms", "12.5%")
     assert max(len(" ".join(r)) for r in narrow) <= 50
 

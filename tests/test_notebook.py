@@ -77,6 +77,34 @@ def test_a_typo_is_answered_with_the_nearest_name_as_the_command_line_does():
     assert e.value.param == "batchsize"
 
 
+def test_a_mistyped_preset_is_answered_with_the_nearest_one():
+    """Issue 64, item 18: `preset="smok"` named the presets but not the one meant, where other names had the nearest."""
+    with pytest.raises(ParamError, match=r"^preset must be one of smoke, article, article-sharded \(got 'smok'\); "
+                                         r"did you mean smoke\?$") as e:
+        tpulab.run("conv", preset="smok")
+    assert e.value.param == "preset"
+    with pytest.raises(ParamError, match=r"did you mean smoke\?$"):
+        tpulab.sweep("conv", preset="smok", batch_size=[8, 16])
+
+
+def test_print_of_a_run_and_of_the_results_fits_the_terminal(monkeypatch):
+    """Issue 64, item 18: at COLUMNS=80, `print(r)` and `print(tpulab.results())` drew 99-column tables; now as wide
+    as the terminal says, the listing fitted as the command line fits it (its id and figures whole)."""
+    store = Store(default_path())
+    for backend in ("tensorflow", "llamacpp", "torch"):
+        store.save(make_record(workload="decode", backend=backend))
+    store.save(make_record(1, 0.5))
+    for width in (80, 60, 120):
+        monkeypatch.setenv("COLUMNS", str(width))
+        runs = tpulab.results()
+        drawn = {"listing": repr(runs), "run": repr(runs[0]), "comparison": repr(tpulab.compare(runs[1], runs[2]))}
+        for what, shown in drawn.items():
+            assert max(map(len, shown.splitlines())) <= width, (what, width, shown)
+        assert all(r.short_id in drawn["listing"] for r in runs) and "median" in drawn["listing"]
+    monkeypatch.setenv("COLUMNS", "80")
+    assert "llama.cpp" in repr(tpulab.results()) and "backend" in repr(tpulab.results())  # item 15 there too
+
+
 def test_a_kernel_holding_the_tpu_is_named_instead_of_a_worker_waiting(tmp_path, monkeypatch):
     monkeypatch.setattr("tpulab.machine.detect.detect",
                         lambda: detect(v5e_tree(tmp_path), {}, {**TF, "jax": "0.6.0", "libtpu": "0.0.15"}))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tpulab.cli.main import main
@@ -182,7 +184,16 @@ def test_run_as_a_command_is_the_run_option(capsys):
             main(argv)
         assert exc.value.code == 0
         helps.append(capsys.readouterr().out)
-    assert helps[0] == helps[1] and "--batch-size" in helps[0]
+    # issue 64, item 19: `tpulab run WORKLOAD --help` is that command's usage, with every flag --run takes
+    assert helps[0].startswith("usage: tpulab run conv [-h] [--no-ui]") and helps[1].startswith("usage: tpulab [-h]")
+    assert "--version" not in helps[0] and "COMMAND" not in helps[0] and "The same as `tpulab --run conv`" in helps[0]
+    options = [set(re.findall(r"^  (--[a-z][a-z-]+)", h, re.M)) for h in helps]  # each option's line of help
+    assert "--batch-size" in options[0] and options[0] == options[1] - {"--version", "--run"}
+    shown = run_cli("run", "decode", "--help", env={"COLUMNS": "80"})
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: tpulab run decode [-h]"), shown.stdout[:200]
+    assert max(map(len, shown.stdout.splitlines())) <= 80 and "--prompt-len" in shown.stdout
+    assert refused(capsys, "run", "conv", "--bach-size", "8") == ("tpulab: error: unknown option --bach-size; did you "
+                                                                  "mean --batch-size?")
     flags = ["--no-ui", "--preset", "smoke", "--batch-size", "8", "--no-save", "--json"]
     as_command = build_parser("conv").parse_args(run_as_option(["run", "conv", *flags]))
     assert vars(as_command) == vars(build_parser("conv").parse_args(["--run", "conv", *flags]))

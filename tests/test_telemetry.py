@@ -154,8 +154,20 @@ def on_a_new_thread(fn):
     return box[0]
 
 
+def one_thread(t) -> list[str]:
+    """The verdict a one-thread load gets: one-busy-core, unless other work here filled every other core (then the
+    load's verdict says every core was busy, and no core was the only busy one: issue 64)."""
+    load = next((v.message for v in t.verdicts if v.code == "busy-machine"), "")
+    if "every core was busy" in load:
+        assert f"the worker's {t.process_mean:.0f}%" in load
+        return []
+    return ["one-busy-core"]
+
+
 def test_one_busy_core_is_a_verdict_with_its_figures(one_busy_core):
     _, t = one_busy_core
+    if not one_thread(t):
+        return
     (v,) = [v for v in t.verdicts if v.code == "one-busy-core"]
     # whatever else runs here comes first, as busy-machine (tests/test_why_verdicts.py); the rest is the load's own
     assert [v.code for v in t.verdicts if v.code != "busy-machine"] == ["one-busy-core"]
@@ -280,7 +292,7 @@ def test_a_slow_generator_feeding_an_idle_gpu_is_input_bound(monkeypatch):
         _, t = sampled(pid, GpuProbe())
     assert t.device_util_mean == 3 and t.process_mean >= 80
     found = [v for v in t.verdicts if v.code != "busy-machine"]  # (whatever else runs here: its own verdict)
-    assert [v.code for v in found] == ["input-bound", "one-busy-core"]
+    assert [v.code for v in found] == ["input-bound", *one_thread(t)]
     assert "GPU was busy 3% of the time" in found[0].message
 
 

@@ -77,6 +77,21 @@ def telemetry(cores: int, cpu_cores: float, process: float = 100.0, **more) -> T
                      process_mean=process, **more)
 
 
+def test_every_core_busy_is_never_called_one_busy_core():
+    """Issue 64, item 16: 'one core was busy (100% on average) ... (all cores averaged 100%)' said one thing and its
+    opposite. With every core busy, the worker's one among them, the load verdict says so and what cannot be told."""
+    full = verdicts(telemetry(2, 2.0))  # the worker's one core, and other processes' the other, all at 100%
+    assert [v.code for v in full] == ["busy-machine"]
+    assert full[0].message.endswith("; every core was busy (all cores averaged 100%), the worker's 100% of one among "
+                                    "them, so how many threads the work runs on cannot be told here")
+    assert "one core was busy" not in " ".join(v.message for v in full)
+    many = verdicts(telemetry(8, 7.6))  # 95% of 8 cores
+    assert [v.code for v in many] == ["busy-machine"] and "every core was busy" in many[0].message
+    # a busy machine with a core to spare keeps its one-busy-core verdict, and says no 'every core'
+    half = verdicts(telemetry(2, 1.54))
+    assert [v.code for v in half] == ["busy-machine", "one-busy-core"] and "every core" not in half[0].message
+
+
 def test_a_run_beside_a_busy_process_gets_the_load_verdict_first():
     busy = verdicts(telemetry(2, 1.54))  # 0.54 of 2 cores were other processes'
     assert [v.code for v in busy] == ["busy-machine", "one-busy-core"]
@@ -90,7 +105,7 @@ def test_a_run_beside_a_busy_process_gets_the_load_verdict_first():
     assert [v.code for v in idle] == ["busy-machine", "one-busy-core"]
     assert idle[1].message.endswith("the work runs on one thread")
     # before the input pipeline too: an idle GPU beside a busy host
-    fed = verdicts(telemetry(2, 1.9, process=90, device_kind="gpu", device_util_mean=10.0))
+    fed = verdicts(telemetry(2, 1.6, process=90, device_kind="gpu", device_util_mean=10.0))
     assert [v.code for v in fed] == ["busy-machine", "input-bound", "one-busy-core"]
     # as the recorder summarises a run's samples
     keeper = SampleKeeper()

@@ -86,7 +86,8 @@ def p10_p90(stats: Stats | None) -> str:
 LIST_COLUMNS = ("id", "started", "workload", "status", "device", "backend", "batch", "GFLOP", "sweep", "median",
                 "peak")  # GFLOP: the work per step (runs of other sizes differ there); sweep: its id's start
 SHRINKABLE = ("device", "workload")  # descriptive cells give way at 80 columns; an id or a figure never does
-OPTIONAL = ("started", "backend", "batch", "device", "status")  # then left out, the first first
+OPTIONAL = ("started", "batch", "device", "backend", "status")  # then left out, the first first (at 80 columns
+# the backend stays: a llama.cpp and a TensorFlow run of one workload differ there alone; GFLOP says the size)
 MIN_SHRUNK = 5
 
 
@@ -128,8 +129,11 @@ def pct(x: float | None) -> str:
 
 
 def bytes_(n: float | None) -> str:
+    """'50.8 KiB', '12 MiB', '1.5 GiB': below a MiB in KiB (a small file said as '0 MiB' said nothing)."""
     if n is None:
         return "-"
+    if n < 2**20:
+        return f"{n / 2**10:.1f} KiB"
     if n < 2**30:
         return f"{n / 2**20:.0f} MiB"
     return f"{n / 2**30:.1f} GiB"

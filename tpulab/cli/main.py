@@ -36,18 +36,24 @@ def run_as_option(argv: list[str]) -> list[str]:
     return argv
 
 
-def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = None) -> Parser:
+def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = None, as_run: bool = False) -> Parser:
     """The top level's flags (with the named workload's, after --run), then each command's parser (a sweep's
-    with the named workload's flags, each taking a list)."""
+    with the named workload's flags, each taking a list). `as_run`: the command line said `tpulab run WORKLOAD`, so
+    its usage, its help and its errors are that command's (the flags a run takes, the workload's among them)."""
     from tpulab.base.plugins import broken
     from tpulab.workloads import registry
 
-    p = Parser(prog="tpulab", description="How fast is this machine for deep learning, and why. "
-               "With no arguments, opens the lab (a terminal UI).",
+    named = registry().get(workload_name) if workload_name else None
+    as_run = as_run and named is not None
+    p = Parser(prog=f"tpulab run {workload_name}" if as_run else "tpulab",
+               description=f"{named.title}: {named.summary} The same as `tpulab --run {workload_name}`: add --no-ui "
+               "to run headless, else the lab opens with the form filled." if as_run and named else
+               "How fast is this machine for deep learning, and why. With no arguments, opens the lab (a terminal UI).",
                epilog="\n".join(b.line() for b in broken()) or None)
-    p.add_argument("--version", action="version", version=f"tpulab {__version__}")
-    p.add_argument("--run", metavar="WORKLOAD", choices=list(registry()),
-                   help=f"workload to run: {', '.join(registry())} (`tpulab --run NAME --help` lists its parameters)")
+    if not as_run:
+        p.add_argument("--version", action="version", version=f"tpulab {__version__}")
+    p.add_argument("--run", metavar="WORKLOAD", choices=list(registry()), help=argparse.SUPPRESS if as_run else
+                   f"workload to run: {', '.join(registry())} (`tpulab --run NAME --help` lists its parameters)")
     NO_UI.add(p, top=True)
     JSON.add(p, "print events as JSON lines; the last line is the result", top=True)
     PRESET.add(p, top=True)
@@ -58,8 +64,8 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
                    help="with --run: run it N times, each in a fresh process, one after another, kept as one run whose "
                         "interval holds the spread between processes (a comparison then uses the noise floor for N); "
                         "default 1")
-    mh = p.add_argument_group("joining a multi-host run (JAX backend; on a TPU pod slice JAX finds its peers by "
-                              "itself: run the same command on every host)")
+    mh = p.add_argument_group("joining a multi-host run", "JAX backend; on a TPU pod slice JAX finds its peers by "
+                              "itself: run the same command on every host")  # (a title is never wrapped: a line)
     mh.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address, the same on every process")
     mh.add_argument("--num-processes", type=int, metavar="N", help="processes in the run, on all hosts")
     mh.add_argument("--process-id", type=int, metavar="I", help="this process: 0 keeps the record, 1..N-1 follow")
@@ -67,12 +73,19 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
                     help="a Ray cluster (its address; default: the one this machine belongs to): with --run and "
                          "--processes N, its processes start as Ray tasks (process 0 here); in the lab, the Runtime "
                          "tab's c makes the fleet card of every node (tpulab[ray])")
+    mh.add_argument("--per-host", action="store_true",
+                    help="with --ray: each process other than 0 on its own node (Ray's STRICT_SPREAD), refused at once "
+                         "where the cluster has too few; default: spread where it can")
     mh.add_argument("--join-timeout", type=int, metavar="S", default=60,
                     help="seconds for every process to join before the run fails, naming who is missing; default 60")
-    named = registry().get(workload_name) if workload_name else None
     sweeping = "sweep" in (argv or ())
     if named is not None and not sweeping:
         add_workload_flags(p, named)
+    if as_run:  # no command follows a run's flags; its usage names the command, its errors the program as ever
+        p.set_defaults(command=None)
+        p.usage = p.format_usage().removeprefix("usage: ").rstrip().replace("%", "%%")
+        p.prog = "tpulab"
+        return p
     commands = p.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add_to(commands)
@@ -82,8 +95,9 @@ def build_parser(workload_name: str | None = None, argv: Sequence[str] | None = 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = run_as_option(list(sys.argv[1:] if argv is None else argv))
-    parser = build_parser(_workload_named(argv), argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    argv = run_as_option(given)
+    parser = build_parser(_workload_named(argv), argv, as_run=argv != given)
     args = parser.parse_args(argv)
     from tpulab.base import safe
     from tpulab.base.errors import EXIT_OK, TpulabError, UsageError

@@ -47,7 +47,7 @@ from tpulab.machine.detect import RuntimeReport
 from tpulab.base.ceilings import Sourced
 from tpulab.machine.peaks import device_peak
 from tpulab.base.probe import MOVED
-from tpulab.workloads.base import BACKEND, SummaryPart
+from tpulab.workloads.base import BACKEND, PHASE_EAGER, SummaryPart
 
 
 def now_iso() -> str:
@@ -162,8 +162,10 @@ class RunRecorder:
             case Compiled():
                 if self.workload.is_inference(event.phase):
                     self.inference_compile_seconds = event.seconds
-                else:  # a run of several kernels compiles each: their first calls add up
-                    self.compile_seconds = (self.compile_seconds or 0.0) + event.seconds
+                else:  # a run of several kernels compiles each: their first calls add up; an eager pass set beside
+                    # the compiled one (--compile both) is another program of the same steps, its first call apart
+                    if event.phase != PHASE_EAGER:
+                        self.compile_seconds = (self.compile_seconds or 0.0) + event.seconds
                     if event.phase:
                         self.compile_phases[event.phase] = self.compile_phases.get(event.phase, 0.0) + event.seconds
                     self.cache_hit = event.cache_hit if self.cache_hit is None else self.cache_hit and event.cache_hit

@@ -167,10 +167,16 @@ def verdicts(t: Telemetry) -> list[Flag]:
     kind = (t.device_kind or "device").upper()
     load = load_of(t)
     busy = load if load is not None and load.busy else None
+    one_thread = (t.cores and t.cores >= 2 and t.busiest_core_mean is not None and t.process_mean is not None
+                  and t.busiest_core_mean >= BUSY_CORE and BUSY_CORE <= t.process_mean <= ONE_THREAD)
+    every_core = busy is not None and (t.cpu_mean or 0) >= BUSY_CORE  # all busy: no core was the only busy one
     if busy is not None:
         out.append(Flag("busy-machine", f"more than a quarter of the {busy.cores} cores ({busy.other:.2f}) were "
                         "other processes' (the disturbed flag): they explain a half-used machine before the run's "
-                        "threads do; judge threads and precision on a quieter machine (`tpulab top` shows the load)"))
+                        "threads do; judge threads and precision on a quieter machine (`tpulab top` shows the load)"
+                        + (f"; every core was busy (all cores averaged {fmt.pct(t.cpu_mean)}), the worker's "
+                           f"{fmt.pct(t.process_mean)} of one among them, so how many threads the work runs on "
+                           "cannot be told here" if every_core and one_thread else "")))
     host_busy = (t.process_mean or 0) >= INPUT_BOUND_HOST or (t.cpu_mean or 0) >= INPUT_BOUND_HOST
     if t.device_util_mean is not None and t.device_util_mean < INPUT_BOUND_DEVICE and host_busy:
         out.append(Flag("input-bound", f"the {kind} was busy {t.device_util_mean:.0f}% of the time while the host "
@@ -178,8 +184,8 @@ def verdicts(t: Telemetry) -> list[Flag]:
                         "of all cores): the host side (input pipeline, Python per step) "
                         "sets the pace; try a larger batch, prefetching, or fewer host operations per step"))
     # the worker's own share tells one thread from several; the load, whether a second one had a core to run on
-    if (t.cores and t.cores >= 2 and t.busiest_core_mean is not None and t.process_mean is not None
-            and t.busiest_core_mean >= BUSY_CORE and BUSY_CORE <= t.process_mean <= ONE_THREAD):
+    if one_thread and not every_core:
+        assert t.busiest_core_mean is not None and t.process_mean is not None and t.cores  # (one_thread says so)
         said = (f"one core was busy ({t.busiest_core_mean:.0f}% on average) while the worker used "
                 f"{t.process_mean:.0f}% of a core, one of {t.cores} (all cores averaged {fmt.pct(t.cpu_mean)})")
         if busy is not None and t.cores - t.process_mean / 100 - busy.other < 1:  # no core left idle for a thread

@@ -29,6 +29,7 @@ from tpulab.engine.telemetry import CALL_TIMEOUT_S, GPU_EXTRA, Caller, Hung, Pro
 from tpulab.lab.failure import FailsInOneLine
 from tpulab.lab.panes.help import rows
 from tpulab.lab.widgets.charts import SeriesPlot
+from tpulab.lab.widgets.rows import RowTable
 from tpulab.machine.holders import GpuHolders, Holder, Holders, tpu_holders
 
 HISTORY_S = 120.0  # what a chart shows: the last two minutes
@@ -203,7 +204,7 @@ class TopApp(FailsInOneLine):
             yield self._chart("CPU")
         with Vertical(id="processes"):
             yield Static(id="holders-title")
-            yield DataTable(id="holders", cursor_type="row", zebra_stripes=True)
+            yield RowTable(id="holders")
         yield Footer()
 
     def on_mount(self) -> None:

@@ -8,6 +8,7 @@ itself: HTML with charts in a notebook, the terminal's tables in a REPL.
 from __future__ import annotations
 
 import io
+import shutil
 from typing import TYPE_CHECKING, Any
 
 from tpulab.base import fmt, safe
@@ -25,12 +26,19 @@ if TYPE_CHECKING:
     from tpulab.machine.detect import RuntimeReport
 
 
-def text(*renderables: Any, width: int = 100) -> str:
-    """Rich renderables as plain text, for a terminal REPL's repr."""
+def columns() -> int:
+    """The terminal's width, as `COLUMNS` or the terminal says (100 where neither does: a notebook's kernel), so
+    that `print(r)` never draws wider than where it prints."""
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def text(*renderables: Any, width: int | None = None) -> str:
+    """Rich renderables as plain text, for a terminal REPL's repr: as wide as the terminal unless told."""
     from rich.console import Console
 
     out = io.StringIO()
-    console = Console(file=out, width=width, color_system=None, force_terminal=False, force_jupyter=False)
+    console = Console(file=out, width=width or columns(), color_system=None, force_terminal=False,
+                      force_jupyter=False)
     for r in renderables:
         console.print(r, highlight=False)
     return out.getvalue().rstrip()
@@ -218,7 +226,7 @@ class SweepResult:
     def __repr__(self) -> str:
         from tpulab.views.sweep import sweep_report
 
-        return text(sweep_report(self.sweep, self.records, 100))
+        return text(sweep_report(self.sweep, self.records, columns()))
 
 
 class ComparisonResult:
@@ -258,7 +266,7 @@ class ComparisonResult:
     def __repr__(self) -> str:
         from tpulab.views.console import comparison_table
 
-        return text(comparison_table(self.comparison, 100))
+        return text(comparison_table(self.comparison, columns()))
 
 
 class RuntimeResult:
@@ -314,9 +322,11 @@ class RunList(list):
         from rich import box
         from rich.table import Table
 
-        t = Table(title=self.caption, box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
-        for col in fmt.LIST_COLUMNS:
+        width = columns()
+        header, *rows = fmt.fit([fmt.LIST_COLUMNS, *(listing.list_row(RunRow.of(r.record)) for r in self)], width)
+        t = Table(title=self.caption, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=0)
+        for col in header:
             t.add_column(col, no_wrap=True)
-        for r in self:
-            t.add_row(*map(safe.text, listing.list_row(RunRow.of(r.record))))
-        return text(t)
+        for cells in rows:
+            t.add_row(*map(safe.text, cells))
+        return text(t, width=width)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from tpulab.backends import choices, choose, registry
-from tpulab.base.errors import UsageError
+from tpulab.base.errors import UsageError, did_you_mean
 from tpulab.base.events import PHASE_BANDWIDTH, PHASE_PREDICT, Started, Step
 from tpulab.base.figures import Figure, FigureValue
 from tpulab.base.figures import rows as figure_rows
@@ -288,6 +288,11 @@ class Workload(ABC):
         """The number format the math runs in: the device's peak is looked up for it."""
         return "float32"
 
+    def dtype_words(self, p: Mapping[str, Any], dtype: str) -> str:
+        """The number formats a kept run's summary names, from its parameters and its compute `dtype`: that dtype,
+        unless some of the run's numbers are in another (decode's weights quantized: 'q4_0 weights, float32 cache')."""
+        return dtype
+
     def batch_size(self, p: Params) -> int:
         """Examples in one timed step, over all replicas: throughput is this over the step's time."""
         return int(p[BATCH_SIZE])
@@ -423,7 +428,8 @@ class Workload(ABC):
         params = self.defaults()
         if name is not None:
             if name not in self.presets:
-                raise ParamError("preset", f"--preset must be one of {', '.join(self.presets)} (got {name!r})")
+                raise ParamError("preset", f"--preset must be one of {', '.join(self.presets)} (got {name!r})"
+                                 + did_you_mean(name, self.presets))
             params.update(self.presets[name])
         return params
 

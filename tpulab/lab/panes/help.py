@@ -14,13 +14,9 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
-Rows = list[tuple[str, str]]  # (keys, what they do)
+from tpulab.lab.widgets.rows import RowTable
 
-# What no binding of the lab's own declares: Textual's keys, worded for this lab.
-MOVING: Rows = [("alt+1..5", "the tabs, from inside a text field too"),
-                ("tab", "the next control (the focused one is coloured); shift+tab: the previous"),
-                ("arrows, PgDn", "move in, or scroll, the focused list, table or pane; PgUp, home, end too"),
-                ("ctrl+p", "the command palette: type help, glossary, choose conv...")]
+Rows = list[tuple[str, str]]  # (keys, what they do)
 
 
 def key_text(binding: Binding) -> str:
@@ -40,6 +36,14 @@ def _named(key: str) -> str:
 def rows(bindings: Iterable[BindingType]) -> Rows:
     """Each described binding: its keys, and what it does (its tooltip says more)."""
     return [(key_text(b), b.tooltip or b.description) for b in bindings if isinstance(b, Binding) and b.description]
+
+
+# What no binding of the lab's own declares: Textual's keys, worded for this lab.
+MOVING: Rows = [("alt+1..5", "the tabs, from inside a text field too"),
+                ("tab", "the next control (the focused one is coloured); shift+tab: the previous"),
+                ("arrows, PgDn", "move in, or scroll, the focused list, table or pane; PgUp, home, end too"),
+                *rows(RowTable.BINDINGS),
+                ("ctrl+p", "the command palette: type help, glossary, choose conv...")]
 
 
 def widget_rows(widget: type[Widget], where: str) -> Rows:

@@ -23,6 +23,7 @@ from tpulab.engine.ceilings import WORKLOAD
 from tpulab.engine.runindex import FilterError, RunFilter, RunRow, parse_filter
 from tpulab.engine.store import Comparison, Page, StoreError, compare
 from tpulab.lab.panes import lab
+from tpulab.lab.widgets.rows import RowTable
 from tpulab.views import listing
 from tpulab.views import profile as profile_view
 from tpulab.views.console import comparison_table
@@ -67,7 +68,7 @@ class ResultsPane(Vertical):
         yield Static("space marks a run, m compares the marked runs (the first marked is the baseline), r draws "
                      "the roofline of the run's device, o shows a profiled run's op table, k the machine cards",
                      id="results-help")
-        yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True, cell_padding=0)
+        yield RowTable(id="results-table", cell_padding=0)
         with Horizontal(id="compare-row"):
             with VerticalScroll(id="comparison-box"):  # takes the keys once shown: PageDown reads on, z zooms it
                 yield Static(id="comparison")

@@ -139,7 +139,7 @@ class RuntimePane(VerticalScroll, can_focus=True):
             self.progress = (*self.progress, f"  {e.name}: {said}")
             head = self.progress[0]
         else:
-            head = (f"[{p.done}/{p.total - 1} {p.backend}] {p.what}: {fmt.duration(p.elapsed)} in, about "
+            head = (f"{p.count()} {p.what}: {fmt.duration(p.elapsed)} in, at most "
                     f"{fmt.duration(p.eta)} left (c stops it)")
             self.progress = (head, *self.progress[1:])
         self._card_line(Group(*(safe.text(line, "cyan" if line is head else "") for line in self.progress)))

@@ -2,7 +2,9 @@
 
 The sweep runs point after point in a thread worker (each point its own run, as in the CLI); a
 message per started and finished point keeps the chart, the table and the findings current.
-`o` opens the best configuration in the form; `x` stops after the current point, again stops it.
+`o` opens the best configuration in the form; `x` stops after the current point, again stops it. With no sweep
+running, the tab lists the kept sweeps (the command line's too, `tpulab sweep`), newest first: Enter opens one as
+`tpulab results sweep ID` shows it, `l` lists them again.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from textual.widgets import DataTable, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from tpulab.base import fmt, safe
-from tpulab.base.events import RunRecord
+from tpulab.base.events import RunRecord, SweepRecord
 from tpulab.engine.estimate import Estimate
-from tpulab.engine.sweep import Point, PointFinished, PointStarted, Sweep, Unkept
+from tpulab.engine.store import StoreError
+from tpulab.engine.sweep import Findings, Point, PointFinished, PointStarted, Sweep, Unkept, kept_points
 from tpulab.lab.panes import lab
+from tpulab.lab.widgets.rows import RowTable
 from tpulab.views.sweep import (
     FIGURES,
     curve_title,
@@ -31,6 +35,7 @@ from tpulab.views.sweep import (
     chart_title,
     figures,
     findings_lines,
+    kept_findings,
     label,
     marks,
     marks_legend,
@@ -43,10 +48,15 @@ from tpulab.views.sweep import (
 )
 
 SWEEP_OPTIONAL = ("ceiling", "peak", "GFLOP/s", "median", "flags")  # left out of a narrow table, the first first
+KEPT_COLUMNS = ("id", "started", "workload", "status", "points", "swept")  # the kept sweeps, as `results sweep` lists them
+KEPT_OPTIONAL = ("started", "status")
+NO_SWEEP = "in Workloads, tick sweep, give fields lists (8,16,32), then Sweep (ctrl+r)"
 
 
 class SweepPane(Vertical):
-    BINDINGS = [Binding("o", "open_best", "Open best in form", show=False, id="sweep.open_best")]  # said in its status
+    BINDINGS = [Binding("o", "open_best", "Open best in form", show=False, id="sweep.open_best"),  # said in its status
+                Binding("l", "list_kept", "The kept sweeps (the command line's too): Enter opens one", show=False,
+                        id="sweep.list")]
 
     class PointDone(Message):
         def __init__(self, point: Point, record: RunRecord) -> None:
@@ -67,20 +77,24 @@ class SweepPane(Vertical):
         super().__init__(**kwargs)
         self.sweep: Sweep | None = None
         self._starting = False  # no point begun yet: the header still shows the estimate
+        self.kept: list[SweepRecord] | None = None  # listed in the table (no sweep shown), newest first
+        self.opened: tuple[SweepRecord, list[Point]] | None = None  # a kept sweep shown again, its points' runs read
 
     def compose(self) -> ComposeResult:
         from tpulab.lab.widgets.charts import SeriesPlot  # plotext loads after the first paint (this pane is lazy)
 
-        yield Static("No sweep yet: in Workloads, tick sweep, give fields lists (8,16,32), then Sweep (ctrl+r).",
-                     id="sweep-header")
+        yield Static(f"No sweep yet: {NO_SWEEP}.", id="sweep-header")
         bar = ProgressBar(id="sweep-progress", show_eta=False)
         bar.display = False  # an empty bar would say that something runs: shown once something does
         yield bar
         with Horizontal(id="sweep-body"):
             yield SeriesPlot("throughput against the first swept parameter", id="sweep-chart")
             with Vertical(id="sweep-side"):
-                yield DataTable(id="sweep-table", cursor_type="row", zebra_stripes=True, header_height=2)
+                yield RowTable(id="sweep-table", header_height=2)
                 yield Static(id="sweep-findings")
+
+    def on_mount(self) -> None:
+        self.action_list_kept()
 
     @property
     def running(self) -> bool:
@@ -102,12 +116,85 @@ class SweepPane(Vertical):
 
     @property
     def axes(self) -> list[str]:
+        if self.opened is not None:
+            return list(self.opened[0].axes)
         return list(self.sweep.grid.axes) if self.sweep else []
+
+    def shown(self) -> tuple[list[Point], Findings] | None:
+        """The points of the sweep on show (running here, or kept and opened) and what they found."""
+        if self.opened is not None:
+            record, points = self.opened
+            return points, kept_findings(record, points)
+        return (self.sweep.points, self.sweep.findings()) if self.sweep is not None else None
+
+    # --- the kept sweeps -------------------------------------------------------------------------
+    def action_list_kept(self) -> None:
+        """The kept sweeps in the table, newest first (a running sweep keeps the tab until it ends)."""
+        if self.running:
+            self.notify("a sweep is running: its points show here until it ends (x stops it)", severity="warning")
+            return
+        self.sweep = self.opened = None  # (a sweep run here is kept: it is listed too)
+        self._read_kept()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="sweep-kept")
+    def _read_kept(self) -> None:
+        try:
+            kept = lab(self).store.sweeps()
+        except StoreError as e:
+            self.app.call_from_thread(self._header_text, f"[red]{safe.markup(e)}[/]")
+            return
+        self.app.call_from_thread(self._list, kept)
+
+    def _list(self, kept: list[SweepRecord]) -> None:
+        from tpulab.lab.widgets.charts import SeriesPlot
+
+        if self.sweep is not None or self.opened is not None:  # a sweep began (or one opened) meanwhile: it is shown
+            return
+        self.kept = kept
+        self.query_one("#sweep-progress", ProgressBar).display = False
+        chart = self.query_one("#sweep-chart", SeriesPlot)
+        chart.series.clear()
+        chart.title = "throughput against the first swept parameter"
+        chart.replot()
+        self.query_one("#sweep-findings", Static).update("")
+        rows = [tuple(map(safe.visible, (k.short_id, k.started_at[5:16].replace("T", " "), k.workload, k.status,
+                                         str(len(k.points)), ", ".join(f"{a} {len(v)}" for a, v in k.axes.items()))))
+                for k in kept]
+        self._table(KEPT_COLUMNS, rows, KEPT_OPTIONAL)
+        self._header_text(f"[b]{len(kept)} kept sweep(s)[/b], newest first: Enter opens one | a new one: "
+                          f"{NO_SWEEP}" if kept else f"No sweep yet: {NO_SWEEP}.")
+
+    @on(RowTable.RowSelected, "#sweep-table")
+    def _chosen(self, event: RowTable.RowSelected) -> None:
+        if self.kept is not None and self.sweep is None and self.opened is None and event.cursor_row < len(self.kept):
+            self._open_kept(self.kept[event.cursor_row].id)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="sweep-kept")
+    def _open_kept(self, sweep_id: str) -> None:
+        store = lab(self).store
+        try:
+            record = store.get_sweep(sweep_id)
+            runs = store.sweep_runs(record)
+        except StoreError as e:
+            self.app.call_from_thread(self.notify, safe.visible(e), severity="error", markup=False)
+            return
+        self.app.call_from_thread(self._show_kept, record, kept_points(record, runs))
+
+    def _show_kept(self, record: SweepRecord, points: list[Point]) -> None:
+        if self.sweep is not None:  # a sweep began meanwhile: it has the tab
+            return
+        self.opened, self.kept = (record, points), None
+        done = sum(p.status == "finished" for p in points)
+        self._header_text(f"[b]sweep {record.short_id}[/b] " + safe.markup(
+            f"of {record.workload} over " + (", ".join(f"{a} ({len(v)})" for a, v in record.axes.items()) or "one point")
+            + f" | kept {record.started_at[:16].replace('T', ' ')}, {record.status}: {done}/{len(points)} point(s) "
+              "finished | o: open the best in the form, l: the kept sweeps"))
+        self._show()
 
     def start(self, sweep: Sweep) -> None:
         from tpulab.lab.widgets.charts import SeriesPlot
 
-        self.sweep = sweep
+        self.sweep, self.opened, self.kept = sweep, None, None
         axes = self.axes
         chart = self.query_one("#sweep-chart", SeriesPlot)
         chart.configure(chart_title(axes, "examples/s"))
@@ -131,10 +218,13 @@ class SweepPane(Vertical):
     def _header(self, status: str) -> None:
         assert self.sweep is not None
         grid = self.sweep.grid
-        self.query_one("#sweep-header", Static).update(
+        self._header_text(
             f"[b]sweep {self.sweep.id[:8]}[/b] " + safe.markup(
                 f"of {grid.workload.title} over " + (", ".join(f"{a} ({len(v)})" for a, v in grid.axes.items())
                                                      or "one point") + f" | {status}"))
+
+    def _header_text(self, markup: str) -> None:
+        self.query_one("#sweep-header", Static).update(markup)
 
     def stop(self) -> None:
         if self.sweep is None or not self.running:
@@ -173,16 +263,16 @@ class SweepPane(Vertical):
         """Chart, table and findings from the points so far."""
         from tpulab.lab.widgets.charts import SeriesPlot
 
-        assert self.sweep is not None
+        on_show = self.shown()
+        assert on_show is not None
+        points, found = on_show
         axes = self.axes
-        found = self.sweep.findings()
         chart = self.query_one("#sweep-chart", SeriesPlot)
         chart.series.clear()
         curve = found.latency is not None  # throughput against latency (a token's), the knee marked
         chart.title = curve_title(found, axes) if curve else chart_title(axes, found.by)
-        chart.xticks, chart.xlog = x_axis(self.sweep.points, axes[0]) if axes and not curve else (None, False)
-        for name, pts in (curve_series(self.sweep.points) if curve
-                          else chart_series(self.sweep.points, axes, by=found.by)).items():
+        chart.xticks, chart.xlog = x_axis(points, axes[0]) if axes and not curve else (None, False)
+        for name, pts in (curve_series(points) if curve else chart_series(points, axes, by=found.by)).items():
             for x, y in pts:
                 chart.add(name, x, y)
         best = found.best
@@ -190,10 +280,10 @@ class SweepPane(Vertical):
             for pts in curve_series([found.knee]).values():
                 chart.add("knee", *pts[0])
         elif best is not None and best.rate(found.by) and axes:
-            for pts in chart_series([best], axes, x_values(self.sweep.points, axes[0]), found.by).values():
+            for pts in chart_series([best], axes, x_values(points, axes[0]), found.by).values():
                 chart.add("best", *pts[0])
         chart.replot()
-        listed = ranked([p for p in self.sweep.points if p.records], found.by)
+        listed = ranked([p for p in points if p.records], found.by)
         prefix = rate_prefix(listed)
         header = ("", *(axis_text(a) for a in axes), *FIGURES)
         rows = [(marks(p, found), *(value_text(p.values[a]) for a in axes), *(cells[f] for f in FIGURES))
@@ -204,7 +294,8 @@ class SweepPane(Vertical):
             "\n".join(([f"[dim]{legend}[/]"] if legend else []) + [safe.markup(line) for line in
                                                                    findings_lines(found, axes)]))
 
-    def _table(self, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    def _table(self, header: tuple[str, ...], rows: list[tuple[str, ...]],
+               optional: tuple[str, ...] = SWEEP_OPTIONAL) -> None:
         """The points' rows, fitted to the table's width as the results listing is: a parameter's name on two
         lines, the flags shortened, then the figures a rate needs least left out (the ceiling's fraction first), so
         no figure is cut and the table never scrolls sideways (at 80 columns the table has about half of them)."""
@@ -213,7 +304,7 @@ class SweepPane(Vertical):
         widest = tuple(max(n.split("\n"), key=len) for n in names)  # what a column's header needs
         region = table.scrollable_content_region.width or self.size.width // 2 - 2
         room = region - (2 * table.cell_padding - 1) * len(header) - 1  # `fit` counts one space between columns
-        fitted = fmt.fit([widest, *rows], room, widest, optional=SWEEP_OPTIONAL, shrinkable=("flags",))
+        fitted = fmt.fit([widest, *rows], room, widest, optional=optional, shrinkable=("flags", "swept"))
         table.clear(columns=True)
         table.add_columns(*(safe.text(names[widest.index(w)]) for w in fitted[0]))
         for cells in fitted[1:]:
@@ -228,12 +319,23 @@ class SweepPane(Vertical):
         self._show()
 
     async def action_open_best(self) -> None:
-        found = self.sweep.findings() if self.sweep else None
-        if self.sweep is None or found is None or found.best is None:
+        from tpulab.workloads import registry
+
+        on_show = self.shown()
+        found = on_show[1] if on_show else None
+        if found is None or found.best is None:
             self.notify("no finished point yet", severity="warning")
             return
-        params = {**self.sweep.grid.base, **found.best.values}
-        await lab(self).open_configuration(self.sweep.grid.workload, params)
+        if self.opened is None:
+            assert self.sweep is not None
+            base, workload = self.sweep.grid.base, self.sweep.grid.workload
+        elif (found_workload := registry().get(self.opened[0].workload)) is None:
+            self.notify(f"its workload, {self.opened[0].workload}, is not installed here", severity="warning",
+                        markup=False)
+            return
+        else:
+            base, workload = self.opened[0].base, found_workload
+        await lab(self).open_configuration(workload, {**base, **found.best.values})
         near = f"; not detectably slower: {', '.join(label(p, self.axes) for p in found.near)}" if found.near else ""
         self.notify(f"the best configuration: {label(found.best, self.axes)} "
                     f"({fmt.rate(found.best.throughput, 'examples/s')}){near}", markup=False)
