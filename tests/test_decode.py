@@ -74,7 +74,7 @@ for kind in ({{}}, {{"positions": "learned", "block": "gpt2", "kv_heads": 4}}): 
     p = {{**DECODE.preset("smoke"), **kind, "gen_len": 6}}
     count, model = build(p, placement)
     logs = []
-    out[p["block"]] = decode_loop.verify(p, model, decode_loop.prompt(p), logs.append)
+    out[p["block"]] = decode_loop.verify(p, model, decode_loop.prompt(p), logs.append)["verified"]
     shifted = decode_loop.Model(model.prefill, lambda t, at: model.step(t, at + 1), model.forward)
     try:  # each token's keys and values written one position on: a cache bug --verify must catch
         decode_loop.verify(p, shifted, decode_loop.prompt(p), logs.append)

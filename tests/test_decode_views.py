@@ -8,6 +8,7 @@ import pytest
 from rich.console import Console
 from textual.widgets import Static
 
+from tpulab.base import fmt
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.spec import RunSpec
 from tpulab.engine.store import compare
@@ -87,6 +88,24 @@ def test_the_log_names_the_prefills_and_the_steps_compile_apart_and_the_summary_
     assert estimate > next(i for i, line in enumerate(lines) if line.startswith("prefill (token 0)"))
     summary = {name: value for name, value, _ in summary_rows(rec.record())}
     assert summary["first call (trace+compile)"] == "1.500 s (prefill 1.000 s, decode 500.0 ms)"
+
+
+def test_the_summary_names_one_throughput_and_says_what_each_other_rate_and_the_end_to_end_count(tmp_path):
+    """Issue 64, item 6: the run's throughput once (the batch's tokens over the decode steps' time), no inference
+    rows repeating the token's time and rate (a decode run has no inference phase apart), a sequence's rate and the
+    prefill's each saying what they count, and the end to end saying what it is the time of."""
+    summary = {name: value for name, value, _ in summary_rows(recorded(tmp_path))}
+    assert not [name for name in summary if name.startswith("inference")]
+    rated = {name: value for name, value in summary.items() if "tokens/s" in value and not name.startswith("flag")}
+    assert set(rated) == {"throughput", "tokens/s per sequence", "time to first token"}
+    tpot = sum(TOKENS) / len(TOKENS)
+    assert rated["throughput"].startswith(f"{fmt.rate(2 / tpot, 'tokens/s')} over the batch: the tokens the decode "
+                                          "steps made over their time (batch / TPOT")
+    assert rated["tokens/s per sequence"] == (f"{fmt.rate(1 / tpot, 'tokens/s')}: what each sequence's reader sees "
+                                              "(1 / TPOT)")
+    assert rated["time to first token"].endswith("tokens/s of prompt)")
+    assert summary["end to end"] == (f"{(0.05 + sum(TOKENS)) * 1e3:.1f} ms: one generation, the prefill and 32 token "
+                                     "steps (TTFT + 32 x TPOT)")
 
 
 async def test_the_lab_charts_each_token_prefill_and_decode_apart(db, cpu_machine):

@@ -293,6 +293,8 @@ class Backend:
     xla_always: bool = False  # it compiles every step with XLA: a workload's --xla means nothing here
     fuser: str | None = None  # the compiler that fuses its ops ('XLA', 'torch.compile'): what a verdict may advise
     compiles: bool = False  # --compile off|on|both chooses eager or compiled steps here (torch.compile), not --xla
+    first_call: str = "trace + compile"  # what a program's first call does besides its work, reported apart from the
+    # steady state: the words of its line and of the summary's row ("first call (trace+compile)")
     no_profiler: str | None = "it brings no profiler to trace a step with"  # why --profile means nothing here; None:
     # its runtime brings a `Profiler` (`Runtime.profiler`), and --profile runs here
 

@@ -35,6 +35,7 @@ class LlamaCppBackend(Backend):
                  "float32 and at the 8- and 4-bit weights CPU users run")
     multi_host = "llama.cpp runs in one process here: use --backend jax for a run over several processes"
     no_shards = NO_SHARDS
+    first_call = "load + warm-up"  # nothing is traced or compiled: the first completion maps the weights and warms up
 
     def installed(self, packages: Mapping[str, str | None]) -> bool:
         """The bindings and gguf, which writes the model they read: the extra installs both."""

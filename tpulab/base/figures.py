@@ -33,6 +33,8 @@ class Figure:
     group: str = ""  # the summary row it shares with the figures of the same group (their labels short)
     compare: bool = False  # a column of comparisons and sweeps, a headline of cards
     aside: str = ""  # the figure of words a comparison's cell adds after it (what it was measured against)
+    throughput: str = ""  # set on the one figure that is the run's throughput (`Summary.throughput`): what it counts
+    # ("over the batch: ..."), said in the summary's throughput row; no row of its own repeats it
 
     def show(self, value: Any) -> str:
         """The value in its unit: '52.1 ms', '1.9k tokens/s', '61%', '12.0 MiB'; '-' where there is none."""
@@ -43,7 +45,7 @@ class Figure:
         if self.unit == "%":
             return fmt.percent(value)
         if self.unit == "B":
-            return f"{value / 1024:.1f} KiB" if value < 2**20 else fmt.bytes_(value)
+            return fmt.bytes_(value)
         if self.unit:
             return fmt.rate(value, self.unit)
         return f"{value:.3g}"
@@ -80,16 +82,23 @@ def busbw(algbw: float, processes: int) -> float:
     return algbw * 2 * (processes - 1) / processes
 
 
+def throughput_of(declared: Iterable[Figure]) -> Figure | None:
+    """The figure a workload declares as its run's throughput (`Figure.throughput`), or None: a workload's figures
+    name one throughput, and any other rate says what it counts."""
+    return next((f for f in declared if f.throughput), None)
+
+
 def rows(declared: Iterable[Figure], values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(label, value) rows of the figures a summary holds, in declared order, then those of a run over several
     processes (`PARALLEL`); a group's figures share one row ('inter-token latency: p50 4.0 ms, p90 4.4 ms'). A
-    figure a summary holds that nothing declares (a plugin not installed here) is shown by its name, as a number."""
+    figure a summary holds that nothing declares (a plugin not installed here) is shown by its name, as a number.
+    The run's throughput (`Figure.throughput`) has the summary's throughput row, not one here."""
     out: list[tuple[str, str]] = []
     groups: dict[str, list[str]] = {}
     known = set()
     for f in (*declared, *PARALLEL):
         known.add(f.name)
-        if f.name not in values or values[f.name] is None:
+        if f.name not in values or values[f.name] is None or f.throughput:
             continue
         if f.group:
             if f.group not in groups:

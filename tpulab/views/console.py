@@ -16,6 +16,7 @@ from tpulab import backends
 from tpulab.backends import Backend
 from tpulab.base import fmt, safe
 from tpulab.base.noise import Change
+from tpulab.base.timing import summarize
 from tpulab.base.events import Event, RunRecord, Sample, Started, Step, Summary, Telemetry
 from tpulab.engine.telemetry_summary import load_of
 from tpulab.engine.doctor import Verdict
@@ -24,10 +25,12 @@ from tpulab.engine.store import Comparison
 from tpulab.machine.detect import RuntimeReport
 from tpulab.views import profile as profile_view
 from tpulab.views import roofline
-from tpulab.views.narrate import backend_line, describe, load_words, sample_line, step_status, telemetry_rows, unavailable_lines
+from tpulab.views.narrate import (backend_line, describe, first_call, load_words, sample_line, step_status, telemetry_rows,
+                                  unavailable_lines)
 from tpulab.base.figures import rows as figure_rows
+from tpulab.base.figures import throughput_of
 from tpulab.workloads import registry
-from tpulab.workloads.base import Workload
+from tpulab.workloads.base import PHASE_COMPILED, PHASE_EAGER, Workload
 
 ESTIMATE_AFTER = 3  # steady steps before the total-time estimate is printed: a quarter of the run's, 3 to 20
 ESTIMATE_BY = 20
@@ -99,15 +102,28 @@ class RunPrinter:
 
 def compile_text(s: Summary) -> str:
     """The first call's time; where a run compiles several programs apart, each: '1.50 s (prefill 1.00 s,
-    decode 500.0 ms)'."""
-    phases = ", ".join(f"{phase} {fmt.seconds(x)}" for phase, x in (s.compile_phases or {}).items())
+    decode 500.0 ms)'; an eager pass beside a compiled one (--compile both) runs the same steps another way, so
+    the two first calls are said apart, never added: 'compiled 2.100 s, eager 11.2 ms (each pass's own)'."""
+    called = s.compile_phases or {}
+    if PHASE_EAGER in called:
+        return (f"{PHASE_COMPILED} {fmt.seconds(called.get(PHASE_COMPILED))}, {PHASE_EAGER} "
+                f"{fmt.seconds(called[PHASE_EAGER])} (each pass's own)")
+    phases = ", ".join(f"{phase} {fmt.seconds(x)}" for phase, x in called.items())
     return fmt.seconds(s.compile_seconds) + (f" ({phases})" if phases else "")
+
+
+def passes_rows(record: RunRecord, unit: str) -> list[tuple[str, str]]:
+    """With --compile both, the run's figures are its compiled pass's: its steady time says so, and the eager pass's
+    steady time is set beside it (the eager-vs-compiled flag compares the two)."""
+    eager = summarize([x.seconds for x in record.steps if x.phase == PHASE_EAGER and not x.warmup])
+    return [(f"steady {unit} time, {PHASE_COMPILED}", fmt.spread(record.summary.step_seconds)),
+            (f"steady {unit} time, {PHASE_EAGER}", fmt.spread(eager))]
 
 
 def model_rows(ident: dict[str, Any]) -> list[tuple[str, str]]:
     """A user's model and what it was trained with: 'model: mlp:build, 85,002 parameters (all trained), sha256
-    ...', then its loss (and whose: the module's own, or chosen and why), its optimizer, its batch (and where it
-    came from) and how inference ran, where the worker said them."""
+    ...', then its loss (and whose: the module's own, or chosen and why), its optimizer, how its example was read
+    (inputs, targets), its batch (and where it came from) and how inference ran, where the worker said them."""
     count, trained = ident.get("parameters"), ident.get("trainable_parameters")
     said = f", {count:,} parameters" if isinstance(count, int) else ""
     if isinstance(count, int) and isinstance(trained, int):
@@ -115,12 +131,18 @@ def model_rows(ident: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [("model", f"{ident.get('name')}{said}, sha256 {ident.get('sha256') or '-'}")]
     if ident.get("loss"):
         rows.append(("loss", f"{ident['loss']}" + (f" ({ident['loss_by']})" if ident.get("loss_by") else "")))
-    return rows + [(key.replace("_", " "), str(ident[key])) for key in ("optimizer", "batch_from", "inference", "built")
-                   if ident.get(key)]
+    return rows + [(key.replace("_", " "), str(ident[key]))
+                   for key in ("optimizer", "example_read_as", "batch_from", "inference", "built") if ident.get(key)]
 
 
 def workload_of(record: RunRecord) -> Workload | None:
     return registry().get(record.workload)
+
+
+def dtype_words(record: RunRecord) -> str:
+    """The run's number formats, as its workload words them ('q4_0 weights, float32 cache'), else its dtype."""
+    w = workload_of(record)
+    return w.dtype_words(record.params, str(record.dtype)) if w and record.dtype else str(record.dtype)
 
 
 FLAG_STYLES = {"beats-peak": "bold red"}  # above the hardware; any other flag: yellow (above a ceiling too: not a win)
@@ -142,21 +164,23 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
     rows = [
         ("device", record.device_label()),
         ("backend", backend_line(record.backend, record.backend_reason, record.versions)),
-        ("dtype", str(record.dtype)),
+        ("dtype", dtype_words(record)),
         ("batch", f"{record.batch} global, {record.per_replica_batch} per replica, "
                   f"{record.device.replicas if record.device else 1} shard(s)") if record.batch else None,
         ("problem size", w.size_words(record.params)) if w else None,
         ("data", record.dataset or "-"),
         ("note", record.note) if record.note else None,
-        ("first call (compiled (cache))" if s.cache_hit else "first call (trace+compile)", compile_text(s)),
-        (f"steady {unit} time", fmt.spread(s.step_seconds)),
+        (f"first call ({'compiled (cache)' if s.cache_hit else first_call(record.backend).replace(' + ', '+')})",
+         compile_text(s)),
+        *(passes_rows(record, unit) if PHASE_EAGER in (s.compile_phases or {}) else
+          [(f"steady {unit} time", fmt.spread(s.step_seconds))]),
         ("fresh processes", repeats_text(s.process_medians)) if s.process_medians else None,
-        ("throughput", fmt.rate(s.throughput or s.examples_per_s, s.throughput_unit)) if record.batch else None,
+        ("throughput", throughput_text(s, w)) if record.batch else None,
         ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s") if s.flops_per_step
          else f"unavailable: FLOPs unknown ({no_flops(record.backend)})"),
         ("fraction of spec peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
                                   f" ({s.peak_source or 'peak unknown'})"),
-        ("fraction of ceiling", roofline.ceiling_text(s, record.dtype)),
+        ("fraction of ceiling", roofline.ceiling_text(s, record.dtype, dtype_words(record))),
         ("intensity", roofline.intensity_text(s)),
         *roofline.kernel_rows(record),
     ]
@@ -200,6 +224,14 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
     if record.error:
         out.append(("error", record.error, "red"))
     return out
+
+
+def throughput_text(s: Summary, w: Workload | None) -> str:
+    """'1.2k examples/s'; where the workload's figures declare which rate it is, what that rate counts: '8.9k tokens/s
+    over the batch: ...' (the one throughput a summary names)."""
+    declared = throughput_of(w.figures) if w else None
+    rate = fmt.rate(s.throughput or s.examples_per_s, s.throughput_unit)
+    return f"{rate} {declared.throughput}" if declared is not None and rate != "-" else rate
 
 
 def repeats_text(medians: list[float]) -> str:
@@ -274,17 +306,23 @@ def framework_view(name: str, report: RuntimeReport, probing: bool) -> str:
     """One framework's line (Rich markup): its own view when probed, else what is installed."""
     view = report.frameworks.get(name)
     pk = report.packages
+    backend = backends.get(name)
+
+    def keras(version: str | None) -> str:  # said only of a framework Keras runs on (llama.cpp uses none)
+        return f" (Keras {version or '-'})" if backend.keras else ""
+
     if view and "error" in view:
         return f"[red]could not be probed: {safe.markup(view['error'])}[/]"
     if view:
         extra = f", platform {view['platform']}" if view.get("platform") else ""
         also = f"; {view['also']}" if view.get("also") else ""  # what only this framework says (its build...)
-        return safe.markup(f"{view.get(name)} (Keras {view.get('keras') or '-'}){extra}, {gpu_words(view)}, "
+        own = next((view[d] for d in (name, *backend.distributions) if view.get(d)), "-")  # by its package's name
+        return safe.markup(f"{own}{keras(view.get('keras'))}{extra}, {gpu_words(view)}, "
                            f"TPU cores: {view.get('tpu_cores', 0)}{also}")
-    version = backends.get(name).version(pk)
+    version = backend.version(pk)
     if not version:
-        return "not installed: " + safe.markup(backends.get(name).install)
-    return safe.markup(f"{version} (Keras {pk.get('keras') or '-'}); ") + (
+        return "not installed: " + safe.markup(backend.install)
+    return safe.markup(f"{version}{keras(pk.get('keras'))}; ") + (
         "probing in the background..." if probing else "its own view not probed")
 
 
@@ -350,7 +388,7 @@ def comparison_columns(cmp: Comparison) -> list[tuple[str, list[str]]]:
         *models,
         ("device", [r.device_label() for r in rs]),
         ("backend", [r.backend for r in rs]),
-        ("dtype", [str(r.dtype) for r in rs]),
+        ("dtype", [dtype_words(r) for r in rs]),
         ("shards", [str(r.device.replicas if r.device else "-") for r in rs]),
         ("batch", [str(r.batch or "-") for r in rs]),
         *(f for f in figures if f not in basis),

@@ -8,6 +8,8 @@ repeats left out, so that a line never wraps a word onto a line of its own.
 
 from __future__ import annotations
 
+from tpulab import backends
+from tpulab.backends import Backend
 from tpulab.base import fmt, safe
 from tpulab.base.figures import rows as figure_rows
 from tpulab.engine.telemetry_summary import load_of
@@ -32,7 +34,7 @@ from tpulab.base.events import (
 from tpulab.engine.record import RunRecorder
 from tpulab.engine.telemetry_summary import GPU_POOL_NOTE
 from tpulab.views.profile import NAME_WIDTH, shorten
-from tpulab.workloads.base import PHASE_COMPILED, PHASE_EAGER
+from tpulab.workloads.base import COMPILE, PHASE_COMPILED, PHASE_EAGER
 
 SYNTHETIC_TAG = "  [yellow]\\[synthetic data][/]"
 SYNTHETIC = ("[synthetic]", "yellow")  # what every step of a run on stand-in data ends with (short: there are many)
@@ -65,7 +67,7 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
         case Compiled():
             what = "first predict call" if w.is_inference(event.phase) else \
                 f"first {event.phase} call" if event.phase in (*NAMED_CALLS, *w.phases) else "first call"
-            how = {True: "compiled (cache)", False: "trace + compile", None: "trace + compile"}[event.cache_hit]
+            how = "compiled (cache)" if event.cache_hit else first_call(rec.backend)
             return fitted([(f"{what} ({how}, {event.steps} {w.unit}(s)): {fmt.seconds(event.seconds)}", ""),
                            ("not in the steady state", "dim")], width, spare=(1,))
         case Step() if event.phase == PHASE_BANDWIDTH:
@@ -95,6 +97,13 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
     return None
 
 
+def first_call(backend: str | None) -> str:
+    """What a first call on `backend` does besides its work, as the backend says: 'trace + compile' (llama.cpp's:
+    'load + warm-up', where nothing is traced or compiled)."""
+    found = backends.registry().get(backend or "")
+    return found.first_call if found is not None else Backend.first_call
+
+
 def allocator_words(allocated: float, reserved: float | None, limit: float | None = None) -> str:
     """'3.0 GiB allocated, 4.0 GiB reserved of 80.0 GiB': what the run's tensors took, and the pool held for them."""
     return (f"{fmt.bytes_(allocated)} allocated" + (f", {fmt.bytes_(reserved)} reserved" if reserved is not None else "")
@@ -117,7 +126,8 @@ def header(e: Started, rec: RunRecorder) -> str:
     d = e.device
     lines = [f"[bold]{safe.markup(rec.workload.title)}[/] " + safe.markup(f"on {d.kind.upper()} {d.name}"),
              safe.markup(f"{d.replicas} replica(s) ({d.strategy}" + (f", {d.hosts} hosts" if d.hosts > 1 else "")
-                         + f"), {e.dtype}, {rec.workload.work_words(rec.params, e.per_replica_batch)}"),
+                         + f"), {rec.workload.dtype_words(rec.params, e.dtype)}, "
+                         f"{rec.workload.work_words(rec.params, e.per_replica_batch)}"),
              *([safe.markup(f"data: {e.dataset}")] if e.dataset else []),
              safe.markup(f"backend: {backend_line(e.backend, rec.backend_reason, e.versions)}")]
     if e.synthetic:
@@ -134,13 +144,23 @@ def backend_line(backend: str, reason: str | None, versions: dict[str, str] | No
     return f"{backend} {v.get(backend, '')}".rstrip() + keras + (f": {reason}" if reason else "")
 
 
+def pass_step(e: Step, rec: RunRecorder) -> str | None:
+    """With --compile both, the pass a training step is of and its place there, 'eager step 3/4' then 'compiled step
+    3/4' (each pass counts its own steps from 1: 'step 3/8' twice said neither), else None."""
+    w, p = rec.workload, rec.params
+    if p.get(COMPILE.name) != "both":
+        return None
+    each = w.total_steps(p) - w.total_steps({**p, COMPILE.name: "on"})  # the steps the eager pass adds: a pass's
+    return f"{PHASE_EAGER if e.phase == PHASE_EAGER else PHASE_COMPILED} {w.unit} {e.step}/{each}"
+
+
 def step_line(e: Step, rec: RunRecorder, width: int | None = None) -> str:
     """'step 3/16  298.4 ms  214.5 ex/s  105.7 GFLOP/s  loss 5.1826  accuracy 0.1198'; narrower, one space
     apart, then the GFLOP/s and then the examples/s give way (the summary has both)."""
     w = rec.workload
     predict = rec.workload.is_inference(e.phase)
     flops = rec.info.flops_per_step if rec.info and not predict else None  # training's FLOPs
-    where = f"predict {w.unit} {e.step}" if predict else f"{w.unit} {e.step}/{rec.steps_total}"
+    where = f"predict {w.unit} {e.step}" if predict else pass_step(e, rec) or f"{w.unit} {e.step}/{rec.steps_total}"
     cells: list[Cell] = [(where, ""), (fmt.seconds(e.seconds), ""), (fmt.rate(e.examples_per_s, "ex/s"), "")]
     cells += [(f"{flops / e.seconds / 1e9:.1f} GFLOP/s", "")] if flops else []
     cells += [(f"{m.label} {m.show(e.metrics[m.key])}", "") for m in w.metrics if m.key in e.metrics]

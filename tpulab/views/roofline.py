@@ -19,10 +19,13 @@ from tpulab.engine.runindex import RunRow
 from tpulab.workloads.shared.kernels import kernel_intensity
 
 
-def ceiling_text(s: Summary, dtype: str | None = None) -> str | None:
+def ceiling_text(s: Summary, dtype: str | None = None, words: str | None = None) -> str | None:
     """'39.2% of the measured ceiling 138.0 GFLOP/s (roofline run ..., jax, n=256..2048)', or None
     for a roofline with none before it (its own rows say what it measured). Above the ceiling: that
-    ceiling was measured low (its flag says where, under what load, and how to measure it again)."""
+    ceiling was measured low (its flag says where, under what load, and how to measure it again). `words`: the run's
+    number formats where they are more than `dtype` ('q4_0 weights, float32 cache'): the ceiling is `dtype`'s
+    matmul's, which a roofline measures, and the row says so."""
+    other = words if words and words != dtype else None
     if s.has_flag(CEILING_LOW):
         return (f"above the measured ceiling {fmt.rate(s.ceiling_flops, 'FLOP/s')} from {s.ceiling_source}: that "
                 "ceiling was measured low (see its flag)")
@@ -30,9 +33,12 @@ def ceiling_text(s: Summary, dtype: str | None = None) -> str | None:
         if s.kernels:
             return None
         flag = f" --dtypes {dtype}" if dtype and dtype != "float32" else ""
+        if other:
+            return (f"no measured ceiling for {other}: a roofline measures float matmuls, the nearest {dtype}'s "
+                    f"(`tpulab --run roofline{flag}` on this device)")
         return f"no measured ceiling yet for {dtype or 'this dtype'}: run `tpulab --run roofline{flag}` on this device"
     return f"{fmt.percent(s.ceiling_fraction)} of the measured ceiling {fmt.rate(s.ceiling_flops, 'FLOP/s')} " \
-           f"({s.ceiling_source})"
+           f"({s.ceiling_source})" + (f", a {dtype} matmul's: {other} are not one" if other else "")
 
 
 def ceiling_cell(s: Summary) -> str:

@@ -130,3 +130,23 @@ def decode_step_flops(p: Params, attended: float | None = None) -> float:
 def tolerance(p: Params) -> float:
     """--verify's bound on the largest |difference| of logits, as a fraction of the largest |logit|."""
     return TOLERANCE[p["dtype"]]
+
+
+# --verify on llama.cpp: a bound on its chosen tokens' log-probabilities against the PyTorch decoder's in float32 (as a
+# fraction of the largest |logit|), per weight format: a log-probability bound, not a top-k agreement, because random
+# weights give near-flat distributions whose greedy tokens part at near ties (q4_0 parted at up to 24 of 32 tokens,
+# each within the bound), while the bound measures the rounding itself. q8_0 rounds each weight to 1/127 of its
+# block's largest, q4_0 to 1/8 (16x coarser), and llama.cpp rounds what a quantized matmul reads to 8 bits too:
+# on tpulab's decoders (smoke, and 4 layers 256 wide; Llama and GPT-2 blocks; 10 seeds each) q8_0 parted by at most
+# 0.023 and q4_0 by 0.21, and f16 and bf16 within float16's and bfloat16's own tolerances: each bound is about twice
+# the largest measured. The float formats take their dtype's.
+Q8_0_TOLERANCE, Q4_0_TOLERANCE = 0.05, 0.4
+FORMAT_TOLERANCE = {"f32": TOLERANCE["float32"], "f16": TOLERANCE["float16"], "bf16": TOLERANCE["bfloat16"],
+                    "q8_0": Q8_0_TOLERANCE, "q4_0": Q4_0_TOLERANCE}
+
+
+def format_tolerance(fmt: str, dtype: str) -> tuple[float, str]:
+    """llama.cpp's --verify bound (`FORMAT_TOLERANCE`) for weights in `fmt` and a cache in `dtype`: the looser of the
+    two, and whose it is ('q4_0', 'float16 cache')."""
+    weights, cache = FORMAT_TOLERANCE[fmt], TOLERANCE[dtype]
+    return (weights, fmt) if weights >= cache else (cache, f"{dtype} cache")

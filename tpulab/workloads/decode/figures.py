@@ -52,7 +52,14 @@ class Shape:
 
 
 PHASE_PREFILL, PHASE_DECODE = "prefill", "decode"  # a Step's phase: the prompt (token 0), then one token each
-VERIFIED = "verified"  # the timed prefill's metric with --verify: the largest |difference| of the logits
+# --verify's metrics, on the timed prefill's step: what was set against what, its bound and what it came to
+VERIFIED = "verified"  # the largest |difference| of the cached logits from a full forward pass's
+VERIFIED_LOGPROB = "verified_logprob"  # llama.cpp's: its chosen tokens' log-probabilities against the PyTorch decoder's
+VERIFIED_SCALE = "verified_scale"  # the largest |logit|, which the tolerance is a fraction of
+VERIFIED_TOLERANCE = "verified_tolerance"  # the bound, as that fraction
+VERIFIED_DIFFER = "verified_differ"  # llama.cpp's greedy tokens that are not the decoder's (each a near tie)
+VERIFIED_TOKENS = "verified_tokens"  # the greedy tokens set against the decoder's
+VERIFY_METRICS = (VERIFIED, VERIFIED_LOGPROB, VERIFIED_SCALE, VERIFIED_TOLERANCE, VERIFIED_DIFFER, VERIFIED_TOKENS)
 KEPT, RUN = "kept", "run"  # what MBU divides by (`bandwidth_basis`): the kept ceiling, or this run's copies
 BANDWIDTH_CHECK = "bandwidth-disagrees"  # the run's copies and the kept ceiling differ beyond their interval and noise
 
@@ -81,13 +88,16 @@ ITL = "inter-token latency"
 FIGURES = (  # what comparisons and sweeps set beside a run's step time: TTFT, ITL p50, MBU
     Figure(name="ttft_s", label="TTFT", unit="s", better=LOWER, compare=True),
     Figure(name="prompt_tokens_per_s", label="prefill tokens/s", unit="tokens/s", better=HIGHER),
-    Figure(name="decode_tokens_per_s", label="tokens/s", unit="tokens/s", better=HIGHER),
+    Figure(name="decode_tokens_per_s", label="tokens/s", unit="tokens/s", better=HIGHER,
+           throughput="over the batch: the tokens the decode steps made over their time (batch / TPOT, the mean "
+                      "token step)"),
     Figure(name="decode_tokens_per_s_per_seq", label="tokens/s per sequence", unit="tokens/s", better=HIGHER),
     Figure(name="itl_p50", label="ITL p50", unit="s", better=LOWER, group=ITL, compare=True),
     Figure(name="itl_p90", label="ITL p90", unit="s", better=LOWER, group=ITL),
     Figure(name="itl_p99", label="ITL p99", unit="s", better=LOWER, group=ITL),
     Figure(name="tpot_s", label="TPOT", unit="s", better=LOWER, group=ITL),
-    Figure(name="e2e_s", label="end to end", unit="s", better=LOWER),
+    Figure(name="e2e_s", label="end to end", unit="s", better=LOWER),  # one generation: TTFT + token_steps x TPOT
+    Figure(name="token_steps", label="token steps", unit="tokens"),  # the timed decode steps after the prefill
     Figure(name="kv_cache_bytes", label="KV cache", unit="B"),
     Figure(name="kv_cache_positions", label="KV cache positions", unit="tokens"),
     Figure(name="weight_bytes_per_token_step", label="weights read per token step", unit="B"),
@@ -97,7 +107,13 @@ FIGURES = (  # what comparisons and sweeps set beside a run's step time: TTFT, I
     Figure(name="mbu", label="MBU", unit="%", better=HIGHER, compare=True, aside="mbu_against"),
     Figure(name="spec_bandwidth_fraction", label="of spec bandwidth", unit="%", better=HIGHER),
     Figure(name="prefill_mfu", label="prefill MFU", unit="%", better=HIGHER),
-    Figure(name="verified", label="largest logit difference, cached against full forward", better=LOWER),
+    Figure(name=VERIFIED, label="largest logit difference, cached against full forward", better=LOWER),
+    Figure(name=VERIFIED_LOGPROB, label="largest log-probability difference, against the PyTorch decoder",
+           better=LOWER),
+    Figure(name=VERIFIED_SCALE, label="largest logit", group="verify"),
+    Figure(name=VERIFIED_TOLERANCE, label="tolerance, of the largest logit", group="verify"),
+    Figure(name=VERIFIED_DIFFER, label="greedy tokens that differ", group="verify"),
+    Figure(name=VERIFIED_TOKENS, label="greedy tokens set against the decoder's", group="verify"),
 )
 
 
@@ -121,6 +137,7 @@ def figures(steps: list[Step], shape: Shape, bandwidth: Sourced | None, spec: So
         **{f"itl_p{q}": percentile(sorted(itl), q / 100) if itl else None for q in (50, 90, 99)},
         "tpot_s": tpot,
         "e2e_s": prefill + sum(s.seconds for s in tokens) if prefill is not None and tokens else None,
+        "token_steps": len(tokens) or None,
         "kv_cache_bytes": cache_bytes(shape),
         "kv_cache_positions": shape.cache,
         "weight_bytes_per_token_step": shape.weight_bytes * shape.replicas,
@@ -133,8 +150,8 @@ def figures(steps: list[Step], shape: Shape, bandwidth: Sourced | None, spec: So
         "spec_bandwidth_source": spec.source if spec else None,
         "spec_bandwidth_fraction": achieved / spec.value if achieved and spec else None,
         "prefill_mfu": prefill_rate / peak_flops if prefill_rate and peak_flops else None,
-        "verified": next((s.metrics[VERIFIED] for s in steps if s.phase == PHASE_PREFILL and VERIFIED in s.metrics),
-                         None),
+        **{name: next((s.metrics[name] for s in steps if s.phase == PHASE_PREFILL and name in s.metrics), None)
+           for name in VERIFY_METRICS},
     }
     return d, beats(d, achieved, prefill_rate, peak_flops)
 

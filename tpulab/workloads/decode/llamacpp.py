@@ -13,7 +13,7 @@ Before the timed generation, a short one (2 tokens) loads the weights (the GGUF 
 first touch) and is reported apart, as the other backends' compile. With --verify, llama.cpp's tokens and their
 log-probabilities are set against the PyTorch decoder's on the same weights in float32, each position read from one
 full forward pass over llama.cpp's tokens (teacher forcing: its greedy tokens are llama.cpp's up to the first
-position whose most likely token differs).
+position whose most likely token differs), and judged against the weight format's tolerance (`format_tolerance`).
 """
 
 from __future__ import annotations
@@ -24,16 +24,17 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
-import psutil
 import xllamacpp
 
 from tpulab.base import fmt as fmts
 from tpulab.base.errors import TpulabError
 from tpulab.base.events import Compiled, Log, Step
+from tpulab.machine.fingerprint import physical_cores
 from tpulab.workloads.base import Params, Workload
 from tpulab.workloads.decode import gguf_model, gguf_writer
-from tpulab.workloads.decode.arithmetic import TOLERANCE, cache_len, decode_step_bytes, parameters, weight_format
-from tpulab.workloads.decode.figures import PHASE_DECODE, PHASE_PREFILL
+from tpulab.workloads.decode.arithmetic import cache_len, decode_step_bytes, format_tolerance, parameters, weight_format
+from tpulab.workloads.decode.figures import (PHASE_DECODE, PHASE_PREFILL, VERIFIED_DIFFER, VERIFIED_LOGPROB,
+                                             VERIFIED_SCALE, VERIFIED_TOKENS, VERIFIED_TOLERANCE)
 from tpulab.workloads.decode.loop import prompt
 from tpulab.workloads.running import CancelToken, Sink, handed, place, started
 from tpulab.workloads.shared.kernels import BANDWIDTH_KEPT, Kernel, measure_bandwidth
@@ -60,11 +61,12 @@ class Timed:
 
 
 def threads(p: Params) -> tuple[int, str]:
-    """The threads llama.cpp runs on, and why: --threads, else the machine's physical cores (llama.cpp's own
-    default; a second thread on a core shares its units and its memory bandwidth)."""
+    """The threads llama.cpp runs on, and why: --threads, else the physical cores this process may use (llama.cpp's
+    own default is the machine's; a second thread on a core shares its units and its memory bandwidth, and one on a
+    core it may not use spins beside the other)."""
     if p["threads"]:
         return int(p["threads"]), "--threads"
-    return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1, "the physical cores"
+    return physical_cores(), "the physical cores it may use"
 
 
 def serve(path: Any, p: Params, n_threads: int) -> Any:
@@ -152,7 +154,8 @@ def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtim
                           f"{get('torch').install}")
     n_threads, why_threads = threads(p)
     placement = place(w, p, runtime)
-    placement = replace(placement, strategy=f"llama.cpp on {n_threads} threads: {why_threads}; {fmt} weights")
+    placement = replace(placement, strategy=f"llama.cpp on {n_threads} threads: {why_threads}")  # (the weights' format:
+    # the run's dtype words, `LLMDecode.dtype_words`)
     first = started(w, p, placement, runtime.versions(), w.describe_data(p), True, decode_step_bytes(p))
     first.model = {"parameters": parameters(p), "weight_format": fmt, "threads": n_threads}
     sink(first)
@@ -178,13 +181,12 @@ def generate(p: Params, server: Any, sink: Sink, cancel: CancelToken, fmt: str) 
         return
     sink(Compiled(seconds=warm.prefill(), phase=PHASE_PREFILL, synthetic=True))
     sink(Compiled(seconds=warm.steps()[0], phase=PHASE_DECODE, synthetic=True))
-    if p["verify"]:
-        verify(p, server, prompts, sink, fmt)
+    metrics = verify(p, server, prompts, sink, fmt) if p["verify"] else {}
     timed = None if cancel.is_set() else complete(server, prompts, p["gen_len"], cancel)
     if timed is None:
         return
     sink(Step(step=0, seconds=timed.prefill(), phase=PHASE_PREFILL, examples_per_s=batch / timed.prefill(),
-              synthetic=True))
+              metrics=metrics, synthetic=True))
     for i, seconds in enumerate(timed.steps(), start=1):
         sink(Step(step=i, seconds=seconds, phase=PHASE_DECODE, examples_per_s=batch / seconds, synthetic=True))
 
@@ -203,10 +205,11 @@ def reference(p: Params, tokens: np.ndarray) -> np.ndarray:
         return model(torch.from_numpy(tokens))[0].numpy()
 
 
-def verify(p: Params, server: Any, prompts: np.ndarray, sink: Sink, fmt: str) -> None:
-    """llama.cpp's greedy tokens and their log-probabilities against the PyTorch decoder's at each position, said;
-    where the weights are float32 (and the cache), the run fails if a token differs beyond a near tie or a
-    log-probability by more than float32's tolerance (a fraction of the largest |logit|)."""
+def verify(p: Params, server: Any, prompts: np.ndarray, sink: Sink, fmt: str) -> dict[str, float]:
+    """llama.cpp's greedy tokens and their log-probabilities against the PyTorch decoder's at each position, said with
+    a verdict and kept (the timed prefill's metrics): the run fails where a chosen token's log-probability differs by
+    more than the format's tolerance (`format_tolerance`, a fraction of the largest |logit|), or a token differs from
+    the decoder's by more than a near tie (its logit within that bound of the decoder's most likely one)."""
     result = server.handle_completions(request(prompts, p["gen_len"], n_probs=1))
     if (error := failed(result)) is not None:
         raise TpulabError(f"llama.cpp: {error}")
@@ -221,19 +224,23 @@ def verify(p: Params, server: Any, prompts: np.ndarray, sink: Sink, fmt: str) ->
     scale = float(np.abs(logits).max())
     apart = float(np.abs(picked - lse - theirs).max())  # the chosen tokens' log-probabilities
     gap = logits.max(-1) - picked  # how far below the decoder's most likely token llama.cpp's choice is
-    bound = TOLERANCE["float32"] * scale
+    tolerance, whose = format_tolerance(fmt, p["dtype"])
+    bound = tolerance * scale
     same = [int(np.argmax(row > 0)) if (row > 0).any() else n for row in gap]  # tokens before each first difference
-    strict = fmt == "f32" and p["dtype"] == "float32"
-    ties = int(((gap > 0) & (gap <= bound)).sum())
+    differ, beyond = int((gap > 0).sum()), int((gap > bound).sum())
     if min(same) == n:
         said = f"llama.cpp's greedy tokens are the PyTorch decoder's: all {n} of each of {len(ids)} sequence(s)"
     else:
         s = int(np.argmin(same))
+        ties = f"{beyond} of them by more than a near tie" if beyond else "each by a near tie (within the tolerance)"
         said = (f"llama.cpp's greedy tokens leave the PyTorch decoder's at token {same[s]} of {n} (sequence {s}); "
-                f"{int((gap > 0).sum())} of {gap.size} differ, {ties} of them by a near tie (within float32's tolerance)")
+                f"{differ} of {gap.size} differ, {ties}")
+    verdict = "ABOVE" if apart > bound or beyond else "within"
     line = (f"verify: {fmt} weights, {p['dtype']} cache, against the PyTorch decoder in float32 on the same weights: "
             f"{said}; the chosen tokens' log-probabilities differ by at most {apart:.3g} ({apart / scale:.2g} of the "
-            f"largest logit {scale:.3g})")
+            f"largest logit {scale:.3g}), {verdict} the {whose} tolerance {tolerance:g}")
     sink(Log(text=line, synthetic=True))
-    if strict and (apart > bound or (gap > bound).any()):
-        raise TpulabError(f"{line}: ABOVE float32's tolerance {TOLERANCE['float32']:g}")
+    if verdict != "within":
+        raise TpulabError(line)
+    return {VERIFIED_LOGPROB: apart, VERIFIED_SCALE: scale, VERIFIED_TOLERANCE: tolerance, VERIFIED_DIFFER: float(differ),
+            VERIFIED_TOKENS: float(gap.size)}

@@ -19,7 +19,7 @@ from tpulab.base.errors import TpulabError
 from tpulab.base.events import Compiled, Log, Step
 from tpulab.workloads.base import Workload
 from tpulab.workloads.decode.arithmetic import decode_step_bytes, tolerance
-from tpulab.workloads.decode.figures import PHASE_DECODE, PHASE_PREFILL, VERIFIED
+from tpulab.workloads.decode.figures import PHASE_DECODE, PHASE_PREFILL, VERIFIED, VERIFIED_SCALE, VERIFIED_TOLERANCE
 from tpulab.workloads.shared.kernels import BANDWIDTH_KEPT, measure_bandwidth
 from tpulab.workloads.running import CancelToken, Params, Programs, Sink, handed, place, profile_calls, started
 
@@ -73,7 +73,7 @@ def generate(p: Params, model: Model, sink: Sink, cancel: CancelToken, runtime: 
     sink(Compiled(seconds=seconds, phase=PHASE_PREFILL, synthetic=True))
     _, seconds = timed(model.step, nxt, start)
     sink(Compiled(seconds=seconds, phase=PHASE_DECODE, synthetic=True))
-    metrics = {VERIFIED: verify(p, model, tokens, sink)} if p["verify"] and not cancel.is_set() else {}
+    metrics = verify(p, model, tokens, sink) if p["verify"] and not cancel.is_set() else {}
     if cancel.is_set():
         return
     nxt, seconds = timed(model.prefill, tokens)
@@ -88,10 +88,10 @@ def generate(p: Params, model: Model, sink: Sink, cancel: CancelToken, runtime: 
     profile_calls(p, sink, cancel, runtime, lambda: np.asarray(model.step(nxt, last)[0]), model.programs)
 
 
-def verify(p: Params, model: Model, tokens: np.ndarray, sink: Sink) -> float:
+def verify(p: Params, model: Model, tokens: np.ndarray, sink: Sink) -> dict[str, float]:
     """Generate with the cache, then run the full forward pass over the same tokens: the largest
-    |difference| of their logits, said; above the dtype's tolerance (a fraction of the largest
-    |logit|) the run fails."""
+    |difference| of their logits, said, and kept with its bound (the timed prefill's metrics); above the
+    dtype's tolerance (a fraction of the largest |logit|) the run fails."""
     nxt, logits = model.prefill(tokens)
     cached, fed = [np.asarray(logits, np.float32)], []
     for i in range(1, p["gen_len"]):
@@ -110,4 +110,4 @@ def verify(p: Params, model: Model, tokens: np.ndarray, sink: Sink) -> float:
     sink(Log(text=line, synthetic=True))
     if diff > bound:
         raise TpulabError(line)
-    return diff
+    return {VERIFIED: diff, VERIFIED_SCALE: scale, VERIFIED_TOLERANCE: tolerance(p)}

@@ -8,7 +8,8 @@ from typing import Any, Mapping
 from tpulab.base import fmt
 from tpulab.base.ceilings import rerun
 from tpulab.base.noise import MIN_SAMPLES
-from tpulab.workloads.decode.figures import FIGURES, KEPT, RUN, number
+from tpulab.workloads.decode.figures import (FIGURES, KEPT, RUN, VERIFIED, VERIFIED_DIFFER, VERIFIED_LOGPROB,
+                                             VERIFIED_SCALE, VERIFIED_TOKENS, VERIFIED_TOLERANCE, number)
 
 SHOWN = {f.name: f for f in FIGURES}
 
@@ -22,18 +23,20 @@ def rate(d: Mapping[str, Any], name: str, unit: str) -> str:
 
 
 def decode_rows(d: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(figure, value) of a decode run: time to first token, tokens/s, the inter-token latency, and what a
-    step reads against the device's bandwidth."""
+    """(figure, value) of a decode run: time to first token, a sequence's tokens/s, the inter-token latency, one
+    generation end to end, and what a step reads against the device's bandwidth. The run's throughput (the batch's
+    tokens/s) is the summary's throughput row: a rate here says what it counts."""
     achieved = number(d, "gbytes_per_s")
+    steps = number(d, "token_steps")
     rows = [
         ("time to first token", f"{show(d, 'ttft_s')} (the prefill: {rate(d, 'prompt_tokens_per_s', 'tokens/s')}"
                                 " of prompt)"),
-        ("decode tokens/s", f"{rate(d, 'decode_tokens_per_s', 'tokens/s')} over the batch, "
-                            f"{rate(d, 'decode_tokens_per_s_per_seq', 'tokens/s')} per sequence: the tokens the "
-                            "decode steps made over their time (1 / TPOT, the mean token step)"),
+        ("tokens/s per sequence", f"{rate(d, 'decode_tokens_per_s_per_seq', 'tokens/s')}: what each sequence's "
+                                  "reader sees (1 / TPOT)"),
         ("inter-token latency", f"p50 {show(d, 'itl_p50')}, p90 {show(d, 'itl_p90')}, p99 {show(d, 'itl_p99')};"
                                 f" TPOT {show(d, 'tpot_s')}"),
-        ("end to end", show(d, "e2e_s")),
+        ("end to end", f"{show(d, 'e2e_s')}: one generation, the prefill and "
+                       + (f"{steps:.0f} token steps (TTFT + {steps:.0f} x TPOT)" if steps else "the token steps")),
         ("KV cache", f"{show(d, 'kv_cache_bytes')}: {show(d, 'kv_cache_positions')} a sequence"),
         ("read per token step", f"{show(d, 'bytes_per_token_step')}: weights {show(d, 'weight_bytes_per_token_step')}"
                                 f", cache {show(d, 'kv_cache_bytes')}; "
@@ -44,9 +47,24 @@ def decode_rows(d: Mapping[str, Any]) -> list[tuple[str, str]]:
         rows.append(("of spec bandwidth", f"{show(d, 'spec_bandwidth_fraction')} of "
                                           f"{rate(d, 'spec_bandwidth', 'B/s')} ({d.get('spec_bandwidth_source')})"))
     rows.append(("prefill MFU", show(d, "prefill_mfu")))
-    if (verified := number(d, "verified")) is not None:
-        rows.append(("verified", f"cached against full-forward logits: largest difference {verified:.3g}"))
-    return rows
+    return rows + verified_rows(d)
+
+
+def verified_rows(d: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """--verify's verdict, kept: what was set against what, how far apart, and the bound it was within (a run above
+    its bound failed); none where the run did not verify."""
+    scale, tolerance = number(d, VERIFIED_SCALE), number(d, VERIFIED_TOLERANCE)
+    bound = (f", within the tolerance {tolerance * scale:.3g} ({tolerance:g} of the largest logit {scale:.3g})"
+             if scale is not None and tolerance is not None else "")  # (a record from before the bound was kept: the difference alone)
+    if (verified := number(d, VERIFIED)) is not None:
+        return [("verified", f"cached against full-forward logits: largest difference {verified:.3g}{bound}")]
+    if (apart := number(d, VERIFIED_LOGPROB)) is None:
+        return []
+    differ, tokens = number(d, VERIFIED_DIFFER), number(d, VERIFIED_TOKENS)
+    greedy = (f"; {differ:.0f} of {tokens:.0f} greedy tokens differ, each a near tie" if differ else
+              f"; all {tokens:.0f} greedy tokens the decoder's" if tokens else "")
+    return [("verified", f"against the PyTorch decoder in float32 on the same weights: the chosen tokens' "
+                         f"log-probabilities differ by at most {apart:.3g}{bound}{greedy}")]
 
 
 def bandwidth_rows(d: Mapping[str, Any]) -> list[tuple[str, str]]:

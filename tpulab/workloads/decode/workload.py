@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from tpulab.base import fmt
-from tpulab.base.events import Started, Step
+from tpulab.base.events import PHASE_PREDICT, Started, Step
 from tpulab.base.figures import FigureValue
 from tpulab.base.timing import median
 from tpulab.workloads.decode import figures as decode_figures
@@ -36,6 +36,7 @@ from tpulab.workloads.base import (
 from tpulab.workloads.decode.arithmetic import (
     BYTES,
     CACHE_BLOCK,
+    DTYPE_FORMATS,
     DTYPES,
     WEIGHT_FORMATS,
     cache_len,
@@ -86,7 +87,8 @@ PARAMS = (
               "SwiGLU feed-forward", options=("gpt2", "llama")),
     ParamSpec("verify", bool, False, "before the timed tokens, check that decoding with the cache gives a full "
               "forward pass's logits (the run fails above the dtype's tolerance); on llama.cpp, that its greedy "
-              "tokens are the PyTorch decoder's on the same weights", tunes=False),
+              "tokens and their log-probabilities are the PyTorch decoder's on the same weights (the run fails above "
+              "the weight format's tolerance)", tunes=False),
     ParamSpec("weight_format", str, "dtype", "the weights' format in a GGUF file: dtype (--dtype's), f32, f16, bf16, or "
               "quantized: q8_0 (8.5 bits a weight) or q4_0 (4.5 bits); the bytes a token reads follow it",
               options=WEIGHT_FORMATS, term="precision", backends=lambda: _taking("weight_format"),
@@ -169,6 +171,17 @@ class LLMDecode(Workload):
     def compute_dtype(self, p: Params) -> str:
         return str(p["dtype"])
 
+    def dtype_words(self, p: Mapping[str, Any], dtype: str) -> str:
+        """'q4_0 weights, float32 cache' where the weights are in a format of their own (--weight-format, a GGUF
+        file's), else the dtype."""
+        if p.get("weight_format", "dtype") == "dtype" and gguf_model.source(p) is None:
+            return dtype
+        try:
+            held = weight_format(dict(p))
+        except ParamError:  # a kept run's GGUF file, since moved: its formats are the data row's
+            held = "the file's own"
+        return dtype if held == DTYPE_FORMATS.get(dtype) else f"{held} weights, {dtype} cache"
+
     def backend_hint(self, p: Params) -> tuple[str, str] | None:
         """A transformers model (--model) runs on the backend that takes it (PyTorch)."""
         if gguf_model.source(p) is not None:  # a runner that writes GGUF files reads them
@@ -235,8 +248,9 @@ class LLMDecode(Workload):
         return decode_figures.summary_part(steps, started, ceilings, shape(p), peak)
 
     def timed_seconds(self, steps: Iterable[Step], phase: str = "") -> list[float]:
-        """The decode steps' times: a run's one step is a token's (`summary_part`)."""
-        return [s.seconds for s in decode_figures.decode_steps(list(steps))]
+        """The decode steps' times: a run's one step is a token's (`summary_part`); it has no inference phase
+        apart (its steps are inference: an 'inference step time' would repeat the token's)."""
+        return [] if phase == PHASE_PREDICT else [s.seconds for s in decode_figures.decode_steps(list(steps))]
 
     def figure_rows(self, values: Mapping[str, FigureValue]) -> list[tuple[str, str]]:
         """Its figures in words: what each token cost, and what MBU divides by, said so."""
