@@ -235,8 +235,9 @@ def test_the_terminal_card_fits_one_80x24_screen():
     assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
     assert "decode-b8" in shown and "SIGKILL" in shown and "noisy" in shown
     assert "llama.cpp q4_0" not in shown  # the reference lines' entries: a line each below the table, not rows
-    assert "decode-b8 examples/s: tensorflow 1,234; llama.cpp 1,234 (f32), 1,234 (q8_0), 1,234 (q4_0); limit at " \
-        "this bandwidth 2,939" in " ".join(shown.split())
+    assert "decode-b8 examples/s, each of its limit at this bandwidth for its own weight bytes: tensorflow 1,234 of " \
+        "2,939; llama.cpp f32 1,234 of 2,939, q8_0 1,234 of 2,939, q4_0 1,234 of 2,939; against tensorflow: not " \
+        "compared (no steps kept)" in " ".join(shown.split())
 
 
 @pytest.mark.parametrize("width", [80, 60])
@@ -288,6 +289,8 @@ def test_the_fingerprint_reads_a_containers_quota_and_says_what_it_cannot_read(t
 def test_bad_bench_values_are_one_line_with_exit_2(db):
     done = run_cli("bench", "--db", str(db), "--backend", "nosuch")
     assert done.returncode == 2 and "--backend must be one of" in done.stderr and "Traceback" not in done.stderr
+    done = run_cli("bench", "--db", str(db), "--budget", "-5")
+    assert done.returncode == 2 and done.stderr.strip() == "tpulab: error: --budget must be more than 0 seconds, not -5"
 
 
 # --- real benches ------------------------------------------------------------------------------------------
@@ -602,18 +605,50 @@ def test_a_comparison_with_the_article_leads_with_alike_work_and_averages_no_oth
     result = compare([dataclasses.replace(mine, entries=[*mine.entries, cnn]), k80])
     rows = comparison_rows(result)
     assert rows[0][0] == "conv [GFLOP/s] (other work)" and rows[1][0] == "fashion-mnist [examples/s] (other work)"
-    assert rows[-1][:1] == ["geometric mean, entries of alike work"] and rows[-1][-1] == "none alike"
+    assert [row[-1] for row in rows[:2]] == [view.median_ci(e) for e in k80.entries]  # figures alone: no ratio
+    assert result.lead and rows[-1][0] != "geometric mean, entries of alike work"  # nothing compared: no mean
     said = " ".join(comparison_lines(result))
-    assert "conv: other work (batch_size 32 / 128; image_size 128 / 256; filters 64 / 256): its ratio is not of the " \
-        "same work, and no mean holds it" in said
+    assert "conv: other work (batch_size 32 / 128; image_size 128 / 256; filters 64 / 256): a card whose sizes " \
+        "differ from the first's gets no speedup, and no mean holds it" in said
     assert "fashion-mnist: other work (batch_size 64 / 1024)" in said
-    assert f"conv: {k80.entries[0].median / conv.median:.2f}x of other work (batch_size 32 / 128; " in said
-    assert "neither faster nor slower" in said and "slower (published" not in said and "faster (published" not in said
+    assert f"{k80.entries[0].median / conv.median:.2f}x" not in said and "x of other work" not in said
+    assert "slower (published" not in said and "faster (published" not in said
 
     result = compare([dataclasses.replace(mine, entries=[*mine.entries, alike]), k80])
     rows = comparison_rows(result)
     assert rows[0][0] == "fashion-mnist [examples/s]" and rows[1][0] == "conv [GFLOP/s] (other work)"  # alike leads
     assert rows[-1][-1] == f"{k80.entries[1].median / 400.0:.2f}x over 1 entry"
+
+
+def quick_card() -> Card:
+    """A quick card as `tpulab bench --quick` keeps one: the quick suite's conv and CNN sizes, not the article's."""
+    c = card()
+    conv = next(e for e in c.entries if e.name == "conv")
+    conv.params = {"batch_size": 32, "image_size": 128, "channels": 3, "filters": 64, "kernel_size": 5, "stride": 2}
+    c.entries.append(CardEntry(name="fashion-mnist", workload="fashion-mnist", backend="jax", status="ok",
+                               unit="examples/s", median=400.0, params={"batch_size": 64}, samples=STEPS))
+    return c
+
+
+def test_a_quick_card_against_the_article_says_it_compares_nothing_and_shows_no_speedup(db):
+    """Every entry of a quick card is other work beside the article's: the comparison leads with why and which card
+    compares with it, is headed as figures, and shows no ratio anywhere (none of the article's medians over its own)."""
+    from tpulab.engine.article_cards import cards
+
+    Store(db).save_card(quick_card())
+    done = run_cli("cards", "--db", str(db), "compare", "c0ffee00", "article", env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    out = " ".join(done.stdout.split())
+    assert out.startswith("a quick card runs other sizes than the article: `tpulab bench` (full) compares with it "
+                          "figures side by side, not compared")
+    assert "speedups against the first card" not in out and "geometric mean" not in out
+    ratios = [f"{e.median / mine.median:.2f}x" for c in cards() for e in c.entries for mine in quick_card().entries
+              if e.name == mine.name and e.median and mine.median]
+    assert ratios and not any(r in out for r in ratios)
+    assert "quick and full cards side by side" not in out  # (the lead said it)
+    assert "figure is an artifact, not a speed" in out  # the TPU's convolution still named for what it was
 
 
 @pytest.mark.slow
@@ -649,3 +684,29 @@ def test_an_inference_entry_lists_no_training_ops_as_its_own():
     said = figures(infer, record, False)
     assert said["top_ops"] == [] and said["host_gap_share"] is None and said["bound"] is None
     assert said["verdicts"][0].startswith("op profile: the run traced its training step, not this phase")
+
+
+@pytest.mark.slow
+def test_a_card_says_its_whole_budget_with_the_reference_lines_and_ends_within_it(tmp_path):
+    """`bench --quick` with a budget too small for the suite: it says the whole budget before it starts (the
+    backend's and llama.cpp's reference lines'), every stage stops by it, each line says one thing, the entries are
+    counted once each, and a card the budget left entries out of is listed incomplete, not complete."""
+    db, out = tmp_path / "r.db", tmp_path / "card.json"
+    done = run_cli("bench", "--quick", "--backend", "jax", "--budget", "12", "--db", str(db), "-o", str(out),
+                   timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [" ".join(line.split()) for line in done.stderr.splitlines()]
+    assert lines[0] == ("tpulab bench --quick: jax, then the reference lines of llamacpp, budget 18s in all: 12s for "
+                        "jax, 6s for llama.cpp's reference lines; Ctrl+C keeps a partial card")
+    made = json.loads(out.read_text())
+    assert made["budget_s"] == 18 and made["wall_s"] <= 18
+    assert made["status"] == "incomplete" and any(e["status"] in ("skipped", "cancelled") for e in made["entries"])
+    counted = [line.split("]")[0] for line in lines if line.startswith("[") and "/" in line.split("]")[0]]
+    assert len(counted) == len(set(counted)) > 0  # '[6/6 jax]' once: the end's drift probe is no entry
+    entries = [line for line in lines if line.startswith(("conv [", "decode-", "fashion-", "resnet50", "transformer"))]
+    assert len(entries) == len(made["entries"])
+    for line in entries:
+        assert not line.endswith(";") and "; ;" not in line
+        assert "with the steps it had timed" not in line or ": cancelled" not in line
+    listed = run_cli("cards", "list", "--db", str(db))
+    assert "incomplete" in listed.stdout and " complete " not in listed.stdout

@@ -6,6 +6,7 @@ Ray): stragglers only beyond the noise, groups by hardware, two fleets compared 
 from __future__ import annotations
 
 import io
+import json
 import os
 import sqlite3
 import subprocess
@@ -37,8 +38,8 @@ FAST_DEATH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """Two raylets on this host: the head with 2 CPUs (resource `big`), a node with 1 (`small`); the nodes' tpulab
-    keeps its files in a folder of the tests'."""
+    """Three raylets on this host: the head with 2 CPUs (resource `big`), a node with 1 (`small`), and a node that
+    declares 2 but was started on one core (`pinned`); the nodes' tpulab keeps its files in a folder of the tests'."""
     pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
@@ -47,6 +48,12 @@ def cluster(tmp_path_factory):
         c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "resources": {"big": 1},
                                                           "_system_config": FAST_DEATH})
         c.add_node(num_cpus=1, resources={"small": 1})
+        mask = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {min(mask)})  # as `taskset -c 0`: the raylet and every process it starts inherit it
+        try:
+            c.add_node(num_cpus=2, resources={"pinned": 1})
+        finally:
+            os.sched_setaffinity(0, mask)
         c.wait_for_nodes()
     yield c
     c.shutdown()
@@ -90,7 +97,7 @@ def test_every_node_gives_a_card_kept_as_one_fleet_and_the_node_with_half_the_cp
     ray.init(address=cluster.address)  # (the fleet uses a connection it finds, and leaves it open)
     try:
         busy.small = next(n.label for n in listed(ray.nodes()) if n.cpus == 1)
-        fleet, cards = FleetBench(db, cluster.address, "jax", quick=True, suite=SUITE, budget_s=20,
+        fleet, cards = FleetBench(db, cluster.address, "jax", quick=True, suite=SUITE, budget_s=20, nodes="big,small",
                                   on_progress=lambda p: (seen.append(p), busy(p))).run()
     finally:
         busy.stop()
@@ -131,6 +138,52 @@ def test_every_node_gives_a_card_kept_as_one_fleet_and_the_node_with_half_the_cp
     shown = run_cli("cards", "fleet", fleet.id[:8], "--db", str(db))
     assert shown.returncode == 0, shown.stderr
     assert f"{small.node.label} is a straggler on conv" in " ".join(shown.stdout.split())
+
+
+@pytest.mark.slow
+@pytest.mark.alone
+def test_a_node_with_fewer_cores_than_it_declares_is_measured_on_them_within_its_budget_and_is_the_straggler(
+        cluster, tmp_path, monkeypatch):
+    """`tpulab bench --ray ADDRESS -o FILE` over the head (2 CPUs) and the node started on one core that declares 2,
+    a process busy on that core throughout: each card, its roofline included, ends within its budget; the pinned node's card says the cores it had, its own process waits rather than competes, and its
+    compute entry names it the straggler with its cores as the why. The file holds the fleet with its cards, and
+    imports into another history."""
+    from tpulab.cli.main import main
+    from tpulab.engine.card import from_json
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("a node pinned to fewer cores than another's needs a host of 2 cores or more")
+    smaller = replace(SUITE.entries[0], params={**SUITE.entries[0].params, "image_size": 128})  # more steps a second
+    monkeypatch.setattr(bench, "SUITE", replace(SUITE, entries=(smaller,)))
+    db, out = tmp_path / "r.db", tmp_path / "fleet.json"
+    core = min(os.sched_getaffinity(0))
+    spinner = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{core}}})\nwhile True: pass"])
+    try:
+        code = main(["bench", "--ray", cluster.address, "--quick", "--backend", "jax", "--budget", "30", "--nodes",
+                     "big,pinned", "--no-reference", "-o", str(out), "--db", str(db)])
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert code == 0
+    data = json.loads(out.read_text())
+    cards = [from_json(c) for c in data["cards"]]
+    assert [n["status"] for n in data["nodes"]] == ["ok", "ok"] and len(cards) == 2
+    for c in cards:
+        assert c.budget_s == 30 and c.wall_s is not None and c.wall_s <= c.budget_s, (c.wall_s, c.entries)
+        assert c.machine["card_cpu_s"] < 0.25 * c.wall_s  # the card's own process waits on its runs
+    pinned = next(c for c in cards if c.node is not None and "pinned" in c.node.resources)
+    assert pinned.machine["cpus"] == 1 and pinned.machine["affinity"] == (
+        f"core {core}: the node declares 2 CPUs, but its processes may run on 1 (their CPU affinity), so it was "
+        "measured on those")
+    [row] = data["groups"][0]["rows"]
+    assert row["name"] == "conv" and [c["node"] for c in row["cells"] if c["straggler"]] == [pinned.node.label]
+    assert "1 CPU (the others' median 2): core" in next(c["why"] for c in row["cells"] if c["straggler"])
+    elsewhere = tmp_path / "elsewhere.db"
+    imported = run_cli("cards", "import", str(out), "--db", str(elsewhere))
+    assert imported.returncode == 0, imported.stderr
+    assert f"imported fleet {data['id'][:8]} of 2 nodes, with its 2 cards" in " ".join(imported.stdout.split())
+    shown = run_cli("cards", "fleet", data["id"][:8], "--format", "json", "--db", str(elsewhere))
+    assert json.loads(shown.stdout)["groups"] == data["groups"]
 
 
 @pytest.mark.slow
@@ -403,5 +456,5 @@ async def test_the_labs_runtime_tab_makes_the_fleet_card_of_the_cluster_it_was_g
         await wait_for(pilot, lambda: " #1: " in text(shown) or "kept as fleet" in text(shown), 60)  # a node's news
         await wait_for(pilot, lambda: "kept as fleet" in text(shown), 120)
     fleet = Store(db).fleets()[0]
-    assert [n.status for n in fleet.nodes] == ["ok", "ok"] and fleet.short_id in text(shown)
-    assert f"fleet {fleet.short_id} · 2 of 2 nodes' cards" in text(shown) and not app.runtime_pane.making_card
+    assert [n.status for n in fleet.nodes] == ["ok", "ok", "ok"] and fleet.short_id in text(shown)
+    assert f"fleet {fleet.short_id} · 3 of 3 nodes' cards" in text(shown) and not app.runtime_pane.making_card

@@ -62,6 +62,41 @@ def test_cancel_stops_the_processes_ray_started_after_the_same_step(cluster):
 
 
 @pytest.mark.slow
+def test_a_gpu_runs_processes_reserve_their_gpus_and_per_host_puts_each_on_its_own_node(cluster):
+    """A node that declares a GPU to Ray (faked at the edge: Ray's own resource count): a GPU run's process is
+    placed where the GPU is, its bundle holding it; `--per-host` spreads strictly, and asks for more nodes than the
+    cluster has in one line, at once."""
+    from ray.util.placement_group import placement_group_table, remove_placement_group
+
+    from tpulab.base.errors import UsageError
+    from tpulab.engine.ray_processes import connect, reserve
+
+    made, worker = cluster
+    gpu = made.add_node(num_cpus=1, num_gpus=1)
+    made.wait_for_nodes()
+    try:
+        ray_ = connect(made.address)
+        group = reserve(ray_, 2, "gpu", 1, per_host=False)
+        table = placement_group_table(group)
+        assert list(table["bundles"].values()) == [{"CPU": 1.0, "GPU": 1.0}] and table["strategy"] == "SPREAD"
+        assert list(table["bundles_to_node_id"].values()) == [gpu.node_id]
+        remove_placement_group(group)
+        group = reserve(ray_, 3, "cpu", 1, per_host=True)  # the worker's CPU and the GPU node's: one each
+        table = placement_group_table(group)
+        assert table["strategy"] == "STRICT_SPREAD"
+        assert sorted(table["bundles_to_node_id"].values()) == sorted([gpu.node_id, worker.node_id])
+        remove_placement_group(group)
+        began = time.monotonic()
+        with pytest.raises(UsageError) as refused:
+            reserve(ray_, 3, "gpu", 1, per_host=True)
+        assert time.monotonic() - began < 5
+        assert str(refused.value) == ("--processes 3 --ray --per-host: 2 process(es) other than 0 each on its own "
+                                      "node, of 1 CPU, 1 GPU each, but 1 node(s) have that (`ray status` shows them)")
+    finally:
+        made.remove_node(gpu)
+
+
+@pytest.mark.slow
 def test_a_node_that_dies_mid_run_fails_the_run_naming_its_process(cluster):
     made, worker = cluster
     values = {"backend": "jax", "device": "cpu", "processes": 2, "shards": 4, "batch_size": 8, "image_size": 32,

@@ -31,6 +31,7 @@ from tpulab.base.figures import ALLREDUCE_BYTES, FigureValue, busbw
 from tpulab.base.home import home
 from tpulab.base.timing import Flag
 from tpulab.machine.detect import detect
+from tpulab.machine.fingerprint import physical_cores
 from tpulab.machine.verdict import Verdict, version_tuple
 
 if TYPE_CHECKING:
@@ -194,14 +195,6 @@ def synchronize(device: Any) -> None:
         torch.cuda.synchronize(device)
     elif kind == "mps":
         torch.mps.synchronize()
-
-
-def physical_cores() -> int:
-    """The cores this process may use, counting each physical core once (hyperthreads share one)."""
-    import psutil
-
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(psutil.cpu_count(logical=False) or usable, usable))
 
 
 def local_processes(cluster: Cluster, environ: Mapping[str, str]) -> int:

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from tpulab.base import fmt, safe
-from tpulab.cli.cards import FORMATS, rendered, write
+from tpulab.base.errors import UsageError
+from tpulab.cli.cards import FLEET_FORMATS, FORMATS, fleet_rendered, rendered, write
 from tpulab.cli.command import DB, Command
 from tpulab.cli.usage import Parser
 from tpulab.engine import bench as suite
@@ -22,11 +23,13 @@ def _arguments(parser: Parser) -> None:
                              "with its speedup over one (a scaling entry)")
     parser.add_argument("--no-reference", dest="reference", action="store_false",
                         help="leave out the reference engines' lines (llama.cpp's decode, after the backends)")
-    parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the card (host, user and home left out)")
+    parser.add_argument("-o", "--output", type=Path, metavar="FILE",
+                        help="write the card (host, user and home left out); with --ray, the fleet with its cards (JSON)")
     parser.add_argument("--format", choices=FORMATS, help="of the file (default: its suffix, else json)")
     parser.add_argument("--full", action="store_true", help="on the terminal: the machine, and each entry's details")
     parser.add_argument("--budget", type=float, metavar="SECONDS",
-                        help="each backend's budget (default: the suite's, smaller with --quick); with --ray, each node's")
+                        help="each backend's budget (default: the suite's, smaller with --quick), and half of it more "
+                             "for the reference lines; with --ray, each node's")
     parser.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                         help="a card on every alive node of a Ray cluster, kept as one fleet (`tpulab cards fleet ID`); "
                              "ADDRESS as ray.init takes it (default: auto, the cluster this machine is in)")
@@ -50,6 +53,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from tpulab.machine.detect import detect
     from tpulab.views import card as view
 
+    if args.budget is not None and not args.budget > 0:
+        raise UsageError(f"--budget must be more than 0 seconds, not {args.budget:g}")
     if args.ray is not None:
         return _fleet(args)
     out, err = Console(), Console(stderr=True, highlight=False)
@@ -62,16 +67,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
             runs = f", {e.repeats} runs" if e.repeats and e.repeats > 1 else ""
             said = f"{view.median_ci(e)} {e.unit or ''} (p10-p90 {view.spread(e)}, n {e.n or '-'}{runs})" \
                 if e.status == "ok" else f"{e.status}: {e.reason or ''}"
-            err.print(safe.text(f"  {e.name} [{e.backend}]: {said}; {e.stopped or ''}"))
+            err.print(safe.text(f"  {e.name} [{e.backend}]: " + "; ".join(x for x in (said, e.stopped) if x)))
         else:
-            err.print(safe.text(f"[{p.done}/{p.total - 1} {p.backend}] {p.what} · {fmt.duration(p.elapsed)} in, "
-                                f"about {fmt.duration(p.eta)} left"), style="cyan")
+            err.print(safe.text(f"{p.count()} {p.what} · {fmt.duration(p.elapsed)} in, at most "
+                                f"{fmt.duration(p.eta)} left"), style="cyan")
 
     bench = Bench(detect(), args.db or default_path(), args.backend, args.quick, on_progress=progress,
                   devices=args.devices, reference=args.reference, budget_s=args.budget)
     lines = f", then the reference lines of {', '.join(bench.references)}" if bench.references else ""
     err.print(safe.text(f"tpulab bench{' --quick' if args.quick else ''}: {', '.join(bench.backends)}{lines}, "
-                        f"budget {fmt.duration(bench.budget)} per backend; Ctrl+C keeps a partial card"))
+                        f"{bench.plan()}; Ctrl+C keeps a partial card"))
 
     def on_sigint(signum: int, frame: Any) -> None:
         err.print("[yellow]stopping: the card is kept as partial (Ctrl+C again kills the run)[/]")
@@ -95,7 +100,7 @@ def _fleet(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from tpulab.base.errors import EXIT_CANCELLED, UsageError
+    from tpulab.base.errors import EXIT_CANCELLED
     from tpulab.engine.fleet import FleetBench, FleetProgress
     from tpulab.engine.fleet_view import analyse
     from tpulab.engine.store import default_path
@@ -109,6 +114,10 @@ def _fleet(args: argparse.Namespace) -> int:
         raise UsageError(f"--runtime-env is not JSON: {e}") from None
     if runtime_env is not None and not isinstance(runtime_env, dict):
         raise UsageError("--runtime-env must be a JSON object: '{\"pip\": [\"tpulab[jax]\"]}'")
+    suffix = args.output.suffix.lstrip(".") if args.output else ""
+    form = args.format or (suffix if suffix in FLEET_FORMATS else "json")
+    if form not in FLEET_FORMATS:
+        raise UsageError(f"--format {form}: with --ray, -o writes the fleet as one of {', '.join(FLEET_FORMATS)}")
 
     def progress(p: FleetProgress) -> None:
         left = f" · the fleet: at most {fmt.duration(p.eta)} left" if p.eta is not None and p.kind == "progress" else ""
@@ -142,7 +151,12 @@ def _fleet(args: argparse.Namespace) -> int:
         return EXIT_CANCELLED
     finally:
         signal.signal(signal.SIGINT, previous)
-    out.print(fleet_view.terminal(analyse(fleet, cards)))
+    found = analyse(fleet, cards)
+    out.print(fleet_view.terminal(found))
+    if args.output:
+        write(args.output, fleet_rendered(found, form))
+        err.print(safe.text(f"fleet {fleet.short_id} written to {args.output} ({form}, with its {len(cards)} cards) "
+                            f"and kept in {runner.db}"))
     return fleet.exit_code
 
 
@@ -150,6 +164,8 @@ COMMAND = Command("bench", "run the fixed suite and write this machine's card (h
                   _arguments, description=f"Runs the suite {suite.NAME} v{suite.VERSION}: the ceilings (a roofline), "
                   "the article's convolution and CNN, ResNet-50 training and inference, the transformer and LLM decode "
                   "at batch 1 and 8. Each entry is a run kept in the results. --quick takes at most "
-                  f"{suite.QUICK_BUDGET_S / 60:.0f} minutes per backend, the default {suite.FULL_BUDGET_S / 60:.0f}. "
+                  f"{suite.QUICK_BUDGET_S / 60:.0f} minutes per backend, the default {suite.FULL_BUDGET_S / 60:.0f}, and "
+                  f"{suite.REFERENCE_SHARE:.0%} of that more for the reference lines (--no-reference leaves them out): "
+                  "the card says its whole budget before it starts. "
                   "Ctrl+C keeps a partial card (exit 130); a failed entry exits 1. --ray makes a card on every node of a Ray "
                   "cluster, kept as one fleet.")

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from tpulab.engine.store import Store
 
 FORMATS = ("md", "csv", "json", "html")
+FLEET_FORMATS = ("json", "md", "html")
 
 
 def rendered(card: Card, form: str) -> str:
@@ -36,6 +37,17 @@ def rendered(card: Card, form: str) -> str:
     if form == "json":
         return json.dumps(shared.to_json(), indent=1) + "\n"
     return {"md": view.markdown, "csv": view.csv_text, "html": view.card_html}[form](shared)
+
+
+def fleet_rendered(view: FleetView, form: str) -> str:
+    """A fleet as a file of this form: JSON (the fleet, its cards and its view: what `cards import` reads back),
+    Markdown or HTML."""
+    from tpulab.engine.fleet_view import shared
+    from tpulab.views import fleet as fleet_view
+
+    if form == "json":
+        return json.dumps(shared(view), indent=1) + "\n"
+    return fleet_view.markdown(view) if form == "md" else fleet_view.page(view)
 
 
 def write(path: Path, text: str) -> None:
@@ -83,9 +95,22 @@ def _export_arguments(parser: Parser) -> None:
 
 
 def _export(args: argparse.Namespace, store: Store, console: Console) -> int:
+    """A card by its id; a fleet's id: the fleet with its cards."""
     from tpulab.engine.card_compare import named
+    from tpulab.engine.store import NotKept
 
-    card = named([args.id], store)[0]
+    try:
+        card = named([args.id], store)[0]
+    except NotKept:
+        try:
+            view = fleet_view(store, args.id)
+        except NotKept:
+            raise NotKept(f"no card or fleet {args.id!r} in {store.path}: `tpulab cards list` and `tpulab cards fleet` "
+                          "list them") from None
+        write(args.output, fleet_rendered(view, "json"))
+        console.print(safe.text(f"fleet {view.fleet.short_id} written to {args.output}, with its "
+                                f"{sum(len(g.cards) for g in view.groups)} cards"))
+        return EXIT_OK
     write(args.output, rendered(card, "json"))
     console.print(safe.text(f"card {card.short_id} written to {args.output}"))
     return EXIT_OK
@@ -97,28 +122,43 @@ def _import_arguments(parser: Parser) -> None:
 
 
 def _import(args: argparse.Namespace, store: Store, console: Console) -> int:
-    """Each file checked whole before anything is kept: a bad one is refused in one line naming it (exit 2)."""
-    from tpulab.engine.card import read
+    """Each file (a card, or a fleet with its cards) checked whole before anything is kept: a bad one is refused in
+    one line naming it (exit 2)."""
+    from tpulab.engine.card import FLEET_FORMAT, Fleet, parsed, read
+    from tpulab.engine.fleet_view import MAX_FLEET_BYTES, from_file
     from tpulab.engine.store import BadImport
 
-    found = []
+    found: list[Card | tuple[Fleet, list[Card]]] = []
     for path in args.files:
+        fleet = False
         try:
-            found.append(read(path))
+            data = parsed(path, MAX_FLEET_BYTES, "a fleet's")
+            fleet = isinstance(data, dict) and data.get("format") == FLEET_FORMAT
+            found.append(from_file(data) if fleet else read(path))  # (a card, again within a card's size)
         except OSError as e:
             raise BadImport(f"cannot read {path}: {e.strerror}; nothing was imported") from None
         except (ValueError, TypeError) as e:
-            raise BadImport(f"{path} is not a card tpulab can import ({e}); nothing was imported") from None
-    for card in found:
-        store.save_card(card)
-        console.print(safe.text(f"imported card {card.short_id}: {card.label()} ({len(card.entries)} entries)"))
+            what = "fleet" if fleet else "card"
+            raise BadImport(f"{path} is not a {what} tpulab can import ({e}); nothing was imported") from None
+    for got in found:
+        if isinstance(got, tuple):
+            imported, cards = got
+            for card in cards:
+                store.save_card(card)
+            store.save_fleet(imported)
+            console.print(safe.text(f"imported fleet {imported.short_id} of {len(imported.nodes)} nodes, with its "
+                                    f"{len(cards)} cards"))
+            continue
+        store.save_card(got)
+        console.print(safe.text(f"imported card {got.short_id}: {got.label()} ({len(got.entries)} entries)"))
     return EXIT_OK
 
 
 def _fleet_arguments(parser: Parser) -> None:
     parser.add_argument("id", nargs="?", help="a fleet's id (or its first characters); none: list the kept fleets")
     parser.add_argument("--html", type=Path, metavar="FILE", help="write it as a self-contained HTML page")
-    parser.add_argument("--format", choices=("md", "html"), help="print it in this form")
+    parser.add_argument("--format", choices=FLEET_FORMATS,
+                        help="print it in this form (json: the fleet, its cards and what its view found)")
     DB.add(parser)
 
 
@@ -148,7 +188,7 @@ def _fleet(args: argparse.Namespace, store: Store, console: Console) -> int:
         return EXIT_OK
     found = fleet_view(store, args.id)
     if args.format:
-        sys.stdout.write(view.markdown(found) if args.format == "md" else view.page(found))
+        sys.stdout.write(fleet_rendered(found, args.format))
     else:
         console.print(view.terminal(found))
     if args.html:
@@ -203,8 +243,9 @@ def _compare(args: argparse.Namespace, store: Store, console: Console) -> int:
 COMMAND = Command("cards", "list, show, export, import and compare machine cards", None, DB.add, actions=(
     Command("list", "kept cards, newest first, and the article's", on_store(_list), DB.add),
     Command("show", "one card", on_store(_show), _show_arguments),
-    Command("export", "a card to a JSON file (host, user and home left out)", on_store(_export), _export_arguments),
-    Command("import", "cards from JSON files (another machine's)", on_store(_import), _import_arguments),
+    Command("export", "a card, or a fleet with its cards, to a JSON file (host, user and home left out)",
+            on_store(_export), _export_arguments),
+    Command("import", "cards and fleets from JSON files (another machine's)", on_store(_import), _import_arguments),
     Command("compare", "cards side by side: speedups against the first, and why", on_store(_compare),
             _compare_arguments),
     Command("fleet", "a fleet (`tpulab bench --ray`): each node against the fleet's median, its stragglers and why",

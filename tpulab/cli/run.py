@@ -97,7 +97,9 @@ def headless(args: argparse.Namespace) -> int:
         if cluster is not None or spec.workload.processes(spec.params) < 2:
             raise UsageError("--ray starts --processes N's processes as Ray tasks: give --processes 2 or more (and no "
                              "--coordinator: Ray places them)")
-        spec = dataclasses.replace(spec, ray=args.ray)
+        spec = dataclasses.replace(spec, ray=args.ray, per_host=args.per_host)
+    elif args.per_host:
+        raise UsageError("--per-host places --ray's processes: give --ray with it")
     run = run_job(spec, report, args.db or default_path(), kept=not args.no_save)
     printer = RunPrinter(run.recorder, console)
     store = None if args.no_save or run.following else Store(args.db or default_path())

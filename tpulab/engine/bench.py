@@ -15,9 +15,11 @@ from typing import Any, Mapping
 
 NAME = "tpulab-card"
 VERSION = 2  # 2: decode on GPT-2 small (it was the tiny preset); 11 timed steps or more in every entry
-REFERENCE_SHARE = 0.5  # of a backend's budget, for the reference engines' lines (each engine's, once per card)
+REFERENCE_SHARE = 0.5  # of a backend's budget, for the reference engines' lines (each engine's, once per card), added
+# to the card's: `tpulab bench` says the whole before it starts
 QUICK_BUDGET_S = 180.0  # per backend, on a 2-core machine
 FULL_BUDGET_S = 720.0
+DRIFT_SHARE = 0.06  # of a backend's budget, for the drift probe at its start (and as much again at its end)
 STABLE = 0.10  # an entry's spread is stable once (p90 - p10) / median is at most this
 MIN_SAMPLES = 10  # ... over at least this many timed steps (a median of 5 moved 8% from one card to the next)
 CEILINGS_SHARE = 0.15  # of the budget, for the roofline that measures the ceilings

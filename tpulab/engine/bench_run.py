@@ -52,9 +52,13 @@ from tpulab.workloads.base import BACKEND, DEVICE, PROFILE, PROFILE_STEPS
 
 HOST_BOUND = 0.5  # a traced step whose device waited on the host this much of the time is host-bound
 OVERRUN = 2.0  # a run still going at this many times its entry's share (and 30 s more) is stopped
-KILL_AFTER_S = 3.0  # a run asked to stop at its budget and still going this much later is killed
-LEAST_S = 5.0  # an entry that would start with less of the budget left than this is skipped, and says so; a run
-# is stopped this long before the budget ends (it ends after its current step, and its worker takes time to go)
+KILL_AFTER_S = 3.0  # a run is asked to stop this long before its deadline, and killed at it
+SETTLE_S = 2.0  # a part's last run is gone this long before the part's end: its record and the card are kept by then
+LEAST_S = 5.0  # an entry that would start with less of the budget left than this is skipped, and says so
+
+
+class NoTime(TpulabError):
+    """A stage the card's budget leaves no time for: it is skipped, and says so."""
 
 
 @dataclass(frozen=True)
@@ -63,12 +67,16 @@ class Progress:
 
     backend: str
     what: str
-    done: int
-    total: int
-    elapsed: float
-    eta: float
+    done: int  # the entry running (1 to `total`); 0: a stage between entries (the ceilings, the drift probes)
+    total: int  # the entries of this backend's part
+    elapsed: float  # since this part began
+    eta: float  # the whole card's budget left: its time left, at most
     finished: CardEntry | None = None  # an entry just finished: a line of the running card
     repeated: CardEntry | None = None  # an entry again, its figures now over one more repeat
+
+    def count(self) -> str:
+        """'[3/6 tensorflow]' for an entry, '[tensorflow]' for a stage between entries."""
+        return f"[{self.done}/{self.total} {self.backend}]" if self.done else f"[{self.backend}]"
 
 
 def installed(report: RuntimeReport) -> list[str]:
@@ -285,7 +293,13 @@ class Bench:
         # the reference engines' lines, unless left out (`--no-reference`): then the card says nothing of them
         self.references, missing = references(report, suite, self.backends) if reference else ([], {})
         self.ceilings_here = Ceilings()  # the best each backend's roofline measured: what a reference engine's runs use
-        self.budget = budget_s if budget_s is not None else suite.budget(quick)
+        self.budget = budget_s if budget_s is not None else suite.budget(quick)  # each backend's
+        # the card's parts, one after another, each with its budget: the backends', then each reference engine's
+        self.parts = [*((b, self.budget) for b in self.backends),
+                      *((e, self.budget * bench.REFERENCE_SHARE) for e in self.references)]
+        self.total = sum(s for _, s in self.parts)  # the whole card's budget: no part, and no stage, runs past it
+        self.ends = time.monotonic() + self.total  # (set again when the card starts)
+        self.skipped = 0  # entries the budget left no time for
         self.on_progress = on_progress or (lambda p: None)
         self.reuse = quick if reuse_ceilings is None else reuse_ceilings
         self.store = Store(self.db)
@@ -296,7 +310,7 @@ class Bench:
         self._loads: dict[str, tuple[float, int, str]] = {}  # run id -> (other cores, cores, entry)
         env = dict(os.environ if environ is None else environ)
         self.card = Card(id=uuid.uuid4().hex, created_at=_now(), suite=CardSuite(name=suite.name, version=suite.version,
-                         quick=quick), machine=machine(report, env), backends=self.backends, budget_s=self.budget,
+                         quick=quick), machine=machine(report, env), backends=self.backends, budget_s=self.total,
                          references=missing)
 
     def cancel(self) -> None:
@@ -304,22 +318,30 @@ class Bench:
         if self.current is not None:
             self.current.cancel()
 
+    def plan(self) -> str:
+        """The budget in words, said before the card starts: 'budget 4m30s in all: 3m00s for tensorflow, 1m30s for
+        llama.cpp's reference lines'."""
+        said = [f"{fmt.duration(s)} for {name}" if name in self.backends else
+                f"{fmt.duration(s)} for {backends.get(name).short}'s reference lines" for name, s in self.parts]
+        return f"budget {fmt.duration(self.total)}" + (f" in all: {', '.join(said)}" if len(said) > 1 else "")
+
     # --- the bench -------------------------------------------------------------------------------
     def run(self) -> Card:
         start = time.monotonic()
+        self.ends = start + self.total
         self._save()
-        for backend in self.backends:
+        for i, (name, budget) in enumerate(self.parts):
             if self.cancelled:
                 break
-            self._backend(backend, time.monotonic())
-        for engine in self.references:
-            if self.cancelled:
-                break
-            self._reference(engine, time.monotonic())
+            now = time.monotonic()  # a part ends by its budget, and early enough for the parts after it
+            end = min(now + budget, self.ends - sum(s for _, s in self.parts[i + 1:]))
+            self.part = budget
+            (self._backend if name in self.backends else self._reference)(name, now, end)
         c = self.card
         c.wall_s, c.ended_at = time.monotonic() - start, _now()
+        missed = self.skipped or any(e.status == "cancelled" for e in c.entries)
         c.status = "partial" if self.cancelled else "failed" if any(e.status == "failed" for e in c.entries) \
-            else "complete"
+            else "incomplete" if missed else "complete"
         busiest = max(self._loads.values(), default=None)
         if busiest is not None:
             c.load = busiest[0]
@@ -329,22 +351,23 @@ class Bench:
         self._save()
         return c
 
-    def _backend(self, backend: str, start: float) -> None:
+    def _backend(self, backend: str, start: float, deadline: float) -> None:
+        """A backend's part, every stage within its budget (`deadline`): the drift probe, the roofline, the entries,
+        the drift probe again."""
         entries = self.suite.entries
         scaled, devices, why_not = self._scaled(backend) if self.devices == "all" else (None, 1, None)
         if scaled is not None:
             entries += (scaled,)
-        total = len(entries) + 1
-        self.part = self.budget
-        deadline = start + self.budget
-        began = self._probe(backend, "the ceilings at the start (drift)", 0, total, start, deadline)
+        total = len(entries)
+        began = self._probe(backend, "the ceilings at the start (drift)", total, start,  # (a worker takes seconds)
+                            min(start + max(self.part * bench.DRIFT_SHARE, 2 * LEAST_S), deadline))
         end = deadline - (time.monotonic() - start)  # the end's probe takes as long as the start's
         self._progress(backend, "ceilings (roofline)", 0, total, start)
-        ceilings = self._ceilings(backend, start + self.budget * bench.CEILINGS_SHARE * OVERRUN)
+        ceilings = self._ceilings(backend, min(start + self.part * bench.CEILINGS_SHARE * OVERRUN, end - LEAST_S))
         self.ceilings_here.add(ceilings)
         self._measure(backend, entries, ceilings, start, end, total, scaled, devices)
-        ended = None if self.cancelled else self._probe(backend, "the ceilings at the end (drift)", total - 1, total,
-                                                        start, max(deadline, time.monotonic() + 60))
+        ended = None if self.cancelled else self._probe(backend, "the ceilings at the end (drift)", total, start,
+                                                        deadline - SETTLE_S)
         if self.suite.drift is not None:
             self.card.drift += drifts(backend, began, ended)
         if why_not is not None and not self.cancelled:
@@ -352,12 +375,11 @@ class Bench:
                                                status="skipped", reason=why_not))
         self._save()
 
-    def _reference(self, engine: str, start: float) -> None:
+    def _reference(self, engine: str, start: float, end: float) -> None:
         """A reference engine's lines: the entries that declare its variants, each judged by the ceilings the card's
         backends measured on this machine (an engine has no roofline of its own: the machine has one bandwidth)."""
         entries = self.suite.referenced(backends.get(engine).short)
-        self.part = self.budget * bench.REFERENCE_SHARE
-        self._measure(engine, entries, self.ceilings_here, start, start + self.part, len(entries) + 1)
+        self._measure(engine, entries, self.ceilings_here, start, end, len(entries))
         self._save()
 
     def _measure(self, backend: str, entries: tuple[bench.Entry, ...], ceilings: Ceilings, start: float, end: float,
@@ -375,8 +397,9 @@ class Bench:
             share = max(left - reserved, left / repeats) * entry.weight / sum(weights[i:]) / repeats
             self._progress(backend, entry.workload, i + 1, total, start)
             if left >= LEAST_S:
-                made_here, m = self._entry(entry, backend, share, ceilings, end - LEAST_S)
+                made_here, m = self._entry(entry, backend, share, ceilings, end - SETTLE_S)
             else:
+                self.skipped += 1
                 m, made_here = None, [CardEntry(
                     name=h.name, workload=entry.workload, backend=backend, status="skipped", ceiling_kind=h.ceiling,
                     reason=f"the {fmt.duration(self.part)} budget was spent before it started", article=h.article,
@@ -398,19 +421,18 @@ class Bench:
                     continue
                 i = entries.index(m.entry)
                 self._progress(backend, f"{m.entry.workload}, run {k} of {repeats}", i + 1, total, start)
-                self._repeat(m, backend, ceilings, end - LEAST_S)
+                self._repeat(m, backend, ceilings, end - SETTLE_S)
                 for made in self._remade(m, backend, ceilings, devices if m.entry is scaled else None):
                     self._progress(backend, made.name, i + 1, total, start, repeated=made)
         for m in measured:  # how many runs each got, now that no more will come
             self._remade(m, backend, ceilings, devices if m.entry is scaled else None, repeats)
 
-    def _probe(self, backend: str, what: str, done: int, total: int, start: float,
-               deadline: float) -> RunRecord | str | None:
+    def _probe(self, backend: str, what: str, total: int, start: float, deadline: float) -> RunRecord | str | None:
         """The suite's short roofline (`Suite.drift`), at a backend's start or end: its record, or why there is none
         (None: the suite has no drift probe)."""
         if self.suite.drift is None:
             return None
-        self._progress(backend, what, done, total, start)
+        self._progress(backend, what, 0, total, start)
         try:
             return self._run(self.suite.drift.workload, self.suite.drift.values(self.quick), backend, Ceilings(),
                              deadline)
@@ -438,7 +460,7 @@ class Bench:
     def _progress(self, backend: str, what: str, done: int, total: int, start: float,
                   finished: CardEntry | None = None, repeated: CardEntry | None = None) -> None:
         elapsed = time.monotonic() - start
-        eta = max(0.0, self.part - elapsed) if done < total else 0.0
+        eta = max(0.0, self.ends - time.monotonic())
         self.on_progress(Progress(backend, what, done, total, elapsed, eta, finished, repeated))
 
     def _save(self) -> None:
@@ -529,7 +551,8 @@ class Bench:
                 if record is not None:  # a larger rerun the workload refuses: keep the last
                     stopped = f"steps at the workload's limit ({first_line(str(e))})"
                     break
-                status = "skipped" if "does not run on" in str(e) else "failed"
+                status = "skipped" if "does not run on" in str(e) or isinstance(e, NoTime) else "failed"
+                self.skipped += isinstance(e, NoTime)
                 return [CardEntry(name=h.name, workload=entry.workload, backend=backend, status=status,
                                   reason=first_line(str(e)), ceiling_kind=h.ceiling, article=h.article,
                                   reference=h.reference, variant=h.variant, seconds=time.monotonic() - start)
@@ -540,8 +563,9 @@ class Bench:
             record, kept_values, cost = got, values, time.monotonic() - began
             spent = time.monotonic() - start
             width = spread(getattr(record.summary, first.stats, None))
-            if self.overran:
-                stopped = f"budget: stopped at its share after {spent:.0f} s, with the steps it had timed"
+            if self.overran:  # (a run that timed no step says so in its reason)
+                stopped = f"budget: stopped at its share after {spent:.0f} s, with the steps it had timed" \
+                    if record.status == "finished" else ""
                 break
             if record.status != "finished" or self.cancelled:
                 stopped = f"the run was {record.status}"
@@ -611,14 +635,20 @@ class Bench:
         if status == "ok" and f["median"] is None:
             status, reason = "failed", f"the run gave no {h.path.replace('_', ' ')}"
         return CardEntry(name=h.name, workload=record.workload, backend=backend, status=status, reason=reason,
-                         device=record.device_label(), ceiling_kind=h.ceiling, stopped="; ".join([m.stopped, *m.notes]),
+                         device=record.device_label(), ceiling_kind=h.ceiling,
+                         stopped="; ".join(x for x in [m.stopped, *m.notes] if x) or None,
                          seconds=m.seconds, command=command(record), article=h.article, run_id=record.id,
                          reference=h.reference, variant=h.variant,
                          params={k: v for k, v in record.params.items() if k not in (BACKEND.name, DEVICE.name)}, **f)
 
     def _run(self, workload: str, values: dict[str, Any], backend: str, ceilings: Ceilings,
              deadline: float) -> RunRecord:
-        """One run, made by the run job every front end makes, judged by this card's ceilings and kept."""
+        """One run, made by the run job every front end makes, judged by this card's ceilings and kept. It is gone
+        by `deadline` whatever it is doing: asked to stop `KILL_AFTER_S` before (after its current step), then
+        killed, again and again until it is gone (a worker still starting, or too starved of CPU to hear, too)."""
+        stop = deadline - KILL_AFTER_S
+        if stop - time.monotonic() < 1.0:
+            raise NoTime("the card's budget left no time for it")
         given = dict(values)
         preset = given.pop("preset", None)
         spec = resolve(workload, {**given, BACKEND.name: backend}, self.report, preset)
@@ -627,21 +657,22 @@ class Bench:
         if self.cancelled:  # Ctrl+C came as this entry was being made: it never starts
             run.cancel()
 
+        ended = threading.Event()
+
         def overrun() -> None:
+            if ended.wait(max(0.0, stop - time.monotonic())):
+                return
             self.overran = True
             run.cancel()  # after its current step
-            firm = threading.Timer(KILL_AFTER_S, run.cancel)  # again: killed, what it timed kept
-            firm.daemon = True
-            firm.start()
+            while not ended.wait(KILL_AFTER_S):
+                run.cancel()  # again: killed, what it timed kept (a worker started since is asked, then killed)
 
-        timer = threading.Timer(max(1.0, deadline - time.monotonic()), overrun)
-        timer.daemon = True
-        timer.start()
+        threading.Thread(target=overrun, name="tpulab-card-deadline", daemon=True).start()
         try:
             for _ in run.events():
                 pass
         finally:
-            timer.cancel()
+            ended.set()
             self.current = None
         record = run.recorder.record()
         if self.overran and record.status == "cancelled":

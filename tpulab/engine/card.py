@@ -151,14 +151,15 @@ class Card:
     format: str = FORMAT
     schema: int = SCHEMA
     ended_at: str | None = None
-    status: str = "complete"  # complete, partial (stopped by the user), failed (an entry failed)
+    status: str = "complete"  # complete, incomplete (its budget left entries out), partial (stopped by the user),
+    # failed (an entry failed)
     backends: list[str] = field(default_factory=list)
     ceilings: list[CardCeiling] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)  # 'float32' / 'memory' -> why no ceiling was set
     noisy: str | None = None  # other processes took more than a quarter of the machine: by how much
     load: float | None = None  # other processes' cores, the most any entry saw
     wall_s: float | None = None
-    budget_s: float | None = None
+    budget_s: float | None = None  # the whole card's: each backend's, and its reference lines'
     published: str | None = None  # a reference card: where its figures were published (not measured here)
     drift: list[CardDrift] = field(default_factory=list)  # its ceilings at its start and at its end
     references: dict[str, str] = field(default_factory=dict)  # a reference engine not installed (its backend's
@@ -205,7 +206,7 @@ class Card:
 
     @property
     def exit_code(self) -> int:
-        return {"complete": 0, "failed": 1, "partial": 130}.get(self.status, 1)
+        return {"complete": 0, "incomplete": 0, "failed": 1, "partial": 130}.get(self.status, 1)
 
 
 def from_json(data: Any) -> Card:
@@ -224,16 +225,21 @@ def from_json(data: Any) -> Card:
 
 def read(path: Path) -> Card:
     """A card file; a `ValueError` in one line for anything else."""
+    return from_json(parsed(path))
+
+
+def parsed(path: Path, limit: int = MAX_CARD_BYTES, what: str = "a card's") -> Any:
+    """A card's (or a fleet's) file as JSON, refused in one line (`ValueError`) past `limit` bytes, as text that is
+    not UTF-8, or nesting too deep."""
     size = path.stat().st_size
-    if size > MAX_CARD_BYTES:
-        raise ValueError(f"{size / 2**20:.0f} MiB, more than a card's {MAX_CARD_BYTES // 2**20} MiB")
+    if size > limit:
+        raise ValueError(f"{size / 2**20:.0f} MiB, more than {what} {limit // 2**20} MiB")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+        return json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
     except UnicodeDecodeError as e:
         raise ValueError(f"not UTF-8 text ({e.reason})") from None
     except RecursionError:
         raise ValueError("it nests too deep") from None
-    return from_json(data)
 
 
 def _no_constant(name: str) -> float:

@@ -43,7 +43,8 @@ from tpulab.engine.store import Store, load_record
 INSTALL = "pip install 'tpulab[ray]'"
 START_TIMEOUT_S = 300.0  # a node whose card has not started this long after it was asked for never started
 GRACE_S = 30.0  # after a cancel, how long a node has to hand back its partial card before its task is killed
-POLL_S = 0.25
+POLL_S = 0.25  # the caller's reading of the nodes' news
+CANCEL_POLL_S = 1.0  # a node's card asking the hub whether the fleet was cancelled
 
 
 class RayMissing(UsageError):
@@ -126,12 +127,18 @@ def schedule(nodes: list[NodeInfo]) -> tuple[dict[str, deque[NodeInfo]], list[st
 
 def restrict(cpus: int) -> tuple[int, str | None]:
     """This process (and what it starts) on the node's CPU count: the first `cpus` of the cores it may use, where the
-    node declares fewer than the host gives it. The cores it measures on, and the words for it (None: all of them)."""
+    node declares fewer than the host gives it. Where it declares more than its processes may use (a raylet started
+    under `taskset`, a container's cpuset), it is measured on the cores it has. The cores it measures on, and the
+    words for it (None: all of them, as declared)."""
     have = sorted(os.sched_getaffinity(0))
     if 1 <= cpus < len(have):
         os.sched_setaffinity(0, have[:cpus])
         return cpus, (f"cores {', '.join(map(str, have[:cpus]))} of the {len(have)} this host gave it: the node "
                       f"declares {cpus} CPU{'s' if cpus > 1 else ''}")
+    if cpus > len(have):
+        return len(have), (f"core{'s' if len(have) > 1 else ''} {', '.join(map(str, have))}: the node declares {cpus} "
+                           f"CPUs, but its processes may run on {len(have)} (their CPU affinity), so it was measured "
+                           "on those")
     return len(have), None
 
 
@@ -159,7 +166,10 @@ class Hub:
 
 def node_card(plan: dict[str, Any], hub: Any) -> dict[str, Any]:
     """One node's card, on that node (a Ray task): the bench run in a thread, stopped by a cancel (Ray raises
-    KeyboardInterrupt here) after its run in flight; its card so far and its runs, as JSON."""
+    KeyboardInterrupt here) after its run in flight; its card so far and its runs, as JSON. The task itself waits
+    (it asks the hub for a cancel once every `CANCEL_POLL_S`): it must not compete with what its card measures, and
+    its card says how much CPU it used (`machine.card_cpu_s`)."""
+    import resource
     import tempfile
 
     from tpulab.engine.bench_run import Bench
@@ -187,11 +197,12 @@ def node_card(plan: dict[str, Any], hub: Any) -> dict[str, Any]:
             finally:
                 done.set()
 
+        used = resource.getrusage(resource.RUSAGE_SELF)
         threading.Thread(target=make, name="tpulab-node-card", daemon=True).start()
         import ray
 
         try:
-            while not done.wait(0.2):
+            while not done.wait(CANCEL_POLL_S):
                 if ray.get(hub.stopping.remote()):  # the fleet was cancelled: the bench stops after its run in flight
                     runner.cancel()
                     break
@@ -202,6 +213,8 @@ def node_card(plan: dict[str, Any], hub: Any) -> dict[str, Any]:
         if failed:
             raise failed[0]
         card = made[0] if made else runner.card
+        now = resource.getrusage(resource.RUSAGE_SELF)  # this process's own threads, not the runs it started
+        card.machine["card_cpu_s"] = round(now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime, 2)
         runs = [r.to_json() for r in Store(db).records()]
     return {"card": card.to_json(), "runs": runs}
 
@@ -364,7 +377,9 @@ class FleetBench:
                 store.save_card(card)
                 self.cards.append(card)
                 ended(flight, "ok", {"complete": None, "partial": "its card is partial (stopped by the cancel)",
-                                     "failed": "an entry of its card failed"}.get(card.status, card.status), card)
+                                     "failed": "an entry of its card failed",
+                                     "incomplete": "its card is incomplete: its budget left entries out"
+                                     }.get(card.status, card.status), card)
             if self.cancelled and not cancelling:
                 cancelling = True
                 hub.cancel.remote()  # each started card stops after its run in flight, and hands back what it has

@@ -8,6 +8,9 @@ the ratio, and "slower" only beyond the noise threshold (`tpulab.base.noise`). I
 its ceiling against its group's median (a compute entry's matmul, a memory entry's bandwidth), its bound, the load
 beside it, and the CPUs it ran on.
 
+A fleet leaves the machine as one JSON object (`shared`): the fleet, its nodes' cards, and what its view found; an
+import (`from_file`) reads the fleet and its cards back, and works the view out again.
+
 Two fleets compare as two cards do: each group's median card (each entry's median over the group's nodes, with all
 their steps) set beside the other's by `card_compare.compare`.
 """
@@ -16,10 +19,11 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from tpulab.base.noise import NOISE, SAME, SLOWER, Change, change
 from tpulab.base.timing import median
-from tpulab.engine.card import Card, CardCeiling, CardEntry, Fleet, FleetNode, kept
+from tpulab.engine.card import Card, CardCeiling, CardEntry, Fleet, FleetNode, fleet_from_json, from_json, kept, scrubbed
 from tpulab.engine.card_compare import WORDS, usable
 
 
@@ -200,3 +204,40 @@ def median_card(view: FleetView, group: Group) -> Card:
 def median_cards(view: FleetView) -> list[Card]:
     """A fleet as cards: one median card per hardware group."""
     return [median_card(view, g) for g in view.groups if g.rows]
+
+
+MAX_FLEET_BYTES = 64 * 2**20  # a fleet's file: its nodes' cards of a few KiB each
+
+
+def shared(view: FleetView) -> dict[str, Any]:
+    """The fleet as one JSON object: the fleet's own fields, its nodes' cards (host, user and home left out, as a
+    card's export is), and what its view found per hardware group (each entry's median, each node's figure, ratio
+    and straggler's why): for scripts; an import works it out again from the cards."""
+    return {**view.fleet.to_json(), "cards": [scrubbed(c).to_json() for g in view.groups for c in g.cards],
+            "groups": [{"hardware": g.hardware, "nodes": [n.label for n in g.nodes], "rows": [
+                {"name": r.name, "unit": r.unit, "median": r.median, "cells": [
+                    {"node": c.node.label, "median": c.entry.median if c.entry else None, "ratio": c.ratio,
+                     "change": c.change.cell() if c.change else None, "straggler": c.straggler, "why": c.why}
+                    for c in r.cells]} for r in g.rows]} for g in view.groups]}
+
+
+def from_file(data: Any) -> tuple[Fleet, list[Card]]:
+    """A fleet and its cards from `shared`'s object; a `ValueError` in one line names what is wrong (a card that is
+    none of its nodes' is refused: a fleet's file carries its own cards only)."""
+    if not isinstance(data, dict):
+        raise ValueError("not a tpulab fleet (not a JSON object)")
+    cards = data.get("cards", [])
+    if not isinstance(cards, list):
+        raise ValueError("'cards' should be a list of cards")
+    fleet = fleet_from_json({k: v for k, v in data.items() if k not in ("cards", "groups")})
+    found = []
+    for i, c in enumerate(cards, 1):
+        try:
+            found.append(from_json(c))
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"card {i}: {e}") from None
+    ids = {n.card for n in fleet.nodes if n.card}
+    stray = next((c.id for c in found if c.id not in ids), None)
+    if stray is not None:
+        raise ValueError(f"card {stray[:8]} is none of the fleet's nodes' cards")
+    return fleet, found

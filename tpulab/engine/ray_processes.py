@@ -1,7 +1,9 @@
 """A run's processes started by Ray (`--processes N --ray [ADDRESS]`): no ssh loop, the cluster places them.
 
 Process 0 runs here, where its events stream into the record, as with `--processes N`; the others are Ray tasks,
-one per bundle of a placement group (one CPU each, spread over the nodes: one per node where there are enough),
+one per bundle of a placement group (`reservation`: a CPU each, and on a GPU or a TPU its share of the devices, so
+that Ray places it where they are and holds them for it; spread over the nodes, one per node where there are enough,
+or each on its own node with `--per-host`: Ray's STRICT_SPREAD, refused at once where the cluster has too few),
 each starting a worker on its node with the cluster's environment. They join process 0 over the network (its host's
 address as Ray knows it, a free port), and a task that fails, whose node dies, or whose worker dies, fails the run
 naming its process, as a local process's death does (`tpulab.engine.runner.Run`). Ray is imported here alone, in
@@ -42,27 +44,53 @@ def connect(address: str) -> Any:
     return ray
 
 
-def start(job: RunJob, processes: int, replicas: int, address: str) -> list[Any]:
+def reservation(device: str, share: int) -> dict[str, float]:
+    """What one process holds on its node: a CPU, and on a GPU or a TPU its `share` of the devices."""
+    held = {"CPU": 1.0}
+    if device in ("gpu", "tpu"):
+        held[device.upper()] = float(share)
+    return held
+
+
+def reserve(ray: Any, processes: int, device: str, share: int, per_host: bool) -> Any:
+    """The placement group of the processes other than 0, placed (or one line saying why not): spread over the
+    nodes, or each on its own node (`per_host`), refused at once where fewer alive nodes have what one needs."""
+    from ray.util.placement_group import placement_group
+
+    followers, held = processes - 1, reservation(device, share)
+    said = ", ".join(f"{v:g} {k}" for k, v in held.items())
+    if per_host:
+        able = [n for n in ray.nodes() if n["Alive"] and all(n["Resources"].get(k, 0) >= v for k, v in held.items())]
+        if len(able) < followers:
+            raise UsageError(f"--processes {processes} --ray --per-host: {followers} process(es) other than 0 each on its "
+                             f"own node, of {said} each, but {len(able)} node(s) have that (`ray status` shows them)")
+    group = placement_group([held] * followers, strategy="STRICT_SPREAD" if per_host else "SPREAD")
+    if not group.wait(PLACED_WITHIN_S):
+        ray.util.remove_placement_group(group)
+        raise UsageError(f"--processes {processes} --ray: the cluster did not place {followers} process(es) of {said} "
+                         f"each within {PLACED_WITHIN_S} s (`ray status` shows what it has)")
+    return group
+
+
+def start(job: RunJob, processes: int, replicas: int, address: str, per_host: bool = False) -> list[Any]:
     """Process 0's worker here and a Ray task for each other process: the run's handles, process 0's first."""
     ray = connect(address)
-    from ray.util.placement_group import placement_group, placement_group_table
+    from ray.util.placement_group import placement_group_table
     from ray.util.queue import Queue
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     followers = processes - 1
-    group = placement_group([{"CPU": 1}] * followers, strategy="SPREAD")
-    if not group.wait(PLACED_WITHIN_S):
-        ray.util.remove_placement_group(group)
-        raise UsageError(f"--processes {processes} --ray: the cluster did not place {followers} process(es) of one CPU "
-                         f"each within {PLACED_WITHIN_S} s (`ray status` shows what it has)")
+    share = max(1, replicas // processes)
+    spec = job.spec
+    group = reserve(ray, processes, spec.device, share, per_host)
     here = ray.util.get_node_ip_address()
     hosts = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
     placed = [hosts.get(node, "") for node in placement_group_table(group)["bundles_to_node_id"].values()]
     local = all(host == here for host in placed)  # every process on this machine: the CPU's peak counted once
     coordinator = f"{here}:{free_port()}"
-    share = max(1, replicas // processes)
-    spec = job.spec
-    task = ray.remote(num_cpus=1, max_retries=0)(follow)
+    held = reservation(spec.device, share)  # the task holds its bundle whole: Ray then shows it its devices
+    task = ray.remote(num_cpus=1, num_gpus=held.get("GPU", 0), resources={k: v for k, v in held.items() if k == "TPU"},
+                      max_retries=0)(follow)
     queues = [Queue(actor_options={"num_cpus": 0}) for _ in range(followers)]
     refs = [task.options(scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i))
             .remote(job.to_json(), spec.backend, spec.device, share,

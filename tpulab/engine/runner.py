@@ -126,7 +126,7 @@ class Run:
         if self.spec.ray is not None:  # process 0 here, the others Ray tasks where the cluster places them
             from tpulab.engine import ray_processes
 
-            self.handles = ray_processes.start(job, processes, replicas, self.spec.ray)
+            self.handles = ray_processes.start(job, processes, replicas, self.spec.ray, self.spec.per_host)
             return
         coordinator = f"127.0.0.1:{free_port()}"
         local = replicas // processes  # each process its share of the host devices

@@ -33,6 +33,7 @@ class RunSpec:
     sweep: str | None = None  # the sweep this run is a point of
     why: Mapping[str, str] = field(default_factory=dict)  # the other decided values: {name: why}
     ray: str | None = None  # --processes' processes started as Ray tasks: the cluster's address ('auto')
+    per_host: bool = False  # ... each process other than 0 on its own node (`--per-host`)
     repeat: int = 1  # fresh processes run one after another, kept as one run whose interval is drawn over them
 
     def __post_init__(self) -> None:

@@ -8,6 +8,7 @@ said as such ("not readable here"), never guessed.
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 from pathlib import Path
@@ -21,6 +22,15 @@ SPEED_VARIABLES = ("XLA_FLAGS", "TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS", "OMP_NU
                    "KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "OMP_WAIT_POLICY", "THP_MEM_ALLOC_ENABLE",
                    "TF_CPU_ALLOCATOR_USE_BFC")
 UNREADABLE = "not readable here"
+
+
+def physical_cores() -> int:
+    """The cores this process may use (its CPU affinity: a container's, a `taskset`'s, a Ray node's), counting each
+    physical core once (hyperthreads share one): what a run's threads are sized by, so that none waits on another."""
+    import psutil
+
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(psutil.cpu_count(logical=False) or usable, usable))
 
 
 def _read(path: Path) -> str | None:

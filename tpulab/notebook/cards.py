@@ -105,7 +105,7 @@ def bench(quick: bool = False, backend: str = "auto", db: str | Path | None = No
     def progress(p: Progress) -> None:
         e = p.finished or p.repeated
         said = (f"  {e.name}: {view.median_ci(e)} {e.unit or ''} ({e.stopped or e.reason or e.status})" if e else
-                f"[{p.done}/{p.total - 1} {p.backend}] {p.what}, about {p.eta:.0f} s left")
+                f"{p.count()} {p.what}, at most {p.eta:.0f} s left")
         print(said, file=sys.stderr, flush=True)
 
     runner = Bench(detect(), Path(db) if db else default_path(), backend, quick, on_progress=progress,
