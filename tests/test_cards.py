@@ -8,6 +8,7 @@ import io
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -708,5 +709,8 @@ def test_a_card_says_its_whole_budget_with_the_reference_lines_and_ends_within_i
     for line in entries:
         assert not line.endswith(";") and "; ;" not in line
         assert "with the steps it had timed" not in line or ": cancelled" not in line
+    clock = [(int(m[1]), int(m[2])) for line in lines if (m := re.search(r"· (\d+)s in, at most (\d+)s left", line))]
+    assert len(clock) >= 3 and all(a <= b for (a, _), (b, _) in zip(clock, clock[1:]))  # the card's time, never reset
+    assert all(17 <= spent + left <= 19 for spent, left in clock)  # ... and with its time left, the whole budget
     listed = run_cli("cards", "list", "--db", str(db))
     assert "incomplete" in listed.stdout and " complete " not in listed.stdout

@@ -69,7 +69,7 @@ class Progress:
     what: str
     done: int  # the entry running (1 to `total`); 0: a stage between entries (the ceilings, the drift probes)
     total: int  # the entries of this backend's part
-    elapsed: float  # since this part began
+    elapsed: float  # since the card began (as `eta` is the whole card's)
     eta: float  # the whole card's budget left: its time left, at most
     finished: CardEntry | None = None  # an entry just finished: a line of the running card
     repeated: CardEntry | None = None  # an entry again, its figures now over one more repeat
@@ -298,7 +298,8 @@ class Bench:
         self.parts = [*((b, self.budget) for b in self.backends),
                       *((e, self.budget * bench.REFERENCE_SHARE) for e in self.references)]
         self.total = sum(s for _, s in self.parts)  # the whole card's budget: no part, and no stage, runs past it
-        self.ends = time.monotonic() + self.total  # (set again when the card starts)
+        self.began = time.monotonic()  # (both set again when the card starts)
+        self.ends = self.began + self.total
         self.skipped = 0  # entries the budget left no time for
         self.on_progress = on_progress or (lambda p: None)
         self.reuse = quick if reuse_ceilings is None else reuse_ceilings
@@ -327,7 +328,7 @@ class Bench:
 
     # --- the bench -------------------------------------------------------------------------------
     def run(self) -> Card:
-        start = time.monotonic()
+        start = self.began = time.monotonic()
         self.ends = start + self.total
         self._save()
         for i, (name, budget) in enumerate(self.parts):
@@ -362,7 +363,7 @@ class Bench:
         began = self._probe(backend, "the ceilings at the start (drift)", total, start,  # (a worker takes seconds)
                             min(start + max(self.part * bench.DRIFT_SHARE, 2 * LEAST_S), deadline))
         end = deadline - (time.monotonic() - start)  # the end's probe takes as long as the start's
-        self._progress(backend, "ceilings (roofline)", 0, total, start)
+        self._progress(backend, "ceilings (roofline)", 0, total)
         ceilings = self._ceilings(backend, min(start + self.part * bench.CEILINGS_SHARE * OVERRUN, end - LEAST_S))
         self.ceilings_here.add(ceilings)
         self._measure(backend, entries, ceilings, start, end, total, scaled, devices)
@@ -395,7 +396,7 @@ class Bench:
             # the repeats of those measured so far are kept back, short of starving this one's first run
             reserved = sum(m.cost for m in measured) * (repeats - 1)
             share = max(left - reserved, left / repeats) * entry.weight / sum(weights[i:]) / repeats
-            self._progress(backend, entry.workload, i + 1, total, start)
+            self._progress(backend, entry.workload, i + 1, total)
             if left >= LEAST_S:
                 made_here, m = self._entry(entry, backend, share, ceilings, end - SETTLE_S)
             else:
@@ -412,7 +413,7 @@ class Bench:
                     m.at.append(len(self.card.entries))
                 self.card.entries.append(made)
                 self._save()
-                self._progress(backend, made.name, i + 1, total, start, made)
+                self._progress(backend, made.name, i + 1, total, made)
             if m is not None and m.repeatable:
                 measured.append(m)
         for k in range(2, repeats + 1):  # A B C, A B C: each entry's next run after every other's
@@ -420,10 +421,10 @@ class Bench:
                 if self.cancelled or time.monotonic() + m.cost + LEAST_S > end:
                     continue
                 i = entries.index(m.entry)
-                self._progress(backend, f"{m.entry.workload}, run {k} of {repeats}", i + 1, total, start)
+                self._progress(backend, f"{m.entry.workload}, run {k} of {repeats}", i + 1, total)
                 self._repeat(m, backend, ceilings, end - SETTLE_S)
                 for made in self._remade(m, backend, ceilings, devices if m.entry is scaled else None):
-                    self._progress(backend, made.name, i + 1, total, start, repeated=made)
+                    self._progress(backend, made.name, i + 1, total, repeated=made)
         for m in measured:  # how many runs each got, now that no more will come
             self._remade(m, backend, ceilings, devices if m.entry is scaled else None, repeats)
 
@@ -432,7 +433,7 @@ class Bench:
         (None: the suite has no drift probe)."""
         if self.suite.drift is None:
             return None
-        self._progress(backend, what, 0, total, start)
+        self._progress(backend, what, 0, total)
         try:
             return self._run(self.suite.drift.workload, self.suite.drift.values(self.quick), backend, Ceilings(),
                              deadline)
@@ -457,9 +458,9 @@ class Bench:
                              "several" + (" (a CPU's logical shards split the same cores)" if spec.device == "cpu" else ""))
         return self.suite.scaled(count, int(spec.params["batch_size"]), self.quick), count, None
 
-    def _progress(self, backend: str, what: str, done: int, total: int, start: float,
-                  finished: CardEntry | None = None, repeated: CardEntry | None = None) -> None:
-        elapsed = time.monotonic() - start
+    def _progress(self, backend: str, what: str, done: int, total: int, finished: CardEntry | None = None,
+                  repeated: CardEntry | None = None) -> None:
+        elapsed = time.monotonic() - self.began
         eta = max(0.0, self.ends - time.monotonic())
         self.on_progress(Progress(backend, what, done, total, elapsed, eta, finished, repeated))
 
