@@ -44,28 +44,6 @@ async def test_starts_on_the_runtime_tab_showing_the_cpu(cpu_machine):
         assert "runs will use the CPU" in shown
 
 
-@pytest.mark.slow
-async def test_conv_run_streams_points_and_a_result():
-    app = TpulabApp(probe=False)
-    async with app.run_test(size=SIZE) as pilot:
-        await on_jax(pilot, app)
-        record = await run_tiny_conv(pilot, app)
-        assert record.backend == "jax"
-        assert record.status == "finished" and record.params["batch_size"] == 8
-        await pilot.pause(0.5)
-        pane = app.query_one(RunPane)
-        times = chart(app, "ms per iteration").points("iteration")
-        rates = chart(app, "GFLOP/s").points("iteration")
-        assert len(times) == 4 and len(rates) == 4 and all(y > 0 for _, y in rates)
-        assert chart(app, "GFLOP/s").lines["peak"] > 0
-        assert pane.chart("loss, accuracy") is None  # conv declares no metrics chart
-        assert "steady iteration time" in text(pane.query_one("#run-summary", Static))
-        assert app.query_one("#tabs").active == "run"
-        table = app.query_one("#results-table", DataTable)
-        await wait_for(pilot, lambda: table.row_count == 1, 10)  # listed once saved
-        assert Store(app.store.path).get(record.id).status == "finished"  # kept in the real store
-
-
 async def test_invalid_value_shows_inline_error_and_blocks_run():
     app = TpulabApp(probe=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -136,11 +114,27 @@ async def test_training_streams_and_cancels_keeping_partial_results():
 
 
 @pytest.mark.slow
-async def test_two_runs_compare_side_by_side():
+async def test_a_conv_run_streams_points_and_a_result_and_two_runs_compare_side_by_side():
+    """One lab, two real runs: the first's charts, summary and kept record, then both compared."""
     app = TpulabApp(probe=False)
     async with app.run_test(size=SIZE) as pilot:
         await on_jax(pilot, app)
         first = await run_tiny_conv(pilot, app, shards="1")
+        assert first.backend == "jax"
+        assert first.status == "finished" and first.params["batch_size"] == 8
+        await pilot.pause(0.5)
+        pane = app.query_one(RunPane)
+        times = chart(app, "ms per iteration").points("iteration")
+        rates = chart(app, "GFLOP/s").points("iteration")
+        assert len(times) == 4 and len(rates) == 4 and all(y > 0 for _, y in rates)
+        assert chart(app, "GFLOP/s").lines["peak"] > 0
+        assert pane.chart("loss, accuracy") is None  # conv declares no metrics chart
+        assert "steady iteration time" in text(pane.query_one("#run-summary", Static))
+        assert app.query_one("#tabs").active == "run"
+        table = app.query_one("#results-table", DataTable)
+        await wait_for(pilot, lambda: table.row_count == 1, 10)  # listed once saved
+        assert Store(app.store.path).get(first.id).status == "finished"  # kept in the real store
+
         second = await run_tiny_conv(pilot, app, shards="2")
         table = await results_tab(pilot, 2)  # the store is read in a thread: both runs listed before they are marked
         table.focus()

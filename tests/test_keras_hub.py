@@ -118,6 +118,7 @@ def test_a_name_the_cache_lacks_is_one_line_that_names_the_cache(keras, tmp_path
 
 PRESET = textwrap.dedent("""
     import sys
+    sys.modules["tensorflow"] = None  # as a JAX worker runs (TensorFlow's import alone is seconds)
     import keras_hub
     backbone = keras_hub.models.GPT2Backbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
                                              intermediate_dim=16, max_sequence_length=32)
@@ -126,7 +127,7 @@ PRESET = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_a_preset_folder_through_the_command_keeps_what_was_built_and_timed(tmp_path):
+def test_a_preset_folder_through_the_command_keeps_what_was_built_and_timed(tmp_path, quick_compiles):
     """`tpulab run model --model keras_hub:DIR` on JAX: KerasHub's CausalLM from a saved preset, random weights,
     its synthetic batch said as such, XLA's FLOP count, and the record saying what was built and trained."""
     folder = tmp_path / "gpt2"

@@ -5,7 +5,6 @@ median is known, the 95% interval of a run timed once holds it in 93% of runs or
 from __future__ import annotations
 
 import numpy as np
-from arch.bootstrap import CircularBlockBootstrap
 
 from tpulab.base.noise import block_medians, interval
 
@@ -49,6 +48,8 @@ def test_circular_blocks_give_arch_s_percentile_interval_of_the_median():
     """One autocorrelated run, blocks of n^(1/3) steps: tpulab's circular-block percentile interval of the median and
     `arch.bootstrap.CircularBlockBootstrap`'s agree at both ends within 1% of the median (their half-width: ~4%;
     their seeds differ, so 2,000 draws each keep the ends' Monte Carlo error well under that)."""
+    from arch.bootstrap import CircularBlockBootstrap  # here: its import (SciPy, statsmodels) is seconds per process
+
     xs = runs(1, 400, np.random.default_rng(5), spread=0.2, drift=0)[0]
     block, reps = round(len(xs) ** (1 / 3)), 2000
     ours = np.quantile(block_medians(xs, block, resamples=reps, seed=1), [0.025, 0.975])
