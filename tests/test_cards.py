@@ -701,6 +701,7 @@ def test_a_card_says_its_whole_budget_with_the_reference_lines_and_ends_within_i
                         "jax, 6s for llama.cpp's reference lines; Ctrl+C keeps a partial card")
     made = json.loads(out.read_text())
     assert made["budget_s"] == 18 and made["wall_s"] <= 18
+    assert made["drift"] and all("12s budget leaves no room for the drift probes" in d["why"] for d in made["drift"])
     assert made["status"] == "incomplete" and any(e["status"] in ("skipped", "cancelled") for e in made["entries"])
     counted = [line.split("]")[0] for line in lines if line.startswith("[") and "/" in line.split("]")[0]]
     assert len(counted) == len(set(counted)) > 0  # '[6/6 jax]' once: the end's drift probe is no entry

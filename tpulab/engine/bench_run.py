@@ -55,6 +55,8 @@ OVERRUN = 2.0  # a run still going at this many times its entry's share (and 30 
 KILL_AFTER_S = 3.0  # a run is asked to stop this long before its deadline, and killed at it
 SETTLE_S = 2.0  # a part's last run is gone this long before the part's end: its record and the card are kept by then
 LEAST_S = 5.0  # an entry that would start with less of the budget left than this is skipped, and says so
+DRIFT_LEAST_S = 2 * LEAST_S  # a drift probe's least time (a worker's start, a matmul and a copy): a budget whose
+# share (`bench.DRIFT_SHARE`) is less runs none, and the card says why
 
 
 class NoTime(TpulabError):
@@ -360,15 +362,18 @@ class Bench:
         if scaled is not None:
             entries += (scaled,)
         total = len(entries)
-        began = self._probe(backend, "the ceilings at the start (drift)", total, start,  # (a worker takes seconds)
-                            min(start + max(self.part * bench.DRIFT_SHARE, 2 * LEAST_S), deadline))
+        share = self.part * bench.DRIFT_SHARE  # a probe's worker takes seconds to start: below its least, none runs
+        began = self._probe(backend, "the ceilings at the start (drift)", total, start, min(start + share, deadline)) \
+            if share >= DRIFT_LEAST_S else (f"the {fmt.duration(self.part)} budget leaves no room for the drift probes "
+                                             f"(each takes {fmt.duration(DRIFT_LEAST_S)} of a budget of "
+                                             f"{fmt.duration(DRIFT_LEAST_S / bench.DRIFT_SHARE)} or more)")
         end = deadline - (time.monotonic() - start)  # the end's probe takes as long as the start's
         self._progress(backend, "ceilings (roofline)", 0, total)
         ceilings = self._ceilings(backend, min(start + self.part * bench.CEILINGS_SHARE * OVERRUN, end - LEAST_S))
         self.ceilings_here.add(ceilings)
         self._measure(backend, entries, ceilings, start, end, total, scaled, devices)
-        ended = None if self.cancelled else self._probe(backend, "the ceilings at the end (drift)", total, start,
-                                                        deadline - SETTLE_S)
+        ended = began if isinstance(began, str) else None if self.cancelled else \
+            self._probe(backend, "the ceilings at the end (drift)", total, start, deadline - SETTLE_S)
         if self.suite.drift is not None:
             self.card.drift += drifts(backend, began, ended)
         if why_not is not None and not self.cancelled:
