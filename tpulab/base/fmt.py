@@ -137,3 +137,8 @@ def bytes_(n: float | None) -> str:
     if n < 2**30:
         return f"{n / 2**20:.0f} MiB"
     return f"{n / 2**30:.1f} GiB"
+
+
+def counted(n: int, noun: str) -> str:
+    """'1 card', '2 cards'."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -155,7 +155,7 @@ def _fleet(args: argparse.Namespace) -> int:
     out.print(fleet_view.terminal(found))
     if args.output:
         write(args.output, fleet_rendered(found, form))
-        err.print(safe.text(f"fleet {fleet.short_id} written to {args.output} ({form}, with its {len(cards)} cards) "
+        err.print(safe.text(f"fleet {fleet.short_id} written to {args.output} ({form}, with its {fmt.counted(len(cards), 'card')}) "
                             f"and kept in {runner.db}"))
     return fleet.exit_code
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tpulab.base import safe
+from tpulab.base import fmt, safe
 from tpulab.base.errors import EXIT_OK, UsageError
 from tpulab.cli.command import DB, Command, on_store
 from tpulab.cli.usage import Parser
@@ -146,8 +146,8 @@ def _import(args: argparse.Namespace, store: Store, console: Console) -> int:
             for card in cards:
                 store.save_card(card)
             store.save_fleet(imported)
-            console.print(safe.text(f"imported fleet {imported.short_id} of {len(imported.nodes)} nodes, with its "
-                                    f"{len(cards)} cards"))
+            console.print(safe.text(f"imported fleet {imported.short_id} of {fmt.counted(len(imported.nodes), 'node')}, "
+                                    f"with its {fmt.counted(len(cards), 'card')}"))
             continue
         store.save_card(got)
         console.print(safe.text(f"imported card {got.short_id}: {got.label()} ({len(got.entries)} entries)"))
