@@ -55,8 +55,8 @@ OVERRUN = 2.0  # a run still going at this many times its entry's share (and 30 
 KILL_AFTER_S = 3.0  # a run is asked to stop this long before its deadline, and killed at it
 SETTLE_S = 2.0  # a part's last run is gone this long before the part's end: its record and the card are kept by then
 LEAST_S = 5.0  # an entry that would start with less of the budget left than this is skipped, and says so
-DRIFT_LEAST_S = 2 * LEAST_S  # a drift probe's least time (a worker's start, a matmul and a copy): a budget whose
-# share (`bench.DRIFT_SHARE`) is less runs none, and the card says why
+DRIFT_LEAST_S = 2 * LEAST_S  # a drift probe's least time (a worker's start, a matmul and a copy)
+DRIFT_MOST = 1 / 3  # of a part's budget, for its two drift probes together: a smaller budget runs none, and says why
 
 
 class NoTime(TpulabError):
@@ -362,11 +362,11 @@ class Bench:
         if scaled is not None:
             entries += (scaled,)
         total = len(entries)
-        share = self.part * bench.DRIFT_SHARE  # a probe's worker takes seconds to start: below its least, none runs
+        share = max(self.part * bench.DRIFT_SHARE, DRIFT_LEAST_S)  # (a probe's worker takes seconds to start)
         began = self._probe(backend, "the ceilings at the start (drift)", total, start, min(start + share, deadline)) \
-            if share >= DRIFT_LEAST_S else (f"the {fmt.duration(self.part)} budget leaves no room for the drift probes "
-                                             f"(each takes {fmt.duration(DRIFT_LEAST_S)} of a budget of "
-                                             f"{fmt.duration(DRIFT_LEAST_S / bench.DRIFT_SHARE)} or more)")
+            if 2 * share <= self.part * DRIFT_MOST else (
+                f"the {fmt.duration(self.part)} budget leaves no room for the drift probes (the two take "
+                f"{fmt.duration(2 * DRIFT_LEAST_S)} or more, at most {DRIFT_MOST:.0%} of a budget)")
         end = deadline - (time.monotonic() - start)  # the end's probe takes as long as the start's
         self._progress(backend, "ceilings (roofline)", 0, total)
         ceilings = self._ceilings(backend, min(start + self.part * bench.CEILINGS_SHARE * OVERRUN, end - LEAST_S))

@@ -160,7 +160,10 @@ class SweepPane(Vertical):
         rows = [tuple(map(safe.visible, (k.short_id, k.started_at[5:16].replace("T", " "), k.workload, k.status,
                                          str(len(k.points)), ", ".join(f"{a} {len(v)}" for a, v in k.axes.items()))))
                 for k in kept]
-        self._table(KEPT_COLUMNS, rows, KEPT_OPTIONAL)
+        if kept:
+            self._table(KEPT_COLUMNS, rows, KEPT_OPTIONAL)
+        else:  # no header over no rows: the words above say how to make one
+            self.query_one("#sweep-table", DataTable).clear(columns=True)
         self._header_text(f"[b]{len(kept)} kept sweep(s)[/b], newest first: Enter opens one | a new one: "
                           f"{NO_SWEEP}" if kept else f"No sweep yet: {NO_SWEEP}.")
 
