@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
+from rich.style import Style
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 
@@ -14,7 +16,7 @@ from tpulab.base import fmt
 from tpulab.base.charts import METRICS, ChartContext
 from tpulab.base.events import RunRecord
 from tpulab.lab.app import TpulabApp
-from tpulab.lab.widgets.charts import SeriesPlot
+from tpulab.lab.widgets.charts import LINE_COLOUR, PALETTE, SeriesPlot
 from tpulab.workloads import registry
 
 from .helpers import (Replay, ReplayedSweep, conv_events, kept_roofline, make_record, results_tab, sweep_tab, text,
@@ -244,6 +246,42 @@ async def test_y_axis_fits_the_data_and_names_a_peak_far_above():
         plot.replot()
         await wait_for(pilot, lambda: "── peak 14.0" in lines(plot)[0], 10)
         assert max(y_labels(lines(plot))) >= 14.0
+
+
+async def test_a_chart_spans_its_data_from_its_first_column_to_its_last():
+    """busy %: the CPU above the lowest y tick, the worker below it. plotext 6.1, given y ticks, fits the x axis to
+    the data within them: it began left of the first point, a quarter of the chart blank."""
+    app = ChartHost()
+    async with app.run_test(size=SMALL) as pilot:
+        plot = app.query_one(SeriesPlot)
+        plot.configure("busy %")
+        for x, cpu, worker in ((3, 52.0, 49.5), (6, 55.0, 49.5), (9, 58.0, 49.5), (12, 61.0, 49.0)):
+            plot.add("CPU", x, cpu)
+            plot.add("worker", x, worker)
+        shown = await drawn(pilot, plot)
+        rows = [line for line in shown if re.match(r"^\s*[\d.]*[┤│]", line)]  # the rows of data, each after its axis
+        start = rows[0].index(next(c for c in rows[0] if c in "┤│")) + 1
+        assert len(rows) >= 3 and any(row[start] != " " for row in rows)  # the first point at the axis
+        assert any(row[plot.size.width - 1] != " " for row in rows)  # the last at the right end
+
+
+async def test_a_chart_has_no_colours_of_its_own_but_its_series_and_lines():
+    """No background nor axis colour: the widget's own show, whatever the app's theme (a fixed surface colour
+    stood out on another theme, and the peak's line had a white background)."""
+    app = ChartHost()
+    async with app.run_test(size=SMALL) as pilot:
+        plot = app.query_one(SeriesPlot)
+        plot.configure("GFLOP/s")
+        plot.lines["peak"] = 14.0  # in range: drawn
+        for step in range(2, 12):
+            plot.add("iteration", step, 10.5 + (step % 3) * 0.2)
+        await drawn(pilot, plot)
+        built = plot.render()
+        assert isinstance(built, Text)
+        styles = [span.style if isinstance(span.style, Style) else Style.parse(span.style) for span in built.spans]
+        assert all(style.bgcolor is None for style in styles)
+        colours = {style.color.get_truecolor() for style in styles if style.color}
+        assert {PALETTE[0], LINE_COLOUR} <= {tuple(c) for c in colours}  # the series' and the peak's, as the header's
 
 
 async def test_loss_and_accuracy_on_their_own_axes():

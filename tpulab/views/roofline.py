@@ -16,6 +16,7 @@ from tpulab.base.ceilings import CEILING_LOW
 from tpulab.base.events import Device, RunRecord, Summary
 from tpulab.engine.ceilings import MEMORY, Ceilings, CurveVerdict, verdicts
 from tpulab.engine.runindex import RunRow
+from tpulab.views import plot
 from tpulab.workloads.shared.kernels import kernel_intensity
 
 
@@ -115,8 +116,6 @@ def points(records: Iterable[RunRecord], device: Device, rows: Iterable[RunRow] 
 def roofline_plot(ceilings: Ceilings, records: Iterable[RunRecord], device: Device, width: int = 78,
                   height: int = 20, rows: Iterable[RunRow] = ()) -> str | None:
     """The roofline of `device` as text (plotext), or None when no roofline measured both its ceilings."""
-    import plotext as plt
-
     top = max((c for (kind, name, dtype), c in ceilings.kept.items()
                if (kind, name) == (device.kind, device.name) and dtype != "memory"),
               key=lambda c: c.value, default=None)
@@ -127,26 +126,22 @@ def roofline_plot(ceilings: Ceilings, records: Iterable[RunRecord], device: Devi
     ridge = top.value / bw.value
     xs = [p[1] for p in pts] + [ridge]
     lo, hi = min(xs) / 4, max(xs) * 4
-    plt.clf()
-    plt.plotsize(width, height)
-    plt.xscale("log")
-    plt.yscale("log")
-    roof_x = [lo, ridge, hi]
     g = 1e-9  # drawn in GFLOP/s: plotext writes its ticks in full
-    key = [("measured ceilings", "blue+")]  # said below the chart: plotext's own legend would sit on its data
-    plt.plot(roof_x, [bw.value * lo * g, top.value * g, top.value * g], marker="braille", color=key[0][1])
-    for dtype, color in (("float32", "cyan"), ("bfloat16", "magenta"), ("float16", "yellow")):
-        c = ceilings.flops(device, dtype)
-        if c is not None and c is not top:
-            plt.plot([c.value / bw.value, hi], [c.value * g, c.value * g], color=color)
-            key.append((f"{dtype} ceiling", color))
-    if pts:
-        plt.scatter([p[1] for p in pts], [p[2] * g for p in pts], marker="*", color="red")
-    plt.title(safe.visible(f"roofline: GFLOP/s up, FLOP/byte across, {device.label(short=True)}"))
-    plt.theme("clear")
-    plt.plotsize(width, height - len(key) - bool(pts))
+    others = [(dtype, color, c) for dtype, color in (("float32", "cyan"), ("bfloat16", "magenta"), ("float16", "yellow"))
+              if (c := ceilings.flops(device, dtype)) is not None and c is not top]
+    # the key is said below the chart: plotext's own legend would sit on its data
+    key = [("measured ceilings", "blue+")] + [(f"{dtype} ceiling", color) for dtype, color, _ in others]
+    with plot.chart(width, height - len(key) - bool(pts)) as chart:
+        chart.fig.ruler("both", "both").scale("log")  # with plotext's own ticks (right on a log axis given none)
+        chart.series([lo, ridge, hi], [bw.value * lo * g, top.value * g, top.value * g], key[0][1])
+        for _, color, c in others:
+            chart.series([c.value / bw.value, hi], [c.value * g, c.value * g], color)
+        if pts:
+            chart.series([p[1] for p in pts], [p[2] * g for p in pts], "red", marker="*", joined=False)
+        chart.fig.title(safe.visible(f"roofline: GFLOP/s up, FLOP/byte across, {device.label(short=True)}"))
+        drawn = chart.text()
     legend = [f"  -- {name}" for name, _ in key] + (["  *  runs"] if pts else [])
-    return str(plt.build()) + "\n" + "\n".join(legend)
+    return drawn + "\n" + "\n".join(legend)
 
 
 def roofline_view(records: Iterable[RunRecord], device: Device, width: int, height: int = 20,

@@ -32,6 +32,7 @@ from tpulab.engine.sweep import (
     series_key,
     unlike_article,
 )
+from tpulab.views import plot
 from tpulab.views.console import telemetry_columns
 from tpulab.workloads import registry
 from tpulab.workloads.base import BATCH_SIZE
@@ -362,32 +363,27 @@ def chart_title(axes: list[str], by: str) -> str:
 
 def text_chart(points: list[Point], axes: list[str], found: Findings, width: int, height: int = 14) -> Text:
     """The chart as text (plotext), for the terminal."""
-    import plotext as plt
-
     if found.latency:
         return curve_chart(points, axes, found, width, height)
     series = chart_series(points, axes, by=found.by)
-    plt.clear_figure()
-    plt.plotsize(max(40, min(width, 100)), height)
-    plt.title(chart_title(axes, found.by))
     colors = dict(zip(series, itertools.cycle(CURVE_COLORS)))
-    for name, pts in series.items():
-        plt.plot([x for x, _ in pts], [y for _, y in pts], marker="braille", color=colors[name])
     best = found.best
-    if best is not None and best.rate(found.by) and axes:
-        [(x, y)] = next(iter(chart_series([best], axes, x_values(points, axes[0]), found.by).values()))
-        plt.scatter([x], [y], marker="*", color="red")
-    if axes:
-        at, log = x_axis(points, axes[0])
-        if log:
-            plt.xscale("log")
-        plt.xticks([x for x, _ in at], [label for _, label in at])
-    ys = [y for pts in series.values() for _, y in pts]
-    if ys:
-        at = ticks(min(ys), max(ys), max(2, (height - 4) // 2))
-        plt.yticks([y for y, _ in at], [label for _, label in at])
-    plt.theme("clear")
-    chart = Text.from_ansi(plt.build())
+    at, log = x_axis(points, axes[0]) if axes else ([], False)
+    with plot.chart(max(40, min(width, 100)), height, xlog=log) as drawing:
+        drawing.fig.title(chart_title(axes, found.by))
+        for name, pts in series.items():
+            drawing.series([x for x, _ in pts], [y for _, y in pts], colors[name])
+        if best is not None and best.rate(found.by) and axes:
+            [(x, y)] = next(iter(chart_series([best], axes, x_values(points, axes[0]), found.by).values()))
+            drawing.series([x], [y], "red", marker="*", joined=False)
+        if at:  # the swept values
+            drawing.lim("x", at[0][0], at[-1][0])
+            drawing.ticks("x", at)
+        ys = [y for pts in series.values() for _, y in pts]
+        if ys:
+            drawing.lim("y", min(ys), max(ys))
+            drawing.ticks("y", ticks(min(ys), max(ys), max(2, (height - 4) // 2)))
+        chart = Text.from_ansi(drawing.text())
     # the key below the chart, never over its data
     for name, color in colors.items() if len(series) > 1 else ():
         chart.append(f"\n  -- {name}", style=color)
@@ -574,20 +570,16 @@ def curve_series(points: list[Point]) -> dict[str, list[tuple[float, float]]]:
 def curve_chart(points: list[Point], axes: list[str], found: Findings, width: int, height: int = 14) -> Text:
     """The latency/throughput curve as text: each series, the points within --max-itl (W) and the knee (K,
     drawn over a W)."""
-    import plotext as plt
-
-    plt.clear_figure()
-    plt.plotsize(max(40, min(width, 100)), height)
-    plt.title(curve_title(found, axes))
     series = curve_series(points)
-    for pts, color in zip(series.values(), itertools.cycle(CURVE_COLORS)):
-        plt.plot([x for x, _ in pts], [y for _, y in pts], marker="braille", color=color)
-    for mark, color, chosen in (("W", "green", found.within), ("K", "red", [found.knee] if found.knee else [])):
-        at = [(x, y) for pts in curve_series(chosen).values() for x, y in pts]
-        if at:
-            plt.scatter([x for x, _ in at], [y for _, y in at], marker=mark, color=color)
-    plt.theme("clear")
-    chart = Text.from_ansi(plt.build())
+    with plot.chart(max(40, min(width, 100)), height) as drawing:
+        drawing.fig.title(curve_title(found, axes))
+        for pts, color in zip(series.values(), itertools.cycle(CURVE_COLORS)):
+            drawing.series([x for x, _ in pts], [y for _, y in pts], color)
+        for mark, color, chosen in (("W", "green", found.within), ("K", "red", [found.knee] if found.knee else [])):
+            at = [(x, y) for pts in curve_series(chosen).values() for x, y in pts]
+            if at:
+                drawing.series([x for x, _ in at], [y for _, y in at], color, marker=mark, joined=False)
+        chart = Text.from_ansi(drawing.text())
     # the key below the chart: plotext's own sits in its top left corner, where a curve's knee usually is
     for (name, _), color in zip(series.items(), itertools.cycle(CURVE_COLORS)):
         chart.append(f"\n  -- {name}", style=color.removesuffix("+"))

@@ -61,7 +61,7 @@ class ResultsPane(Vertical):
         self._typing: Timer | None = None
 
     def compose(self) -> ComposeResult:
-        from tpulab.lab.widgets.charts import BarPlot  # plotext loads after the first paint (this pane is lazy)
+        from tpulab.lab.widgets.charts import BarPlot  # the chart widgets load after the first paint (this pane is lazy)
 
         yield Input(placeholder="filter: conv, gpu, jax, failed, workload:conv since:7d sweep:ID",
                     id="results-filter", compact=True)

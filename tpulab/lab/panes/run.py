@@ -97,7 +97,7 @@ class RunPane(Vertical):
         self.killing = False  # a second cancel came: the run is being killed
 
     def compose(self) -> ComposeResult:
-        from tpulab.lab.widgets.charts import SeriesPlot  # plotext loads after the first paint (this pane is lazy)
+        from tpulab.lab.widgets.charts import SeriesPlot  # the chart widgets load after the first paint (this pane is lazy)
 
         yield StatusLine("No run yet: pick a workload, then Run.", id="run-header")
         yield Static(id="run-cancel")

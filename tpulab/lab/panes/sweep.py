@@ -81,7 +81,7 @@ class SweepPane(Vertical):
         self.opened: tuple[SweepRecord, list[Point]] | None = None  # a kept sweep shown again, its points' runs read
 
     def compose(self) -> ComposeResult:
-        from tpulab.lab.widgets.charts import SeriesPlot  # plotext loads after the first paint (this pane is lazy)
+        from tpulab.lab.widgets.charts import SeriesPlot  # the chart widgets load after the first paint (this pane is lazy)
 
         yield Static(f"No sweep yet: {NO_SWEEP}.", id="sweep-header")
         bar = ProgressBar(id="sweep-progress", show_eta=False)

@@ -1,15 +1,15 @@
 """Live charts: plotext plots fed point by point, built off the event loop.
 
-A plotext build takes ~20 ms of pure Python for a modest chart; done in `render()` it stalls
-the UI for that long at every redraw. `SeriesPlot` snapshots its points on the event loop, builds
-the plot in a thread (the GIL is handed back every few ms, so the UI keeps its pace) and renders
-the finished text.
+A plotext build takes ~20 ms for a modest chart; done in `render()` it stalls the UI for that long
+at every redraw. `SeriesPlot` snapshots its points on the event loop, builds the plot in a thread (the
+GIL is handed back every few ms, so the UI keeps its pace) and renders the finished text. The plot has
+no colours of its own but its series': it shows on the widget's background, in its foreground, whatever
+the app's theme.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections import deque
 from dataclasses import dataclass
 
@@ -19,9 +19,9 @@ from rich.text import Text
 from textual import work
 from textual.app import RenderResult
 from textual.widget import Widget
-from textual_plotext import PlotextPlot
 
 from tpulab.base.charts import ticks
+from tpulab.views import plot
 
 MAX_POINTS = 5000
 PLOT_POINTS = 300  # a series is thinned to this many points when drawn: plotext's cost grows with points
@@ -45,7 +45,7 @@ class View:
     xlog: bool = False
 
 
-class SeriesPlot(PlotextPlot):
+class SeriesPlot(Widget):
     """Named line series in bounded deques, plus labelled horizontal reference lines (a device's peak).
 
     The header line names the series in their colours (plotext's own legend would cover the data); the y
@@ -56,6 +56,8 @@ class SeriesPlot(PlotextPlot):
 
     DEFAULT_CSS = """
     SeriesPlot {
+        width: 1fr;
+        height: 1fr;
         min-height: 6;  /* the header, three rows of data, the x axis and its ticks */
     }
     """
@@ -71,7 +73,6 @@ class SeriesPlot(PlotextPlot):
         self.xlog = False
         self.dirty = False
         self._built: Text | None = None
-        self._lock = threading.Lock()  # one build at a time touches the plotext figure
 
     def configure(self, title: str, right: tuple[str, ...] = ()) -> None:
         """Start afresh; the title names the quantity and its unit (axes get no labels: rows are scarce)."""
@@ -102,48 +103,38 @@ class SeriesPlot(PlotextPlot):
                             style="dim"))
             return
         self._build(View(self.title, series, dict(self.lines), self.right, self.ylim, self.xticks, self.xlog),
-                    self.size.width, self.size.height, self._get_plotext_theme_name(self.app.theme))
+                    self.size.width, self.size.height)
 
     @work(thread=True, group="chart", exit_on_error=False)
-    def _build(self, view: View, width: int, height: int, theme: str) -> None:
-        with self._lock:
-            plt = self.plt
-            plt.clear_data()
-            plt.clear_figure()
-            top = max(y for pts in view.series.values() for _, y in pts)
-            shown = {k: v for k, v in view.lines.items() if v <= IN_RANGE * top}
+    def _build(self, view: View, width: int, height: int) -> None:
+        top = max(y for pts in view.series.values() for _, y in pts)
+        shown = {k: v for k, v in view.lines.items() if v <= IN_RANGE * top}
+        xs = [x for pts in view.series.values() for x, _ in pts]
+        ranges: dict[str, tuple[float, float]] = {}  # each y axis's, from the data and the lines drawn
+        for side in ("left", "right"):
+            on_side = [y for name, pts in view.series.items() if (name in view.right) == (side == "right")
+                       for _, y in pts] + (list(shown.values()) if side == "left" else [])
+            if on_side:
+                ranges[side] = view.ylim or (min(on_side), max(on_side))
+        notes = [] if view.ylim else [note for side, (lo, hi) in ranges.items()
+                                      if (note := narrow_note(lo, hi, "axis" if side == "left" else "right axis"))]
+        head = header(view, shown, width, max(1, height - LEAST_PLOT), notes)
+        with plot.chart(width, height - len(head), xlog=view.xlog) as chart:
+            for value in shown.values():  # under the data, which it must not hide
+                chart.level(value, (min(xs), max(xs)), LINE_COLOUR)
             for (name, pts), colour in zip(view.series.items(), _colours()):
-                xs, ys = zip(*pts)
-                plt.plot(xs, ys, marker="braille", color=colour, yside="right" if name in view.right else "left")
-            for value in shown.values():
-                plt.horizontal_line(value, color=LINE_COLOUR)
-            if view.ylim is not None:
-                plt.ylim(*view.ylim)
-            plt.frame(False)
-            plt.xaxes(True, False)
-            plt.yaxes(True, any(name in view.right for name in view.series))
-            if view.xlog:
-                plt.xscale("log")
-            along = view.xticks or [(float(t), str(t)) for t in
-                                    integer_ticks([x for pts in view.series.values() for x, _ in pts], max(3, width // 8))]
+                chart.series([x for x, _ in pts], [y for _, y in pts], colour, yside="right" if name in view.right else "left")
+            chart.fig.axes(False)  # no frame: the x axis below and the y axes the data use
+            chart.fig.axes(True, axis="x", side="lower")
+            chart.fig.axes(True, axis="y", side=list(ranges))
+            chart.lim("x", min(xs), max(xs))
+            along = view.xticks or [(float(t), str(t)) for t in integer_ticks(xs, max(3, width // 8))]
             if along:
-                plt.xticks([x for x, _ in along], [label for _, label in along])
-            ranges: dict[str, tuple[float, float]] = {}  # each y axis's, from the data and the lines drawn
-            for side in ("left", "right"):
-                on_side = [y for name, pts in view.series.items() if (name in view.right) == (side == "right")
-                           for _, y in pts] + (list(shown.values()) if side == "left" else [])
-                if on_side:
-                    ranges[side] = view.ylim or (min(on_side), max(on_side))
-            notes = [] if view.ylim else [note for side, (lo, hi) in ranges.items()
-                                          if (note := narrow_note(lo, hi, "axis" if side == "left" else "right axis"))]
-            head = header(view, shown, width, max(1, height - LEAST_PLOT), notes)
+                chart.ticks("x", along)
             for side, (lo, hi) in ranges.items():  # labels at the digits the data carry, as many as the rows allow
-                at = ticks(lo, hi, max(2, (height - len(head) - 2) // 2))
-                plt.yticks([y for y, _ in at], [label for _, label in at], yside=side)  # type: ignore[arg-type]
-            plt.plotsize(width, height - len(head))
-            plt._set_size(width, height - len(head))  # as PlotextPlot.render does: plotsize alone does not stick
-            plt.theme(theme)
-            body = Text.from_ansi(plt.build())
+                chart.lim("y", lo, hi, side)
+                chart.ticks("y", ticks(lo, hi, max(2, (height - len(head) - 2) // 2)), side)
+            body = Text.from_ansi(chart.text())
         self.app.call_from_thread(self._show, Text("\n").join([*head, body]))
 
     def _show(self, built: Text) -> None:
