@@ -4,12 +4,13 @@ each a crash of the app it ended. Imported by the lab's app, once.
 An OptionList (the workload list, the command palette's list, a Select's choices) pages by its laid-out
 lines. With no room inside it (not laid out yet: PageUp in the same breath as the palette opens, or
 squeezed to no height) it has none, and PageUp or PageDown raised KeyError. Here, with no line for the
-highlighted option, paging does nothing.
+highlighted option, paging does nothing. (Still so in Textual 8.2.8 and its main branch; not yet reported
+upstream: an OptionList of height 0 with an option highlighted, given PageDown, reproduces it.)
 
 A Select sets its value as it mounts, and shows it in its SelectCurrent's label, which that widget composes
 as it mounts in turn: on a loaded machine the form rebuilt (sweep mode, another backend) mounted a Select
 whose SelectCurrent had not composed its label yet, and the lookup raised NoMatches. Here the label is
-shown once it is there.
+shown once it is there. (Reported upstream as Textualize/textual#6581, open in 8.2.8.)
 """
 
 from __future__ import annotations
