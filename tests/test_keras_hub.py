@@ -8,10 +8,33 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
+from pathlib import Path
 
 import pytest
 
 from .helpers import json_events, run_cli, watched
+
+
+@pytest.fixture(scope="module")
+def presets(keras, tmp_path_factory) -> Path:
+    """Three tiny saved presets (a causal LM, a backbone alone, a classifier), written once here by Keras on
+    TensorFlow (a preset is a config and weights, whichever backend wrote it): built on JAX each weight's
+    initialiser is a program compiled apart (seconds), and every test below builds its models again from these."""
+    keras_hub = pytest.importorskip("keras_hub")
+    out = tmp_path_factory.mktemp("presets")
+    with warnings.catch_warnings():  # Keras's TensorFlow variables still pass numpy 1's copy=False (each weight: one)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        backbone = keras_hub.models.GPT2Backbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
+                                                 intermediate_dim=16, max_sequence_length=32)
+        keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None).save_to_preset(out / "gpt2")
+        images = keras_hub.models.ViTBackbone(image_shape=(16, 16, 3), patch_size=8, num_layers=1, num_heads=2,
+                                              hidden_dim=8, mlp_dim=16)
+        images.save_to_preset(out / "vit")
+        keras_hub.models.ViTImageClassifier(backbone=images, num_classes=3,
+                                            preprocessor=None).save_to_preset(out / "vitc")
+    return out
+
 
 # In a worker of its own (Keras fixes its backend at import), as the JAX worker runs: TensorFlow unimportable, no
 # socket may connect (nothing reaches a hub), an empty Kaggle cache but for the one preset this script puts there.
@@ -30,13 +53,6 @@ SCRIPT = textwrap.dedent("""
     from tpulab.workloads.user_model.keras_hub import describe, load
 
     out, cache = Path(sys.argv[2]), Path(sys.argv[3])
-    backbone = keras_hub.models.GPT2Backbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
-                                             intermediate_dim=16, max_sequence_length=32)
-    keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None).save_to_preset(out / "gpt2")
-    images = keras_hub.models.ViTBackbone(image_shape=(16, 16, 3), patch_size=8, num_layers=1, num_heads=2,
-                                          hidden_dim=8, mlp_dim=16)
-    images.save_to_preset(out / "vit")
-    keras_hub.models.ViTImageClassifier(backbone=images, num_classes=3, preprocessor=None).save_to_preset(out / "vitc")
     shutil.copytree(out / "gpt2", cache / "models/keras/gpt2/keras/gpt2_base_en/2")  # a version the preset does not name
     seen = {}
     for source in ["keras_hub:" + str(out / "gpt2"), str(out / "vit"), str(out / "vitc"), "gpt2_base_en"]:
@@ -57,11 +73,11 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_a_saved_preset_builds_with_random_weights_and_trains_a_step_offline(tmp_path, backend):
+def test_a_saved_preset_builds_with_random_weights_and_trains_a_step_offline(presets, tmp_path, backend):
     pytest.importorskip(backend)
     env = {**os.environ, "KERAS_BACKEND": backend, "KAGGLEHUB_CACHE": str(tmp_path / "cache"),
            "XLA_FLAGS": "--xla_backend_optimization_level=0"}  # quicker XLA compiles (see conftest's quick_compiles)
-    done = subprocess.run([sys.executable, "-c", SCRIPT, backend, str(tmp_path), str(tmp_path / "cache")],
+    done = subprocess.run([sys.executable, "-c", SCRIPT, backend, str(presets), str(tmp_path / "cache")],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
@@ -116,24 +132,11 @@ def test_a_name_the_cache_lacks_is_one_line_that_names_the_cache(keras, tmp_path
     assert "no class registered with Keras for keras_hub>X" in said
 
 
-PRESET = textwrap.dedent("""
-    import sys
-    sys.modules["tensorflow"] = None  # as a JAX worker runs (TensorFlow's import alone is seconds)
-    import keras_hub
-    backbone = keras_hub.models.GPT2Backbone(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8,
-                                             intermediate_dim=16, max_sequence_length=32)
-    keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None).save_to_preset(sys.argv[1])
-""")
-
-
 @pytest.mark.slow
-def test_a_preset_folder_through_the_command_keeps_what_was_built_and_timed(tmp_path, quick_compiles):
+def test_a_preset_folder_through_the_command_keeps_what_was_built_and_timed(presets, tmp_path, quick_compiles):
     """`tpulab run model --model keras_hub:DIR` on JAX: KerasHub's CausalLM from a saved preset, random weights,
     its synthetic batch said as such, XLA's FLOP count, and the record saying what was built and trained."""
-    folder = tmp_path / "gpt2"
-    made = subprocess.run([sys.executable, "-c", PRESET, str(folder)], capture_output=True, text=True,
-                          env={**os.environ, "KERAS_BACKEND": "jax"}, timeout=300)
-    assert made.returncode == 0, made.stderr[-3000:]
+    folder = presets / "gpt2"
     r = run_cli("run", "model", "--model", f"keras_hub:{folder}", "--backend", "jax", "--seq-len", "16",
                 "--batch-size", "4", "--preset", "smoke", "--no-ui", "--no-save", "--json", env=watched(tmp_path / "h"),
                 timeout=600)
