@@ -312,6 +312,26 @@ def copies(record: RunRecord, n: int, backends: tuple[str, ...] = ("tensorflow",
              "started_at": (start - timedelta(minutes=i)).isoformat(timespec="seconds")} for i in range(n)]
 
 
+CALIBRATION_ITERATIONS = 40  # the timed steps of `calibration`'s runs, unless its flags say others
+
+
+def tpulab(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
+    """The real command on the store at `db`, which must succeed."""
+    out = subprocess.run([sys.executable, "-m", "tpulab", *args, "--db", str(db)], capture_output=True, text=True,
+                         timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:] + out.stdout[-2000:]
+    return out
+
+
+def calibration(db: Path, *flags: str) -> RunRecord:
+    """A run of the calibration workload on JAX (the framework that starts fastest here), kept at `db`."""
+    out = tpulab("run", "calibration", "--no-ui", "--json", "--backend", "jax", "--device", "cpu", "--iterations",
+                 str(CALIBRATION_ITERATIONS), *flags, db=db)
+    last = json.loads(out.stdout.splitlines()[-1])
+    last.pop("event")
+    return RunRecord.from_json(last)
+
+
 # --- what is shown ---------------------------------------------------------------------------
 def text(shown: Static | RenderableType, width: int = 200) -> str:
     """A Rich renderable, or what a Static shows, as plain text `width` columns wide (by default

@@ -7,7 +7,6 @@ import json
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,9 +17,8 @@ from tpulab.engine.spec import RunSpec
 from tpulab.engine.store import Store, compare
 from tpulab.workloads import registry
 
-from .helpers import ROOT, fixed_machine
-
-ITERATIONS = 40
+from .helpers import CALIBRATION_ITERATIONS as ITERATIONS
+from .helpers import ROOT, calibration, fixed_machine, tpulab
 
 
 def repeated(levels: list[float], per: int = 40, seed: int = 0) -> RunRecord:
@@ -103,22 +101,6 @@ def test_alike_repeated_runs_rarely_differ_and_a_known_change_is_found_as_often_
     found = [change([], [], base_repeats=group(), other_repeats=group(1.10), floor=floor) for _ in range(100)]
     assert sum(c is not None and c.word == SLOWER for c in found) >= 55
     assert 0.05 < floor.resolves(5) < 0.10  # what the calibrate command tells: 10% is seen, 3% is not
-
-
-def tpulab(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run([sys.executable, "-m", "tpulab", *args, "--db", str(db)], capture_output=True, text=True,
-                         timeout=600, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-3000:] + out.stdout[-2000:]
-    return out
-
-
-def calibration(db: Path, *flags: str) -> RunRecord:
-    """A run of the calibration workload on JAX (the framework that starts fastest here), kept at `db`."""
-    out = tpulab("run", "calibration", "--no-ui", "--json", "--backend", "jax", "--device", "cpu", "--iterations",
-                 str(ITERATIONS), *flags, db=db)
-    last = json.loads(out.stdout.splitlines()[-1])
-    last.pop("event")
-    return RunRecord.from_json(last)
 
 
 @pytest.mark.slow

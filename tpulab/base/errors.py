@@ -16,6 +16,7 @@ from pathlib import Path
 EXIT_OK = 0
 EXIT_FAILED = 1  # a run failed, or nothing came of a command
 EXIT_USAGE = 2  # a bad value or command line: nothing ran
+EXIT_NO_VERDICT = 3  # a regression gate (`compare --fail-on`) could not judge a figure: none was found slower
 EXIT_CANCELLED = 130  # stopped by the user (Ctrl+C's 128 + SIGINT)
 
 STATUS_EXIT = {"finished": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}

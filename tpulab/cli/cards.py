@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from tpulab.base import fmt, safe
 from tpulab.base.errors import EXIT_OK, UsageError
-from tpulab.cli.command import DB, Command, on_store
+from tpulab.cli.command import DB, JSON, Command, add_fail_on, on_store
 from tpulab.cli.usage import Parser
 
 if TYPE_CHECKING:
@@ -222,21 +222,33 @@ def _compare_arguments(parser: Parser) -> None:
     parser.add_argument("ids", nargs="+", metavar="ID", help="card ids, `this` (the newest here) or `article`; a "
                         "fleet's id stands for its median card per hardware group")
     parser.add_argument("--html", type=Path, metavar="FILE", help="write it as a self-contained HTML page")
+    add_fail_on(parser)
+    JSON.add(parser, "print each entry's verdict against the first card as JSON (and the gate's, with --fail-on)")
     DB.add(parser)
 
 
 def _compare(args: argparse.Namespace, store: Store, console: Console) -> int:
     from tpulab.engine.card_compare import compare
+    from tpulab.engine.gate import enforce, gate_json, of_cards, passed
     from tpulab.views import card as view
 
     found = named_or_fleets(args.ids, store)
     if len(found) < 2:
         raise UsageError("cards compare needs at least two cards (`article` alone names three)")
     result = compare(found)
-    console.print(view.comparison_terminal(result))
+    verdicts, fail_on = of_cards(result), getattr(args, "fail_on", None)
+    if args.json:
+        print(json.dumps({"cards": [c.id for c in found], "lead": result.lead, "differs": result.differs,
+                          "verdicts": [v.to_json() for v in verdicts],
+                          "gate": gate_json(verdicts, fail_on) if fail_on else None}, indent=1))
+    else:
+        console.print(view.comparison_terminal(result))
     if args.html:
         write(args.html, view.comparison_html(result))
-        console.print(safe.text(f"written to {args.html}"))
+        print(safe.visible(f"written to {args.html}"), file=sys.stderr if args.json else sys.stdout)
+    enforce(verdicts, fail_on)
+    if fail_on and not args.json:
+        console.print(safe.text(passed(verdicts, fail_on)))
     return EXIT_OK
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from tpulab.base.errors import EXIT_FAILED, EXIT_NO_VERDICT, did_you_mean
 from tpulab.cli.usage import Parser
 
 if TYPE_CHECKING:
@@ -77,6 +78,22 @@ PRESET = Shared("--preset", "start from a preset of the workload's parameters")
 NO_SAVE = Shared("--no-save", "do not keep this run in the results database", {"action": "store_true"})
 TELEMETRY = Shared("--telemetry", "sample CPU, memory and the device's utilisation beside the steps; default on",
                    {"choices": ("on", "off"), "default": "on"})
+
+
+def add_fail_on(parser: argparse.ArgumentParser) -> None:
+    """`--fail-on`, the regression gate `results compare` and `cards compare` share (`tpulab.engine.gate`)."""
+    from tpulab.engine.gate import GATES
+
+    def word(text: str) -> str:  # argparse's line then names the flag, and what it takes
+        if text not in GATES:
+            raise argparse.ArgumentTypeError(f"must be {' or '.join(GATES)} (got {text!r}){did_you_mean(text, GATES)}")
+        return text
+
+    parser.add_argument("--fail-on", type=word, choices=tuple(GATES),
+                        help=f"a regression gate for CI: exit {EXIT_FAILED} when a figure is detectably slower than "
+                             "the first's (changed: slower or faster), with one line naming it, its ratio and interval; "
+                             "no difference detected passes; a figure with no verdict (disturbed, too few steps) "
+                             f"exits {EXIT_NO_VERDICT}, saying why")
 
 
 def on_store(action: Callable[[argparse.Namespace, Store, Console], int]) -> Handler:

@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from tpulab.base import fmt, safe
 from tpulab.base.errors import EXIT_OK, NO_SPACE, UsageError, why_unwritten
-from tpulab.base.events import RunRecord
-from tpulab.cli.command import DB, JSON, Command, on_store
+from tpulab.base.events import RunRecord, SweepRecord
+from tpulab.cli.command import DB, JSON, Command, add_fail_on, on_store
 from tpulab.cli.usage import Parser
+from tpulab.engine.mlflow_export import EXPERIMENT
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from tpulab.engine.card import Card
     from tpulab.engine.runindex import RunFilter
     from tpulab.engine.store import Store
 
@@ -169,25 +171,36 @@ def _compare_arguments(a: Parser) -> None:
     JSON.add(a)
     a.add_argument("--profile", action="store_true",
                    help="where the time moved: ops matched by name, then by category, each against the first")
+    add_fail_on(a)
     a.add_argument("ids", nargs="+", metavar="ID")
 
 
 def _compare(args: argparse.Namespace, store: Store, console: Console) -> int:
+    from tpulab.engine.gate import enforce, gate_json, of_runs, passed
     from tpulab.engine.store import compare, row
     from tpulab.views.console import comparison_table
 
+    fail_on = getattr(args, "fail_on", None)
     if args.profile:
+        if fail_on:
+            raise UsageError("--fail-on gates the runs' verdicts, which --profile does not draw: give one of them")
         return compare_ops([store.get(i) for i in args.ids], args.json, console)
     records = [store.get(i, light=True) for i in args.ids]  # the steps' times are kept apart: no record is read whole
     result = compare(records, floor=store.floor_for(records), timings=store.timed_repeats)
+    verdicts = of_runs(result)
     if args.json:
         print(json.dumps({"workload": result.workload, "by": result.by, "header": result.header,
                           "warnings": result.warnings,
                           "rows": [{**row(r), "speedup": x, "change": asdict(c) if c is not None else None}
-                                   for r, x, c in zip(result.records, result.speedups, result.changes)]},
+                                   for r, x, c in zip(result.records, result.speedups, result.changes)],
+                          "verdicts": [v.to_json() for v in verdicts],
+                          "gate": gate_json(verdicts, fail_on) if fail_on else None},
                          indent=1))
-        return EXIT_OK
-    console.print(comparison_table(result, console.width))
+    else:
+        console.print(comparison_table(result, console.width))
+    enforce(verdicts, fail_on)
+    if fail_on and not args.json:
+        console.print(safe.text(passed(verdicts, fail_on)))
     return EXIT_OK
 
 
@@ -236,14 +249,29 @@ def _export_arguments(a: Parser) -> None:
     a.add_argument("--profile", action="store_true",
                    help="one run's profile alone, its op table (a run profiled with --profile)")
     a.add_argument("ids", nargs="*", metavar="ID", help="runs or sweeps to export (default: all)")
-    a.add_argument("--format", choices=("json", "csv"), default="json")
-    a.add_argument("-o", "--output", type=Path, required=True)
+    a.add_argument("--format", choices=("json", "csv", "mlflow"), default="json",
+                   help="json lines or CSV, to -o FILE; mlflow: into an MLflow tracking store, a sweep as the parent of "
+                        "its runs (pip install 'tpulab[mlflow]')")
+    a.add_argument("-o", "--output", type=Path, help="the file to write (json and csv)")
+    a.add_argument("--tracking-uri", metavar="URI",
+                   help="--format mlflow: the tracking store (default: MLflow's own, $MLFLOW_TRACKING_URI or a local "
+                        "store in this folder)")
+    a.add_argument("--experiment", metavar="NAME", default=EXPERIMENT,
+                   help=f"--format mlflow: the MLflow experiment the runs join (default: {EXPERIMENT})")
 
 
 def _export(args: argparse.Namespace, store: Store, console: Console) -> int:
     """Runs by id, or sweeps by id with all their runs; everything when no id is given (the machine cards too)."""
     from tpulab.engine.store import StoreError, export_csv, export_json
 
+    mlflow = args.format == "mlflow"
+    if mlflow and (args.output or args.profile):
+        raise UsageError(f"--format mlflow writes to a tracking store, not a file: drop "
+                         f"{'-o' if args.output else '--profile'} (--tracking-uri URI names the store)")
+    if not mlflow and (args.tracking_uri or args.experiment != EXPERIMENT):
+        raise UsageError("--tracking-uri and --experiment go with --format mlflow")
+    if not mlflow and args.output is None:
+        raise UsageError(f"export --format {args.format} needs -o FILE, the file to write")
     if args.profile:
         return export_ops(args, store, console)
     records: Iterable[RunRecord]
@@ -264,6 +292,8 @@ def _export(args: argparse.Namespace, store: Store, console: Console) -> int:
         records = store.each_record(filt)  # streamed: an export of any size
         sweeps = [] if filt else store.sweeps()
         cards = [] if filt else store.cards()  # a history moved whole keeps its cards
+    if mlflow:
+        return to_mlflow(args, records, store.sweeps(), cards, console)  # a sweep is sent where one of its runs is
     with written(args.output) as path:
         if args.format == "json":
             n = export_json(records, path, sweeps, cards)
@@ -273,6 +303,20 @@ def _export(args: argparse.Namespace, store: Store, console: Console) -> int:
             n = len(rows)
     carried = [f"{len(x)} {what}(s)" for x, what in ((sweeps, "sweep"), (cards, "card")) if x and args.format == "json"]
     console.print(safe.text(f"exported {listed([f'{n} run(s)', *carried])} to {args.output}"))
+    return EXIT_OK
+
+
+def to_mlflow(args: argparse.Namespace, records: Iterable[RunRecord], sweeps: list[SweepRecord], cards: list[Card],
+              console: Console) -> int:
+    """The runs into MLflow, each sweep of theirs as their parent; what was added, and how to open the store."""
+    from tpulab.engine.mlflow_export import send
+
+    sent = send(records, sweeps, cards, tracking_uri=args.tracking_uri, experiment=args.experiment)
+    added = listed([f"{sent.runs} run(s)", *(f"{n} {what}(s)" for n, what in ((sent.sweeps, "sweep"), (sent.cards, "card"))
+                                             if n)])
+    there = f" ({sent.present} already there)" if sent.present else ""
+    console.print(safe.text(f"exported {added} to MLflow experiment {sent.experiment!r} at {sent.uri}{there}"))
+    console.print(safe.text(sent.how_to_open()))
     return EXIT_OK
 
 

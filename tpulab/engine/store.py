@@ -877,7 +877,7 @@ def changes(records: list[RunRecord], values: list[float | None], by: str,
         scale = 1.0 if by == TIME else (v or 0.0) * (r.median or 0.0) / ((values[0] or 0.0) * (base.median or 0.0) or 1.0)
         other = timings(r)
         found = change([], [], scale, base_repeats=base_repeats, other_repeats=other, floor=floor) if scale > 0 else None
-        beside = [x.short_id for x in (base, r) if any(f.code in UNTRUSTED for f in x.summary.flags)]
+        beside = untrusted([base, r])
         if found is not None and found.word != SAME and beside:
             found = withheld(found, f"no verdict beside a machine that was not itself: run {' and '.join(beside)} "
                                     "was disturbed or the machine moved (its flags say how)")
@@ -886,6 +886,11 @@ def changes(records: list[RunRecord], values: list[float | None], by: str,
 
 
 UNTRUSTED = ("disturbed", "machine-moved")  # a run's flags that say its figures are not this machine's alone
+
+
+def untrusted(records: Iterable[RunRecord]) -> list[str]:
+    """The short ids of the runs whose flags say their figures are not this machine's alone."""
+    return [r.short_id for r in records if any(f.code in UNTRUSTED for f in r.summary.flags)]
 
 
 def withheld(c: Change, why: str) -> Change:

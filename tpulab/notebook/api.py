@@ -279,7 +279,10 @@ def results(workload: str | None = None, *, status: str | None = None, sweep: st
     shown = store.page(filt, limit=offset + limit).rows[offset:]
     total = store.count(filt)
     more = f" ({offset + 1}-{offset + len(shown)} of {total})" if len(shown) < total else ""
-    return RunList([RunResult(store.get(r.id)) for r in shown], f"runs in {store.path}, newest first{more}")
+    runs = [RunResult(store.get(r.id)) for r in shown]
+    swept = {r.record.sweep for r in runs}
+    sweeps = [s for s in store.sweeps() if s.id in swept]  # each the parent of its runs in MLflow (`to_mlflow`)
+    return RunList(runs, f"runs in {store.path}, newest first{more}", sweeps)
 
 
 def record_of(run: RunResult | RunRecord | str, store: Store) -> RunRecord:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tpulab.base import fmt, safe
 from tpulab.base.events import RunRecord, SweepRecord
 from tpulab.base.figures import FigureValue
+from tpulab.engine.mlflow_export import EXPERIMENT, Sent, send
 from tpulab.engine.runindex import RunRow
 from tpulab.views import html, listing
 
@@ -306,9 +307,15 @@ class RuntimeResult:
 class RunList(list):
     """Kept runs, newest first: a list of `RunResult`, drawn as the CLI's listing."""
 
-    def __init__(self, runs: list[RunResult], caption: str) -> None:
+    def __init__(self, runs: list[RunResult], caption: str, sweeps: list[SweepRecord] | None = None) -> None:
         super().__init__(runs)
         self.caption = caption
+        self.sweeps = sweeps or []  # the sweeps its runs are points of: each their parent in MLflow
+
+    def to_mlflow(self, tracking_uri: str | None = None, experiment: str = EXPERIMENT) -> Sent:
+        """These runs into an MLflow tracking store (None: MLflow's own default), each sweep of theirs as their
+        parent run; a run already there (by tpulab's id) is left as it was. Needs `pip install 'tpulab[mlflow]'`."""
+        return send([r.record for r in self], self.sweeps, tracking_uri=tracking_uri, experiment=experiment)
 
     def to_pandas(self) -> Any:
         from tpulab.engine.store import row
