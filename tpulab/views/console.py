@@ -154,6 +154,20 @@ def no_flops(backend: str | None) -> str:
     return found.no_flops if found is not None else Backend.no_flops
 
 
+def flop_rows(record: RunRecord) -> list[tuple[str, str | None]]:
+    """The step's FLOP rate against the peak and the ceiling, and its intensity: left out by the caller for a
+    workload whose steps no FLOPs describe (`flop_rates` off and none counted: a request to a server)."""
+    s = record.summary
+    return [
+        ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s") if s.flops_per_step
+         else f"unavailable: FLOPs unknown ({no_flops(record.backend)})"),
+        ("fraction of spec peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
+                                  f" ({s.peak_source or 'peak unknown'})"),
+        ("fraction of ceiling", roofline.ceiling_text(s, record.dtype, dtype_words(record))),
+        ("intensity", roofline.intensity_text(s)),
+    ]
+
+
 def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
     """(figure, value, style) of a run's summary: the terminal's table and the notebook's HTML read these."""
     s = record.summary
@@ -176,12 +190,7 @@ def summary_rows(record: RunRecord) -> list[tuple[str, str, str | None]]:
           [(f"steady {unit} time", fmt.spread(s.step_seconds))]),
         ("fresh processes", repeats_text(s.process_medians)) if s.process_medians else None,
         ("throughput", throughput_text(s, w)) if record.batch else None,
-        ("achieved", fmt.rate((s.gflops_per_s or 0) * 1e9 or None, "FLOP/s") if s.flops_per_step
-         else f"unavailable: FLOPs unknown ({no_flops(record.backend)})"),
-        ("fraction of spec peak", f"{fmt.percent(s.peak_fraction)} of {fmt.rate(s.peak_flops, 'FLOP/s')}"
-                                  f" ({s.peak_source or 'peak unknown'})"),
-        ("fraction of ceiling", roofline.ceiling_text(s, record.dtype, dtype_words(record))),
-        ("intensity", roofline.intensity_text(s)),
+        *(flop_rows(record) if s.flops_per_step or w is None or w.flop_rates else []),
         *roofline.kernel_rows(record),
     ]
     if s.mfu is not None:

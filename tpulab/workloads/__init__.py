@@ -24,6 +24,7 @@ BUILTIN = {
     "model": "tpulab.workloads.user_model:MODEL_WORKLOAD",
     "decode": "tpulab.workloads.decode:DECODE",
     "calibration": "tpulab.workloads.calibration:CALIBRATION",
+    "serve": "tpulab.workloads.serve:SERVE",
 }
 
 
