@@ -29,10 +29,12 @@ def test_the_core_depends_on_keras_and_on_no_framework():
 def test_each_framework_is_an_extra_and_all_is_every_one():
     extras = PROJECT["optional-dependencies"]
     assert all(name in names(extras[name]) for name in ("tensorflow", "jax", "torch"))
-    assert extras["all"] == ["tpulab[tensorflow,jax,torch,hf,timm,keras-hub,llamacpp,ray]"]  # ray: `make test` runs a cluster
+    # ray: `make test` runs a cluster; mlflow: an export's tests read a real store; serve: its client's streams
+    assert extras["all"] == ["tpulab[tensorflow,jax,torch,hf,timm,keras-hub,llamacpp,ray,mlflow,serve]"]
     assert all(name in names(extras[extra]) for extra, name in (("hf", "transformers"), ("timm", "timm"),
                                                                 ("keras-hub", "keras-hub"), ("llamacpp", "xllamacpp"),
-                                                                ("ray", "ray")))
+                                                                ("ray", "ray"), ("mlflow", "mlflow-skinny"),
+                                                                ("serve", "aiohttp")))
 
 
 def test_make_installs_every_backend_with_pytorchs_cpu_build_where_no_nvidia_gpu_is():

@@ -14,7 +14,7 @@ from tpulab.engine.sweep import Sweep, build_grid
 from tpulab.lab.app import TpulabApp
 from tpulab.lab.widgets.param_form import ParamForm
 from tpulab.workloads import registry
-from tpulab.workloads.base import COMPILE, PROFILE, PROFILE_STEPS, ParamError, Params, ParamSpec, Workload
+from tpulab.workloads.base import COMPILE, PROFILE, PROFILE_STEPS, SHARED, ParamError, Params, ParamSpec, Workload
 from tpulab.workloads.conv import CONV
 from tpulab.workloads.running import per_step
 
@@ -22,9 +22,13 @@ from .helpers import SIZE
 
 
 def test_every_workload_takes_the_shared_parameters_once_after_its_own():
+    """The shared parameters, or those a workload declares it shares (serve: none, its work is a server's)."""
+    assert [p.name for p in SHARED] == ["profile", "profile_steps", "compile"]
     for w in registry().values():
-        assert [p.name for p in w.params][-3:] == ["profile", "profile_steps", "compile"], w.name
-        assert [p.name for p in w.params].count("profile") == 1
+        names, tail = [p.name for p in w.params], [p.name for p in w.shared]
+        assert names[len(names) - len(tail):] == tail, w.name
+        assert names.count("profile") == ("profile" in tail)
+    assert [w.name for w in registry().values() if w.shared != SHARED] == ["serve"]
 
 
 def test_a_plugins_workload_gets_them_from_the_base():
