@@ -54,7 +54,7 @@ def run_alone(p: dict[str, Any]) -> None:
     import psutil
     import xllamacpp
 
-    from tpulab.workloads.decode import gguf_writer
+    from tpulab.workloads.shared import gguf_writer
     from tpulab.workloads import registry
 
     values = {**registry()["decode"].defaults(), **p}

@@ -116,8 +116,9 @@ def parameters_page() -> str:
                                  "the command line's flags, the lab's form and every check of a value come from"),
            "Every parameter is a flag of `tpulab run WORKLOAD` (the same as `tpulab --run WORKLOAD`), a field of the "
            "lab's form and a keyword of `tpulab.run(...)` in a notebook (its name with `_`). In "
-           "[`tpulab sweep`](../how-to/sweeps.md) a parameter marked *list* takes a comma list, and an integer one a "
-           "doubling range too (`16..1024`); one marked *one value* takes a single value for every point. "
+           "[`tpulab sweep`](../how-to/sweeps.md) a parameter marked *list* takes a comma list, and a number a "
+           "doubling range from its first value too (`16..1024`, `0.5..8`); one marked *one value* takes a single "
+           "value for every point. "
            "`tpulab run WORKLOAD --help` prints the same on the terminal.", "",
            "A value outside its range is refused before anything runs: one line naming the parameter and what it "
            "allows, exit code 2. *Advanced* parameters sit under the form's advanced fields in the lab.", "",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from tpulab.engine.store import Store
 from tpulab.lab.app import TpulabApp
 from tpulab.machine.detect import RuntimeReport
 
-from .helpers import cpu_only, write_set
+from .helpers import Behave, Stub, cpu_only, write_set
 
 
 @pytest.fixture(autouse=True)
@@ -31,10 +32,21 @@ def still_animations(monkeypatch):
     monkeypatch.setattr(constants, "TEXTUAL_ANIMATIONS", "none")
 
 
+@pytest.fixture(scope="session")
+def jax_cache(tmp_path_factory) -> Path:
+    """One JAX compilation cache for every test of the session, both xdist workers' (their temporary folders'
+    parent): a program compiled once (a smoke conv's step, each initialiser Keras builds a model with) is loaded by
+    every later test, not compiled again in each test's own tpulab home (about an eighth of the JAX tests' CPU).
+    A test of where tpulab keeps its cache gives the variable as None to `helpers.run_cli` (tests/test_jax.py)."""
+    root = tmp_path_factory.getbasetemp()
+    return (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "jax-cache"
+
+
 @pytest.fixture(autouse=True)
-def tpulab_home(tmp_path, monkeypatch):
+def tpulab_home(tmp_path, monkeypatch, jax_cache):
     home = tmp_path / "tpulab-home"
     monkeypatch.setenv("TPULAB_HOME", str(home))
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(jax_cache))
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
     # No worker pre-started beside a test's form: each imported a framework on a core of its own, for tests that
     # never hand it a run (test_standby.py turns it on)
@@ -106,3 +118,17 @@ def lab_with(store, db, cpu_machine) -> Callable[[list[RunRecord]], TpulabApp]:
 def lab(db, cpu_machine) -> Callable[..., TpulabApp]:
     """The lab on this test's store and a CPU-only machine (keywords go to TpulabApp)."""
     return lambda **kwargs: TpulabApp(probe=False, report=cpu_machine, db=db, **kwargs)
+
+
+@pytest.fixture
+def stub() -> Iterator[Callable[[Behave], Stub]]:
+    """Stub OpenAI-compatible servers on 127.0.0.1 (`helpers.Stub`), each answering as `behave` says; closed after."""
+    made: list[Stub] = []
+
+    def make(behave: Behave) -> Stub:
+        made.append(Stub(behave))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()

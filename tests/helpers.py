@@ -17,7 +17,9 @@ import termios
 import threading
 import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console, RenderableType
@@ -49,9 +51,11 @@ TF = {"tensorflow": "2.21.0", "keras": "3.15.1"}
 
 def run_cli(*args: str, timeout: float = 300, env: dict | None = None,
             input: str | None = None) -> subprocess.CompletedProcess:
-    """The real command in a child process, as a user would run it, in a wide terminal."""
+    """The real command in a child process, as a user would run it, in a wide terminal (a variable given as None
+    in `env` is left out)."""
+    env = {k: v for k, v in {**os.environ, "COLUMNS": "200", **(env or {})}.items() if v is not None}
     return subprocess.run([sys.executable, "-m", "tpulab", *args], capture_output=True, text=True, input=input,
-                          timeout=timeout, cwd=ROOT, env={**os.environ, "COLUMNS": "200", **(env or {})})
+                          timeout=timeout, cwd=ROOT, env=env)
 
 
 def rest_of(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
@@ -226,6 +230,9 @@ class HeldWorker(ReplayedWorker):
         self.cancel_requested = True
         self.released.set()
 
+    def kill(self) -> None:
+        self.released.set()  # killed (the lab closing kills its run): it says no more, at once
+
 
 class PacedWorker(ReplayedWorker):
     """A replayed worker that gives each event at its time, as a worker streams them: a run in flight for as long
@@ -245,9 +252,18 @@ class PacedWorker(ReplayedWorker):
     kill = cancel
 
 
+class PacedHeldWorker(HeldWorker):
+    """A replayed worker that gives each event at its time, then holds until cancelled: a run in flight as a worker
+    streams it."""
+
+    def events(self):  # type: ignore[override]
+        yield from PacedWorker.events(self)  # type: ignore[arg-type]
+        self.released.wait(120)
+
+
 class Replay(Run):
     """A run of `workload` whose worker is replayed: every event fixed, its id and times too; with `held`, the
-    worker holds after them until cancelled; with `paced`, it gives each event at its time."""
+    worker holds after them until cancelled; with `paced`, it gives each event at its time (both: then holds)."""
 
     def __init__(self, workload: str, report: RuntimeReport, events: list[Event], run_id: str = "5eed" * 8,
                  held: bool = False, paced: bool = False) -> None:
@@ -263,7 +279,8 @@ class Replay(Run):
         return 0.002  # the control probe, fixed as every event is
 
     def _start(self, first: bool = True) -> None:
-        worker = HeldWorker if self.held else PacedWorker if self.paced else ReplayedWorker
+        worker = (PacedHeldWorker if self.paced else HeldWorker) if self.held else \
+            PacedWorker if self.paced else ReplayedWorker
         self.handles = [worker(self.replayed)]  # type: ignore[list-item]
 
 
@@ -595,3 +612,98 @@ def kept_roofline(backend: str, version: str | None, python: str, cpu: str = "te
                      device=Device(kind="cpu", name=cpu), backend=backend,
                      versions={backend: version or "", "python": python}, runtime={"cpu": {"llc_bytes": 32 * 2**20}},
                      summary=Summary(kernels=figures, telemetry=Telemetry(cores=2, cpu_mean=10.0, process_mean=15.0)))
+
+
+# --- serve: stub OpenAI-compatible servers on 127.0.0.1 -------------------------------------------------------
+Behave = Callable[[BaseHTTPRequestHandler, int, dict[str, Any], int], None]  # (handler, request number, body, in flight)
+
+
+def tokens(h: BaseHTTPRequestHandler, n: int, gap: float = 0.0, done: bool = True) -> None:
+    """An SSE stream of `n` one-token chunks `gap` apart, its usage, then [DONE] (where `done`)."""
+    h.send_response(200)
+    h.send_header("Content-Type", "text/event-stream")
+    h.send_header("Connection", "close")
+    h.end_headers()
+    for i in range(n):
+        if gap:
+            time.sleep(gap)
+        h.wfile.write(b'data: {"choices": [{"index": 0, "text": "t%d"}]}\n\n' % i)
+        h.wfile.flush()
+    if done:
+        h.wfile.write(b'data: {"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": %d}}\n\n' % n)
+        h.wfile.write(b"data: [DONE]\n\n")
+
+
+class Stub:
+    """A server on 127.0.0.1 whose answer to each request `behave` decides; it counts what it was asked."""
+
+    def __init__(self, behave: Behave) -> None:
+        self.asked = 0
+        self.flight = 0
+        lock = threading.Lock()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with lock:
+                    stub.asked += 1
+                    stub.flight += 1
+                    number, flight = stub.asked, stub.flight
+                try:
+                    behave(self, number, body, flight)
+                finally:
+                    with lock:
+                        stub.flight -= 1
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def serve_events(requests: int = 24, every_s: float = 0.1, until: float | None = None, t0: float = 1.77e9
+                 ) -> list[Event]:
+    """A serve run as its client says it, at fixed times, on a server falling behind: `requests` sent `every_s`
+    apart, each with a first token after 40 ms plus 20 ms a request before it, and 7 more tokens 20 ms apart plus
+    1 ms a request before it; the load so far every half second (`live.Tally`, the client's own), each event at
+    `t0` plus its time. Up to `until` seconds (no end: a run in flight), else with its totals and end."""
+    from tpulab.workloads.serve.figures import PHASE_REQUEST, PHASE_TOTALS
+    from tpulab.workloads.serve.live import EVERY_S, Tally
+
+    sends = [i * every_s for i in range(requests)]
+    ttft, tpot = [0.04 + 0.02 * i for i in range(requests)], [0.02 + 0.001 * i for i in range(requests)]
+    ends = {i: sent + ttft[i] + 7 * tpot[i] for i, sent in enumerate(sends)}
+    moments = sorted([(t, "sent", i) for i, t in enumerate(sends)] + [(t, "ended", i) for i, t in ends.items()]
+                     + [(k * EVERY_S, "tick", -1) for k in range(1, int(max(ends.values()) / EVERY_S) + 1)])
+    tally = Tally()
+    events: list[Event] = [Started(t=t0, workload="serve", device=Device(kind="cpu", name="test CPU",
+                                                                   strategy="your server at http://127.0.0.1:8080/v1"),
+                                   dtype="", flops_per_step=None, steps_total=requests, per_replica_batch=1,
+                                   backend="jax", synthetic=True)]
+    for t, what, i in moments:
+        if until is not None and t > until:
+            return events
+        if what == "sent":
+            tally.sent(t)
+        elif what == "tick":
+            events.append(dataclasses.replace(tally.step(t), t=t0 + t))
+        else:
+            step = Step(t=t0 + t, step=i, seconds=ends[i] - sends[i], phase=PHASE_REQUEST,
+                        metrics={"ttft_s": ttft[i], "tpot_s": tpot[i], "e2e_s": ends[i] - sends[i], "output_tokens": 8.0,
+                                 "due_s": sends[i], "sent_s": sends[i], "prompt_tokens": 16.0})
+            tally.ended(step)
+            events.append(step)
+    end = max(ends.values())
+    totals = Step(t=t0 + end, step=requests, seconds=end, steps=0, phase=PHASE_TOTALS,
+                  metrics={"sent": float(requests), "end_s": end, "achieved_rate": 1 / every_s})
+    return [*events, dataclasses.replace(tally.step(end), t=t0 + end), totals, Finished(t=t0 + end)]

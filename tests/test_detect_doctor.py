@@ -280,7 +280,7 @@ def test_detect_probes_each_installed_framework(tmp_path):
     deep = run_cli("detect", "--json", "--deep")
     from tpulab.backends import registry
 
-    here = {name: b for name, b in registry().items() if b.installed(detect().packages)}
+    here = {name: b for name, b in registry().items() if b.framework and b.installed(detect().packages)}  # no `server`
     shown = json.loads(deep.stdout)
     views = shown["frameworks"]
     assert set(views) == set(here)  # each one here
@@ -303,7 +303,7 @@ def test_detect_probes_each_installed_framework(tmp_path):
         [f"probing {here[kept].title}..."]
 
 
-@pytest.mark.parametrize("missing", list(backends.registry()))
+@pytest.mark.parametrize("missing", [name for name, b in backends.registry().items() if b.framework])
 def test_detect_and_doctor_give_the_install_command_beside_a_missing_backend(tmp_path, missing):
     """A backend whose packages this Python cannot find (hidden at the edge: its distributions' metadata) is
     named with the command its registration gives, by the real `detect` and `doctor`."""

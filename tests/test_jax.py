@@ -93,7 +93,8 @@ def conv_run(tmp_path_factory):
         if (mode, shards) not in done:
             home = tmp_path_factory.mktemp(f"conv-{mode}-{shards}")
             out = run_cli("--run", "conv", "--no-ui", "--json", "--backend", "jax", "--device", "cpu", *TINY,
-                          "--mode", mode, "--shards", str(shards), env=watched(home))
+                          "--mode", mode, "--shards", str(shards),
+                          env={**watched(home), "JAX_COMPILATION_CACHE_DIR": None})  # its own, in its home
             assert out.returncode == 0, out.stderr
             done[mode, shards] = out, home
         return done[mode, shards]
@@ -207,7 +208,7 @@ def test_a_configuration_run_before_compiles_from_the_cache_and_says_so(conv_run
     assert compiled["cache_hit"] is False and json_events(first.stdout)[-1]["summary"]["cache_hit"] is False
     assert any((home / "jax-cache").iterdir())
     again = run_cli("--run", "conv", "--no-ui", "--backend", "jax", "--device", "cpu", *TINY, "--mode", "sharded",
-                    "--shards", "1", env={"TPULAB_HOME": str(home)})
+                    "--shards", "1", env={"TPULAB_HOME": str(home), "JAX_COMPILATION_CACHE_DIR": None})
     assert again.returncode == 0, again.stderr[-2000:]
     assert "first call (compiled (cache), " in again.stdout  # the first call's event, as it is said
     assert "first call (compiled (cache))" in again.stdout  # the summary's row

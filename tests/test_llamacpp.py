@@ -30,7 +30,7 @@ GPT2 = {"positions": "learned", "block": "gpt2", "kv_heads": 4}  # the smoke pre
 def test_the_gguf_file_holds_the_bytes_the_arithmetic_counts(tmp_path, kind, fmt):
     """A token reads every matrix in the format (the token table as the output projection) and the vectors in float32:
     the file holds those, and the position table, which a token reads one row of."""
-    from tpulab.workloads.decode.gguf_writer import cached
+    from tpulab.workloads.shared.gguf_writer import cached
 
     p = {**DECODE.preset("smoke"), **kind, "weight_format": fmt}
     path, wrote = cached(p, fmt)
@@ -55,7 +55,7 @@ def test_bytes_per_token_follow_the_weight_format():
 
 def test_the_weights_are_the_pytorch_decoders_by_name_and_shape():
     torch = pytest.importorskip("torch")
-    from tpulab.workloads.decode.gguf_writer import weights
+    from tpulab.workloads.shared.gguf_writer import weights
     from tpulab.workloads.decode.torch_model import TorchDecoder
     from tpulab.workloads.shared.decoder_config import Config
 
@@ -99,7 +99,7 @@ def test_its_parameters_are_refused_on_the_other_backends(flags, line):
 GREEDY_AGAINST_PYTORCH = """
 import json
 from tpulab.workloads.decode import DECODE, loop
-from tpulab.workloads.decode.gguf_writer import cached
+from tpulab.workloads.shared.gguf_writer import cached
 from tpulab.workloads.decode.llamacpp import serve, verify
 
 out = {}
@@ -171,7 +171,7 @@ def test_a_q4_0_run_verifies_within_its_tolerance_keeps_the_verdict_and_names_it
     call as what llama.cpp does (nothing is traced or compiled), and no ceiling of another dtype."""
     from tpulab.engine.store import Store, compare
     from tpulab.views.console import comparison_columns, summary_rows
-    from tpulab.workloads.decode.gguf_writer import cached
+    from tpulab.workloads.shared.gguf_writer import cached
 
     r = run_cli(*Q4, "--db", str(db), timeout=180)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -204,7 +204,7 @@ def test_a_verify_above_its_tolerance_says_so_and_fails_the_run(db):
     import shutil
 
     from tpulab.engine.store import Store
-    from tpulab.workloads.decode.gguf_writer import cached
+    from tpulab.workloads.shared.gguf_writer import cached
 
     p = {**DECODE.preset("smoke"), "weight_format": "q4_0"}
     shutil.copyfile(cached({**p, "seed": 1}, "q4_0")[0], cached(p, "q4_0")[0])
@@ -238,7 +238,7 @@ def test_what_llamacpp_cannot_hold_is_refused_before_a_worker_starts(values, par
 
 def users_file(tmp_path, fmt="q4_0"):
     """A GGUF file of the user's: the smoke preset's Llama model, written where a user keeps theirs."""
-    from tpulab.workloads.decode.gguf_writer import write
+    from tpulab.workloads.shared.gguf_writer import write
 
     p = {**DECODE.preset("smoke"), "weight_format": fmt, "seed": 7}
     path = tmp_path / "my model.gguf"

@@ -38,7 +38,7 @@ def bad(capsys, *argv: str) -> str:
     (["--mode", "batch-parallel"], "--mode batch-parallel needs a TPU on TensorFlow"),
     (["--device", "gpu"], "--device gpu: no GPU was found on this machine"),
     (["--preset", "huge"], "--preset must be one of smoke, article, article-sharded (got 'huge')"),
-    (["--backend", "mxnet"], "--backend must be one of auto, tensorflow, jax, torch, llamacpp (got 'mxnet')"),
+    (["--backend", "mxnet"], "--backend must be one of auto, tensorflow, jax, torch, llamacpp, server (got 'mxnet')"),
     (["--frobnicate"], "unknown option --frobnicate"),
 ])
 def test_bad_values_give_one_line_naming_the_parameter(capsys, monkeypatch, cpu_machine, argv, expected):

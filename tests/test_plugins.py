@@ -282,7 +282,7 @@ def test_the_backend_name_check_finds_a_planted_comparison():
     assert keyed_on_a_backend_name('runners = {"tensorflow": _tf, "jax": _jax}\n', names) == []
     assert per_backend("tpulab/workloads/conv_jax.py") and not per_backend("tpulab/workloads/conv.py")
     assert per_backend("tpulab/workloads/decode/jax.py") and not per_backend("tpulab/workloads/decode/loop.py")
-    assert per_backend("tpulab/workloads/decode/llamacpp.py") and not per_backend("tpulab/workloads/decode/gguf_writer.py")
+    assert per_backend("tpulab/workloads/decode/llamacpp.py") and not per_backend("tpulab/workloads/shared/gguf_writer.py")
 
 
 def test_a_workload_declares_what_its_charts_plot():
@@ -290,14 +290,19 @@ def test_a_workload_declares_what_its_charts_plot():
     from tpulab.base.charts import ChartContext
     from tpulab.base.events import PHASE_TRAIN, Step
     from tpulab.workloads.decode.figures import PHASE_DECODE, PHASE_PREFILL
+    from tpulab.workloads.serve.live import Tally
     from tpulab.workloads import registry
 
     phases = ("", PHASE_TRAIN, PHASE_PREFILL, PHASE_DECODE)  # a step of each phase a run's steps come in
+    load = Tally()  # and a serve run's load so far: two requests sent, one completed
+    load.sent(0.0)
+    load.sent(0.1)
+    load.ended(Step(step=0, seconds=0.3, metrics={"ttft_s": 0.1, "tpot_s": 0.01}))
     for w in registry().values():
         ctx = ChartContext(w, flops_per_step=1e9, peak_flops=2e9)
         steps = [Step(step=3, seconds=0.5, examples_per_s=16.0, metrics={m.key: 0.5 for m in w.metrics}, phase=phase,
                       kernel={"kind": "matmul", "dtype": "float32", "size": 64, "flops": 2 * 64**3})
-                 for phase in phases]
+                 for phase in phases] + [load.step(0.5)]
         plotted = [[point for step in steps for point in chart.points(step, ctx)] for chart in w.charts]
         assert plotted and all(points for points in plotted), w.name
 

@@ -40,6 +40,7 @@ BUILTIN = {
     "jax": "tpulab.backends.jax:BACKEND",
     "torch": "tpulab.backends.torch:BACKEND",
     "llamacpp": "tpulab.backends.llamacpp:BACKEND",
+    "server": "tpulab.backends.server:BACKEND",
 }
 
 
@@ -280,6 +281,8 @@ class Backend:
     article: bool = False  # the article's framework: what sweeps compare against, and what schema-1 records ran on
     chosen_by_auto: bool = True  # False: it runs where asked for by name alone (a few workloads), so `auto` never
     # takes it, and no "install one" hint offers it
+    framework: bool = True  # False: no framework runs the work (the client of a server tpulab did not start): what
+    # lists the frameworks (`tpulab detect`, its probes, a card's `all`) leaves it out
     reference: str | None = None  # an engine people serve with, not a framework: what its line adds beside a
     # framework's on a machine card (which runs it once, on the entries that declare its variants); `all` leaves it out
     multi_host: str | None = None  # None: runs over several processes; else why not, and what to use instead

@@ -129,7 +129,8 @@ def add_workload_flags(parser: argparse.ArgumentParser, w: Workload, lists: bool
         only = f" ({'/'.join(spec.only)} only{said})" if spec.only else ""
         help_text = f"{spec.help}{extra}{only}; {spec.allowed()}; default {spec.show(spec.default) or 'none'}"
         if lists and spec.axis:
-            ranged = ", or a doubling range like 16..1024" if spec.kind is int else ""
+            ranged = {int: ", or a doubling range like 16..1024", float: ", or a doubling range like 0.5..8"}.get(
+                spec.kind, "")
             g.add_argument(spec.flag, dest=spec.name, default=None, metavar="LIST",
                            help=f"{help_text}; a comma list{ranged}")
         elif spec.kind is bool:

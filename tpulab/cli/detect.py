@@ -80,7 +80,7 @@ def _detect(args: argparse.Namespace) -> int:
         return EXIT_OK
     console = Console()
     console.print(runtime_table(report, verdicts))
-    installed = any(b.installed(report.packages) for b in backend_registry().values())
+    installed = any(b.installed(report.packages) for b in backend_registry().values() if b.framework)
     if installed and not (report.frameworks or args.fast):
         console.print("The frameworks were not asked for their own views: with no GPU or TPU found they see this "
                       "CPU alone (seconds each to ask). tpulab detect --deep asks them.", highlight=False)

@@ -31,7 +31,7 @@ def _doctor(args: argparse.Namespace) -> int:
     if not verdicts:
         console.print("ok: nothing to fix")
     for name, backend in backend_registry().items():  # each missing one beside the command that installs it
-        if not backend.installed(report.packages):
+        if not backend.installed(report.packages) and backend.framework:
             console.print(f"{safe.markup(backend.title)}: {framework_view(name, report, False)}", highlight=False)
     say_broken_plugins(console)
     return EXIT_OK

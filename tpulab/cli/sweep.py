@@ -112,7 +112,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary_json(sweep.points, found, sweep.id, sweep.status)), flush=True)
     else:
-        title = f"sweep {sweep.id[:8]}: {sweep.status}, sorted by throughput"
+        order = f"by {found.capacity[0].capacity.load}" if found.capacity else "sorted by throughput"
+        title = f"sweep {sweep.id[:8]}: {sweep.status}, {order}"
         console.print(sweep_table(sweep.points, axes, found, title))
         if (tele := telemetry_table(sweep.points, axes, found)) is not None:
             console.print(tele)
@@ -133,6 +134,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 COMMAND = Command("sweep", "run a grid of a workload's parameters and find the fastest configuration", cmd_sweep,
                   _arguments, description="Every parameter flag takes a comma list (--batch-size 32,64,128) or, for "
-                  "integers, a doubling range (--batch-size 16..1024). Each point is a run, kept in the results with "
-                  "the sweep's id; the article's configuration is run too when the grid lacks it and holds the "
-                  "article's other values.")
+                  "numbers, a doubling range from its first value (--batch-size 16..1024, --rate 0.5..8). Each point "
+                  "is a run, kept in the results with the sweep's id; the article's configuration is run too when the "
+                  "grid lacks it and holds the article's other values. A serve sweep over --rate names the highest "
+                  "rate meeting the SLO, and the knee.")

@@ -84,7 +84,8 @@ class Progress:
 def installed(report: RuntimeReport) -> list[str]:
     """Every registered framework installed here (a plugin's too): `--backend all`. A reference engine is not one:
     the card runs its lines beside them (`references`)."""
-    return [name for name, b in backends.registry().items() if b.installed(report.packages) and not b.reference]
+    return [name for name, b in backends.registry().items() if b.installed(report.packages) and not b.reference
+            and b.framework]
 
 
 def references(report: RuntimeReport, suite: bench.Suite, taken: list[str]) -> tuple[list[str], dict[str, str]]:

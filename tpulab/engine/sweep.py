@@ -1,7 +1,7 @@
 """Sweeps: a grid of a workload's parameters, each point a run, to find this machine's fastest configuration.
 
 The grid comes from the same declarations as a single run: any parameter takes a list
-(`32,64,128`) or, for integers, a doubling range (`16..1024`). Every value is checked before
+(`32,64,128`) or, for numbers, a doubling range (`16..1024`, `0.5..8`). Every value is checked before
 anything runs, and combinations that cannot run are named with the reason. Each point runs in
 its own worker, as any run, and is kept in the store with the sweep's id; the sweep itself is
 kept too, so it can be shown again. The objective is throughput (examples/s), so training
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from tpulab.backends import BackendError
 from tpulab.backends import article as article_backend
 from tpulab.base.basis import GFLOPS, Work, basis
+from tpulab.base.capacity import Found, find
 from tpulab.base.events import Event, RunRecord, SweepPoint, SweepRecord
 from tpulab.base.figures import is_number
 from tpulab.base.noise import NOISE, SLOWER, Change, change
@@ -50,13 +51,15 @@ MAX_STEPS = 100000
 
 
 def parse_values(spec: ParamSpec, raw: str) -> list[Any]:
-    """'32,64,128', '16..1024' (doubling, integers), 'float32,mixed_bfloat16', 'on,off': each value checked."""
+    """'32,64,128', '16..1024' or '0.5..8' (doubling from the first, numbers), 'float32,mixed_bfloat16', 'on,off':
+    each value checked."""
     text = str(raw).strip()
-    if spec.kind is int and ".." in text and "," not in text:
+    if spec.kind in (int, float) and ".." in text and "," not in text:
         lo_text, hi_text = text.split("..", 1)
         lo, hi = spec.parse(lo_text), spec.parse(hi_text)
-        if lo < 1 or hi < lo:
-            raise ParamError(spec.name, f"{spec.flag} range must go up from a positive integer, e.g. 16..1024 "
+        if not 0 < lo <= hi:
+            example = "16..1024" if spec.kind is int else "0.5..8"
+            raise ParamError(spec.name, f"{spec.flag} range must go up from a positive number, e.g. {example} "
                                         f"(got {text!r})")
         values = []
         while lo <= hi:
@@ -263,6 +266,8 @@ class Findings:
     slowest_change: Change | None = None  # ... against the slowest point
     baseline_change: Change | None = None  # ... against its baseline
     latency: str | None = None  # the points' latency figure (`Point.latency`): the sweep is a curve, ranked by throughput
+    capacity: list[Found[Point]] = field(default_factory=list)  # per series, where the workload declares one and
+    # the sweep's axes hold its load (`Workload.capacity`): the highest load within the SLO, and the knee
 
     def speedup(self, p: Point) -> float | None:
         return self.speedups.get(id(p))
@@ -312,12 +317,14 @@ def findings(points: list[Point], article_values: dict[str, Any] | None, baselin
     def against(other: Point | None) -> Change | None:
         return versus(best, other, by) if other is not None and other is not best else None
 
+    declared = best.workload.capacity if best.workload is not None else None
     return Findings(best, slowest, article, _ratio(best.rate(by), article.rate(by) if article else None),
                     _ratio(best.rate(by), slowest.rate(by)), knee_of(done, changes, by), scaling(done, best), by, base,
                     speedups.get(id(best)), within_itl(done, max_itl_s) if max_itl_s is not None else [], speedups,
                     [p for p in done if id(p) in told and changes[id(p)].word != SLOWER],
                     [p for p in done[1:] if id(p) not in told], changes, against(article), against(slowest),
-                    against(base), latency)
+                    against(base), latency,
+                    find(declared, points) if declared is not None and declared.load in best.values else [])
 
 
 def versus(other: Point, base: Point, by: str) -> Change | None:

@@ -213,7 +213,7 @@ def probe_installed(packages: dict[str, str | None],
     told each framework's title as its probe starts (each takes seconds: a front end says so)."""
     views = {}
     for name, info in backends.registry().items():
-        if info.installed(packages):
+        if info.installed(packages) and info.framework:
             probing(info.title)
             views[name] = probe(name)
     return views

@@ -25,7 +25,7 @@ from tpulab.base.errors import UsageError
 from tpulab.base.events import RunRecord
 from tpulab.engine.estimate import Estimate
 from tpulab.engine.runindex import RunRow, Wanted
-from tpulab.engine.runner import Standby
+from tpulab.engine.runner import Run, Standby
 from tpulab.engine.store import Store, StoreError, default_path
 from tpulab.engine.sweep import Sweep
 from tpulab.lab import mends  # noqa: F401 - Textual's OptionList pages safely before it is laid out
@@ -161,7 +161,8 @@ class TpulabApp(FailsInOneLine):
 
         if fresh:
             self.report = detect()
-        names = [name for name, info in backends.registry().items() if info.installed(self.report.packages)]
+        names = [name for name, info in backends.registry().items()
+                 if info.installed(self.report.packages) and info.framework]
         for i, name in enumerate(names):
             view = probe(name)
             self.call_from_thread(self._probed, name, view, i == len(names) - 1)
@@ -351,7 +352,6 @@ class TpulabApp(FailsInOneLine):
         from tpulab.engine.runner import run_job
         from tpulab.engine.spec import resolve
 
-        pane = self.query_one(RunPane)
         if self.busy():
             return
         try:
@@ -361,7 +361,15 @@ class TpulabApp(FailsInOneLine):
             self.notify(safe.visible(e), title="cannot run", severity="error", timeout=15, markup=False)
             return
         self.action_show_tab("run")
-        pane.start(run)
+        self._start_run(run)
+
+    def _start_run(self, run: Run) -> None:
+        """The run on the Run tab, whose pane mounts after the first paint: asked for before (ctrl+r as the lab opens
+        on a workload's form), it starts once the pane is there."""
+        if not self.run_pane.is_mounted:
+            self.call_after_refresh(self._start_run, run)
+            return
+        self.run_pane.start(run)
 
     @on(WorkloadsPane.SweepRequested)
     def _sweep_requested(self, event: WorkloadsPane.SweepRequested) -> None:

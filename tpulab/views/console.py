@@ -292,7 +292,8 @@ def runtime_rows(report: RuntimeReport, verdicts: list[Verdict], probing: bool =
         rows.append(("TPU", safe.markup(f"{tp.generation or 'unknown generation'}: {tp.chips} chip(s), "
                                         f"{tp.cores} core(s); found by {'; '.join(tp.found_by)}")))
     for name, info in backends.registry().items():
-        rows.append((safe.markup(info.title), framework_view(name, report, probing)))
+        if info.framework:
+            rows.append((safe.markup(info.title), framework_view(name, report, probing)))
     rows.append(("Python", safe.markup(report.python + ("  (Colab)" if report.colab else ""))))
     rows.append(("default device", safe.markup(report.default_device.upper())))
     for v in verdicts:

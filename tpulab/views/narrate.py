@@ -73,10 +73,10 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
         case Step() if event.phase == PHASE_BANDWIDTH:
             return None  # the copies timed before a run: its log line says what they measured
         case Step():
-            own = w.step_cells(event, rec.steps)
+            own = step_words(event, rec)
             if own is None:
                 return step_line(event, rec, width)
-            return fitted(own + ([SYNTHETIC] if event.synthetic else []), width, spare=(1,)) if own else None
+            return fitted(own, width, spare=(1,)) if own else None
         case Epoch():
             return epoch_line(event, rec, width)
         case Failed():
@@ -95,6 +95,24 @@ def describe(event: Event, rec: RunRecorder, width: int | None = None) -> str | 
             return safe.markup(f"allocator peak: {allocator_words(event.allocated, event.reserved, event.limit)} "
                                f"(device {event.device})")
     return None
+
+
+def step_words(event: Step, rec: RunRecorder) -> list[Cell] | None:
+    """A step in its workload's own words (`Workload.step_cells`: [] for nothing), a run on stand-in data saying
+    so after them; None for the step line every run prints. `rec` has taken this step last."""
+    own = rec.workload.step_cells(event, rec.steps)
+    return own + [SYNTHETIC] if own and event.synthetic else own
+
+
+def packed(cells: list[Cell], width: int) -> str:
+    """Cells on as many lines of at most `width` columns as they need, two spaces apart, none cut in two: a line
+    in a box narrower than the terminal (the lab's, beside its log)."""
+    lines: list[list[Cell]] = [[]]
+    for cell in cells:
+        if lines[-1] and len("  ".join(text for text, _ in [*lines[-1], cell])) > width:
+            lines.append([])
+        lines[-1].append(cell)
+    return "\n".join(fitted(line, None) for line in lines)
 
 
 def first_call(backend: str | None) -> str:

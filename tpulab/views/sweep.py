@@ -18,9 +18,10 @@ from rich.text import Text
 
 from tpulab.base import fmt, safe
 from tpulab.base.charts import ticks
+from tpulab.base.capacity import FAILED, UNMEASURED, Found, Judged, Verdict
 from tpulab.base.ceilings import CEILING_LOW
 from tpulab.base.events import RunRecord, SweepRecord
-from tpulab.base.noise import MIN_SAMPLES, NOISE, Change
+from tpulab.base.noise import LEVEL, MIN_SAMPLES, NOISE, Change
 from tpulab.base.figures import Figure, is_number
 from tpulab.engine.sweep import (
     Findings,
@@ -218,7 +219,9 @@ def least_width(header: list[str], rows: list[list[str]], pad: int) -> int:
 
 def sweep_table(points: list[Point], axes: list[str], found: Findings, title: str) -> Fitted:
     """Every point, fastest first; * marks the best, ~ the points not detectably slower, A the article's
-    configuration, K the knee."""
+    configuration, K the knee; a capacity's points by load instead (`capacity_table`)."""
+    if found.capacity:
+        return Fitted(lambda interval: capacity_table(found, axes, title))
     if found.latency:
         return Fitted(lambda interval: curve_table(points, axes, found, title, interval))
     return Fitted(lambda interval: _sweep_table(points, axes, found, title, interval))
@@ -258,6 +261,8 @@ def findings_lines(found: Findings, axes: list[str]) -> list[str]:
     """What the sweep found, as lines of plain text."""
     if found.best is None:
         return ["no point finished: nothing to compare"]
+    if found.capacity:
+        return capacity_lines(found)
     if found.latency:
         return curve_lines(found, axes)
     by = found.by
@@ -363,6 +368,8 @@ def chart_title(axes: list[str], by: str) -> str:
 
 def text_chart(points: list[Point], axes: list[str], found: Findings, width: int, height: int = 14) -> Text:
     """The chart as text (plotext), for the terminal."""
+    if found.capacity:
+        return capacity_chart(points, found, width)
     if found.latency:
         return curve_chart(points, axes, found, width, height)
     series = chart_series(points, axes, by=found.by)
@@ -448,7 +455,8 @@ def summary_json(points: list[Point], found: Findings, sweep_id: str, status: st
             "baseline": where(found.baseline), "speedup_over_baseline": found.over_baseline,
             "over_baseline": verdict(found.baseline_change),
             "within_max_itl": [p.values for p in found.within],
-            "scaling": [{"processes": n, "ratio": r, "ideal": i} for n, r, i in found.scaling]}
+            "scaling": [{"processes": n, "ratio": r, "ideal": i} for n, r, i in found.scaling],
+            "capacity": capacity_json(found)}
 
 
 def kept_findings(sweep: SweepRecord, points: list[Point]) -> Findings:
@@ -584,3 +592,237 @@ def curve_chart(points: list[Point], axes: list[str], found: Findings, width: in
     for (name, _), color in zip(series.items(), itertools.cycle(CURVE_COLORS)):
         chart.append(f"\n  -- {name}", style=color.removesuffix("+"))
     return chart
+
+
+
+# --- a capacity: the highest load within an SLO, and the knee (a workload that declares one: serve over its rate) ---
+SHOWN_AT_MOST = 3.0  # a capacity chart draws a bounded figure at most this many times its bound: the rates that fail
+# the SLO by far would squash those near it (the table has every figure)
+CAPACITY_MARKS = (("C", "the highest {load} meeting the SLO"), ("K", "the knee"),
+                  ("?", "a verdict by the figures alone, not by their {level} intervals"))
+
+
+def declared_figure(p: Point, name: str) -> Figure:
+    """A figure as the point's workload declares it (by its name where the workload is not here)."""
+    w = p.workload
+    return next((f for f in (w.figures if w else ()) if f.name == name), Figure(name=name, label=name))
+
+
+def figure_label(p: Point, name: str) -> str:
+    """'TTFT p99': a figure's group and label."""
+    f = declared_figure(p, name)
+    return safe.visible(f"{f.group} {f.label}".strip())
+
+
+def load_words(c: Found[Point]) -> tuple[str, str]:
+    """(the load's name, its unit): ('rate', 'requests/s')."""
+    w = c.judged[0].point.workload
+    return axis_text(c.capacity.load), safe.visible(w.spec(c.capacity.load).unit if w else "")
+
+
+def bound_text(p: Point, v: Verdict) -> str:
+    """'TTFT p99 153 ms'; over its bound: 'TTFT p99 1.20 s, over 500 ms'."""
+    shown = declared_figure(p, v.bound.figure).show
+    return f"{figure_label(p, v.bound.figure)} {shown(v.value)}" + ("" if v.meets else f", over {shown(v.limit)}")
+
+
+def judged_text(j: Judged[Point]) -> str:
+    """A point's verdict in words: its bounded figures, its failed run or its voided load."""
+    if FAILED in j.invalid:
+        return f"its run failed: {safe.visible(j.point.error)}" if j.point.error else "its run failed"
+    said = [bound_text(j.point, v) for v in j.verdicts if v.word != UNMEASURED]
+    return "; ".join(said + [f"flagged {safe.visible(f)}: the load asked was not sent" for f in j.invalid])
+
+
+def slo_cell(j: Judged[Point]) -> str:
+    if FAILED in j.invalid:
+        return "failed"
+    return ("meets" if j.meets else "misses") + ("" if j.decided else "?")
+
+
+def capacity_legend(found: Findings) -> str:
+    """What a capacity table's marks mean: those it has."""
+    if not found.capacity:
+        return ""
+    load, _ = load_words(found.capacity[0])
+    has = {"C": any(c.highest for c in found.capacity), "K": any(c.knee for c in found.capacity),
+           "?": any(not j.decided for c in found.capacity for j in c.judged)}
+    return ", ".join(f"{m} {what.format(load=load, level=f'{LEVEL:.0%}')}" for m, what in CAPACITY_MARKS if has[m])
+
+
+def capacity_rows(found: Findings, axes: list[str]) -> tuple[list[str], list[list[str]]]:
+    """(the header, a row a point by load, each series apart): its marks, its values, the load offered and served
+    (in the load's unit), each bounded figure, its verdict and its flags."""
+    first = found.capacity[0]
+    header = ["", *map(axis_text, axes), "offered", "served",
+              *(figure_label(first.judged[0].point, b.figure) for b in first.capacity.bounds), "SLO", "flags"]
+    rows = []
+    for c in found.capacity:
+        for j in c.judged:
+            p, shown = j.point, {v.bound: v.value for v in j.verdicts}
+            rows.append(["".join(m for m, q in (("C", c.highest), ("K", c.knee)) if q is j),
+                         *(value_text(p.values[n]) for n in axes), fmt.rate(p.figure(c.capacity.offered)),
+                         fmt.rate(p.figure(c.capacity.served)),
+                         *(declared_figure(p, b.figure).show(shown.get(b)) for b in c.capacity.bounds), slo_cell(j),
+                         flags_text(p)])
+    return header, rows
+
+
+def capacity_table(found: Findings, axes: list[str], title: str) -> tuple[Table, int]:
+    """The points by load, each series apart; and the least width it needs (`least_width`)."""
+    _, unit = load_words(found.capacity[0])
+    header, rows = capacity_rows(found, axes)
+    t = Table(title=safe.markup(f"{title}; offered and served in {unit}"), caption=capacity_legend(found) or None,
+              box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    for name in header:
+        t.add_column(safe.text(name), no_wrap=name != "flags", overflow="fold")
+    for cells in rows:
+        t.add_row(*map(safe.text, cells), style="bold" if "C" in cells[0] else None)
+    return t, least_width(header, rows, 1)
+
+
+def series_words(c: Found[Point]) -> str:
+    """'prompt tokens 64: ' before a series' findings ('' where the load is the only axis)."""
+    return ", ".join(f"{axis_text(k)} {value_text(v)}" for k, v in c.series) + ": " if c.series else ""
+
+
+def capacity_lines(found: Findings) -> list[str]:
+    """What a capacity sweep found, per series: the SLO in words, the highest load meeting it and the first missing
+    it (between which the capacity lies), whether their verdicts stand on their intervals, and the knee."""
+    lines = []
+    for c in found.capacity:
+        load, unit = load_words(c)
+        head = series_words(c)
+        j0 = next((j for j in c.judged if j.verdicts), c.judged[0])  # a failed point has none
+        limits = ", ".join(f"{figure_label(j0.point, v.bound.figure)} at most "
+                           f"{declared_figure(j0.point, v.bound.figure).show(v.limit)}" for v in j0.verdicts if v.limit)
+        lines.append(f"{head}the SLO: a {load} meets it where {c.capacity.rule}" + (f" ({limits})" if limits else ""))
+        top, miss = c.highest, c.missed
+        if top is None and miss is not None:
+            lines.append(f"{head}no swept {load} meets the SLO: the lowest, {miss.load:g} {unit}, misses it "
+                         f"({judged_text(miss)}): the capacity is below it")
+        elif top is not None and miss is None:
+            lines.append(f"{head}every swept {load} meets the SLO: the capacity is at least the highest, "
+                         f"{top.load:g} {unit} ({judged_text(top)})")
+        elif top is not None and miss is not None:
+            lines.append(f"{head}highest {load} meeting the SLO: {top.load:g} {unit} ({judged_text(top)}); the next "
+                         f"swept, {miss.load:g}, misses it ({judged_text(miss)}): the capacity lies between "
+                         f"{top.load:g} and {miss.load:g} {unit}")
+        untold = [j for j in (top, miss) if j is not None and not j.decided]
+        if untold:
+            which = " and ".join(f"{j.load:g}" for j in untold)
+            lines.append(f"{head}  the verdict{'s' if len(untold) > 1 else ''} at {which} "
+                         f"stand{'' if len(untold) > 1 else 's'} on the figures alone, not on their {LEVEL:.0%} "
+                         f"intervals (too few {unit_of(j0.point)}s at each {load} for one, or it reaches across "
+                         "the bound)")
+        elif top is not None or miss is not None:
+            lines.append(f"{head}  {'both verdicts stand' if top and miss else 'the verdict stands'} on the "
+                         f"figures' {LEVEL:.0%} intervals")
+        if c.again:
+            lines.append(f"{head}  above the first miss, {', '.join(f'{j.load:g}' for j in c.again)} met the SLO "
+                         "again: noise, or a server that recovers")
+        lines.append(f"{head}{knee_words(c, load, unit, unit_of(j0.point))}")
+    return lines
+
+
+def unit_of(p: Point) -> str:
+    """What one of its steps is called ('request')."""
+    w = p.workload
+    return safe.visible(w.unit) if w else "sample"
+
+
+def knee_words(c: Found[Point], load: str, unit: str, each: str) -> str:
+    """The knee: the highest load served within the noise threshold of the load offered."""
+    def served(j: Judged[Point]) -> str:
+        return (f"{fmt.rate(j.point.figure(c.capacity.served))} served of "
+                f"{fmt.rate(j.point.figure(c.capacity.offered))} offered")
+
+    knee, behind = c.knee, c.behind
+    within = f"within {NOISE:.0%} (the noise threshold) of the {unit} offered"
+    if knee is None and behind is None:
+        return f"knee: not measured (the runs keep no {figure_label(c.judged[0].point, c.capacity.served)})"
+    if behind is None:
+        return f"knee: above the swept {load}s: every one was served {within}"
+    if knee is None:
+        return (f"knee: below the lowest {load}, {behind.load:g}: "
+                + ("its run failed" if FAILED in behind.invalid else f"{served(behind)}"))
+    return (f"knee: {knee.load:g} {unit}, the highest {load} served {within} ({served(knee)}); at {behind.load:g}, "
+            + ("its run failed" if FAILED in behind.invalid else served(behind))
+            + f": above the knee, {each}s queue and latency rises faster than throughput")
+
+
+def capacity_series(found: Findings) -> tuple[dict[str, list[tuple[float, float]]], dict[str, list[tuple[float, float]]]]:
+    """(each bounded figure as a percentage of its bound, at most `SHOWN_AT_MOST` times it, and the load offered and
+    served), against the load; a line per series and figure."""
+    bounded: dict[str, list[tuple[float, float]]] = {}
+    rates: dict[str, list[tuple[float, float]]] = {}
+    for c in found.capacity:
+        suffix = f", {series_words(c)[:-2]}" if c.series else ""
+        for j in c.judged:
+            for v in j.verdicts:
+                if v.value is not None and v.limit:
+                    bounded.setdefault(figure_label(j.point, v.bound.figure) + suffix, []).append(
+                        (j.load, 100 * min(SHOWN_AT_MOST, v.value / v.limit)))
+            for word, name in (("served", c.capacity.served), ("offered", c.capacity.offered)):
+                if (y := j.point.figure(name)) is not None:
+                    rates.setdefault(word + suffix, []).append((j.load, y))
+    return bounded, rates
+
+
+def bounded_labels(c: Found[Point]) -> str:
+    """'TTFT p99 and TPOT p99': the figures the SLO bounds."""
+    return " and ".join(figure_label(c.judged[0].point, b.figure) for b in c.capacity.bounds)
+
+
+def capacity_titles(found: Findings) -> tuple[str, str]:
+    """The two charts' titles: the bounded figures' and the rates'."""
+    c = found.capacity[0]
+    load, unit = load_words(c)
+    return (f"{bounded_labels(c)} as % of their SLO bound (100%; at most {SHOWN_AT_MOST:.0%}) against {load}",
+            f"{unit} offered and served against {load}")
+
+
+def capacity_title(found: Findings) -> str:
+    """One chart's title for both (the lab's, half of 80 columns): the bounded figures' shares of their bounds (its
+    header names them), the rates on the right."""
+    load, unit = load_words(found.capacity[0])
+    return f"% of SLO bound, {unit} (right), by {load}"
+
+
+def capacity_chart(points: list[Point], found: Findings, width: int, height: int = 12) -> Text:
+    """The two charts as text: each bounded figure against the load as a share of its bound (the bound a line at
+    100%), then the load served and offered against it; the key below each."""
+    load = found.capacity[0].capacity.load
+    at, log = x_axis(points, load)
+    out = Text()
+    for title, series, level in zip(capacity_titles(found), capacity_series(found), (100.0, None)):
+        colors = dict(zip(series, itertools.cycle(CURVE_COLORS)))
+        with plot.chart(max(40, min(width, 100)), height, xlog=log) as drawing:
+            drawing.fig.title(title)
+            if level is not None and at:
+                drawing.level(level, (at[0][0], at[-1][0]), "red")
+            for name, pts in series.items():
+                drawing.series([x for x, _ in sorted(pts)], [y for _, y in sorted(pts)], colors[name])
+            if at:
+                drawing.lim("x", at[0][0], at[-1][0])
+                drawing.ticks("x", at)
+            out.append(Text.from_ansi(drawing.text()))
+        for name, color in colors.items():
+            out.append(f"\n  -- {name}", style=color)
+        if level is not None:
+            out.append("\n  -- the SLO's bound", style="red")
+        out.append("\n")
+    return out
+
+
+def capacity_json(found: Findings) -> list[dict[str, Any]]:
+    """Each series' capacity for --json: the highest load meeting the SLO, the first missing it, the knee, and every
+    point's verdicts."""
+    def where(j: Judged[Point] | None) -> float | None:
+        return j.load if j is not None else None
+
+    return [{"series": dict(c.series), "highest_meeting": where(c.highest), "first_missing": where(c.missed),
+             "knee": where(c.knee), "first_behind": where(c.behind),
+             "points": [{"load": j.load, "meets": j.meets, "decided": j.decided, "invalid": list(j.invalid),
+                         "keeps_up": j.keeps_up, "verdicts": [asdict(v) for v in j.verdicts]} for j in c.judged]}
+            for c in found.capacity]

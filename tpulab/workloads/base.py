@@ -25,6 +25,7 @@ from tpulab.workloads.running import CancelToken, Runner, RunnerAt, Sink  # the 
 
 if TYPE_CHECKING:
     from tpulab.backends import Backend, Placement, Runtime
+    from tpulab.base.capacity import Capacity
     from tpulab.base.ceilings import MeasuredCeilings as Ceilings
     from tpulab.base.charts import Chart
     from tpulab.base.step_times import StepTimes
@@ -248,6 +249,7 @@ class Workload(ABC):
     phases: tuple[str, ...] = ()  # its steps' own phases, each a program of its own: their first calls are named
     latency: str | None = None  # its figure of one step's latency (lower is better), where its steps are a user's
     # wait (a token's): its sweep sets throughput against it, a curve, and `--max-itl` bounds it
+    capacity: Capacity | None = None  # what its sweep over a load finds: the highest load within an SLO, and the knee
     model_flops: bool = False  # `flops_per_step` are the model's FLOPs by the standard formula: shown as MFU
     flop_rates: bool = True  # its FLOP/s and their shares of peak and ceiling say how well it runs (a step bound by
     # memory, a decode's, says it by its bandwidth instead: comparisons leave them out)

@@ -1,4 +1,5 @@
-"""The run pane: live charts, progress and ETA, an event log, cancel, and the summary at the end.
+"""The run pane: live charts, progress and ETA, an event log, cancel, the workload's own words for its latest step
+where it has them (in the summary's place, empty till the end), and the summary at the end.
 
 The run streams in a thread worker that batches events into messages (at most ~10 a second),
 and the charts redraw on a timer, one chart per tick and only when new points arrived, so
@@ -27,7 +28,7 @@ from tpulab.engine.runner import Run
 from tpulab.lab.panes import lab
 from tpulab.lab.widgets.status_line import StatusLine
 from tpulab.views.console import summary_table
-from tpulab.views.narrate import describe, unavailable_lines
+from tpulab.views.narrate import Cell, describe, packed, step_words, unavailable_lines
 from tpulab.views.profile import ops_table
 from tpulab.views.roofline import roofline_view
 
@@ -74,10 +75,11 @@ class RunPane(Vertical):
         """A batch of one run's events, with the figures derived so far."""
 
         def __init__(self, run: Run, events: list[Event], done: int, total: int | None, eta: float | None,
-                     peak_flops: float | None) -> None:
+                     peak_flops: float | None, words: list[Cell] | None = None) -> None:
             super().__init__()
             self.run, self.events, self.done, self.total, self.eta = run, events, done, total, eta
             self.peak_flops = peak_flops
+            self.words = words  # the latest step its workload words itself (a serve run's load so far), if any
 
     class Ended(Message):
         """A run's last word, posted once its worker processes have all ended."""
@@ -116,7 +118,7 @@ class RunPane(Vertical):
             yield RunLog(id="run-log")
             with VerticalScroll(id="run-summary-box"):
                 yield Static(ZOOM_HINT, id="run-summary-hint")  # shown only while it is true: the summary zoomed
-                yield Static(id="run-summary")
+                yield StatusLine(id="run-summary")  # its own words as it goes (a serve run: twice a second), then its summary
 
     def on_mount(self) -> None:
         self.set_interval(REDRAW_EVERY_S, self._redraw)
@@ -211,20 +213,24 @@ class RunPane(Vertical):
     def _stream(self, run: Run) -> None:
         batch: list[Event] = []
         last = 0.0
+        words: list[Cell] | None = None
         for event in run.events():
             batch.append(event)
+            if isinstance(event, Step):  # worded here, as the record has taken it last (a workload reads the steps)
+                words = step_words(event, run.recorder) or words
             now = time.monotonic()
             if not isinstance(event, (Step, Sample)) or now - last >= POST_EVERY_S:
-                self._post(run, batch)
-                batch, last = [], now
-        self._post(run, batch)
+                self._post(run, batch, words)
+                batch, last, words = [], now, None
+        self._post(run, batch, words)
         self.post_message(self.Ended(run, run.recorder.record()))
 
-    def _post(self, run: Run, batch: list[Event]) -> None:
+    def _post(self, run: Run, batch: list[Event], words: list[Cell] | None = None) -> None:
         rec = run.recorder
         if batch:
             peak = rec.summary().peak_flops if isinstance(batch[0], Started) else None
-            self.post_message(self.Advanced(run, batch, rec.steps_done(), rec.steps_total, rec.eta_seconds(), peak))
+            self.post_message(self.Advanced(run, batch, rec.steps_done(), rec.steps_total, rec.eta_seconds(), peak,
+                                            words))
 
     @on(Advanced)
     def _progress(self, message: Advanced) -> None:
@@ -240,6 +246,9 @@ class RunPane(Vertical):
             if line is not None:
                 self.log_view.write(line)
         self.query_one("#run-progress", ProgressBar).update(total=message.total, progress=message.done)
+        if message.words and not self.ended:  # the summary's place is empty till the end
+            said = self.query_one("#run-summary", StatusLine)
+            said.say(packed(message.words, max(20, said.content_size.width)))
         if self.run.handle and self.run.handle.cancel_requested:
             self._show_cancel()
         info = rec.info
@@ -248,7 +257,7 @@ class RunPane(Vertical):
             self.query_one("#run-header", StatusLine).say(
                 f"[b]{safe.markup(rec.workload.title)}[/b] "
                 + safe.markup(f"on {d.label()} via {info.backend} | {d.replicas} shard(s), "
-                              f"{info.per_replica_batch} per replica, {info.dtype} | "
+                              f"{info.per_replica_batch} per replica{f', {info.dtype}' if info.dtype else ''} | "
                               f"{message.done}/{message.total or '?'} {rec.workload.unit}s | "
                               f"ETA {fmt.duration(message.eta)}")
                 + (" | [yellow]SYNTHETIC DATA[/]" if info.synthetic else ""))

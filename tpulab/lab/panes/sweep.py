@@ -28,6 +28,10 @@ from tpulab.lab.panes import lab
 from tpulab.lab.widgets.rows import RowTable
 from tpulab.views.sweep import (
     FIGURES,
+    capacity_legend,
+    capacity_rows,
+    capacity_series,
+    capacity_title,
     curve_title,
     axis_text,
     chart_series,
@@ -47,6 +51,7 @@ from tpulab.views.sweep import (
     x_values,
 )
 
+CAPACITY_OPTIONAL = ("flags", "offered")  # left out of a narrow capacity table, the first first
 SWEEP_OPTIONAL = ("ceiling", "peak", "GFLOP/s", "median", "flags")  # left out of a narrow table, the first first
 KEPT_COLUMNS = ("id", "started", "workload", "status", "points", "swept")  # the kept sweeps, as `results sweep` lists them
 KEPT_OPTIONAL = ("started", "status")
@@ -154,6 +159,8 @@ class SweepPane(Vertical):
         self.query_one("#sweep-progress", ProgressBar).display = False
         chart = self.query_one("#sweep-chart", SeriesPlot)
         chart.series.clear()
+        chart.lines.clear()
+        chart.right = ()
         chart.title = "throughput against the first swept parameter"
         chart.replot()
         self.query_one("#sweep-findings", Static).update("")
@@ -272,6 +279,11 @@ class SweepPane(Vertical):
         axes = self.axes
         chart = self.query_one("#sweep-chart", SeriesPlot)
         chart.series.clear()
+        chart.lines.clear()
+        chart.right = ()
+        if found.capacity:
+            self._show_capacity(points, found)
+            return
         curve = found.latency is not None  # throughput against latency (a token's), the knee marked
         chart.title = curve_title(found, axes) if curve else chart_title(axes, found.by)
         chart.xticks, chart.xlog = x_axis(points, axes[0]) if axes and not curve else (None, False)
@@ -296,6 +308,27 @@ class SweepPane(Vertical):
         self.query_one("#sweep-findings", Static).update(
             "\n".join(([f"[dim]{legend}[/]"] if legend else []) + [safe.markup(line) for line in
                                                                    findings_lines(found, axes)]))
+
+    def _show_capacity(self, points: list[Point], found: Findings) -> None:
+        """A capacity sweep: its bounded figures as shares of their bounds (the bound a line at 100%) and, on the
+        right axis, the load offered and served, against the load; its points by load; what it found."""
+        from tpulab.lab.widgets.charts import SeriesPlot
+
+        chart = self.query_one("#sweep-chart", SeriesPlot)
+        bounded, rates = capacity_series(found)
+        chart.title, chart.right = capacity_title(found), tuple(rates)
+        chart.lines = {"SLO": 100.0}
+        chart.xticks, chart.xlog = x_axis(points, found.capacity[0].capacity.load)
+        for name, pts in {**bounded, **rates}.items():
+            for x, y in sorted(pts):
+                chart.add(name, x, y)
+        chart.replot()
+        header, rows = capacity_rows(found, self.axes)
+        self._table(tuple(header), [tuple(r) for r in rows], CAPACITY_OPTIONAL)
+        legend = capacity_legend(found)
+        self.query_one("#sweep-findings", Static).update(
+            "\n".join(([f"[dim]{safe.markup(legend)}[/]"] if legend else []) + [safe.markup(line) for line in
+                                                                             findings_lines(found, self.axes)]))
 
     def _table(self, header: tuple[str, ...], rows: list[tuple[str, ...]],
                optional: tuple[str, ...] = SWEEP_OPTIONAL) -> None:

@@ -318,7 +318,7 @@ class WorkloadsPane(Horizontal):
     def plan(self, p: Params, guess: Estimate | str) -> str:
         w = self.workload
         run = self.resolved(p)
-        device = self.limits().device_for(run["device"])
+        device = self.limits().device_for(run.get("device", "auto"))  # a workload may take no --device: auto
         steps = w.total_steps(run)
         flops = w.flops_per_step(run)
         batch, shards = w.batch_size(run), w.replicas(run)

@@ -73,6 +73,7 @@ class SeriesPlot(Widget):
         self.xlog = False
         self.dirty = False
         self._built: Text | None = None
+        self._asked = 0  # pictures asked for: one built for an earlier ask (an older size, fewer points) is dropped
 
     def configure(self, title: str, right: tuple[str, ...] = ()) -> None:
         """Start afresh; the title names the quantity and its unit (axes get no labels: rows are scarce)."""
@@ -98,15 +99,16 @@ class SeriesPlot(Widget):
                 step = -(-len(pts) // PLOT_POINTS)
                 series[name] = list(pts)[::step]
         self.dirty = False
+        self._asked += 1
         if not series:  # no axes around nothing
             self._show(Text(f"{self.title}: nothing measured yet" if self.title else "nothing measured yet",
-                            style="dim"))
+                            style="dim"), self._asked)
             return
         self._build(View(self.title, series, dict(self.lines), self.right, self.ylim, self.xticks, self.xlog),
-                    self.size.width, self.size.height)
+                    self.size.width, self.size.height, self._asked)
 
     @work(thread=True, group="chart", exit_on_error=False)
-    def _build(self, view: View, width: int, height: int) -> None:
+    def _build(self, view: View, width: int, height: int, asked: int) -> None:
         top = max(y for pts in view.series.values() for _, y in pts)
         shown = {k: v for k, v in view.lines.items() if v <= IN_RANGE * top}
         xs = [x for pts in view.series.values() for x, _ in pts]
@@ -128,16 +130,21 @@ class SeriesPlot(Widget):
             chart.fig.axes(True, axis="x", side="lower")
             chart.fig.axes(True, axis="y", side=list(ranges))
             chart.lim("x", min(xs), max(xs))
-            along = view.xticks or [(float(t), str(t)) for t in integer_ticks(xs, max(3, width // 8))]
+            most = max(3, width // 8)  # x values not whole (seconds): round ones, as the y axis has, never plotext's
+            along = view.xticks or [(float(t), str(t)) for t in integer_ticks(xs, most)] or ticks(min(xs), max(xs), most)
             if along:
                 chart.ticks("x", along)
             for side, (lo, hi) in ranges.items():  # labels at the digits the data carry, as many as the rows allow
                 chart.lim("y", lo, hi, side)
                 chart.ticks("y", ticks(lo, hi, max(2, (height - len(head) - 2) // 2)), side)
             body = Text.from_ansi(chart.text())
-        self.app.call_from_thread(self._show, Text("\n").join([*head, body]))
+        self.app.call_from_thread(self._show, Text("\n").join([*head, body]), asked)
 
-    def _show(self, built: Text) -> None:
+    def _show(self, built: Text, asked: int) -> None:
+        """The picture, unless a later one was asked for since: builds run in threads side by side, and one for a
+        size the chart no longer has (taller, before a header above grew) may finish last, its axis then cut off."""
+        if asked != self._asked:
+            return
         self._built = built
         self.refresh()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tpulab.workloads.decode import gguf_model
+from tpulab.workloads.shared.decoder_shapes import head_dim
 
 Params = dict[str, Any]
 
@@ -15,10 +16,6 @@ BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # Each dtype's tolerance for --verify: the largest |difference| of the cached logits from a full forward
 # pass's, as a fraction of the largest |logit| (float32 allows TF32 or bfloat16-pass matmuls on GPUs, TPUs).
 TOLERANCE = {"float32": 5e-3, "bfloat16": 6e-2, "float16": 1e-2}
-
-
-def head_dim(p: Params) -> int:
-    return int(p["width"] // p["heads"])
 
 
 def block_parameters(p: Params) -> int:

@@ -1,19 +1,12 @@
 """What a GGUF file and llama.cpp can hold of the decode model, framework-free: checked when a run is resolved,
-before a worker starts (`RunnerAt.checks`), and read by the writer (`gguf_writer`)."""
+before a worker starts (`RunnerAt.checks`), and read by the writer (`tpulab.workloads.shared.gguf_writer`)."""
 
 from __future__ import annotations
 
 from tpulab.workloads.base import ParamError
 from tpulab.workloads.decode import gguf_model
 from tpulab.workloads.decode.arithmetic import QUANT_BLOCK, Params, head_dim, weight_format
-
-ARCHITECTURES = {("gpt2", "learned"): "gpt2", ("llama", "rope"): "llama"}  # (block, positions) -> llama.cpp's
-
-
-def architecture(p: Params) -> str | None:
-    """llama.cpp's architecture for the run's block and positions; None where it has none (GPT-2 blocks with rotary
-    positions, Llama blocks with a learned table)."""
-    return ARCHITECTURES.get((p["block"], p["positions"]))
+from tpulab.workloads.shared.decoder_shapes import architecture
 
 
 def unpackable(p: Params, fmt: str) -> str | None:

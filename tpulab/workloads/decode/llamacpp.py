@@ -31,12 +31,13 @@ from tpulab.base.errors import TpulabError
 from tpulab.base.events import Compiled, Log, Step
 from tpulab.machine.fingerprint import physical_cores
 from tpulab.workloads.base import Params, Workload
-from tpulab.workloads.decode import gguf_model, gguf_writer
+from tpulab.workloads.decode import gguf_model
 from tpulab.workloads.decode.arithmetic import cache_len, decode_step_bytes, format_tolerance, parameters, weight_format
 from tpulab.workloads.decode.figures import (PHASE_DECODE, PHASE_PREFILL, VERIFIED_DIFFER, VERIFIED_LOGPROB,
                                              VERIFIED_SCALE, VERIFIED_TOKENS, VERIFIED_TOLERANCE)
 from tpulab.workloads.decode.loop import prompt
 from tpulab.workloads.running import CancelToken, Sink, handed, place, started
+from tpulab.workloads.shared import gguf_writer
 from tpulab.workloads.shared.kernels import BANDWIDTH_KEPT, Kernel, measure_bandwidth
 
 if TYPE_CHECKING:

@@ -51,6 +51,7 @@ from tpulab.workloads.decode import gguf_model
 from tpulab.workloads.decode.charts import TOKEN_RATE, TOKEN_TIME
 from tpulab.workloads.decode.hf_shape import MODEL, with_model
 from tpulab.workloads.decode.rows import decode_rows
+from tpulab.workloads.shared.decoder_shapes import SHAPES
 from tpulab.workloads.shared.kernels import bandwidth_kept
 from tpulab.workloads.shared.model_source import hf_config
 from tpulab.workloads.running import RunnerAt
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from tpulab.base.ceilings import MeasuredCeilings
     from tpulab.base.ceilings import Sourced
 
+GPT2 = SHAPES["gpt2-small"]  # the defaults' shape
 TOKEN_LINE_EVERY = 16  # a run's narration: a line every this many tokens (the summary has each one's figures)
 
 PARAMS = (
@@ -68,22 +70,22 @@ PARAMS = (
               term="prefill"),
     ParamSpec("gen_len", int, 128, "tokens generated per sequence: the first by the prefill, then one per "
               "decode step", 2, 131072, unit="tokens"),
-    ParamSpec("context", int, 1024, "positions the model has (its position table, where learned); the KV cache "
+    ParamSpec("context", int, GPT2["context"], "positions the model has (its position table, where learned); the KV cache "
               "holds no more", 2, 131072, unit="tokens"),
     ParamSpec("kv_cache", int, 0, f"positions the KV cache holds; 0: the prompt and the generated tokens, rounded up "
               f"to {CACHE_BLOCK} (no more than --context)", 0, 131072, unit="tokens"),
     ParamSpec("dtype", str, "float32", "number format of the weights, the cache and the math", options=DTYPES,
               term="precision"),
-    ParamSpec("layers", int, 12, "decoder blocks (attention, then a feed-forward network)", 1, 128),
-    ParamSpec("width", int, 768, "model width (d_model)", 8, 16384),
-    ParamSpec("heads", int, 12, "query heads; must divide the width", 1, 256),
-    ParamSpec("kv_heads", int, 12, "key/value heads (grouped-query attention); must divide the heads", 1, 256),
-    ParamSpec("mlp_width", int, 3072, "the feed-forward network's inner width", 1, 131072),
-    ParamSpec("vocab", int, 50257, "vocabulary size (GPT-2's is 50257, Llama 3's 128256)", 2, 1_000_000,
+    ParamSpec("layers", int, GPT2["layers"], "decoder blocks (attention, then a feed-forward network)", 1, 128),
+    ParamSpec("width", int, GPT2["width"], "model width (d_model)", 8, 16384),
+    ParamSpec("heads", int, GPT2["heads"], "query heads; must divide the width", 1, 256),
+    ParamSpec("kv_heads", int, GPT2["kv_heads"], "key/value heads (grouped-query attention); must divide the heads", 1, 256),
+    ParamSpec("mlp_width", int, GPT2["mlp_width"], "the feed-forward network's inner width", 1, 131072),
+    ParamSpec("vocab", int, GPT2["vocab"], "vocabulary size (GPT-2's is 50257, Llama 3's 128256)", 2, 1_000_000,
               unit="tokens"),
-    ParamSpec("positions", str, "learned", "learned: a position embedding (GPT-2); rope: rotary, in each "
+    ParamSpec("positions", str, GPT2["positions"], "learned: a position embedding (GPT-2); rope: rotary, in each "
               "attention (Llama)", options=("learned", "rope")),
-    ParamSpec("block", str, "gpt2", "gpt2: LayerNorm, biases, GELU feed-forward; llama: RMSNorm, no biases, "
+    ParamSpec("block", str, GPT2["block"], "gpt2: LayerNorm, biases, GELU feed-forward; llama: RMSNorm, no biases, "
               "SwiGLU feed-forward", options=("gpt2", "llama")),
     ParamSpec("verify", bool, False, "before the timed tokens, check that decoding with the cache gives a full "
               "forward pass's logits (the run fails above the dtype's tolerance); on llama.cpp, that its greedy "
@@ -136,11 +138,9 @@ class LLMDecode(Workload):
                "the device's memory bandwidth.")
     params = PARAMS
     presets = {
-        "smoke": {"batch_size": 2, "prompt_len": 8, "gen_len": 8, "context": 32, "layers": 2, "width": 64,
-                  "heads": 4, "kv_heads": 2, "mlp_width": 128, "vocab": 256, "positions": "rope", "block": "llama"},
-        "tiny": {"batch_size": 4, "prompt_len": 64, "gen_len": 64, "context": 256, "layers": 4, "width": 256,
-                 "heads": 4, "kv_heads": 4, "mlp_width": 1024, "vocab": 8192},
-        "gpt2-small": {},
+        "smoke": {"batch_size": 2, "prompt_len": 8, "gen_len": 8, **SHAPES["smoke"]},
+        "tiny": {"batch_size": 4, "prompt_len": 64, "gen_len": 64, **SHAPES["tiny"]},
+        "gpt2-small": {},  # the defaults' shape
         "llama-1b": {"prompt_len": 128, "gen_len": 128, "context": 2048, "dtype": "bfloat16", "layers": 16,
                      "width": 2048, "heads": 32, "kv_heads": 8, "mlp_width": 8192, "vocab": 128256,
                      "positions": "rope", "block": "llama"},

@@ -1,20 +1,20 @@
 """The serve runner against a server at --endpoint: an OpenAI-compatible API (llama-server, vLLM, Ollama), each
 request streamed (server-sent events), timed by this process's monotonic clock as each chunk arrives.
 
-No framework runs here: the backend the worker loaded is not used (`Serve.backend_for` says why it was chosen).
+No framework runs here: against your server the worker's backend is none (`tpulab.backends.server`); against
+tpulab's engine (`tpulab.workloads.serve.llamacpp`) the same client drives llama.cpp's server over loopback.
 Requests are sent at their due times counted from the run's start (absolute times: a late send never delays the
 ones after it), or, with --concurrency, each as one ends. Only the address given is contacted: no proxy from the
 environment, no redirect followed, no other path than the API's completions. A server that refuses, stalls past
 --timeout, ends a stream before its end or streams what is not the API's fails the run in one line; the requests
-that completed before are kept (each a `Step`), with the load's totals (`PHASE_TOTALS`).
+that completed before are kept (each a `Step`), with the load's totals (`PHASE_TOTALS`). Meanwhile the load so far
+is said every half second (`live`: the requests in flight, the latencies' quantiles so far).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import platform
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -22,7 +22,7 @@ import aiohttp
 from tpulab.base.errors import TpulabError
 from tpulab.base.events import Device, Started, Step
 from tpulab.machine.detect import detect
-from tpulab.workloads.serve import load
+from tpulab.workloads.serve import live, load
 from tpulab.workloads.serve.figures import PHASE_REQUEST, PHASE_TOTALS, totals_metrics
 
 if TYPE_CHECKING:
@@ -142,16 +142,29 @@ async def drive(p: Params, plan: list[load.Request], sink: Sink, cancel: CancelT
     gaps: list[float] = []
     failed: list[BaseException] = []
 
+    tally = live.Tally()
+
     async def one(session: aiohttp.ClientSession, request: load.Request, due: float) -> None:
         t = Timed(request, due, clock())
         timed.append(t)
+        tally.sent(t.sent)
+        completed: Step | None = None
         try:
             await stream(session, url, p, t, clock)
         except (ServerError, aiohttp.ClientError, asyncio.TimeoutError, OSError, UnicodeError) as e:  # the first ends the run
             failed.append(e)
-            return
-        sink(t.step(clock()))
-        gaps.extend(b - a for a, b in zip(t.chunks, t.chunks[1:]))
+        else:
+            completed = t.step(clock())
+            sink(completed)
+            gaps.extend(b - a for a, b in zip(t.chunks, t.chunks[1:]))
+        finally:
+            tally.ended(completed)  # completed, failed or cancelled: no longer in flight
+
+    async def ticks() -> None:
+        """The load so far, every `live.EVERY_S`: what a front end shows while the requests stream."""
+        while True:
+            await asyncio.sleep(live.EVERY_S)
+            sink(tally.step(clock()))
 
     def going() -> bool:
         return not failed and not cancel.is_set() and clock() < p["duration"]
@@ -159,6 +172,7 @@ async def drive(p: Params, plan: list[load.Request], sink: Sink, cancel: CancelT
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=p["timeout"], sock_read=p["timeout"])
     async with aiohttp.ClientSession(timeout=timeout, trust_env=False,
                                      connector=aiohttp.TCPConnector(limit=0, force_close=False)) as session:
+        ticker = asyncio.ensure_future(ticks())
         tasks: list[asyncio.Task[None]] = []
         if p["concurrency"]:
             queue = iter(plan)
@@ -187,17 +201,23 @@ async def drive(p: Params, plan: list[load.Request], sink: Sink, cancel: CancelT
                 for t in tasks:
                     t.cancel()
             await asyncio.wait(tasks, timeout=0.05)
-    sink(Step(step=len(timed), seconds=clock(), phase=PHASE_TOTALS,
+        ticker.cancel()
+    sink(tally.step(clock()))  # the last word of the load as it went: none in flight
+    sink(Step(step=len(timed), seconds=clock(), steps=0, phase=PHASE_TOTALS,
               metrics=totals_metrics([(t.due, t.sent) for t in timed], gaps, clock())))
     if failed:
         raise failure(failed[0], p)
 
 
+def started(w: Workload, p: Params, device: Device, versions: dict[str, str]) -> Started:
+    """A serve run's `Started`: no FLOPs are counted (the server's work), a request is its step."""
+    return Started(workload=w.name, device=device, dtype="", flops_per_step=None, steps_total=w.total_steps(p),
+                   per_replica_batch=1, versions=versions, dataset=w.describe_data(p), synthetic=True)
+
+
 def run(w: Workload, p: Params, sink: Sink, cancel: CancelToken, runtime: Runtime) -> None:
-    """The runner: `Started` with this machine's CPU as the client's device, then the load driven."""
+    """The runner against your server (--endpoint): `Started` with this machine's CPU as the client's device and
+    the address as what serves, then the load driven."""
     device = Device(kind="cpu", name=detect().cpu.model, replicas=1, strategy=f"your server at {p['endpoint']}")
-    sink(Started(workload=w.name, device=device, dtype="", flops_per_step=None, steps_total=w.total_steps(p),
-                 per_replica_batch=1, versions={"aiohttp": metadata.version("aiohttp"),
-                                                "python": platform.python_version()},
-                 dataset=w.describe_data(p), synthetic=True))
+    sink(started(w, p, device, runtime.versions()))
     asyncio.run(drive(p, load.plan(p), sink, cancel))

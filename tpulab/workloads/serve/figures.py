@@ -10,7 +10,9 @@ between two chunks, as vLLM's `bench serve` pools them). From those, as vLLM nam
   its 95% order-statistic interval (distribution-free: `quantiles`), none where the requests are too few for it;
 - SLO attainment (the requests whose TTFT and TPOT are within --slo-ttft and --slo-tpot) and goodput (those a
   second);
-- the arrival rate the server saw against the one asked: a generator that fell behind is flagged.
+- the arrival rate the server saw against the one asked: a generator that fell behind is flagged;
+- the completion rate (requests completed a second, from the first end to the last): the rate sent, whatever the
+  latency, where the server keeps up; below it where requests queue.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from tpulab.base import fmt
+from tpulab.base.capacity import Bound, Capacity
+from tpulab.base.ceilings import Sourced
 from tpulab.base.events import Step
 from tpulab.base.figures import HIGHER, LOWER, Figure, FigureValue
 from tpulab.base.noise import LEVEL
@@ -53,6 +57,8 @@ FIGURES = (
     Figure(name="slo_ttft_s", label="TTFT at most", unit="s", group="SLO"),
     Figure(name="slo_tpot_s", label="TPOT at most", unit="s", group="SLO"),
     Figure(name="completed", label="completed", group="requests"),
+    Figure(name="completion_rate", label="a second", unit="requests/s", group="requests"),  # from the first end to
+    # the last: the rate sent where the server keeps up, whatever its latency (the knee of a sweep over --rate)
     Figure(name="sent", label="sent", group="requests"),
     Figure(name="asked_rate", label="asked", unit="requests/s", group="arrival rate"),
     Figure(name="scheduled_rate", label="scheduled", unit="requests/s", group="arrival rate"),
@@ -61,7 +67,17 @@ FIGURES = (
     Figure(name="send_lag_max", label="max", unit="s", better=LOWER, group="send lag"),
     Figure(name="concurrency", label="concurrency"),
     Figure(name="duration_s", label="run time", unit="s"),
+    Figure(name="steady_batch", label="steady batch", unit="requests", group="engine"),
+    Figure(name="step_bytes", label="a step reads", unit="B", group="engine"),
+    Figure(name="bandwidth", label="bandwidth MBU is of", unit="B/s", group="engine"),
+    Figure(name="mbu", label="MBU", unit="%", better=HIGHER, compare=True, group="engine"),
 )
+
+# A sweep over --rate finds the highest rate whose p99s are within the SLO (MLPerf's Server scenario bounds TTFT and
+# TPOT at p99), and the knee: where the requests completed a second fall behind those sent.
+CAPACITY = Capacity(load="rate", offered="achieved_rate", served="completion_rate",
+                    bounds=(Bound("ttft_p99", "slo_ttft_s"), Bound("tpot_p99", "slo_tpot_s")),
+                    rule="its TTFT p99 is within --slo-ttft and its TPOT p99 within --slo-tpot", invalid=(FELL_BEHIND,))
 
 
 def rate(times: Sequence[float]) -> float | None:
@@ -116,6 +132,7 @@ def figures(steps: Sequence[Step], p: Mapping[str, Any]) -> tuple[dict[str, Figu
         "slo_ttft_s": float(p["slo_ttft"]),
         "slo_tpot_s": p["slo_tpot"] / 1e3,
         "completed": float(len(done)),
+        "completion_rate": rate(ends),
         "sent": totals.get("sent"),
         "asked_rate": None if p["concurrency"] else float(p["rate"]),
         "scheduled_rate": totals.get("scheduled_rate"),
@@ -139,10 +156,34 @@ def behind(d: Mapping[str, FigureValue]) -> list[Flag]:
                  "up, so the server saw less load than asked; the figures are of the load it saw")]
 
 
-def summary_part(steps: Sequence[Step], p: Mapping[str, Any]) -> SummaryPart:
+def bandwidth_use(steps: Sequence[Step], model: Mapping[str, Any] | None, bandwidth: Sourced | None
+                  ) -> dict[str, FigureValue]:
+    """MBU at the steady batch, where tpulab's engine served (`model`: what its worker said of the weights; None for
+    your server, whose weights are unknown here): the steady batch is the requests decoding at once on average (their
+    decode times over the run's time); a step at that batch reads every weight and each request's cache at its mean
+    length (prompt and half the output); over the step time (TPOT p50, a token each), against the machine's one
+    bandwidth (the kept ceiling: none kept, no MBU)."""
+    done = requests(steps)
+    if not model or not done:
+        return {}
+    ends = [s.metrics["sent_s"] + s.seconds for s in done]
+    span = max(ends) - min(s.metrics["sent_s"] for s in done)
+    batch = sum(s.seconds - s.metrics["ttft_s"] for s in done) / span if span > 0 else None
+    held = sum(s.metrics["prompt_tokens"] + s.metrics["output_tokens"] / 2 for s in done) / len(done)
+    read = float(model["weight_bytes"]) + (batch or 0.0) * held * float(model["kv_bytes_per_position"])
+    tpot = percentile(sorted(s.metrics["tpot_s"] for s in done if "tpot_s" in s.metrics), 0.5) \
+        if any("tpot_s" in s.metrics for s in done) else None
+    return {"steady_batch": batch, "step_bytes": read if batch else None,
+            "bandwidth": bandwidth.value if bandwidth else None,
+            "mbu": read / tpot / bandwidth.value if batch and tpot and bandwidth else None}
+
+
+def summary_part(steps: Sequence[Step], p: Mapping[str, Any], model: Mapping[str, Any] | None = None,
+                 bandwidth: Sourced | None = None) -> SummaryPart:
     """A serve run's part of its summary: its step is a request (the statistics are of their end-to-end times), its
-    rate the request throughput, its figures the ones above."""
+    rate the request throughput, its figures the ones above (MBU where tpulab's engine served: `bandwidth_use`)."""
     values, flags = figures(steps, p)
+    values |= bandwidth_use(steps, model, bandwidth)
     throughput = values.get("request_throughput")
     return SummaryPart(seconds=[s.seconds for s in requests(steps)], figures=values, flags=tuple(flags),
                        examples_per_s=throughput if isinstance(throughput, float) else None)
@@ -165,10 +206,16 @@ def rows(d: Mapping[str, Any]) -> list[tuple[str, str]]:
             for key, label in LATENCIES.items()]
     out += [("met the SLO", f"{show('slo_attainment')} (TTFT at most {show('slo_ttft_s')}, TPOT at most "
                             f"{show('slo_tpot_s')}): goodput {show('goodput')}"),
-            ("requests", f"{show('completed')} completed of {show('sent')} sent"),
+            ("requests", f"{show('completed')} completed of {show('sent')} sent"
+                         + (f", {show('completion_rate')} from the first end to the last"
+                            if d.get("completion_rate") is not None else "")),
             ("arrival rate", f"achieved {show('achieved_rate')}" + (
                 f", scheduled {show('scheduled_rate')}, asked {show('asked_rate')}" if d.get("asked_rate") is not None
                 else f" at concurrency {show('concurrency')}")),
             ("send lag", f"p99 {show('send_lag_p99')}, max {show('send_lag_max')}"),
             ("run time", show("duration_s"))]
+    if d.get("steady_batch") is not None:  # tpulab's engine served
+        read = f"at the steady batch {show('steady_batch')}, a step reading {show('step_bytes')} over TPOT p50"
+        out.append(("MBU", f"{show('mbu')} {read}, of {show('bandwidth')}" if d.get("mbu") is not None else
+                    f"none: no bandwidth ceiling is kept (`tpulab --run roofline` keeps one); {read}"))
     return out

@@ -8,6 +8,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from tpulab.workloads.serve.lengths import span
+
+PROMPT_IDS = (100, 256)  # a prompt's token ids are drawn from these (high excluded): every tokenizer in use has them,
+# and so has the smallest model tpulab's engine serves (the smoke decoder's vocabulary is 256)
+
 
 @dataclass(frozen=True)
 class Request:
@@ -33,7 +38,7 @@ def sizes(mean: int, spread: float, count: int, rng: np.random.Generator) -> lis
     1 (vLLM's random range ratio)."""
     if spread == 0:
         return [mean] * count
-    low, high = max(1, round(mean * (1 - spread))), max(1, round(mean * (1 + spread)))
+    low, high = span(mean, spread)
     return [int(x) for x in rng.integers(low, high + 1, count)]
 
 
@@ -49,9 +54,9 @@ def plan(p: Mapping[str, Any]) -> list[Request]:
 
 
 def prompt(request: Request, seed: int) -> list[int]:
-    """A prompt of exactly `prompt_tokens` token ids (the completions API takes ids), drawn from ids every
-    tokenizer in use has (below 1000), different for each request so that no prefix cache serves it."""
-    return [int(t) for t in np.random.default_rng([seed, 2, request.index]).integers(100, 1000, request.prompt_tokens)]
+    """A prompt of exactly `prompt_tokens` token ids (the completions API takes ids), drawn from `PROMPT_IDS`,
+    different for each request so that no prefix cache serves it."""
+    return [int(t) for t in np.random.default_rng([seed, 2, request.index]).integers(*PROMPT_IDS, request.prompt_tokens)]
 
 
 def prompt_text(request: Request, seed: int) -> str:

@@ -1,9 +1,9 @@
-"""decode's model as a GGUF file, for llama.cpp: the same decoder, its random weights drawn from the seed with numpy,
-written with the `gguf` package and cached in tpulab's home by shape, seed and format.
+"""The decoder as a GGUF file, for llama.cpp (decode's runner, and serve's engine): the same decoder, its random weights
+drawn from the seed with numpy, written with the `gguf` package and cached in tpulab's home by shape, seed and format.
 
 The weights are named as decode's PyTorch module names them (`torch_model.TorchDecoder.state_dict()`) and drawn as
 it initialises them (Glorot-uniform kernels, zero biases, token and position tables uniform in +-0.05, unit norms),
-so `--verify` loads the same arrays into it and sets its greedy tokens against llama.cpp's. A GPT-2 block is
+so decode's `--verify` loads the same arrays into it and sets its greedy tokens against llama.cpp's. A GPT-2 block is
 llama.cpp's `gpt2` architecture (its query, key and value kernels one `attn_qkv` matrix, as the module holds them),
 a Llama block with rotary positions its `llama`: llama.cpp turns adjacent pairs of a head's dimensions where the
 module turns each dimension with the one half a head on (`rope`), so the query and key rows are interleaved as
@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Mapping
 
 import gguf
 import numpy as np
 
 from tpulab.base.home import home
-from tpulab.workloads.decode.arithmetic import Params, head_dim
-from tpulab.workloads.decode.gguf_shapes import architecture
+from tpulab.workloads.shared.decoder_shapes import architecture, head_dim
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
+Params = Mapping[str, Any]  # the decoder's shape (`decoder_shapes.SHAPES`) and its seed
 
 EMBEDDING_RANGE = 0.05  # as the module's tables start (Keras's Embedding initialiser)
 EPS = 1e-5  # the norms' epsilon, as the module's
