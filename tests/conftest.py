@@ -34,19 +34,25 @@ def still_animations(monkeypatch):
 
 @pytest.fixture(scope="session")
 def jax_cache(tmp_path_factory) -> Path:
-    """One JAX compilation cache for every test of the session, both xdist workers' (their temporary folders'
-    parent): a program compiled once (a smoke conv's step, each initialiser Keras builds a model with) is loaded by
-    every later test, not compiled again in each test's own tpulab home (about an eighth of the JAX tests' CPU).
-    A test of where tpulab keeps its cache gives the variable as None to `helpers.run_cli` (tests/test_jax.py)."""
+    """The folder of the session's one JAX compilation cache: both xdist workers' (their temporary folders' parent)."""
     root = tmp_path_factory.getbasetemp()
     return (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "jax-cache"
 
 
+@pytest.fixture
+def shared_jax_cache(monkeypatch, jax_cache):
+    """JAX's programs compiled once for the session: a later test's run loads them (a smoke conv's step, each
+    initialiser Keras builds a model with) rather than compiling them again in its own tpulab home (an eighth of the
+    JAX-heavy modules' CPU). For the modules whose tests do not read how a first call went (its words say "compiled
+    (cache)" where an earlier test compiled the same program), each saying so with `pytestmark`; a run that must
+    start cold gives the variable as None to `helpers.run_cli` (tests/test_jax.py)."""
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(jax_cache))
+
+
 @pytest.fixture(autouse=True)
-def tpulab_home(tmp_path, monkeypatch, jax_cache):
+def tpulab_home(tmp_path, monkeypatch):
     home = tmp_path / "tpulab-home"
     monkeypatch.setenv("TPULAB_HOME", str(home))
-    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(jax_cache))
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
     # No worker pre-started beside a test's form: each imported a framework on a core of its own, for tests that
     # never hand it a run (test_standby.py turns it on)

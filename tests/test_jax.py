@@ -77,7 +77,7 @@ def test_worker_environment_sets_the_backend_and_host_devices_before_import():
 # --- real runs ----------------------------------------------------------------------------------
 pytest.importorskip("jax")
 
-pytestmark = pytest.mark.usefixtures("quick_compiles")  # see conftest
+pytestmark = pytest.mark.usefixtures("quick_compiles", "shared_jax_cache")  # see conftest
 
 
 CONV_RUNS = [("sharded", 1), ("sharded", 4), ("naive", 4), ("batch-parallel", 1), ("batch-parallel", 4)]

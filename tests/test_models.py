@@ -152,7 +152,7 @@ def result(stdout: str) -> dict:
     return json_events(stdout)[-1]
 
 
-pytestmark = pytest.mark.usefixtures("quick_compiles")  # see conftest
+pytestmark = pytest.mark.usefixtures("quick_compiles", "shared_jax_cache")  # see conftest
 
 
 @pytest.mark.slow
