@@ -76,7 +76,9 @@ def test_alike_runs_pass_a_known_slowdown_fails_in_one_line_and_changed_fails_a_
     code, out, err = gate(capsys, db, "results", "compare", padded.id, base.id, "--fail-on", "slower")
     assert code == EXIT_OK and "1 faster" in out, err
     code, out, err = gate(capsys, db, "results", "compare", padded.id, base.id, "--fail-on", "changed")
-    assert code == EXIT_FAILED and one_line(err).startswith("faster: calibration step time 1.")
+    line = one_line(err)
+    assert code == EXIT_FAILED and line.startswith("faster: calibration step time "), line
+    assert float(line.split("time ", 1)[1].split("x", 1)[0]) > 1.25  # about 2x
 
     code, out, err = gate(capsys, db, "results", "compare", base.id, padded.id, "--fail-on", "slower", "--json")
     shown = json.loads(out)
